@@ -1,0 +1,481 @@
+//! The event envelope and every event kind of a session log (DESIGN §6).
+//!
+//! On disk an event is `{"seq":N,"ts":"…","kind":"tool/result","turn":T,"step":S,
+//! "call_id":"c1","data":{…}}`. The kind strings are part of the format and never change;
+//! an unknown kind (written by a newer version) is kept as [`EventData::Unknown`] so readers
+//! can skip it without losing it.
+
+use serde::de::Error as _;
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::content::ContentBlock;
+use crate::ids::{CallId, SessionId, StepId, TurnId};
+use crate::result::{ToolResultRecord, ToolSource};
+
+/// The version of the event vocabulary written in `session/start`.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One line of a session log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// Position in the session, from 1, without gaps.
+    pub seq: u64,
+    /// When the event was appended (RFC 3339, UTC).
+    pub ts: String,
+    /// The user turn the event belongs to (absent for `session/start`).
+    pub turn: Option<TurnId>,
+    /// The model request inside the turn.
+    pub step: Option<StepId>,
+    /// The tool call the event is about.
+    pub call_id: Option<CallId>,
+    /// The kind and its data.
+    pub data: EventData,
+}
+
+/// A known kind whose `data` does not have the expected shape.
+#[derive(Debug, thiserror::Error)]
+#[error("event kind `{kind}` has malformed data: {source}")]
+pub struct EventDecodeError {
+    /// The kind named by the line.
+    pub kind: String,
+    /// What serde found wrong.
+    #[source]
+    pub source: serde_json::Error,
+}
+
+macro_rules! event_kinds {
+    ($($(#[$doc:meta])* $variant:ident($payload:ty) = $kind:literal,)*) => {
+        /// The kind of an event together with its data.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum EventData {
+            $($(#[$doc])* $variant($payload),)*
+            /// A kind this version does not know; kept verbatim and ignored by derivations.
+            Unknown { kind: String, data: Value },
+        }
+
+        impl EventData {
+            /// Every kind string this version knows, in declaration order.
+            pub const KNOWN_KINDS: &'static [&'static str] = &[$($kind,)*];
+
+            /// The kind string written in the envelope.
+            pub fn kind(&self) -> &str {
+                match self {
+                    $(Self::$variant(_) => $kind,)*
+                    Self::Unknown { kind, .. } => kind,
+                }
+            }
+
+            /// The kind string of a known kind, `None` for [`EventData::Unknown`].
+            pub fn known_kind(&self) -> Option<&'static str> {
+                match self {
+                    $(Self::$variant(_) => Some($kind),)*
+                    Self::Unknown { .. } => None,
+                }
+            }
+
+            /// Decodes `data` for the given kind; unknown kinds are kept as they are.
+            pub fn from_parts(kind: &str, data: Value) -> Result<Self, EventDecodeError> {
+                match kind {
+                    $($kind => serde_json::from_value(data)
+                        .map(Self::$variant)
+                        .map_err(|source| EventDecodeError { kind: kind.to_owned(), source }),)*
+                    _ => Ok(Self::Unknown { kind: kind.to_owned(), data }),
+                }
+            }
+        }
+
+        impl Serialize for DataRef<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                match self.0 {
+                    $(EventData::$variant(payload) => payload.serialize(serializer),)*
+                    EventData::Unknown { data, .. } => data.serialize(serializer),
+                }
+            }
+        }
+    };
+}
+
+/// Serializes only the payload of an event, for the envelope's `data` field.
+struct DataRef<'a>(&'a EventData);
+
+event_kinds! {
+    /// The first event of a session: format version and the initial tool set.
+    SessionStart(SessionStart) = "session/start",
+    /// A user turn begins.
+    TurnStart(TurnStart) = "turn/start",
+    /// A model request begins.
+    StepStart(StepStart) = "step/start",
+    /// The complete assistant message, with its tool calls and stop reason.
+    AssistantMessage(AssistantMessage) = "assistant/message",
+    /// Stage 1: a call recorded before anything else happens to it.
+    ToolCall(ToolCall) = "tool/call",
+    /// A pre-execute hook rewrote the arguments.
+    ArgsRewritten(ArgsRewritten) = "tool/args-rewritten",
+    /// An approval was requested.
+    ApprovalAsked(ApprovalAsked) = "approval/asked",
+    /// An approval was answered (or could not be).
+    ApprovalDecided(ApprovalDecided) = "approval/decided",
+    /// Stage 6: the body is about to run.
+    ToolStart(ToolStart) = "tool/start",
+    /// A code-mode program called a tool.
+    CodeDispatchStart(CodeDispatchStart) = "tool/code-dispatch-start",
+    /// A code-mode sub-call settled; its result is kept for replay.
+    CodeDispatch(CodeDispatch) = "tool/code-dispatch",
+    /// Stage 10: the committed result.
+    ToolResult(ToolResultRecord) = "tool/result",
+    /// A message a hook added to the conversation.
+    ContextMessage(ContextMessage) = "context/message",
+    /// The todo list was replaced.
+    TodoWrite(TodoWrite) = "todo/write",
+    /// A question was put to the user.
+    QuestionAsked(QuestionAsked) = "question/asked",
+    /// A question reached a final state.
+    QuestionAnswered(QuestionAnswered) = "question/answered",
+    /// A file's version was observed (read-before-edit).
+    FsObserved(FsObserved) = "fs/observed",
+    /// A file is about to be written.
+    FsWriteIntent(FsWriteIntent) = "fs/write-intent",
+    /// Plan mode was entered or left.
+    PlanMode(PlanMode) = "plan/mode",
+    /// Deferred tools were loaded and join from the next request.
+    ToolsLoaded(ToolsLoaded) = "tools/loaded",
+    /// A model request and its batch are done.
+    StepEnd(StepEnd) = "step/end",
+    /// A user turn ended, and how.
+    TurnEnd(TurnEnd) = "turn/end",
+    /// Recovery appended synthetic results or repaired the file.
+    RecoveryRepaired(RecoveryRepaired) = "recovery/repaired",
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut envelope = serializer.serialize_struct("Event", 7)?;
+        envelope.serialize_field("seq", &self.seq)?;
+        envelope.serialize_field("ts", &self.ts)?;
+        envelope.serialize_field("kind", self.data.kind())?;
+        if let Some(turn) = &self.turn {
+            envelope.serialize_field("turn", turn)?;
+        }
+        if let Some(step) = &self.step {
+            envelope.serialize_field("step", step)?;
+        }
+        if let Some(call_id) = &self.call_id {
+            envelope.serialize_field("call_id", call_id)?;
+        }
+        envelope.serialize_field("data", &DataRef(&self.data))?;
+        envelope.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct RawEvent {
+            seq: u64,
+            ts: String,
+            kind: String,
+            #[serde(default)]
+            turn: Option<TurnId>,
+            #[serde(default)]
+            step: Option<StepId>,
+            #[serde(default)]
+            call_id: Option<CallId>,
+            #[serde(default)]
+            data: Value,
+        }
+        let raw = RawEvent::deserialize(deserializer)?;
+        let data = EventData::from_parts(&raw.kind, raw.data).map_err(D::Error::custom)?;
+        Ok(Event {
+            seq: raw.seq,
+            ts: raw.ts,
+            turn: raw.turn,
+            step: raw.step,
+            call_id: raw.call_id,
+            data,
+        })
+    }
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// One tool of a tool set, as recorded in `session/start`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolManifestEntry {
+    pub name: String,
+    pub source: ToolSource,
+    pub version: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub read_only: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub idempotent: bool,
+}
+
+/// Data of `session/start`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionStart {
+    pub format_version: u32,
+    pub session_id: SessionId,
+    pub tools: Vec<ToolManifestEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+}
+
+/// Data of `turn/start`: the user's message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnStart {
+    pub user: Vec<ContentBlock>,
+}
+
+/// Data of `step/start`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepStart {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// Why the model stopped writing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolCalls,
+    /// The output-length limit cut the message: its calls are never executed.
+    Length,
+    ContentFilter,
+    Refusal,
+    Other(String),
+}
+
+/// One block of an assistant message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AssistantBlock {
+    Text {
+        text: String,
+    },
+    Thinking {
+        text: String,
+    },
+    ToolCall {
+        call_id: CallId,
+        name: String,
+        arguments_raw: String,
+    },
+}
+
+/// Data of `assistant/message`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    pub blocks: Vec<AssistantBlock>,
+    pub stop_reason: StopReason,
+}
+
+/// Data of `tool/call`. `arguments_raw` is exactly what the model sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub index: u32,
+    pub name: String,
+    pub arguments_raw: String,
+    /// Absent when the name is not in the tool set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<ToolSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// Data of `tool/args-rewritten`: what the model asked for and what will run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArgsRewritten {
+    pub original: Value,
+    pub effective: Value,
+    pub by: String,
+    pub reason: String,
+}
+
+/// Data of `approval/asked`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalAsked {
+    pub reason: String,
+    /// The effective arguments the approver sees.
+    pub arguments: Value,
+    /// The key an "approve for session" answer would cover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
+}
+
+/// An approval answer as recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum ApprovalAnswerRecord {
+    AllowedOnce,
+    AllowedForSession {
+        key: String,
+    },
+    Rejected {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    Cancelled,
+    Expired,
+    Unavailable,
+}
+
+/// Data of `approval/decided`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalDecided {
+    #[serde(flatten)]
+    pub answer: ApprovalAnswerRecord,
+    pub waited_us: u64,
+}
+
+/// Data of `tool/start`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolStart {
+    /// The deadline the call runs under, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Data of `tool/code-dispatch-start` (the envelope's `call_id` is the sub-call's).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CodeDispatchStart {
+    pub parent_call_id: CallId,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// Data of `tool/code-dispatch`: the sub-call's result, so replay can rebuild the program's
+/// intermediate values.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CodeDispatch {
+    pub parent_call_id: CallId,
+    pub name: String,
+    pub result: ToolResultRecord,
+}
+
+/// Data of `context/message`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContextMessage {
+    /// The hook that added it.
+    pub source: String,
+    pub content: Vec<ContentBlock>,
+}
+
+/// The state of a todo item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// One todo item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TodoItem {
+    pub content: String,
+    pub status: TodoStatus,
+}
+
+/// Data of `todo/write`: the whole new list.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TodoWrite {
+    pub items: Vec<TodoItem>,
+}
+
+/// Data of `question/asked`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuestionAsked {
+    pub question_id: String,
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+}
+
+/// The final state of a question. Expiry never answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuestionState {
+    Answered,
+    Cancelled,
+    Expired,
+}
+
+/// Data of `question/answered`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuestionAnswered {
+    pub question_id: String,
+    pub state: QuestionState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+/// Data of `fs/observed`: the version of a file a read saw.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FsObserved {
+    pub path: String,
+    pub digest: String,
+}
+
+/// Data of `fs/write-intent`, appended before a write so recovery can probe it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FsWriteIntent {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    pub after: String,
+}
+
+/// Data of `plan/mode`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanMode {
+    pub active: bool,
+}
+
+/// Data of `tools/loaded`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsLoaded {
+    pub names: Vec<String>,
+}
+
+/// Data of `step/end`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepEnd {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Value>,
+}
+
+/// How a turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEndKind {
+    Completed,
+    Aborted,
+    Error,
+    Interrupted,
+    MaxSteps,
+    Truncated,
+}
+
+/// Data of `turn/end`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    pub kind: TurnEndKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Data of `recovery/repaired`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryRepaired {
+    /// Calls that received a synthetic result, in call order.
+    pub calls: Vec<CallId>,
+    /// Bytes of a torn last line that were cut off.
+    #[serde(default)]
+    pub torn_bytes_dropped: u64,
+    pub note: String,
+}

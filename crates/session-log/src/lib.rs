@@ -1,0 +1,30 @@
+//! The vocabulary of facts every other toolrail layer speaks.
+//!
+//! This is the bottom layer: it depends on no other toolrail crate. It defines the ids of a
+//! session, the content blocks a model sees, the result record of a tool call, the event
+//! envelope and every event kind of a session log (DESIGN §6), and the [`EventSink`] trait
+//! through which the pipeline turns calls into recorded facts. Durable stores, replay and
+//! recovery build on these types.
+
+mod content;
+mod event;
+mod ids;
+mod result;
+mod sink;
+mod time;
+
+pub use content::ContentBlock;
+pub use event::{
+    ApprovalAnswerRecord, ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantBlock,
+    AssistantMessage, CodeDispatch, CodeDispatchStart, ContextMessage, Event, EventData,
+    EventDecodeError, FORMAT_VERSION, FsObserved, FsWriteIntent, PlanMode, QuestionAnswered,
+    QuestionAsked, QuestionState, RecoveryRepaired, SessionStart, StepEnd, StepStart, StopReason,
+    TodoItem, TodoStatus, TodoWrite, ToolCall, ToolManifestEntry, ToolStart, ToolsLoaded, TurnEnd,
+    TurnEndKind, TurnStart,
+};
+pub use ids::{CallId, SessionId, StepId, TurnId};
+pub use result::{
+    Effect, ErrorCode, InvalidErrorCode, Timing, ToolErrorInfo, ToolResultRecord, ToolSource,
+};
+pub use sink::{AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SinkError};
+pub use time::format_rfc3339_utc;

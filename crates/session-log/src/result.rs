@@ -1,0 +1,402 @@
+//! The result record of a tool call: the one value the model, the UI and the log share.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::content::ContentBlock;
+
+/// Where a tool came from. Recorded with every call.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ToolSource {
+    /// Shipped with the program that built the registry; trusted.
+    Builtin,
+    /// Installed by the toolrail runtime itself (`run_code`, `tool_search`).
+    Runtime,
+    /// Added by a named extension.
+    Extension(String),
+    /// Offered by a named MCP server.
+    Mcp(String),
+}
+
+impl fmt::Display for ToolSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Builtin => f.write_str("builtin"),
+            Self::Runtime => f.write_str("runtime"),
+            Self::Extension(name) => write!(f, "extension({name})"),
+            Self::Mcp(server) => write!(f, "mcp({server})"),
+        }
+    }
+}
+
+impl FromStr for ToolSource {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let inner = |prefix: &str| {
+            text.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(')'))
+                .map(str::to_owned)
+        };
+        match text {
+            "builtin" => Ok(Self::Builtin),
+            "runtime" => Ok(Self::Runtime),
+            _ => {
+                if let Some(name) = inner("extension(") {
+                    Ok(Self::Extension(name))
+                } else if let Some(server) = inner("mcp(") {
+                    Ok(Self::Mcp(server))
+                } else {
+                    Err(format!(
+                        "unknown tool source `{text}`: expected builtin, runtime, extension(NAME) or mcp(SERVER)"
+                    ))
+                }
+            }
+        }
+    }
+}
+
+impl Serialize for ToolSource {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolSource {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $variant:ident = $text:literal,)*) => {
+        /// A stable error code (DESIGN §4). Tools may add their own codes with
+        /// [`ErrorCode::custom`]; the strings never change once released.
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[$doc])* $variant,)*
+            /// A code a tool defined for itself, e.g. `FS_STALE_VERSION`.
+            Custom(String),
+        }
+
+        impl ErrorCode {
+            /// Every code defined by toolrail itself, in declaration order.
+            pub const BUILT_IN: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The stable text of the code.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(Self::$variant => $text,)*
+                    Self::Custom(code) => code,
+                }
+            }
+
+            fn from_known(text: &str) -> Option<Self> {
+                match text {
+                    $($text => Some(Self::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// The arguments are not JSON.
+    SyntaxError = "SYNTAX_ERROR",
+    /// The arguments are JSON but violate the tool's input schema.
+    InvalidArgs = "INVALID_ARGS",
+    /// The tool is not in this request's tool set.
+    UnknownTool = "UNKNOWN_TOOL",
+    /// The assistant message was cut by the output-length limit.
+    TruncatedCall = "TRUNCATED_CALL",
+    /// A pre-execute hook denied the call.
+    PolicyDenied = "POLICY_DENIED",
+    /// A guard denied the call.
+    GuardDenied = "GUARD_DENIED",
+    /// The approver rejected the call.
+    ApprovalRejected = "APPROVAL_REJECTED",
+    /// The approval was cancelled (by the approver or by cancelling the batch).
+    ApprovalCancelled = "APPROVAL_CANCELLED",
+    /// No answer came in time.
+    ApprovalExpired = "APPROVAL_EXPIRED",
+    /// No approval service could be asked.
+    ApprovalUnavailable = "APPROVAL_UNAVAILABLE",
+    /// A hook or guard failed or panicked.
+    HookFailed = "HOOK_FAILED",
+    /// The state the call relied on changed.
+    StaleState = "STALE_STATE",
+    /// The call never started: the batch was cancelled or an earlier call stopped it.
+    NotExecuted = "NOT_EXECUTED",
+    /// The call was cancelled while running.
+    Aborted = "ABORTED",
+    /// The call ran past its deadline.
+    ToolTimeout = "TOOL_TIMEOUT",
+    /// The body returned an error or panicked.
+    ToolFailed = "TOOL_FAILED",
+    /// The body's value broke the output schema or a byte cap.
+    InvalidToolOutput = "INVALID_TOOL_OUTPUT",
+    /// A post-execute hook withheld the result from the model (the call did run).
+    ResultBlocked = "RESULT_BLOCKED",
+    /// Recovery: the call was recorded but never started.
+    ToolNotStarted = "TOOL_NOT_STARTED",
+    /// Recovery or abandonment: the call started and its outcome is not known.
+    ToolOutcomeUnknown = "TOOL_OUTCOME_UNKNOWN",
+}
+
+/// A custom error code that is not `SCREAMING_SNAKE` or that reuses a built-in code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid error code `{code}`: {why}")]
+pub struct InvalidErrorCode {
+    /// The rejected text.
+    pub code: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
+impl ErrorCode {
+    /// A tool-defined code. It must be `SCREAMING_SNAKE` (`A-Z`, `0-9`, `_`, starting with a
+    /// letter) and must not be one of toolrail's own codes.
+    pub fn custom(code: impl Into<String>) -> Result<Self, InvalidErrorCode> {
+        let code = code.into();
+        let well_formed = code.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+            && code
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        if !well_formed {
+            return Err(InvalidErrorCode {
+                code,
+                why: "use SCREAMING_SNAKE: A-Z, 0-9 and _, starting with a letter",
+            });
+        }
+        if Self::from_known(&code).is_some() {
+            return Err(InvalidErrorCode {
+                code,
+                why: "this is one of toolrail's own codes; use the ErrorCode variant",
+            });
+        }
+        Ok(Self::Custom(code))
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorCode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        // A log written by a newer version may carry codes this reader does not know; keep
+        // them as custom codes rather than refusing the line.
+        Ok(Self::from_known(&text).unwrap_or(Self::Custom(text)))
+    }
+}
+
+/// The error part of a result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolErrorInfo {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// What happened, for people and for the model.
+    pub message: String,
+}
+
+/// A change to the world that a tool confirmed it made. Effects survive every later
+/// failure of the call: a result may be an error while its effects say the world changed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Effect {
+    /// A file was written; digests of the content before (absent: it did not exist) and after.
+    FileWritten {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<String>,
+        after: String,
+    },
+    /// A file was deleted; digest of its content before.
+    FileDeleted { path: String, before: String },
+    /// A file was moved.
+    FileMoved { from: String, to: String },
+    /// A process was started (and may outlive the call).
+    ProcessSpawned { pid: u32, command: String },
+    /// A tool-specific effect.
+    Other { name: String, data: Value },
+}
+
+/// Where the time of a call went, in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timing {
+    /// From prepared to started: waiting for a slot, a barrier or a claim.
+    pub queued_us: u64,
+    /// Parse, hooks, approval and guards.
+    pub policy_us: u64,
+    /// The part of `policy_us` spent waiting for an approval answer.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub approval_us: u64,
+    /// Execute layers and the body.
+    pub run_us: u64,
+    /// From record to commit.
+    pub total_us: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// The committed result of one tool call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultRecord {
+    /// What the model reads.
+    pub content: Vec<ContentBlock>,
+    /// Structured JSON for programs (code mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    /// UI-only structured data (terminal, diff, search, read, web, todo shapes); persisted,
+    /// never sent to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    /// Confirmed changes to the world.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<Effect>,
+    /// Whether the model should read this as a failure.
+    pub is_error: bool,
+    /// The code and message of a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolErrorInfo>,
+    /// Where the time went.
+    #[serde(default)]
+    pub timing: Timing,
+    /// Written by the runtime for a call that did not produce a result of its own.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub synthetic: bool,
+}
+
+impl ToolResultRecord {
+    /// A successful result with the given content.
+    pub fn success(content: Vec<ContentBlock>) -> Self {
+        Self {
+            content,
+            value: None,
+            details: None,
+            effects: Vec::new(),
+            is_error: false,
+            error: None,
+            timing: Timing::default(),
+            synthetic: false,
+        }
+    }
+
+    /// A failed result: the model reads `Error: <message>`.
+    pub fn failure(code: ErrorCode, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self {
+            content: vec![ContentBlock::text(format!("Error: {message}"))],
+            value: None,
+            details: None,
+            effects: Vec::new(),
+            is_error: true,
+            error: Some(ToolErrorInfo { code, message }),
+            timing: Timing::default(),
+            synthetic: false,
+        }
+    }
+
+    /// The error code, if this result is a failure.
+    pub fn error_code(&self) -> Option<&ErrorCode> {
+        self.error.as_ref().map(|error| &error.code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_keep_their_stable_text() {
+        let texts: Vec<&str> = ErrorCode::BUILT_IN.iter().map(ErrorCode::as_str).collect();
+        assert_eq!(
+            texts,
+            [
+                "SYNTAX_ERROR",
+                "INVALID_ARGS",
+                "UNKNOWN_TOOL",
+                "TRUNCATED_CALL",
+                "POLICY_DENIED",
+                "GUARD_DENIED",
+                "APPROVAL_REJECTED",
+                "APPROVAL_CANCELLED",
+                "APPROVAL_EXPIRED",
+                "APPROVAL_UNAVAILABLE",
+                "HOOK_FAILED",
+                "STALE_STATE",
+                "NOT_EXECUTED",
+                "ABORTED",
+                "TOOL_TIMEOUT",
+                "TOOL_FAILED",
+                "INVALID_TOOL_OUTPUT",
+                "RESULT_BLOCKED",
+                "TOOL_NOT_STARTED",
+                "TOOL_OUTCOME_UNKNOWN",
+            ]
+        );
+        for code in ErrorCode::BUILT_IN {
+            let json = serde_json::to_string(code).unwrap();
+            let back: ErrorCode = serde_json::from_str(&json).unwrap();
+            assert_eq!(&back, code);
+        }
+    }
+
+    #[test]
+    fn custom_codes_must_be_screaming_snake_and_new() {
+        assert_eq!(
+            ErrorCode::custom("FS_STALE_VERSION").unwrap().as_str(),
+            "FS_STALE_VERSION"
+        );
+        assert!(ErrorCode::custom("fs_stale").is_err());
+        assert!(ErrorCode::custom("_X").is_err());
+        assert!(ErrorCode::custom("").is_err());
+        let reused = ErrorCode::custom("TOOL_FAILED").unwrap_err();
+        assert!(
+            reused.to_string().contains("toolrail's own codes"),
+            "{reused}"
+        );
+    }
+
+    #[test]
+    fn tool_sources_round_trip_as_text() {
+        for source in [
+            ToolSource::Builtin,
+            ToolSource::Runtime,
+            ToolSource::Extension("lint".into()),
+            ToolSource::Mcp("github".into()),
+        ] {
+            let json = serde_json::to_value(&source).unwrap();
+            assert_eq!(json, Value::String(source.to_string()));
+            assert_eq!(serde_json::from_value::<ToolSource>(json).unwrap(), source);
+        }
+        assert!("mcp(x".parse::<ToolSource>().is_err());
+    }
+
+    #[test]
+    fn failure_text_is_error_colon_message() {
+        let record = ToolResultRecord::failure(ErrorCode::ToolFailed, "disk full");
+        assert_eq!(record.content, vec![ContentBlock::text("Error: disk full")]);
+        assert!(record.is_error);
+    }
+}

@@ -1,0 +1,59 @@
+//! Stage 4: the approval seam. Closed by default: no service, a timeout, a dropped channel or
+//! a cancelled batch is never an approval.
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolrail_session_log::{ApprovalAnswerRecord, BoxFuture};
+
+use crate::context::CallIdentity;
+
+/// What the approver is shown.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApprovalRequest {
+    pub identity: CallIdentity,
+    pub tool_kind: &'static str,
+    /// The effective arguments (after any rewrite).
+    pub arguments: Value,
+    pub reason: String,
+    pub session_key: Option<String>,
+}
+
+/// The approver's answer. Only the two allowed answers let the call go on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    AllowedOnce,
+    AllowedForSession { key: String },
+    Rejected { reason: Option<String> },
+    Cancelled,
+    Expired,
+    Unavailable,
+}
+
+impl ApprovalAnswer {
+    pub(crate) fn record(&self) -> ApprovalAnswerRecord {
+        match self {
+            Self::AllowedOnce => ApprovalAnswerRecord::AllowedOnce,
+            Self::AllowedForSession { key } => {
+                ApprovalAnswerRecord::AllowedForSession { key: key.clone() }
+            }
+            Self::Rejected { reason } => ApprovalAnswerRecord::Rejected {
+                reason: reason.clone(),
+            },
+            Self::Cancelled => ApprovalAnswerRecord::Cancelled,
+            Self::Expired => ApprovalAnswerRecord::Expired,
+            Self::Unavailable => ApprovalAnswerRecord::Unavailable,
+        }
+    }
+}
+
+/// Asks a person (or a policy service) whether a call may run.
+///
+/// Implementors guarantee: the returned future resolves; it answers `Cancelled` promptly
+/// when `cancel` fires; it never answers an allowed variant without an actual approval.
+pub trait ApprovalService: Send + Sync {
+    fn request<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ApprovalAnswer>;
+}

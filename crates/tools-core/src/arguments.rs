@@ -1,0 +1,150 @@
+//! The argument contract (DESIGN §3, stage 2): empty means `{}`, text that is not JSON is a
+//! `SYNTAX_ERROR` with its position, JSON that breaks the input schema is `INVALID_ARGS`
+//! listing every violation with its JSON pointer.
+
+use jsonschema::Validator;
+use serde_json::Value;
+
+/// Why raw arguments were refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgumentError {
+    /// Not JSON.
+    Syntax {
+        line: usize,
+        column: usize,
+        byte: usize,
+        message: String,
+    },
+    /// JSON that breaks the schema (or the tool's extra checks); each entry is
+    /// `<pointer>: <what is wrong>`.
+    Invalid { violations: Vec<String> },
+}
+
+impl ArgumentError {
+    /// The message the model reads (after `Error: `).
+    pub fn message(&self, tool: &str) -> String {
+        match self {
+            Self::Syntax {
+                line,
+                column,
+                byte,
+                message,
+            } => format!(
+                "the arguments for `{tool}` are not valid JSON (line {line}, column {column}, byte {byte}): {message}. Send a JSON object."
+            ),
+            Self::Invalid { violations } => format!(
+                "the arguments for `{tool}` do not match its input schema:\n{}",
+                violations.join("\n")
+            ),
+        }
+    }
+}
+
+/// Parses the raw argument text the model sent.
+pub fn parse_arguments(raw: &str) -> Result<Value, ArgumentError> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    serde_json::from_str(raw).map_err(|error| {
+        let (line, column) = (error.line(), error.column());
+        ArgumentError::Syntax {
+            line,
+            column,
+            byte: byte_offset(raw, line, column),
+            message: strip_position(&error.to_string()),
+        }
+    })
+}
+
+/// Checks a value against a compiled schema, collecting every violation.
+pub fn check_schema(validator: &Validator, value: &Value) -> Result<(), ArgumentError> {
+    if validator.is_valid(value) {
+        return Ok(());
+    }
+    let violations = validator
+        .iter_errors(value)
+        .map(|error| {
+            let pointer = error.instance_path().as_str();
+            let pointer = if pointer.is_empty() { "/" } else { pointer };
+            format!("{pointer}: {error}")
+        })
+        .collect();
+    Err(ArgumentError::Invalid { violations })
+}
+
+/// The 0-based byte offset of serde_json's 1-based (line, column) position.
+fn byte_offset(text: &str, line: usize, column: usize) -> usize {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    (line_start + column.saturating_sub(1)).min(text.len())
+}
+
+/// serde_json appends " at line L column C"; the message carries the position already.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(at) => message[..at].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn empty_text_is_an_empty_object() {
+        assert_eq!(parse_arguments("").unwrap(), json!({}));
+        assert_eq!(parse_arguments("  \n").unwrap(), json!({}));
+    }
+
+    #[test]
+    fn syntax_errors_name_their_position() {
+        let error = parse_arguments("{\"a\": 1,\n \"b\": }").unwrap_err();
+        let ArgumentError::Syntax {
+            line, column, byte, ..
+        } = &error
+        else {
+            panic!("expected a syntax error, got {error:?}");
+        };
+        assert_eq!((*line, *column), (2, 7));
+        assert_eq!(*byte, 15);
+        let text = error.message("demo");
+        assert!(text.contains("line 2, column 7, byte 15"), "{text}");
+    }
+
+    #[test]
+    fn every_violation_is_listed_with_its_pointer() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}},
+            "required": ["path"],
+            "additionalProperties": false
+        });
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let error = check_schema(&validator, &json!({"path": 3, "limit": 0})).unwrap_err();
+        let ArgumentError::Invalid { violations } = error else {
+            panic!("expected violations");
+        };
+        let mut violations = violations;
+        violations.sort();
+        assert_eq!(
+            violations,
+            vec![
+                "/limit: 0 is less than the minimum of 1".to_owned(),
+                "/path: 3 is not of type \"string\"".to_owned(),
+            ]
+        );
+        let missing = check_schema(&validator, &json!({})).unwrap_err();
+        assert_eq!(
+            missing,
+            ArgumentError::Invalid {
+                violations: vec!["/: \"path\" is a required property".to_owned()]
+            }
+        );
+    }
+}

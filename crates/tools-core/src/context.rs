@@ -1,0 +1,156 @@
+//! What a running tool body may use: its identity, the cancellation token, a progress sink,
+//! an effect log that outlives any failure, and a way to record tool-owned events.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use toolrail_session_log::{
+    AppendUrgency, CallId, Effect, EventData, EventDraft, EventSink, SinkError, StepId, ToolSource,
+    TurnId,
+};
+
+/// Who a call is: fixed when it is recorded, read-only afterwards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallIdentity {
+    pub call_id: CallId,
+    /// Position in the assistant message.
+    pub index: u32,
+    pub name: String,
+    pub turn: Option<TurnId>,
+    pub step: Option<StepId>,
+    /// Absent when the name was not in the tool set.
+    pub source: Option<ToolSource>,
+    pub version: Option<String>,
+}
+
+/// One progress update of a running call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgressUpdate {
+    pub call_id: CallId,
+    pub data: Value,
+}
+
+/// Where progress updates go. Sending never blocks and never fails the call: with no
+/// listener, or once the listener stopped listening, updates are dropped.
+#[derive(Clone, Debug, Default)]
+pub struct ProgressSink {
+    sender: Option<mpsc::UnboundedSender<ProgressUpdate>>,
+}
+
+impl ProgressSink {
+    /// A sink that drops everything.
+    pub fn discard() -> Self {
+        Self { sender: None }
+    }
+
+    /// A sink that forwards to a channel.
+    pub fn channel(sender: mpsc::UnboundedSender<ProgressUpdate>) -> Self {
+        Self {
+            sender: Some(sender),
+        }
+    }
+
+    fn send(&self, update: ProgressUpdate) {
+        if let Some(sender) = &self.sender {
+            // A closed receiver means nobody listens any more; progress is best-effort.
+            let _ = sender.send(update);
+        }
+    }
+}
+
+/// The effects a call reported. Shared between the body and the pipeline, so effects stay
+/// known even when the body panics, times out or is abandoned.
+#[derive(Clone, Debug, Default)]
+pub struct EffectLog {
+    effects: Arc<Mutex<Vec<Effect>>>,
+}
+
+impl EffectLog {
+    pub(crate) fn push(&self, effect: Effect) {
+        self.effects.lock().push(effect);
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<Effect> {
+        self.effects.lock().clone()
+    }
+}
+
+/// The context a tool body runs in.
+#[derive(Clone)]
+pub struct ToolContext {
+    identity: Arc<CallIdentity>,
+    cancel: CancellationToken,
+    progress: ProgressSink,
+    effects: EffectLog,
+    events: Arc<dyn EventSink>,
+    workspace: Option<Arc<Path>>,
+}
+
+impl ToolContext {
+    pub(crate) fn new(
+        identity: Arc<CallIdentity>,
+        cancel: CancellationToken,
+        progress: ProgressSink,
+        events: Arc<dyn EventSink>,
+        workspace: Option<Arc<Path>>,
+    ) -> Self {
+        Self {
+            identity,
+            cancel,
+            progress,
+            effects: EffectLog::default(),
+            events,
+            workspace,
+        }
+    }
+
+    /// The call's identity.
+    pub fn identity(&self) -> &CallIdentity {
+        &self.identity
+    }
+
+    /// The call's cancellation token: cancelled on batch cancel and on timeout. A body that
+    /// watches it settles in time and keeps an honest outcome; one that does not is
+    /// abandoned after the grace and committed as `TOOL_OUTCOME_UNKNOWN`.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Reports progress to whoever watches the batch.
+    pub fn progress(&self, data: Value) {
+        self.progress.send(ProgressUpdate {
+            call_id: self.identity.call_id.clone(),
+            data,
+        });
+    }
+
+    /// Reports a confirmed change to the world. It is kept whatever happens to the call later.
+    pub fn report_effect(&self, effect: Effect) {
+        self.effects.push(effect);
+    }
+
+    /// Records a tool-owned event (`fs/observed`, `fs/write-intent`, …) in the session log,
+    /// stamped with this call's id, turn and step.
+    pub async fn record(&self, data: EventData, urgency: AppendUrgency) -> Result<u64, SinkError> {
+        let draft = EventDraft {
+            turn: self.identity.turn,
+            step: self.identity.step,
+            call_id: Some(self.identity.call_id.clone()),
+            data,
+        };
+        self.events.append(draft, urgency).await
+    }
+
+    /// The workspace root the embedder configured, if any.
+    pub fn workspace(&self) -> Option<&Path> {
+        self.workspace.as_deref()
+    }
+
+    pub(crate) fn effect_log(&self) -> &EffectLog {
+        &self.effects
+    }
+}

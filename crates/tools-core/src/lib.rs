@@ -1,0 +1,47 @@
+//! Tool definitions, the registry, the argument and result contracts, and the single-call
+//! pipeline of toolrail (DESIGN §3–§4).
+//!
+//! Depends only on `toolrail-session-log`. A call goes through ten stages — record, parse,
+//! pre-execute hooks, approval, guards, start, execute layers, post-execute hooks,
+//! normalize/finalize, commit — each with its own powers; [`stages`] lists them as data.
+//! The scheduler in `agent-loop` drives the staged API ([`Pipeline::prepare`],
+//! [`Pipeline::dispatch`], [`Pipeline::finish`]); [`Pipeline::execute_one`] runs one call.
+
+mod approval;
+mod arguments;
+mod context;
+mod guard;
+mod layer;
+mod observer;
+mod pipeline;
+mod post_hook;
+mod pre_hook;
+mod registry;
+mod spec;
+pub mod stages;
+mod tool;
+mod unwind;
+mod view;
+
+pub use approval::{ApprovalAnswer, ApprovalRequest, ApprovalService};
+pub use arguments::{ArgumentError, check_schema, parse_arguments};
+pub use context::{CallIdentity, ProgressSink, ProgressUpdate, ToolContext};
+pub use guard::{Guard, GuardVerdict};
+pub use layer::{ExecNext, ExecuteLayer};
+pub use observer::{ObserverError, ResultObserver};
+pub use pipeline::{
+    BatchControl, CallRequest, CommittedResult, Pipeline, PipelineBuilder, PipelineConfig,
+    PipelineError, Preparation, ReadyCall, SettledCall,
+};
+pub use post_hook::{PostExecuteAction, PostExecuteDecision, PostExecuteHook, ResultView};
+pub use pre_hook::{PreExecuteDecision, PreExecuteHook, PreNext};
+pub use registry::{
+    CallOrigin, NamePattern, Registry, RegistryBuilder, RegistryError, RegistryWarning,
+    ReservedName, ScopeBuilder, SnapshotSource, ToolEntry, ToolScope, ToolSet,
+};
+pub use spec::{ClaimMode, Concurrency, Exposure, ResourceClaim, ResourceKey, ToolKind, ToolSpec};
+pub use tool::{FinalizeView, Tool, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool};
+pub use view::{CallView, HookError};
+
+/// Re-exported so tools and hooks need not depend on the log crate for the common types.
+pub use toolrail_session_log as log;

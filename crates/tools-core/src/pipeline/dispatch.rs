@@ -1,0 +1,226 @@
+//! Stages 6–7: start and execute. The deadline and the cancellation grace are enforced
+//! here, around every layer, so an uncooperative body cannot hang a batch: past the grace it
+//! is abandoned and committed as `TOOL_OUTCOME_UNKNOWN`, never as "not executed".
+
+use std::future::pending;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use toolrail_session_log::{AppendUrgency, ErrorCode, EventData, ToolErrorInfo, ToolStart};
+
+use super::prepare::{ReadyCall, info};
+use super::{BatchControl, CallCore, Pipeline, PipelineError, Settlement};
+use crate::context::{CallIdentity, ToolContext};
+use crate::layer::ExecNext;
+use crate::tool::{ToolFailure, ToolOutput};
+use crate::unwind::CatchUnwind;
+
+/// A call whose body settled (or was never started). Finish it to commit its result.
+pub struct SettledCall {
+    pub(super) core: CallCore,
+    pub(super) settlement: Settlement,
+}
+
+impl SettledCall {
+    pub(super) fn refused(core: CallCore, error: ToolErrorInfo, synthetic: bool) -> Self {
+        Self {
+            core,
+            settlement: Settlement::Refused { error, synthetic },
+        }
+    }
+
+    pub fn identity(&self) -> &CallIdentity {
+        &self.core.identity
+    }
+
+    /// Whether the body started (stage 6 was logged).
+    pub fn started(&self) -> bool {
+        matches!(self.settlement, Settlement::Ran { .. })
+    }
+
+    /// The error code the call settled with, before post-execute hooks.
+    pub fn error_code(&self) -> Option<&ErrorCode> {
+        match &self.settlement {
+            Settlement::Refused { error, .. } => Some(&error.code),
+            Settlement::Ran {
+                outcome: Err(error),
+                ..
+            } => Some(&error.code),
+            Settlement::Ran { outcome: Ok(_), .. } => None,
+        }
+    }
+}
+
+/// Why a body was interrupted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Interrupt {
+    Cancelled,
+    TimedOut(Duration),
+}
+
+impl Pipeline {
+    /// Stages 6–7 for a prepared call. Calls of a batch may be dispatched concurrently.
+    pub async fn dispatch(
+        &self,
+        ready: ReadyCall,
+        control: &BatchControl,
+    ) -> Result<SettledCall, PipelineError> {
+        if control.cancel.is_cancelled() {
+            return Ok(ready
+                .not_executed("the batch was cancelled before this call started; it did not run"));
+        }
+        let ReadyCall { mut core, entry } = ready;
+        let spec = entry.spec();
+        let timeout = core_timeout(&core, spec.default_timeout());
+
+        // Stage 6: the start is a fact before the body may act; durable for calls that may
+        // change the world, so recovery can tell "never started" from "may have acted".
+        let urgency = if spec.is_read_only() {
+            AppendUrgency::Buffered
+        } else {
+            AppendUrgency::Durable
+        };
+        let start = ToolStart {
+            timeout_ms: timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        };
+        self.append(&core.identity, EventData::ToolStart(start), urgency)
+            .await?;
+        let started = Instant::now();
+        core.marks.started = Some(started);
+
+        // Stage 7.
+        let call_cancel = control.cancel.child_token();
+        let ctx = ToolContext::new(
+            Arc::clone(&core.identity),
+            call_cancel.clone(),
+            control.progress.clone(),
+            Arc::clone(&self.sink),
+            self.config.workspace.clone(),
+        );
+        let deadline = timeout.map(|timeout| (started + timeout, timeout));
+        let arguments = Arc::clone(&core.arguments);
+        let body = ExecNext::new(&self.layers, entry.tool().as_ref(), &ctx, &arguments).run();
+        let mut running = CatchUnwind::new(body);
+
+        let interrupt = tokio::select! {
+            biased;
+            settled = &mut running => {
+                core.marks.settled = Some(Instant::now());
+                let effects = ctx.effect_log().snapshot();
+                let outcome = match settled {
+                    Ok(result) => result.map_err(ToolFailure::into_info),
+                    Err(panic) => Err(info(ErrorCode::ToolFailed, format!("the tool panicked: {panic}"))),
+                };
+                return Ok(SettledCall { core, settlement: Settlement::Ran { outcome, effects, synthetic: false } });
+            }
+            () = call_cancel.cancelled() => Interrupt::Cancelled,
+            () = sleep_until(deadline.map(|(at, _)| at)) => {
+                let (_, limit) = deadline.unwrap_or((started, Duration::ZERO));
+                Interrupt::TimedOut(limit)
+            }
+        };
+        // Ask the body to stop, then give it the grace to settle with its real outcome.
+        call_cancel.cancel();
+        let grace = self.config.cancel_grace;
+        let late = tokio::time::timeout(grace, &mut running).await;
+        core.marks.settled = Some(Instant::now());
+        let effects = ctx.effect_log().snapshot();
+        drop(running);
+        let idempotent = spec.is_idempotent();
+        let (outcome, synthetic) = match late {
+            Ok(settled) => (interrupted_outcome(interrupt, settled), false),
+            Err(_) => (Err(abandoned(interrupt, grace, idempotent)), true),
+        };
+        Ok(SettledCall {
+            core,
+            settlement: Settlement::Ran {
+                outcome,
+                effects,
+                synthetic,
+            },
+        })
+    }
+}
+
+fn core_timeout(core: &CallCore, default: Option<Duration>) -> Option<Duration> {
+    core.timeout.or(default)
+}
+
+/// The outcome of a body that settled within the grace after an interrupt.
+fn interrupted_outcome(
+    interrupt: Interrupt,
+    settled: Result<Result<ToolOutput, ToolFailure>, String>,
+) -> Result<ToolOutput, ToolErrorInfo> {
+    match (interrupt, settled) {
+        // A call that finished keeps its true result, even if the batch was cancelled.
+        (Interrupt::Cancelled, Ok(Ok(output))) => Ok(output),
+        (Interrupt::Cancelled, Ok(Err(failure))) => Err(info(
+            ErrorCode::Aborted,
+            format!(
+                "the call was cancelled while running and stopped: {}",
+                failure.message
+            ),
+        )),
+        (Interrupt::Cancelled, Err(panic)) => Err(info(
+            ErrorCode::Aborted,
+            format!("the call was cancelled while running and then panicked: {panic}"),
+        )),
+        (Interrupt::TimedOut(limit), settled) => {
+            let how = match settled {
+                Ok(Ok(_)) => "it finished only after the deadline".to_owned(),
+                Ok(Err(failure)) => format!("it stopped: {}", failure.message),
+                Err(panic) => format!("it then panicked: {panic}"),
+            };
+            Err(info(
+                ErrorCode::ToolTimeout,
+                format!(
+                    "the call did not finish within {}; it was cancelled and {how}. Any effects it reported are listed",
+                    human(limit)
+                ),
+            ))
+        }
+    }
+}
+
+fn abandoned(interrupt: Interrupt, grace: Duration, idempotent: bool) -> ToolErrorInfo {
+    let why = match interrupt {
+        Interrupt::Cancelled => "the call was cancelled while running".to_owned(),
+        Interrupt::TimedOut(limit) => format!("the call did not finish within {}", human(limit)),
+    };
+    let advice = if idempotent {
+        "the tool is idempotent: safe to retry"
+    } else {
+        "it may have acted: verify before retrying"
+    };
+    info(
+        ErrorCode::ToolOutcomeUnknown,
+        format!(
+            "{why} and did not stop within the grace of {}; it was abandoned and its outcome is unknown — {advice}",
+            human(grace)
+        ),
+    )
+}
+
+fn human(duration: Duration) -> String {
+    if duration.as_millis() < 1000 {
+        format!("{} ms", duration.as_millis())
+    } else {
+        format!("{:.1} s", duration.as_secs_f64())
+    }
+}
+
+/// Sleeps until `at`, or forever without a deadline (no timer is created then).
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => pending().await,
+    }
+}
+
+/// Sleeps for `duration`, or forever when there is none.
+pub(super) async fn sleep_for(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => pending().await,
+    }
+}

@@ -1,0 +1,273 @@
+//! Stages 8–10: post-execute hooks, normalization and finalize, commit. Effects reported by
+//! the body are carried through every branch: no hook or later failure can drop them.
+
+use std::io;
+use std::time::Instant;
+
+use serde_json::Value;
+use toolrail_session_log::{
+    AppendUrgency, ContentBlock, ContextMessage, Effect, ErrorCode, EventData, Timing,
+    ToolErrorInfo, ToolResultRecord,
+};
+
+use super::prepare::{info, micros};
+use super::{CommittedResult, Pipeline, PipelineError, SettledCall, Settlement};
+use crate::arguments::{ArgumentError, check_schema};
+use crate::post_hook::{PostExecuteAction, ResultView};
+use crate::registry::ToolEntry;
+use crate::tool::FinalizeView;
+use crate::unwind::{CatchUnwind, catch};
+use crate::view::CallView;
+
+/// The result while stages 8–9 may still change what the model sees.
+struct Candidate {
+    content: Vec<ContentBlock>,
+    value: Option<Value>,
+    details: Option<Value>,
+    error: Option<ToolErrorInfo>,
+}
+
+impl Candidate {
+    fn from_error(error: ToolErrorInfo) -> Self {
+        Self {
+            content: error_content(&error),
+            value: None,
+            details: None,
+            error: Some(error),
+        }
+    }
+
+    /// Turns the candidate into a failure; details stay (the UI may still show them).
+    fn fail(&mut self, error: ToolErrorInfo) {
+        self.content = error_content(&error);
+        self.value = None;
+        self.error = Some(error);
+    }
+}
+
+fn error_content(error: &ToolErrorInfo) -> Vec<ContentBlock> {
+    vec![ContentBlock::text(format!("Error: {}", error.message))]
+}
+
+impl Pipeline {
+    /// Stages 8–10: commit the call's result. Call in model order.
+    pub async fn finish(&self, settled: SettledCall) -> Result<CommittedResult, PipelineError> {
+        let SettledCall { core, settlement } = settled;
+        let (mut candidate, effects, synthetic, ran) = match settlement {
+            Settlement::Refused { error, synthetic } => {
+                (Candidate::from_error(error), Vec::new(), synthetic, false)
+            }
+            Settlement::Ran {
+                outcome,
+                effects,
+                synthetic,
+            } => {
+                let candidate = match outcome {
+                    Ok(output) => Candidate {
+                        content: output.content,
+                        value: output.value,
+                        details: output.details,
+                        error: None,
+                    },
+                    Err(error) => Candidate::from_error(error),
+                };
+                (candidate, effects, synthetic, true)
+            }
+        };
+
+        // Stage 8: post-execute hooks see every call that ran.
+        let mut context = Vec::new();
+        if let (true, Some(entry)) = (ran, core.entry.as_ref()) {
+            let view = CallView {
+                identity: &core.identity,
+                spec: entry.spec(),
+                source: entry.source(),
+                arguments: &core.arguments,
+            };
+            self.post_execute(&view, &mut candidate, &effects, &mut context)
+                .await;
+        }
+
+        // Stage 9: normalize, then finalize once.
+        if let (None, Some(entry)) = (&candidate.error, core.entry.as_ref())
+            && let Err(error) = self.normalize(entry, &candidate)
+        {
+            candidate.fail(error);
+        }
+        if let Some(entry) = &core.entry {
+            let view = FinalizeView {
+                arguments: &core.arguments,
+                is_error: candidate.error.is_some(),
+                error: candidate.error.as_ref(),
+            };
+            let tool = entry.tool();
+            if let Err(panic) = catch(|| tool.finalize_content(&mut candidate.content, &view)) {
+                tracing::warn!(call_id = %core.identity.call_id, tool = %entry.name(), "finalize_content panicked: {panic}");
+            }
+        }
+
+        // Stage 10: observers, then the one record.
+        let committed_at = Instant::now();
+        let marks = core.marks;
+        let timing = Timing {
+            queued_us: marks.started.map_or(0, |started| {
+                micros(started.saturating_duration_since(marks.prepared))
+            }),
+            policy_us: micros(marks.prepared.saturating_duration_since(marks.recorded)),
+            approval_us: micros(marks.approval),
+            run_us: match (marks.started, marks.settled) {
+                (Some(started), Some(settled)) => {
+                    micros(settled.saturating_duration_since(started))
+                }
+                _ => 0,
+            },
+            total_us: micros(committed_at.saturating_duration_since(marks.recorded)),
+        };
+        let record = ToolResultRecord {
+            content: candidate.content,
+            value: candidate.value,
+            details: candidate.details,
+            effects,
+            is_error: candidate.error.is_some(),
+            error: candidate.error,
+            timing,
+            synthetic,
+        };
+        for observer in &self.observers {
+            match catch(|| observer.observe(&core.identity, &record)) {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    tracing::warn!(call_id = %core.identity.call_id, observer = observer.name(), "result observer failed: {error}")
+                }
+                Err(panic) => {
+                    tracing::warn!(call_id = %core.identity.call_id, observer = observer.name(), "result observer panicked: {panic}")
+                }
+            }
+        }
+        let seq = self
+            .append(
+                &core.identity,
+                EventData::ToolResult(record.clone()),
+                AppendUrgency::Durable,
+            )
+            .await?;
+        Ok(CommittedResult {
+            identity: core.identity,
+            seq,
+            record,
+            context,
+        })
+    }
+
+    async fn post_execute(
+        &self,
+        view: &CallView<'_>,
+        candidate: &mut Candidate,
+        effects: &[Effect],
+        context: &mut Vec<ContextMessage>,
+    ) {
+        for hook in &self.post_hooks {
+            let decision = {
+                let result = ResultView {
+                    content: &candidate.content,
+                    value: candidate.value.as_ref(),
+                    is_error: candidate.error.is_some(),
+                    error_code: candidate.error.as_ref().map(|error| error.code.as_str()),
+                    effects,
+                };
+                CatchUnwind::new(hook.after(view, &result)).await
+            };
+            let decision = match decision {
+                Ok(Ok(decision)) => decision,
+                Ok(Err(error)) => {
+                    candidate.fail(post_hook_failure(hook.name(), &error.0));
+                    return;
+                }
+                Err(panic) => {
+                    candidate.fail(post_hook_failure(
+                        hook.name(),
+                        &format!("panicked: {panic}"),
+                    ));
+                    return;
+                }
+            };
+            if !decision.context.is_empty() {
+                context.push(ContextMessage {
+                    source: hook.name().to_owned(),
+                    content: decision.context,
+                });
+            }
+            match decision.action {
+                PostExecuteAction::Accept => {}
+                PostExecuteAction::ReplaceContent(content) => candidate.content = content,
+                PostExecuteAction::ReplaceValue(value) => candidate.value = Some(value),
+                PostExecuteAction::Block { feedback } => {
+                    candidate.fail(info(ErrorCode::ResultBlocked, feedback));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Stage 9: the value must satisfy the output schema and the byte cap.
+    fn normalize(&self, entry: &ToolEntry, candidate: &Candidate) -> Result<(), ToolErrorInfo> {
+        let spec = entry.spec();
+        let invalid = |message: String| info(ErrorCode::InvalidToolOutput, message);
+        let Some(value) = &candidate.value else {
+            return match entry.output_validator() {
+                Some(_) => Err(invalid(format!(
+                    "`{}` declares an output schema but returned no value",
+                    spec.name()
+                ))),
+                None => Ok(()),
+            };
+        };
+        let cap = spec.value_byte_cap().unwrap_or(self.config.max_value_bytes);
+        let size = serialized_len(value);
+        if size > cap {
+            return Err(invalid(format!(
+                "the value of `{}` is {size} bytes, over the cap of {cap} bytes; the tool must return less",
+                spec.name()
+            )));
+        }
+        if let Some(validator) = entry.output_validator()
+            && let Err(ArgumentError::Invalid { violations }) = check_schema(validator, value)
+        {
+            return Err(invalid(format!(
+                "the value of `{}` does not match its output schema:\n{}",
+                spec.name(),
+                violations.join("\n")
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn post_hook_failure(hook: &str, message: &str) -> ToolErrorInfo {
+    info(
+        ErrorCode::HookFailed,
+        format!(
+            "post-execute hook `{hook}` failed: {message}; the tool did run and its effects are recorded"
+        ),
+    )
+}
+
+/// The length of a value's compact JSON, without building the text.
+fn serialized_len(value: &Value) -> usize {
+    struct Counter(usize);
+    impl io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing a Value to a counter cannot fail; treat the impossible as "over any cap".
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}

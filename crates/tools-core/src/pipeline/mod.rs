@@ -1,0 +1,316 @@
+//! The single-call pipeline, stages 1–10 of DESIGN §3, staged for the scheduler:
+//! [`Pipeline::prepare`] (stages 1–5, in model order), [`Pipeline::dispatch`] (stages 6–7,
+//! the only part several calls may overlap in) and [`Pipeline::finish`] (stages 8–10, in
+//! model order). [`Pipeline::execute_one`] runs them in sequence.
+//!
+//! Each phase consumes the previous one's type (`ReadyCall` → `SettledCall` →
+//! `CommittedResult`), none of which has setters: a call cannot skip a stage or be changed
+//! behind the log's back.
+
+mod dispatch;
+mod finish;
+mod prepare;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolrail_session_log::{
+    AppendUrgency, CallId, ContextMessage, EventData, EventDraft, EventSink, SinkError, StepId,
+    ToolErrorInfo, ToolResultRecord, TurnId,
+};
+
+pub use dispatch::SettledCall;
+pub use prepare::{Preparation, ReadyCall};
+
+use crate::approval::ApprovalService;
+use crate::context::{CallIdentity, ProgressSink};
+use crate::guard::Guard;
+use crate::layer::ExecuteLayer;
+use crate::observer::ResultObserver;
+use crate::post_hook::PostExecuteHook;
+use crate::pre_hook::PreExecuteHook;
+use crate::registry::{CallOrigin, ToolEntry, ToolSet};
+use crate::tool::ToolOutput;
+
+/// An internal failure: the log refused a write. The caller starts nothing new, drains what
+/// runs and fabricates no result (DESIGN §5); recovery classifies the call later.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PipelineError {
+    #[error("call `{call_id}`: could not record `{kind}`: {source}")]
+    Log {
+        call_id: CallId,
+        kind: &'static str,
+        #[source]
+        source: SinkError,
+    },
+}
+
+/// One tool call as the model asked for it.
+#[derive(Clone, Debug)]
+pub struct CallRequest {
+    pub call_id: CallId,
+    pub index: u32,
+    pub name: String,
+    /// Exactly what the model sent; recorded verbatim.
+    pub arguments_raw: String,
+    pub turn: Option<TurnId>,
+    pub step: Option<StepId>,
+    pub origin: CallOrigin,
+    /// Overrides the tool's default deadline.
+    pub timeout: Option<Duration>,
+}
+
+impl CallRequest {
+    /// A call from the model, outside any turn.
+    pub fn new(
+        call_id: impl Into<CallId>,
+        index: u32,
+        name: impl Into<String>,
+        arguments_raw: impl Into<String>,
+    ) -> Self {
+        Self {
+            call_id: call_id.into(),
+            index,
+            name: name.into(),
+            arguments_raw: arguments_raw.into(),
+            turn: None,
+            step: None,
+            origin: CallOrigin::Model,
+            timeout: None,
+        }
+    }
+
+    /// Places the call in a turn and step.
+    pub fn in_step(mut self, turn: TurnId, step: StepId) -> Self {
+        self.turn = Some(turn);
+        self.step = Some(step);
+        self
+    }
+
+    /// Sets the call's deadline.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Marks the call as coming from the embedding program (hidden tools resolve).
+    pub fn from_host(mut self) -> Self {
+        self.origin = CallOrigin::Host;
+        self
+    }
+}
+
+/// Per-batch controls: the batch's cancellation token and where progress goes.
+#[derive(Clone, Debug, Default)]
+pub struct BatchControl {
+    pub cancel: CancellationToken,
+    pub progress: ProgressSink,
+}
+
+/// Settings of a pipeline.
+#[derive(Clone, Debug)]
+pub struct PipelineConfig {
+    /// How long a cancelled or timed-out body may take to settle before it is abandoned.
+    pub cancel_grace: Duration,
+    /// How long to wait for an approval answer (`None`: as long as the service takes).
+    pub approval_timeout: Option<Duration>,
+    /// Cap on a value's serialized size, unless the tool sets its own.
+    pub max_value_bytes: usize,
+    /// The workspace root given to tools.
+    pub workspace: Option<Arc<Path>>,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            cancel_grace: Duration::from_secs(5),
+            approval_timeout: None,
+            max_value_bytes: 1024 * 1024,
+            workspace: None,
+        }
+    }
+}
+
+/// The stages of a pipeline and the log they write to. Share it with an `Arc`.
+pub struct Pipeline {
+    sink: Arc<dyn EventSink>,
+    pre_hooks: Vec<Arc<dyn PreExecuteHook>>,
+    approval: Option<Arc<dyn ApprovalService>>,
+    guards: Vec<Arc<dyn Guard>>,
+    layers: Vec<Arc<dyn ExecuteLayer>>,
+    post_hooks: Vec<Arc<dyn PostExecuteHook>>,
+    observers: Vec<Arc<dyn ResultObserver>>,
+    config: PipelineConfig,
+}
+
+/// Builds a [`Pipeline`]. Stages run in the order they were added.
+pub struct PipelineBuilder {
+    pipeline: Pipeline,
+}
+
+impl PipelineBuilder {
+    pub fn pre_hook(mut self, hook: Arc<dyn PreExecuteHook>) -> Self {
+        self.pipeline.pre_hooks.push(hook);
+        self
+    }
+
+    /// Sets the approval service. Without one, every `Ask` ends in `APPROVAL_UNAVAILABLE`.
+    pub fn approval(mut self, service: Arc<dyn ApprovalService>) -> Self {
+        self.pipeline.approval = Some(service);
+        self
+    }
+
+    pub fn guard(mut self, guard: Arc<dyn Guard>) -> Self {
+        self.pipeline.guards.push(guard);
+        self
+    }
+
+    /// Adds an execute layer; the first added is the outermost.
+    pub fn layer(mut self, layer: Arc<dyn ExecuteLayer>) -> Self {
+        self.pipeline.layers.push(layer);
+        self
+    }
+
+    pub fn post_hook(mut self, hook: Arc<dyn PostExecuteHook>) -> Self {
+        self.pipeline.post_hooks.push(hook);
+        self
+    }
+
+    pub fn observer(mut self, observer: Arc<dyn ResultObserver>) -> Self {
+        self.pipeline.observers.push(observer);
+        self
+    }
+
+    pub fn config(mut self, config: PipelineConfig) -> Self {
+        self.pipeline.config = config;
+        self
+    }
+
+    pub fn build(self) -> Pipeline {
+        self.pipeline
+    }
+}
+
+impl Pipeline {
+    /// Starts a pipeline writing to `sink`, with no stages and the default settings.
+    pub fn builder(sink: Arc<dyn EventSink>) -> PipelineBuilder {
+        PipelineBuilder {
+            pipeline: Pipeline {
+                sink,
+                pre_hooks: Vec::new(),
+                approval: None,
+                guards: Vec::new(),
+                layers: Vec::new(),
+                post_hooks: Vec::new(),
+                observers: Vec::new(),
+                config: PipelineConfig::default(),
+            },
+        }
+    }
+
+    pub fn config(&self) -> &PipelineConfig {
+        &self.config
+    }
+
+    /// Runs every stage of one call in sequence, then logs its context messages.
+    pub async fn execute_one(
+        &self,
+        tools: &ToolSet,
+        request: CallRequest,
+        control: &BatchControl,
+    ) -> Result<CommittedResult, PipelineError> {
+        let settled = match self.prepare(tools, request, control).await? {
+            Preparation::Ready(ready) => self.dispatch(ready, control).await?,
+            Preparation::Refused(refused) => refused,
+        };
+        let committed = self.finish(settled).await?;
+        self.log_context(&committed).await?;
+        Ok(committed)
+    }
+
+    /// Appends the context messages of a committed call. The scheduler calls this after the
+    /// whole batch committed, in model order.
+    pub async fn log_context(&self, committed: &CommittedResult) -> Result<(), PipelineError> {
+        for message in &committed.context {
+            self.append(
+                &committed.identity,
+                EventData::ContextMessage(message.clone()),
+                AppendUrgency::Buffered,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn append(
+        &self,
+        identity: &CallIdentity,
+        data: EventData,
+        urgency: AppendUrgency,
+    ) -> Result<u64, PipelineError> {
+        let kind = data.known_kind().unwrap_or("unknown");
+        let draft = EventDraft {
+            turn: identity.turn,
+            step: identity.step,
+            call_id: Some(identity.call_id.clone()),
+            data,
+        };
+        self.sink
+            .append(draft, urgency)
+            .await
+            .map_err(|source| PipelineError::Log {
+                call_id: identity.call_id.clone(),
+                kind,
+                source,
+            })
+    }
+}
+
+/// What every phase carries: who the call is, which tool, the effective arguments, and when
+/// each phase happened.
+struct CallCore {
+    identity: Arc<CallIdentity>,
+    entry: Option<Arc<ToolEntry>>,
+    arguments: Arc<Value>,
+    /// The request's deadline override.
+    timeout: Option<Duration>,
+    marks: TimingMarks,
+}
+
+#[derive(Clone, Copy)]
+struct TimingMarks {
+    recorded: Instant,
+    prepared: Instant,
+    approval: Duration,
+    started: Option<Instant>,
+    settled: Option<Instant>,
+}
+
+/// How a call settled before finish.
+enum Settlement {
+    /// Refused or never started: no side effects.
+    Refused {
+        error: ToolErrorInfo,
+        synthetic: bool,
+    },
+    /// The body ran (or was abandoned): its outcome and the effects it reported.
+    Ran {
+        outcome: Result<ToolOutput, ToolErrorInfo>,
+        effects: Vec<toolrail_session_log::Effect>,
+        synthetic: bool,
+    },
+}
+
+/// A call whose result is in the log: the one record the model, the UI and storage share.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommittedResult {
+    pub identity: Arc<CallIdentity>,
+    /// The `seq` of its `tool/result` event.
+    pub seq: u64,
+    pub record: ToolResultRecord,
+    /// Context messages hooks added, to be logged after the batch.
+    pub context: Vec<ContextMessage>,
+}

@@ -1,0 +1,387 @@
+//! Stages 1–5: record, parse, pre-execute hooks, approval, guards. Nothing here acts on the
+//! world; a refusal at any stage has no side effects.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use toolrail_session_log::{
+    AppendUrgency, ApprovalAsked, ApprovalDecided, ArgsRewritten, ErrorCode, EventData, ToolCall,
+    ToolErrorInfo,
+};
+
+use super::{
+    BatchControl, CallCore, CallRequest, Pipeline, PipelineError, SettledCall, TimingMarks,
+};
+use crate::approval::{ApprovalAnswer, ApprovalRequest};
+use crate::arguments::{ArgumentError, check_schema, parse_arguments};
+use crate::context::CallIdentity;
+use crate::guard::GuardVerdict;
+use crate::pre_hook::{DecisionTrail, run_chain};
+use crate::registry::{ToolEntry, ToolSet};
+use crate::spec::{Concurrency, ToolSpec};
+use crate::unwind::{CatchUnwind, catch};
+use crate::view::CallView;
+
+/// The outcome of preparation.
+pub enum Preparation {
+    /// Allowed by every policy stage; may be dispatched.
+    Ready(ReadyCall),
+    /// Refused before it could start; go straight to finish.
+    Refused(SettledCall),
+}
+
+/// A call that passed stages 1–5. Frozen: its arguments and identity cannot change.
+pub struct ReadyCall {
+    pub(super) core: CallCore,
+    pub(super) entry: Arc<ToolEntry>,
+}
+
+impl ReadyCall {
+    pub fn identity(&self) -> &CallIdentity {
+        &self.core.identity
+    }
+
+    /// The effective arguments (after any logged rewrite).
+    pub fn arguments(&self) -> &Value {
+        &self.core.arguments
+    }
+
+    pub fn spec(&self) -> &ToolSpec {
+        self.entry().spec()
+    }
+
+    /// Re-reads the tool's concurrency for these arguments (right before start). A panic
+    /// makes the call `Exclusive`, the safe answer.
+    pub fn concurrency(&self) -> Concurrency {
+        let tool = self.entry().tool();
+        catch(|| tool.concurrency(&self.core.arguments)).unwrap_or(Concurrency::Exclusive)
+    }
+
+    /// Settles the call without starting it (`NOT_EXECUTED`): the batch was cancelled or an
+    /// earlier call stopped it. The result is marked synthetic.
+    pub fn not_executed(self, reason: impl Into<String>) -> SettledCall {
+        SettledCall::refused(
+            self.core,
+            ToolErrorInfo {
+                code: ErrorCode::NotExecuted,
+                message: reason.into(),
+            },
+            true,
+        )
+    }
+
+    pub(super) fn entry(&self) -> &Arc<ToolEntry> {
+        &self.entry
+    }
+}
+
+impl Pipeline {
+    /// Stages 1–5 for one call. Run calls of a batch through here one at a time, in model
+    /// order, so `tool/call` events and approvals follow that order.
+    pub async fn prepare(
+        &self,
+        tools: &ToolSet,
+        request: CallRequest,
+        control: &BatchControl,
+    ) -> Result<Preparation, PipelineError> {
+        let recorded = Instant::now();
+        let entry = tools.resolve(&request.name, request.origin).cloned();
+        let identity = Arc::new(CallIdentity {
+            call_id: request.call_id,
+            index: request.index,
+            name: request.name,
+            turn: request.turn,
+            step: request.step,
+            source: entry.as_ref().map(|entry| entry.source().clone()),
+            version: entry
+                .as_ref()
+                .map(|entry| entry.spec().tool_version().to_owned()),
+        });
+
+        // Stage 1: the call becomes a recorded fact, arguments exactly as sent.
+        let call = ToolCall {
+            index: identity.index,
+            name: identity.name.clone(),
+            arguments_raw: request.arguments_raw,
+            source: identity.source.clone(),
+            version: identity.version.clone(),
+        };
+        // Parsing is pure, so it may look at the text before the text moves into the event;
+        // its outcome is acted on only after the call is recorded.
+        let parsed = entry.as_ref().map(|_| parse_arguments(&call.arguments_raw));
+        self.append(
+            &identity,
+            EventData::ToolCall(call),
+            AppendUrgency::Buffered,
+        )
+        .await?;
+
+        let mut core = CallCore {
+            identity,
+            entry,
+            arguments: Arc::new(Value::Null),
+            timeout: request.timeout,
+            marks: TimingMarks {
+                recorded,
+                prepared: recorded,
+                approval: Duration::ZERO,
+                started: None,
+                settled: None,
+            },
+        };
+        let outcome = self.policy(&mut core, parsed, tools, control).await;
+        core.marks.prepared = Instant::now();
+        Ok(match (outcome?, core.entry.clone()) {
+            (Ok(()), Some(entry)) => Preparation::Ready(ReadyCall { core, entry }),
+            (Ok(()), None) => {
+                let error = unknown_tool(&core.identity.name, tools);
+                Preparation::Refused(SettledCall::refused(core, error, false))
+            }
+            (Err(error), _) => Preparation::Refused(SettledCall::refused(core, error, false)),
+        })
+    }
+
+    /// Stages 2–5. `Ok(Err(_))` is a refusal; `Err(_)` an internal failure.
+    async fn policy(
+        &self,
+        core: &mut CallCore,
+        parsed: Option<Result<Value, ArgumentError>>,
+        tools: &ToolSet,
+        control: &BatchControl,
+    ) -> Result<Result<(), ToolErrorInfo>, PipelineError> {
+        // Stage 2: parse.
+        let (Some(entry), Some(parsed)) = (core.entry.clone(), parsed) else {
+            return Ok(Err(unknown_tool(&core.identity.name, tools)));
+        };
+        let name = entry.name();
+        let arguments = match parsed.and_then(|value| validate(&entry, value)) {
+            Ok(arguments) => arguments,
+            Err(error) => return Ok(Err(argument_error(name, &error))),
+        };
+        core.arguments = Arc::new(arguments);
+
+        // Stage 3: pre-execute hooks.
+        let mut ask = None;
+        if !self.pre_hooks.is_empty() {
+            let trail = DecisionTrail::default();
+            let view = CallView {
+                identity: &core.identity,
+                spec: entry.spec(),
+                source: entry.source(),
+                arguments: &core.arguments,
+            };
+            // The returned decision is only one input: the trail holds everything decided.
+            let _ = run_chain(&self.pre_hooks, &view, &trail).await;
+            let state = trail.into_state();
+            if let Some((hook, message)) = state.failure {
+                return Ok(Err(info(
+                    ErrorCode::HookFailed,
+                    format!("pre-execute hook `{hook}` failed: {message}; the call was not run"),
+                )));
+            }
+            if let Some((hook, reason)) = state.deny {
+                return Ok(Err(info(
+                    ErrorCode::PolicyDenied,
+                    format!("{reason} (denied by `{hook}`)"),
+                )));
+            }
+            if let Some((hook, rewritten, reason)) = state.rewrite {
+                let effective = match validate(&entry, rewritten) {
+                    Ok(effective) => effective,
+                    Err(error) => {
+                        return Ok(Err(info(
+                            ErrorCode::InvalidArgs,
+                            format!(
+                                "pre-execute hook `{hook}` rewrote the arguments into an invalid value; the call was not run. {}",
+                                error_detail(&error)
+                            ),
+                        )));
+                    }
+                };
+                let data = EventData::ArgsRewritten(ArgsRewritten {
+                    original: core.arguments.as_ref().clone(),
+                    effective: effective.clone(),
+                    by: hook,
+                    reason,
+                });
+                self.append(&core.identity, data, AppendUrgency::Buffered)
+                    .await?;
+                core.arguments = Arc::new(effective);
+            }
+            ask = state.ask;
+        }
+
+        // Stage 4: approval, only on ask.
+        if let Some((_, reason, session_key)) = ask {
+            let started = Instant::now();
+            let answer = self
+                .ask_approval(core, &entry, reason, session_key, control)
+                .await?;
+            core.marks.approval = started.elapsed();
+            if let Some(refusal) = approval_refusal(&answer) {
+                return Ok(Err(refusal));
+            }
+        }
+
+        // Stage 5: guards; the first deny wins and nothing after it can allow.
+        let view = CallView {
+            identity: &core.identity,
+            spec: entry.spec(),
+            source: entry.source(),
+            arguments: &core.arguments,
+        };
+        for guard in &self.guards {
+            match catch(|| guard.check(&view)) {
+                Ok(GuardVerdict::Abstain) => {}
+                Ok(GuardVerdict::Deny { reason }) => {
+                    return Ok(Err(info(
+                        ErrorCode::GuardDenied,
+                        format!("{reason} (denied by guard `{}`)", guard.name()),
+                    )));
+                }
+                Err(panic) => {
+                    return Ok(Err(info(
+                        ErrorCode::HookFailed,
+                        format!(
+                            "guard `{}` panicked: {panic}; the call was not run",
+                            guard.name()
+                        ),
+                    )));
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    async fn ask_approval(
+        &self,
+        core: &CallCore,
+        entry: &ToolEntry,
+        reason: String,
+        session_key: Option<String>,
+        control: &BatchControl,
+    ) -> Result<ApprovalAnswer, PipelineError> {
+        let asked = EventData::ApprovalAsked(ApprovalAsked {
+            reason: reason.clone(),
+            arguments: core.arguments.as_ref().clone(),
+            session_key: session_key.clone(),
+        });
+        self.append(&core.identity, asked, AppendUrgency::Buffered)
+            .await?;
+        let started = Instant::now();
+        let answer = match &self.approval {
+            None => ApprovalAnswer::Unavailable,
+            Some(service) => {
+                let request = ApprovalRequest {
+                    identity: core.identity.as_ref().clone(),
+                    tool_kind: entry.spec().tool_kind().as_str(),
+                    arguments: core.arguments.as_ref().clone(),
+                    reason,
+                    session_key,
+                };
+                let asking = CatchUnwind::new(service.request(&request, &control.cancel));
+                let timeout = self.config.approval_timeout;
+                tokio::select! {
+                    biased;
+                    () = control.cancel.cancelled() => ApprovalAnswer::Cancelled,
+                    answer = asking => answer.unwrap_or_else(|panic| {
+                        tracing::warn!(call_id = %core.identity.call_id, "approval service panicked: {panic}");
+                        ApprovalAnswer::Unavailable
+                    }),
+                    () = super::dispatch::sleep_for(timeout) => ApprovalAnswer::Expired,
+                }
+            }
+        };
+        let decided = EventData::ApprovalDecided(ApprovalDecided {
+            answer: answer.record(),
+            waited_us: micros(started.elapsed()),
+        });
+        self.append(&core.identity, decided, AppendUrgency::Buffered)
+            .await?;
+        Ok(answer)
+    }
+}
+
+fn validate(entry: &ToolEntry, value: Value) -> Result<Value, ArgumentError> {
+    check_schema(entry.input_validator(), &value)?;
+    let tool = entry.tool();
+    match catch(|| tool.check_arguments(&value)) {
+        Ok(Ok(())) => Ok(value),
+        Ok(Err(violations)) => Err(ArgumentError::Invalid { violations }),
+        Err(panic) => Err(ArgumentError::Invalid {
+            violations: vec![format!("/: the tool's argument check panicked: {panic}")],
+        }),
+    }
+}
+
+fn argument_error(tool: &str, error: &ArgumentError) -> ToolErrorInfo {
+    let code = match error {
+        ArgumentError::Syntax { .. } => ErrorCode::SyntaxError,
+        ArgumentError::Invalid { .. } => ErrorCode::InvalidArgs,
+    };
+    info(code, error.message(tool))
+}
+
+fn error_detail(error: &ArgumentError) -> String {
+    match error {
+        ArgumentError::Syntax { message, .. } => message.clone(),
+        ArgumentError::Invalid { violations } => violations.join("; "),
+    }
+}
+
+fn unknown_tool(name: &str, tools: &ToolSet) -> ToolErrorInfo {
+    const SHOWN: usize = 20;
+    let names = tools.names();
+    let mut listed = names
+        .iter()
+        .take(SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        listed.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    info(
+        ErrorCode::UnknownTool,
+        format!(
+            "there is no tool named `{name}` in this request's tool set. Available tools: {listed}"
+        ),
+    )
+}
+
+fn approval_refusal(answer: &ApprovalAnswer) -> Option<ToolErrorInfo> {
+    match answer {
+        ApprovalAnswer::AllowedOnce | ApprovalAnswer::AllowedForSession { .. } => None,
+        ApprovalAnswer::Rejected { reason } => Some(info(
+            ErrorCode::ApprovalRejected,
+            match reason {
+                Some(reason) => format!("the user rejected this call: {reason}"),
+                None => "the user rejected this call".to_owned(),
+            },
+        )),
+        ApprovalAnswer::Cancelled => Some(info(
+            ErrorCode::ApprovalCancelled,
+            "the approval was cancelled; the call was not run",
+        )),
+        ApprovalAnswer::Expired => Some(info(
+            ErrorCode::ApprovalExpired,
+            "no approval answer came in time; the call was not run",
+        )),
+        ApprovalAnswer::Unavailable => Some(info(
+            ErrorCode::ApprovalUnavailable,
+            "this call needs approval and no approval service could be asked; the call was not run",
+        )),
+    }
+}
+
+pub(super) fn info(code: ErrorCode, message: impl Into<String>) -> ToolErrorInfo {
+    ToolErrorInfo {
+        code,
+        message: message.into(),
+    }
+}
+
+pub(super) fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}

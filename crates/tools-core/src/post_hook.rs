@@ -1,0 +1,74 @@
+//! Stage 8: post-execute hooks. They change what the model sees, never the recorded effects.
+
+use serde_json::Value;
+use toolrail_session_log::{BoxFuture, ContentBlock};
+
+use crate::view::{CallView, HookError};
+
+/// What a post-execute hook does with a result.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PostExecuteAction {
+    /// Keep the result.
+    Accept,
+    /// Replace the model-facing content.
+    ReplaceContent(Vec<ContentBlock>),
+    /// Replace the value; it is re-validated against the output schema.
+    ReplaceValue(Value),
+    /// Withhold the result from the model (`RESULT_BLOCKED`); the model reads the feedback.
+    Block { feedback: String },
+}
+
+/// A post-execute decision, with context messages for the conversation (logged after the
+/// whole batch's results).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PostExecuteDecision {
+    pub action: PostExecuteAction,
+    pub context: Vec<ContentBlock>,
+}
+
+impl PostExecuteDecision {
+    pub fn accept() -> Self {
+        Self {
+            action: PostExecuteAction::Accept,
+            context: Vec::new(),
+        }
+    }
+
+    pub fn action(action: PostExecuteAction) -> Self {
+        Self {
+            action,
+            context: Vec::new(),
+        }
+    }
+
+    /// Adds a context message.
+    pub fn with_context(mut self, block: ContentBlock) -> Self {
+        self.context.push(block);
+        self
+    }
+}
+
+/// The result as post-execute hooks see it.
+#[derive(Debug)]
+pub struct ResultView<'a> {
+    pub content: &'a [ContentBlock],
+    pub value: Option<&'a Value>,
+    pub is_error: bool,
+    pub error_code: Option<&'a str>,
+    /// Effects the tool confirmed: visible, not changeable.
+    pub effects: &'a [toolrail_session_log::Effect],
+}
+
+/// A hook that runs after the body settled.
+///
+/// Implementors guarantee: the decision depends only on the call and its result; errors and
+/// panics are caught and turn the result into `HOOK_FAILED` (effects are kept).
+pub trait PostExecuteHook: Send + Sync {
+    fn name(&self) -> &str;
+
+    fn after<'a>(
+        &'a self,
+        call: &'a CallView<'a>,
+        result: &'a ResultView<'a>,
+    ) -> BoxFuture<'a, Result<PostExecuteDecision, HookError>>;
+}

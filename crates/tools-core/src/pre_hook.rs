@@ -1,0 +1,141 @@
+//! Stage 3: pre-execute hooks, a waterfall in which each hook may call `next` and wrap
+//! its decision.
+//!
+//! Wrapping can only add restrictions. The pipeline remembers every decision returned along
+//! the chain: a `Deny` anywhere stands (the innermost deny is reported), an `Ask` anywhere
+//! requires an approval, a `Rewrite` anywhere is applied (the outermost one wins), and a hook
+//! that errors or panics fails the call with `HOOK_FAILED` even if an outer hook swallowed
+//! the error. A hook that does not call `next` ends the chain early.
+
+use std::future::ready;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+use toolrail_session_log::BoxFuture;
+
+use crate::unwind::CatchUnwind;
+use crate::view::{CallView, HookError};
+
+/// What a pre-execute hook decides.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PreExecuteDecision {
+    /// Go on.
+    Allow,
+    /// Refuse: `POLICY_DENIED`.
+    Deny { reason: String },
+    /// Ask the approval service; `session_key` is what an "approve for session" answer
+    /// would cover.
+    Ask {
+        reason: String,
+        session_key: Option<String>,
+    },
+    /// Run with these arguments instead. They are re-validated against the input schema and
+    /// logged as `tool/args-rewritten` before anything runs.
+    Rewrite { arguments: Value, reason: String },
+}
+
+/// A hook that runs before a call may start.
+///
+/// Implementors guarantee: `decide` does not act on the world (the call has not started);
+/// it either returns a decision, or calls `next.run()` and returns a decision derived from
+/// it. Errors and panics are caught and fail the call closed.
+pub trait PreExecuteHook: Send + Sync {
+    /// A stable name, recorded as `by` in rewrites and in failure messages.
+    fn name(&self) -> &str;
+
+    /// Decides about `call`, optionally consulting the rest of the chain through `next`.
+    fn decide<'a>(
+        &'a self,
+        call: &'a CallView<'a>,
+        next: PreNext<'a>,
+    ) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>>;
+}
+
+/// The rest of the chain after the current hook.
+pub struct PreNext<'a> {
+    rest: &'a [Arc<dyn PreExecuteHook>],
+    call: &'a CallView<'a>,
+    trail: &'a DecisionTrail,
+}
+
+impl<'a> PreNext<'a> {
+    /// Runs the remaining hooks; with none left the answer is `Allow`.
+    pub fn run(self) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>> {
+        run_chain(self.rest, self.call, self.trail)
+    }
+}
+
+pub(crate) fn run_chain<'a>(
+    hooks: &'a [Arc<dyn PreExecuteHook>],
+    call: &'a CallView<'a>,
+    trail: &'a DecisionTrail,
+) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>> {
+    let Some((hook, rest)) = hooks.split_first() else {
+        return Box::pin(ready(Ok(PreExecuteDecision::Allow)));
+    };
+    Box::pin(async move {
+        let next = PreNext { rest, call, trail };
+        let outcome = match CatchUnwind::new(hook.decide(call, next)).await {
+            Ok(outcome) => outcome,
+            Err(panic) => Err(HookError::new(format!("panicked: {panic}"))),
+        };
+        trail.record(hook.name(), &outcome);
+        outcome
+    })
+}
+
+/// Everything the chain decided, so no wrapper can hide a deny, an ask, a rewrite or a failure.
+#[derive(Default)]
+pub(crate) struct DecisionTrail {
+    state: Mutex<TrailState>,
+}
+
+#[derive(Default)]
+pub(crate) struct TrailState {
+    pub failure: Option<(String, String)>,
+    pub deny: Option<(String, String)>,
+    pub ask: Option<(String, String, Option<String>)>,
+    pub rewrite: Option<(String, Value, String)>,
+}
+
+impl DecisionTrail {
+    fn record(&self, by: &str, outcome: &Result<PreExecuteDecision, HookError>) {
+        let mut state = self.state.lock();
+        match outcome {
+            Err(error) => {
+                state
+                    .failure
+                    .get_or_insert_with(|| (by.to_owned(), error.0.clone()));
+            }
+            Ok(PreExecuteDecision::Allow) => {}
+            Ok(PreExecuteDecision::Deny { reason }) => {
+                state
+                    .deny
+                    .get_or_insert_with(|| (by.to_owned(), reason.clone()));
+            }
+            Ok(PreExecuteDecision::Ask {
+                reason,
+                session_key,
+            }) => {
+                state
+                    .ask
+                    .get_or_insert_with(|| (by.to_owned(), reason.clone(), session_key.clone()));
+            }
+            Ok(PreExecuteDecision::Rewrite { arguments, reason }) => {
+                // An outer hook passing an inner rewrite through keeps the inner's name.
+                let passed_through = state
+                    .rewrite
+                    .as_ref()
+                    .is_some_and(|(_, args, why)| args == arguments && why == reason);
+                if !passed_through {
+                    state.rewrite = Some((by.to_owned(), arguments.clone(), reason.clone()));
+                }
+            }
+        }
+    }
+
+    pub(crate) fn into_state(self) -> TrailState {
+        self.state.into_inner()
+    }
+}

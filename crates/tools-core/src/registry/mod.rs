@@ -1,0 +1,376 @@
+//! The tool registry (DESIGN §4): unique names, provenance, conflict rules, reserved names,
+//! exposure, and immutable snapshots for each model request.
+//!
+//! Unlike a plain map, a second registration never silently replaces the first: a duplicate
+//! built-in is a build error, and an extension or MCP tool that reuses a taken name is skipped
+//! with a warning unless an explicit override names it.
+
+mod scope;
+mod toolset;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use jsonschema::Validator;
+use parking_lot::RwLock;
+use toolrail_session_log::ToolSource;
+
+pub use scope::{NamePattern, ScopeBuilder, ToolScope};
+pub use toolset::{CallOrigin, ToolEntry, ToolSet};
+
+use crate::tool::Tool;
+
+/// Names only the runtime may install.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReservedName {
+    /// Code mode's entry point.
+    RunCode,
+    /// Discovery of deferred tools.
+    ToolSearch,
+}
+
+impl ReservedName {
+    pub const ALL: [ReservedName; 2] = [Self::RunCode, Self::ToolSearch];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RunCode => "run_code",
+            Self::ToolSearch => "tool_search",
+        }
+    }
+
+    fn of(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|reserved| reserved.as_str() == name)
+    }
+}
+
+/// A configuration error: the registry cannot be built as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error(
+        "two built-in tools are named `{name}`; built-in names must be unique — rename one of them"
+    )]
+    DuplicateBuiltin { name: String },
+    #[error("`{name}` is reserved for the toolrail runtime; choose another name")]
+    ReservedName { name: String },
+    #[error(
+        "`{name}` is not a valid tool name: use 1–64 characters from A-Z, a-z, 0-9, `_` and `-`"
+    )]
+    InvalidName { name: String },
+    #[error("the {which} schema of `{name}` does not compile: {message}")]
+    InvalidSchema {
+        name: String,
+        which: &'static str,
+        message: String,
+    },
+    #[error("the tool installed as reserved `{expected}` is named `{actual}`")]
+    ReservedMismatch {
+        expected: &'static str,
+        actual: String,
+    },
+    #[error("scope: {message}")]
+    Scope { message: String },
+    #[error("several problems:\n{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Several(Vec<RegistryError>),
+}
+
+/// A registration that was skipped. Also logged through `tracing`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryWarning {
+    pub name: String,
+    pub skipped: ToolSource,
+    pub kept: ToolSource,
+    pub message: String,
+}
+
+/// Collects tools, then checks the conflict rules all at once.
+#[derive(Default)]
+pub struct RegistryBuilder {
+    pending: Vec<(ToolSource, Arc<dyn Tool>, Option<ReservedName>)>,
+    overrides: BTreeSet<String>,
+    errors: Vec<RegistryError>,
+}
+
+impl RegistryBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a trusted built-in tool.
+    pub fn builtin(mut self, tool: impl Tool) -> Self {
+        self.pending
+            .push((ToolSource::Builtin, Arc::new(tool), None));
+        self
+    }
+
+    /// Adds a tool from an extension or an MCP server (any non-built-in source).
+    pub fn external(mut self, source: ToolSource, tool: Arc<dyn Tool>) -> Self {
+        self.pending.push((source, tool, None));
+        self
+    }
+
+    /// Lets an external tool replace the built-in named `name`. Without it, the external
+    /// tool is skipped with a warning.
+    pub fn allow_override(mut self, name: impl Into<String>) -> Self {
+        self.overrides.insert(name.into());
+        self
+    }
+
+    /// Installs the runtime's own tool under a reserved name.
+    pub fn runtime_tool(mut self, reserved: ReservedName, tool: Arc<dyn Tool>) -> Self {
+        if tool.spec().name() != reserved.as_str() {
+            self.errors.push(RegistryError::ReservedMismatch {
+                expected: reserved.as_str(),
+                actual: tool.spec().name().to_owned(),
+            });
+        } else {
+            self.pending
+                .push((ToolSource::Runtime, tool, Some(reserved)));
+        }
+        self
+    }
+
+    /// Checks every rule and builds the registry, or reports every problem at once.
+    pub fn build(self) -> Result<(Registry, Vec<RegistryWarning>), RegistryError> {
+        let mut errors = self.errors;
+        let mut state = RegistryState {
+            overrides: self.overrides,
+            ..RegistryState::default()
+        };
+        let mut warnings = Vec::new();
+        // Built-ins (and runtime tools) first, so an external tool never wins by coming early.
+        let (trusted, external): (Vec<_>, Vec<_>) =
+            self.pending.into_iter().partition(|(source, _, _)| {
+                matches!(source, ToolSource::Builtin | ToolSource::Runtime)
+            });
+        for (source, tool, reserved) in trusted.into_iter().chain(external) {
+            match state.insert(source, tool, reserved) {
+                Ok(Some(warning)) => warnings.push(warning),
+                Ok(None) => {}
+                Err(error) => errors.push(error),
+            }
+        }
+        match errors.len() {
+            0 => Ok((Registry::from_state(state), warnings)),
+            1 => Err(errors.remove(0)),
+            _ => Err(RegistryError::Several(errors)),
+        }
+    }
+}
+
+#[derive(Clone, Default)]
+struct RegistryState {
+    tools: BTreeMap<String, Arc<ToolEntry>>,
+    overrides: BTreeSet<String>,
+    loaded: BTreeSet<String>,
+}
+
+impl RegistryState {
+    fn insert(
+        &mut self,
+        source: ToolSource,
+        tool: Arc<dyn Tool>,
+        reserved: Option<ReservedName>,
+    ) -> Result<Option<RegistryWarning>, RegistryError> {
+        let name = tool.spec().name().to_owned();
+        if !valid_name(&name) {
+            return Err(RegistryError::InvalidName { name });
+        }
+        if reserved.is_none() && ReservedName::of(&name).is_some() {
+            return Err(RegistryError::ReservedName { name });
+        }
+        if let Some(existing) = self.tools.get(&name) {
+            let kept = existing.source().clone();
+            let both_trusted = matches!(kept, ToolSource::Builtin | ToolSource::Runtime)
+                && matches!(source, ToolSource::Builtin | ToolSource::Runtime);
+            if both_trusted {
+                return Err(RegistryError::DuplicateBuiltin { name });
+            }
+            let may_override = kept == ToolSource::Builtin && self.overrides.contains(&name);
+            if !may_override {
+                let message = format!(
+                    "tool `{name}` from {source} was skipped: the name is taken by {kept}{}",
+                    if kept == ToolSource::Builtin {
+                        " (configure an explicit override to replace it)"
+                    } else {
+                        ""
+                    }
+                );
+                tracing::warn!(tool = %name, skipped = %source, kept = %kept, "{message}");
+                return Ok(Some(RegistryWarning {
+                    name,
+                    skipped: source,
+                    kept,
+                    message,
+                }));
+            }
+            tracing::info!(tool = %name, by = %source, "built-in tool overridden by configuration");
+        }
+        let entry = compile(tool, source)?;
+        self.tools.insert(name, Arc::new(entry));
+        Ok(None)
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+}
+
+fn compile(tool: Arc<dyn Tool>, source: ToolSource) -> Result<ToolEntry, RegistryError> {
+    let spec = tool.spec();
+    let schema_error = |which: &'static str, message: String| RegistryError::InvalidSchema {
+        name: spec.name().to_owned(),
+        which,
+        message,
+    };
+    let input: Validator = jsonschema::validator_for(spec.input_schema())
+        .map_err(|error| schema_error("input", error.to_string()))?;
+    let output = spec
+        .output_schema_value()
+        .map(jsonschema::validator_for)
+        .transpose()
+        .map_err(|error| schema_error("output", error.to_string()))?;
+    Ok(ToolEntry::new(tool, source, input, output))
+}
+
+/// The live registry. Tools may join and leave (MCP servers, loaded deferred tools); every
+/// snapshot taken before a change keeps seeing the tools it had.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<RwLock<Shared>>,
+}
+
+struct Shared {
+    state: RegistryState,
+    snapshot: ToolSet,
+}
+
+impl Registry {
+    fn from_state(state: RegistryState) -> Self {
+        let snapshot = snapshot_of(&state);
+        Self {
+            inner: Arc::new(RwLock::new(Shared { state, snapshot })),
+        }
+    }
+
+    /// A registry with no tools.
+    pub fn empty() -> Self {
+        Self::from_state(RegistryState::default())
+    }
+
+    /// The immutable tool set for the next model request.
+    pub fn snapshot(&self) -> ToolSet {
+        self.inner.read().snapshot.clone()
+    }
+
+    /// Registers a tool from a non-built-in source at run time (an MCP server joined). The
+    /// same rules as at build time apply; it is visible from the next snapshot.
+    pub fn register_external(
+        &self,
+        source: ToolSource,
+        tool: Arc<dyn Tool>,
+    ) -> Result<Option<RegistryWarning>, RegistryError> {
+        if matches!(source, ToolSource::Builtin | ToolSource::Runtime) {
+            return Err(RegistryError::Scope {
+                message: format!(
+                    "tools from {source} are installed through RegistryBuilder, not at run time"
+                ),
+            });
+        }
+        self.mutate(|state| state.insert(source, tool, None))
+    }
+
+    /// Removes every tool of a source (an MCP server left); returns their names.
+    pub fn remove_source(&self, source: &ToolSource) -> Vec<String> {
+        let removed = self.mutate(|state| {
+            let names: Vec<String> = state
+                .tools
+                .iter()
+                .filter(|(_, entry)| entry.source() == source)
+                .map(|(name, _)| name.clone())
+                .collect();
+            for name in &names {
+                state.tools.remove(name);
+            }
+            Ok::<_, RegistryError>(names)
+        });
+        removed.unwrap_or_default()
+    }
+
+    /// Makes deferred tools visible from the next snapshot; returns the names that were
+    /// deferred and are now loaded (unknown or non-deferred names are ignored).
+    pub fn load_deferred(&self, names: &[&str]) -> Vec<String> {
+        let loaded = self.mutate(|state| {
+            let mut loaded = Vec::new();
+            for name in names {
+                let deferred = state.tools.get(*name).is_some_and(|entry| {
+                    entry.spec().tool_exposure() == crate::spec::Exposure::Deferred
+                });
+                if deferred && state.loaded.insert((*name).to_owned()) {
+                    loaded.push((*name).to_owned());
+                }
+            }
+            Ok::<_, RegistryError>(loaded)
+        });
+        loaded.unwrap_or_default()
+    }
+
+    /// Every deferred tool that is not loaded yet (what `tool_search` searches).
+    pub fn deferred_catalog(&self) -> Vec<Arc<ToolEntry>> {
+        let shared = self.inner.read();
+        shared
+            .state
+            .tools
+            .values()
+            .filter(|entry| {
+                entry.spec().tool_exposure() == crate::spec::Exposure::Deferred
+                    && !shared.state.loaded.contains(entry.name())
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Starts a child scope of this registry.
+    pub fn scope(&self) -> ScopeBuilder {
+        ScopeBuilder::new(Arc::new(self.clone()))
+    }
+
+    fn mutate<T, E>(
+        &self,
+        change: impl FnOnce(&mut RegistryState) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut shared = self.inner.write();
+        let mut next = shared.state.clone();
+        let outcome = change(&mut next)?;
+        shared.snapshot = snapshot_of(&next);
+        shared.state = next;
+        Ok(outcome)
+    }
+}
+
+fn snapshot_of(state: &RegistryState) -> ToolSet {
+    ToolSet::from_entries(state.tools.values(), |name| state.loaded.contains(name))
+}
+
+/// Anything a scope can inherit from.
+pub trait SnapshotSource: Send + Sync {
+    /// The current tool set, and the hidden tools, as entries.
+    fn entries(&self) -> Vec<Arc<ToolEntry>>;
+    /// Whether a deferred tool is loaded.
+    fn is_loaded(&self, name: &str) -> bool;
+}
+
+impl SnapshotSource for Registry {
+    fn entries(&self) -> Vec<Arc<ToolEntry>> {
+        self.inner.read().state.tools.values().cloned().collect()
+    }
+
+    fn is_loaded(&self, name: &str) -> bool {
+        self.inner.read().state.loaded.contains(name)
+    }
+}

@@ -1,0 +1,150 @@
+//! An immutable tool set: what one model request may call. A call is resolved against the
+//! snapshot of its request, never against the live registry.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jsonschema::Validator;
+use toolrail_session_log::{ToolManifestEntry, ToolSource};
+
+use crate::spec::{Exposure, ToolSpec};
+use crate::tool::Tool;
+
+/// A registered tool with its provenance and compiled schemas.
+pub struct ToolEntry {
+    tool: Arc<dyn Tool>,
+    source: ToolSource,
+    input: Validator,
+    output: Option<Validator>,
+}
+
+impl ToolEntry {
+    pub(crate) fn new(
+        tool: Arc<dyn Tool>,
+        source: ToolSource,
+        input: Validator,
+        output: Option<Validator>,
+    ) -> Self {
+        Self {
+            tool,
+            source,
+            input,
+            output,
+        }
+    }
+
+    pub fn tool(&self) -> &Arc<dyn Tool> {
+        &self.tool
+    }
+
+    pub fn spec(&self) -> &ToolSpec {
+        self.tool.spec()
+    }
+
+    pub fn name(&self) -> &str {
+        self.tool.spec().name()
+    }
+
+    pub fn source(&self) -> &ToolSource {
+        &self.source
+    }
+
+    pub(crate) fn input_validator(&self) -> &Validator {
+        &self.input
+    }
+
+    pub(crate) fn output_validator(&self) -> Option<&Validator> {
+        self.output.as_ref()
+    }
+
+    fn manifest(&self) -> ToolManifestEntry {
+        let spec = self.spec();
+        ToolManifestEntry {
+            name: spec.name().to_owned(),
+            source: self.source.clone(),
+            version: spec.tool_version().to_owned(),
+            read_only: spec.is_read_only(),
+            idempotent: spec.is_idempotent(),
+        }
+    }
+}
+
+/// Who is asking to resolve a tool name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallOrigin {
+    /// The model, directly or through a code-mode program: only offered tools resolve.
+    Model,
+    /// The embedding program: hidden tools resolve too.
+    Host,
+}
+
+/// The tools of one model request, by name. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct ToolSet {
+    offered: Arc<BTreeMap<String, Arc<ToolEntry>>>,
+    hidden: Arc<BTreeMap<String, Arc<ToolEntry>>>,
+}
+
+impl ToolSet {
+    pub(crate) fn from_entries<'a>(
+        entries: impl IntoIterator<Item = &'a Arc<ToolEntry>>,
+        is_loaded: impl Fn(&str) -> bool,
+    ) -> Self {
+        let mut offered = BTreeMap::new();
+        let mut hidden = BTreeMap::new();
+        for entry in entries {
+            let name = entry.name().to_owned();
+            match entry.spec().tool_exposure() {
+                Exposure::Direct => {
+                    offered.insert(name, Arc::clone(entry));
+                }
+                Exposure::Deferred => {
+                    if is_loaded(&name) {
+                        offered.insert(name, Arc::clone(entry));
+                    }
+                }
+                Exposure::Hidden => {
+                    hidden.insert(name, Arc::clone(entry));
+                }
+            }
+        }
+        Self {
+            offered: Arc::new(offered),
+            hidden: Arc::new(hidden),
+        }
+    }
+
+    /// Resolves a name for a caller; `None` is `UNKNOWN_TOOL`.
+    pub fn resolve(&self, name: &str, origin: CallOrigin) -> Option<&Arc<ToolEntry>> {
+        match origin {
+            CallOrigin::Model => self.offered.get(name),
+            CallOrigin::Host => self.offered.get(name).or_else(|| self.hidden.get(name)),
+        }
+    }
+
+    /// The tools offered to the model, ordered by name.
+    pub fn offered(&self) -> impl Iterator<Item = &Arc<ToolEntry>> {
+        self.offered.values()
+    }
+
+    /// Names of the offered tools, ordered.
+    pub fn names(&self) -> Vec<&str> {
+        self.offered.keys().map(String::as_str).collect()
+    }
+
+    /// The offered tools as recorded in `session/start`.
+    pub fn manifest(&self) -> Vec<ToolManifestEntry> {
+        self.offered
+            .values()
+            .map(|entry| entry.manifest())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.offered.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offered.is_empty()
+    }
+}

@@ -1,0 +1,290 @@
+//! What a tool is, as data: its definition (DESIGN §4) and the concurrency facts the
+//! scheduler reads.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde_json::Value;
+
+/// What a tool does, for presenters and permission presets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Fetch,
+    Think,
+    Other,
+}
+
+impl ToolKind {
+    /// The kind's name as written in cards and configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Edit => "edit",
+            Self::Delete => "delete",
+            Self::Move => "move",
+            Self::Search => "search",
+            Self::Execute => "execute",
+            Self::Fetch => "fetch",
+            Self::Think => "think",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// How a tool is offered to the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Exposure {
+    /// In every request's tool set.
+    Direct,
+    /// Known but not offered until loaded through `tool_search`; joins from the next request.
+    Deferred,
+    /// Never offered to the model nor callable by it; only the embedding program calls it.
+    Hidden,
+}
+
+/// Whether a claim reads or writes its resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClaimMode {
+    Read,
+    Write,
+}
+
+/// A resource two calls may contend for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ResourceKey {
+    /// A canonical filesystem path.
+    Path(PathBuf),
+    /// A terminal (shell session) by name.
+    Terminal(String),
+    /// Anything else a tool wants to serialize on.
+    Custom(String),
+}
+
+/// One resource a call touches, and how.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ResourceClaim {
+    pub key: ResourceKey,
+    pub mode: ClaimMode,
+}
+
+impl ResourceClaim {
+    /// A read claim on `key`.
+    pub fn read(key: ResourceKey) -> Self {
+        Self {
+            key,
+            mode: ClaimMode::Read,
+        }
+    }
+
+    /// A write claim on `key`.
+    pub fn write(key: ResourceKey) -> Self {
+        Self {
+            key,
+            mode: ClaimMode::Write,
+        }
+    }
+
+    /// Two claims conflict on the same key when at least one writes.
+    pub fn conflicts_with(&self, other: &ResourceClaim) -> bool {
+        self.key == other.key && (self.mode == ClaimMode::Write || other.mode == ClaimMode::Write)
+    }
+}
+
+/// What may overlap with a call. Separate from `read_only`, which is what the user permits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Concurrency {
+    /// Runs alone, after every earlier call committed.
+    Exclusive,
+    /// May run beside calls whose claims do not conflict with these.
+    Shared(Vec<ResourceClaim>),
+}
+
+impl Concurrency {
+    /// Shared with no claims: overlaps with anything that is not exclusive.
+    pub fn shared() -> Self {
+        Self::Shared(Vec::new())
+    }
+
+    /// Whether two calls may run at the same time.
+    pub fn may_overlap(&self, other: &Concurrency) -> bool {
+        match (self, other) {
+            (Self::Shared(mine), Self::Shared(theirs)) => !mine
+                .iter()
+                .any(|claim| theirs.iter().any(|their| claim.conflicts_with(their))),
+            (Self::Exclusive, _) | (_, Self::Exclusive) => false,
+        }
+    }
+}
+
+/// The definition of a tool (DESIGN §4). Built with [`ToolSpec::new`] or
+/// [`ToolSpec::for_args`] and the chained setters; read through the getters.
+#[derive(Clone, Debug)]
+pub struct ToolSpec {
+    name: String,
+    description: String,
+    input_schema: Value,
+    output_schema: Option<Value>,
+    kind: ToolKind,
+    version: String,
+    read_only: bool,
+    idempotent: bool,
+    default_timeout: Option<Duration>,
+    exposure: Exposure,
+    max_value_bytes: Option<usize>,
+}
+
+impl ToolSpec {
+    /// A tool of kind `other`, version `1`, not read-only, not idempotent, no timeout,
+    /// offered directly, with the given input schema.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            output_schema: None,
+            kind: ToolKind::Other,
+            version: "1".to_owned(),
+            read_only: false,
+            idempotent: false,
+            default_timeout: None,
+            exposure: Exposure::Direct,
+            max_value_bytes: None,
+        }
+    }
+
+    /// Like [`ToolSpec::new`], with the input schema derived from the argument type
+    /// (doc comments become descriptions).
+    pub fn for_args<A: JsonSchema>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+    ) -> Self {
+        let schema = schemars::schema_for!(A);
+        Self::new(name, description, schema.to_value())
+    }
+
+    /// Sets the kind.
+    pub fn kind(mut self, kind: ToolKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Sets the version recorded with every call.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// Marks the tool read-only: it does not change the world (what the user permits).
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Marks the tool idempotent: running it twice has the effect of running it once.
+    pub fn idempotent(mut self) -> Self {
+        self.idempotent = true;
+        self
+    }
+
+    /// Sets the default deadline of a call.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets how the tool is offered.
+    pub fn exposure(mut self, exposure: Exposure) -> Self {
+        self.exposure = exposure;
+        self
+    }
+
+    /// Sets the schema every successful value must satisfy.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// Caps the serialized size of the value (the pipeline's cap applies otherwise).
+    pub fn max_value_bytes(mut self, bytes: usize) -> Self {
+        self.max_value_bytes = Some(bytes);
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    pub fn output_schema_value(&self) -> Option<&Value> {
+        self.output_schema.as_ref()
+    }
+
+    pub fn tool_kind(&self) -> ToolKind {
+        self.kind
+    }
+
+    pub fn tool_version(&self) -> &str {
+        &self.version
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    pub fn default_timeout(&self) -> Option<Duration> {
+        self.default_timeout
+    }
+
+    pub fn tool_exposure(&self) -> Exposure {
+        self.exposure
+    }
+
+    pub fn value_byte_cap(&self) -> Option<usize> {
+        self.max_value_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(p: &str) -> ResourceKey {
+        ResourceKey::Path(PathBuf::from(p))
+    }
+
+    #[test]
+    fn claims_conflict_only_on_the_same_key_with_a_writer() {
+        let read_a = Concurrency::Shared(vec![ResourceClaim::read(path("/a"))]);
+        let read_a2 = Concurrency::Shared(vec![ResourceClaim::read(path("/a"))]);
+        let write_a = Concurrency::Shared(vec![ResourceClaim::write(path("/a"))]);
+        let write_b = Concurrency::Shared(vec![ResourceClaim::write(path("/b"))]);
+        assert!(read_a.may_overlap(&read_a2));
+        assert!(!read_a.may_overlap(&write_a));
+        assert!(!write_a.may_overlap(&read_a));
+        assert!(write_a.may_overlap(&write_b));
+        assert!(!Concurrency::Exclusive.may_overlap(&Concurrency::shared()));
+        assert!(!Concurrency::shared().may_overlap(&Concurrency::Exclusive));
+    }
+}

@@ -1,0 +1,201 @@
+//! The `Tool` trait, the output and failure of a body, and typed tools whose arguments
+//! arrive as a Rust value.
+
+use std::future::Future;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize as _, Serialize};
+use serde_json::Value;
+use toolrail_session_log::{BoxFuture, ContentBlock, ErrorCode, ToolErrorInfo};
+
+use crate::context::ToolContext;
+use crate::spec::{Concurrency, ToolSpec};
+
+/// What a body returns on success.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolOutput {
+    /// What the model reads.
+    pub content: Vec<ContentBlock>,
+    /// Structured JSON for programs; checked against the output schema.
+    pub value: Option<Value>,
+    /// UI-only data, never sent to the model.
+    pub details: Option<Value>,
+}
+
+impl ToolOutput {
+    /// Text for the model, no value.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![ContentBlock::text(text)],
+            value: None,
+            details: None,
+        }
+    }
+
+    /// A value for programs, shown to the model as compact JSON text.
+    pub fn value(value: Value) -> Self {
+        Self {
+            content: vec![ContentBlock::text(value.to_string())],
+            value: Some(value),
+            details: None,
+        }
+    }
+
+    /// Like [`ToolOutput::value`] from any serializable type.
+    pub fn serialize<T: Serialize>(value: &T) -> Result<Self, ToolFailure> {
+        serde_json::to_value(value)
+            .map(Self::value)
+            .map_err(|error| {
+                ToolFailure::new(format!("the tool's value could not be serialized: {error}"))
+            })
+    }
+
+    /// Adds UI-only details.
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+}
+
+/// What a body returns on failure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolFailure {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ToolFailure {
+    /// A `TOOL_FAILED` failure.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            code: ErrorCode::ToolFailed,
+            message: message.into(),
+        }
+    }
+
+    /// A failure with a tool-defined (or other) code.
+    pub fn with_code(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn into_info(self) -> ToolErrorInfo {
+        ToolErrorInfo {
+            code: self.code,
+            message: self.message,
+        }
+    }
+}
+
+/// The result of running a body.
+pub type ToolResult = Result<ToolOutput, ToolFailure>;
+
+/// A tool the pipeline can run.
+///
+/// Implementors guarantee: `spec` returns the same definition for the tool's lifetime;
+/// `concurrency` is a cheap, pure function of the arguments; `execute` reports every change
+/// it makes to the world through [`ToolContext::report_effect`] as soon as the change is
+/// confirmed, and watches [`ToolContext::cancellation`]. A panic anywhere is caught and
+/// becomes a result (`TOOL_FAILED`, or `Exclusive` for `concurrency`), never a crash.
+pub trait Tool: Send + Sync + 'static {
+    /// The definition.
+    fn spec(&self) -> &ToolSpec;
+
+    /// What may overlap with this call. The default is the safe answer.
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::Exclusive
+    }
+
+    /// Extra argument checks beyond the input schema, run at parse time (before anything is
+    /// started). `Err` holds the violations; the call is refused with `INVALID_ARGS`.
+    fn check_arguments(&self, _args: &Value) -> Result<(), Vec<String>> {
+        Ok(())
+    }
+
+    /// Runs the body.
+    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult>;
+
+    /// Adjusts the model-facing content once, on every outcome of a call of this tool
+    /// (success, refusal, failure). A panic leaves the content as it then stands.
+    fn finalize_content(&self, _content: &mut Vec<ContentBlock>, _outcome: &FinalizeView<'_>) {}
+}
+
+/// What `finalize_content` may look at.
+#[derive(Debug)]
+pub struct FinalizeView<'a> {
+    pub arguments: &'a Value,
+    pub is_error: bool,
+    pub error: Option<&'a ToolErrorInfo>,
+}
+
+/// A tool whose arguments are a Rust type: the input schema is derived from it and the body
+/// receives it deserialized. Wrap it in [`Typed`] to register it.
+pub trait TypedTool: Send + Sync + 'static {
+    /// The argument type; its `JsonSchema` is the tool's input schema.
+    type Args: DeserializeOwned + JsonSchema + Send;
+
+    /// The definition; build it with [`ToolSpec::for_args::<Self::Args>`].
+    fn spec(&self) -> ToolSpec;
+
+    /// What may overlap with this call.
+    fn concurrency(&self, _args: &Self::Args) -> Concurrency {
+        Concurrency::Exclusive
+    }
+
+    /// Runs the body with the deserialized arguments.
+    fn run(&self, ctx: &ToolContext, args: Self::Args) -> impl Future<Output = ToolResult> + Send;
+}
+
+/// Adapts a [`TypedTool`] to [`Tool`].
+pub struct Typed<T: TypedTool> {
+    inner: T,
+    spec: ToolSpec,
+}
+
+impl<T: TypedTool> Typed<T> {
+    /// Wraps a typed tool, computing its definition once.
+    pub fn new(inner: T) -> Self {
+        let spec = inner.spec();
+        Self { inner, spec }
+    }
+
+    fn decode(args: &Value) -> Result<T::Args, serde_json::Error> {
+        T::Args::deserialize(args)
+    }
+}
+
+impl<T: TypedTool> Tool for Typed<T> {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn concurrency(&self, args: &Value) -> Concurrency {
+        match Self::decode(args) {
+            Ok(decoded) => self.inner.concurrency(&decoded),
+            Err(_) => Concurrency::Exclusive,
+        }
+    }
+
+    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
+        // The schema passed; this catches what a schema cannot say (and derive mismatches),
+        // so that `execute` can never meet arguments it cannot decode.
+        Self::decode(args)
+            .map(drop)
+            .map_err(|error| vec![format!("/: {error}")])
+    }
+
+    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let decoded = Self::decode(args).map_err(|error| {
+                ToolFailure::with_code(
+                    ErrorCode::InvalidArgs,
+                    format!("arguments could not be decoded: {error}"),
+                )
+            })?;
+            self.inner.run(ctx, decoded).await
+        })
+    }
+}

@@ -1,0 +1,28 @@
+//! The read-only view of a call that policy stages get.
+
+use serde_json::Value;
+use toolrail_session_log::ToolSource;
+
+use crate::context::CallIdentity;
+use crate::spec::ToolSpec;
+
+/// A call as policy stages see it: no setters, so no stage can change it in place.
+#[derive(Clone, Copy, Debug)]
+pub struct CallView<'a> {
+    pub identity: &'a CallIdentity,
+    pub spec: &'a ToolSpec,
+    pub source: &'a ToolSource,
+    /// The arguments as they stand at this stage (after any rewrite).
+    pub arguments: &'a Value,
+}
+
+/// A failure of a hook. The call fails with `HOOK_FAILED` and never runs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HookError(pub String);
+
+impl HookError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
