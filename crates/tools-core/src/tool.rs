@@ -199,3 +199,26 @@ impl<T: TypedTool> Tool for Typed<T> {
         })
     }
 }
+
+/// A shared tool is a tool, so callers can keep a handle to what they register.
+impl<T: Tool + ?Sized> Tool for std::sync::Arc<T> {
+    fn spec(&self) -> &ToolSpec {
+        (**self).spec()
+    }
+
+    fn concurrency(&self, args: &Value) -> Concurrency {
+        (**self).concurrency(args)
+    }
+
+    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
+        (**self).check_arguments(args)
+    }
+
+    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        (**self).execute(ctx, args)
+    }
+
+    fn finalize_content(&self, content: &mut Vec<ContentBlock>, outcome: &FinalizeView<'_>) {
+        (**self).finalize_content(content, outcome);
+    }
+}

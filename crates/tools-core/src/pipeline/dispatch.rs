@@ -4,7 +4,9 @@
 
 use std::future::pending;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use toolrail_session_log::{AppendUrgency, ErrorCode, EventData, ToolErrorInfo, ToolStart};
 
@@ -107,9 +109,14 @@ impl Pipeline {
             settled = &mut running => {
                 core.marks.settled = Some(Instant::now());
                 let effects = ctx.effect_log().snapshot();
-                let outcome = match settled {
-                    Ok(result) => result.map_err(ToolFailure::into_info),
-                    Err(panic) => Err(info(ErrorCode::ToolFailed, format!("the tool panicked: {panic}"))),
+                // A body that noticed the batch's cancel before we did settled because of it.
+                let outcome = if call_cancel.is_cancelled() {
+                    interrupted_outcome(Interrupt::Cancelled, settled)
+                } else {
+                    match settled {
+                        Ok(result) => result.map_err(ToolFailure::into_info),
+                        Err(panic) => Err(info(ErrorCode::ToolFailed, format!("the tool panicked: {panic}"))),
+                    }
                 };
                 return Ok(SettledCall { core, settlement: Settlement::Ran { outcome, effects, synthetic: false } });
             }
@@ -212,7 +219,7 @@ fn human(duration: Duration) -> String {
 /// Sleeps until `at`, or forever without a deadline (no timer is created then).
 async fn sleep_until(at: Option<Instant>) {
     match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
+        Some(at) => tokio::time::sleep_until(at).await,
         None => pending().await,
     }
 }

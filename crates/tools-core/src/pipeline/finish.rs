@@ -2,7 +2,7 @@
 //! the body are carried through every branch: no hook or later failure can drop them.
 
 use std::io;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use serde_json::Value;
 use toolrail_session_log::{

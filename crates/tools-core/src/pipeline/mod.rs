@@ -13,7 +13,9 @@ mod prepare;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

@@ -2,7 +2,9 @@
 //! world; a refusal at any stage has no side effects.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde_json::Value;
 use toolrail_session_log::{

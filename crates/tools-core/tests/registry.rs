@@ -1,0 +1,351 @@
+//! Registry rules: unique names, provenance, conflicts, reserved names, scopes, exposure.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+
+use support::{Behaviour, Probe, object_schema};
+use toolrail_session_log::ToolSource;
+use toolrail_tools_core::{
+    CallOrigin, Exposure, NamePattern, RegistryBuilder, RegistryError, ReservedName, ToolSpec,
+};
+
+fn probe(name: &str) -> Arc<Probe> {
+    Probe::new(name, Behaviour::Succeed)
+}
+
+fn ext(name: &str) -> ToolSource {
+    ToolSource::Extension(name.to_owned())
+}
+
+fn source_of(registry: &toolrail_tools_core::Registry, name: &str) -> Option<ToolSource> {
+    registry
+        .snapshot()
+        .resolve(name, CallOrigin::Model)
+        .map(|entry| entry.source().clone())
+}
+
+#[test]
+fn a_duplicate_builtin_is_a_build_error() {
+    let error = RegistryBuilder::new()
+        .builtin(probe("read"))
+        .builtin(probe("read"))
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(
+        error,
+        RegistryError::DuplicateBuiltin {
+            name: "read".into()
+        }
+    );
+    assert!(error.to_string().contains("rename one of them"));
+}
+
+#[test]
+fn an_extension_reusing_a_builtin_name_is_skipped_with_a_warning() {
+    let (registry, warnings) = RegistryBuilder::new()
+        .external(ext("lint"), probe("read"))
+        .builtin(probe("read"))
+        .build()
+        .unwrap();
+    assert_eq!(
+        source_of(&registry, "read"),
+        Some(ToolSource::Builtin),
+        "registration order does not matter"
+    );
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings[0].skipped, ext("lint"));
+    assert_eq!(warnings[0].kept, ToolSource::Builtin);
+    assert!(
+        warnings[0].message.contains("explicit override"),
+        "{}",
+        warnings[0].message
+    );
+}
+
+#[test]
+fn an_explicit_override_lets_an_extension_replace_a_builtin() {
+    let (registry, warnings) = RegistryBuilder::new()
+        .builtin(probe("read"))
+        .external(ext("better-read"), probe("read"))
+        .allow_override("read")
+        .build()
+        .unwrap();
+    assert!(warnings.is_empty());
+    assert_eq!(source_of(&registry, "read"), Some(ext("better-read")));
+}
+
+#[test]
+fn a_second_external_tool_with_a_taken_name_is_skipped_not_swapped() {
+    let (registry, warnings) = RegistryBuilder::new()
+        .external(ToolSource::Mcp("one".into()), probe("search"))
+        .external(ToolSource::Mcp("two".into()), probe("search"))
+        .build()
+        .unwrap();
+    assert_eq!(
+        source_of(&registry, "search"),
+        Some(ToolSource::Mcp("one".into()))
+    );
+    assert_eq!(warnings.len(), 1);
+    // The same at run time: an MCP server joining cannot take a name.
+    let warning = registry
+        .register_external(ToolSource::Mcp("three".into()), probe("search"))
+        .unwrap();
+    assert!(warning.is_some());
+    assert_eq!(
+        source_of(&registry, "search"),
+        Some(ToolSource::Mcp("one".into()))
+    );
+}
+
+#[test]
+fn reserved_names_are_refused_to_ordinary_registration() {
+    for reserved in ReservedName::ALL {
+        let error = RegistryBuilder::new()
+            .external(ext("x"), probe(reserved.as_str()))
+            .build()
+            .err()
+            .unwrap();
+        assert_eq!(
+            error,
+            RegistryError::ReservedName {
+                name: reserved.as_str().into()
+            }
+        );
+        let error = RegistryBuilder::new()
+            .builtin(probe(reserved.as_str()))
+            .build()
+            .err()
+            .unwrap();
+        assert_eq!(
+            error,
+            RegistryError::ReservedName {
+                name: reserved.as_str().into()
+            }
+        );
+    }
+    // Only the runtime installs them, under the matching name.
+    let (registry, _) = RegistryBuilder::new()
+        .runtime_tool(ReservedName::RunCode, probe("run_code"))
+        .build()
+        .unwrap();
+    assert_eq!(source_of(&registry, "run_code"), Some(ToolSource::Runtime));
+    let mismatch = RegistryBuilder::new()
+        .runtime_tool(ReservedName::ToolSearch, probe("search"))
+        .build()
+        .err()
+        .unwrap();
+    assert!(matches!(mismatch, RegistryError::ReservedMismatch { .. }));
+}
+
+#[test]
+fn invalid_names_and_schemas_are_configuration_errors() {
+    let error = RegistryBuilder::new()
+        .external(ext("x"), probe("has space"))
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(
+        error,
+        RegistryError::InvalidName {
+            name: "has space".into()
+        }
+    );
+    let bad_schema = Probe::with_spec(
+        ToolSpec::new("bad", "b", serde_json::json!({"type": "no-such-type"})),
+        Behaviour::Succeed,
+    );
+    let error = RegistryBuilder::new()
+        .external(ext("x"), bad_schema)
+        .build()
+        .err()
+        .unwrap();
+    assert!(
+        matches!(error, RegistryError::InvalidSchema { ref name, which: "input", .. } if name == "bad"),
+        "{error}"
+    );
+}
+
+#[test]
+fn several_problems_are_reported_at_once() {
+    let error = RegistryBuilder::new()
+        .external(ext("x"), probe("run_code"))
+        .external(ext("x"), probe("bad name"))
+        .build()
+        .err()
+        .unwrap();
+    let RegistryError::Several(problems) = error else {
+        panic!("expected several problems")
+    };
+    assert_eq!(problems.len(), 2);
+}
+
+#[test]
+fn snapshots_are_immutable_and_sources_can_leave() {
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(probe("read"))
+        .external(ToolSource::Mcp("gh".into()), probe("mcp__gh__issue"))
+        .build()
+        .unwrap();
+    let before = registry.snapshot();
+    assert_eq!(
+        registry.remove_source(&ToolSource::Mcp("gh".into())),
+        vec!["mcp__gh__issue".to_owned()]
+    );
+    assert_eq!(
+        before.names(),
+        ["mcp__gh__issue", "read"],
+        "an earlier snapshot keeps its tools"
+    );
+    assert_eq!(registry.snapshot().names(), ["read"]);
+    let manifest = before.manifest();
+    assert_eq!(manifest[0].source, ToolSource::Mcp("gh".into()));
+    assert_eq!(manifest[0].version, "1");
+}
+
+#[test]
+fn deferred_tools_join_after_loading_and_hidden_tools_are_host_only() {
+    let deferred = Probe::with_spec(
+        ToolSpec::new("deploy", "d", object_schema()).exposure(Exposure::Deferred),
+        Behaviour::Succeed,
+    );
+    let hidden = Probe::with_spec(
+        ToolSpec::new("internal", "i", object_schema()).exposure(Exposure::Hidden),
+        Behaviour::Succeed,
+    );
+    let (registry, _) = RegistryBuilder::new()
+        .external(ext("x"), deferred)
+        .external(ext("x"), hidden)
+        .build()
+        .unwrap();
+    let first = registry.snapshot();
+    assert!(first.resolve("deploy", CallOrigin::Model).is_none());
+    assert_eq!(registry.deferred_catalog().len(), 1);
+    assert_eq!(
+        registry.load_deferred(&["deploy", "internal", "nope"]),
+        vec!["deploy".to_owned()]
+    );
+    assert!(
+        first.resolve("deploy", CallOrigin::Model).is_none(),
+        "loading joins from the next snapshot"
+    );
+    assert!(
+        registry
+            .snapshot()
+            .resolve("deploy", CallOrigin::Model)
+            .is_some()
+    );
+    assert!(registry.deferred_catalog().is_empty());
+    assert!(
+        registry
+            .snapshot()
+            .resolve("internal", CallOrigin::Model)
+            .is_none()
+    );
+    assert!(
+        registry
+            .snapshot()
+            .resolve("internal", CallOrigin::Host)
+            .is_some()
+    );
+    assert!(!registry.snapshot().names().contains(&"internal"));
+}
+
+#[test]
+fn scopes_shadow_explicitly_and_restrict_what_they_inherit() {
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(probe("read"))
+        .builtin(probe("write"))
+        .builtin(probe("bash"))
+        .external(ToolSource::Mcp("gh".into()), probe("mcp__gh__issue"))
+        .external(ToolSource::Mcp("gh".into()), probe("mcp__gh__pr"))
+        .build()
+        .unwrap();
+
+    let scope = registry
+        .scope()
+        .deny([NamePattern::new("bash"), NamePattern::new("mcp__gh__pr")])
+        .shadow(ext("sub-agent"), probe("read"))
+        .add(ext("sub-agent"), probe("notes"))
+        .build()
+        .unwrap();
+    let snapshot = scope.snapshot();
+    assert_eq!(
+        snapshot.names(),
+        ["mcp__gh__issue", "notes", "read", "write"]
+    );
+    assert_eq!(
+        snapshot
+            .resolve("read", CallOrigin::Model)
+            .unwrap()
+            .source(),
+        &ext("sub-agent")
+    );
+    assert_eq!(
+        registry
+            .snapshot()
+            .resolve("read", CallOrigin::Model)
+            .unwrap()
+            .source(),
+        &ToolSource::Builtin,
+        "the parent is unchanged"
+    );
+
+    let read_only = registry
+        .scope()
+        .allow([NamePattern::new("read"), NamePattern::new("mcp__*")])
+        .build()
+        .unwrap();
+    assert_eq!(
+        read_only.snapshot().names(),
+        ["mcp__gh__issue", "mcp__gh__pr", "read"]
+    );
+
+    // Nested scopes restrict further.
+    let nested = Arc::new(read_only)
+        .scope()
+        .deny([NamePattern::new("mcp__gh__pr")])
+        .build()
+        .unwrap();
+    assert_eq!(nested.snapshot().names(), ["mcp__gh__issue", "read"]);
+}
+
+#[test]
+fn scopes_refuse_implicit_replacement_and_reserved_names() {
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(probe("read"))
+        .build()
+        .unwrap();
+    let implicit = registry
+        .scope()
+        .add(ext("x"), probe("read"))
+        .build()
+        .err()
+        .unwrap();
+    assert!(implicit.to_string().contains("use shadow"), "{implicit}");
+    let nothing = registry
+        .scope()
+        .shadow(ext("x"), probe("write"))
+        .build()
+        .err()
+        .unwrap();
+    assert!(
+        nothing.to_string().contains("nothing to shadow")
+            || nothing.to_string().contains("has no tool"),
+        "{nothing}"
+    );
+    let reserved = registry
+        .scope()
+        .add(ext("x"), probe("tool_search"))
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(
+        reserved,
+        RegistryError::ReservedName {
+            name: "tool_search".into()
+        }
+    );
+}
