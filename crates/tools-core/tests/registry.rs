@@ -1,5 +1,10 @@
 //! Registry rules: unique names, provenance, conflicts, reserved names, scopes, exposure.
-#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::wildcard_enum_match_arm
+)]
 
 mod support;
 

@@ -1,0 +1,476 @@
+//! Every event kind survives a trip through JSON unchanged, and the envelope has the exact
+//! shape of DESIGN §6.
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::wildcard_enum_match_arm
+)]
+
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use serde_json::{Value, json};
+use toolrail_session_log::*;
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z0-9 _/.-]{0,12}",
+        "\\PC{0,8}",
+        Just("line\nbreak \"quoted\" \\ tab\t".to_owned())
+    ]
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        (-1.0e9f64..1.0e9).prop_map(|f| json!(f)),
+        text().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map("[a-z]{1,6}", inner, 0..4)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+fn block() -> impl Strategy<Value = ContentBlock> {
+    prop_oneof![
+        text().prop_map(|text| ContentBlock::Text { text }),
+        (text(), "[A-Za-z0-9+/]{0,16}")
+            .prop_map(|(media_type, data)| ContentBlock::Image { media_type, data }),
+        json_value().prop_map(|value| ContentBlock::Json { value }),
+    ]
+}
+
+fn blocks() -> impl Strategy<Value = Vec<ContentBlock>> {
+    proptest::collection::vec(block(), 0..3)
+}
+
+fn code() -> impl Strategy<Value = ErrorCode> {
+    prop_oneof![
+        proptest::sample::select(ErrorCode::BUILT_IN.to_vec()),
+        "[A-Z][A-Z0-9_]{0,10}".prop_filter_map("built-in", |code| ErrorCode::custom(code).ok()),
+    ]
+}
+
+fn effect() -> impl Strategy<Value = Effect> {
+    prop_oneof![
+        (text(), proptest::option::of(text()), text()).prop_map(|(path, before, after)| {
+            Effect::FileWritten {
+                path,
+                before,
+                after,
+            }
+        }),
+        (text(), text()).prop_map(|(path, before)| Effect::FileDeleted { path, before }),
+        (text(), text()).prop_map(|(from, to)| Effect::FileMoved { from, to }),
+        (any::<u32>(), text()).prop_map(|(pid, command)| Effect::ProcessSpawned { pid, command }),
+        (text(), json_value()).prop_map(|(name, data)| Effect::Other { name, data }),
+    ]
+}
+
+fn result_record() -> impl Strategy<Value = ToolResultRecord> {
+    (
+        blocks(),
+        proptest::option::of(json_value()),
+        proptest::option::of(json_value()),
+        proptest::collection::vec(effect(), 0..3),
+        proptest::option::of((code(), text())),
+        any::<[u32; 5]>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(content, value, details, effects, error, t, synthetic)| ToolResultRecord {
+                content,
+                value,
+                details,
+                effects,
+                is_error: error.is_some(),
+                error: error.map(|(code, message)| ToolErrorInfo { code, message }),
+                timing: Timing {
+                    queued_us: t[0].into(),
+                    policy_us: t[1].into(),
+                    approval_us: t[2].into(),
+                    run_us: t[3].into(),
+                    total_us: t[4].into(),
+                },
+                synthetic,
+            },
+        )
+}
+
+fn source() -> impl Strategy<Value = ToolSource> {
+    prop_oneof![
+        Just(ToolSource::Builtin),
+        Just(ToolSource::Runtime),
+        "[a-z-]{1,8}".prop_map(ToolSource::Extension),
+        "[a-z-]{1,8}".prop_map(ToolSource::Mcp),
+    ]
+}
+
+fn call_id() -> impl Strategy<Value = CallId> {
+    "[a-z0-9:_-]{1,12}".prop_map(CallId::from)
+}
+
+fn answer() -> impl Strategy<Value = ApprovalAnswerRecord> {
+    prop_oneof![
+        Just(ApprovalAnswerRecord::AllowedOnce),
+        text().prop_map(|key| ApprovalAnswerRecord::AllowedForSession { key }),
+        proptest::option::of(text()).prop_map(|reason| ApprovalAnswerRecord::Rejected { reason }),
+        Just(ApprovalAnswerRecord::Cancelled),
+        Just(ApprovalAnswerRecord::Expired),
+        Just(ApprovalAnswerRecord::Unavailable),
+    ]
+}
+
+fn stop_reason() -> impl Strategy<Value = StopReason> {
+    prop_oneof![
+        Just(StopReason::EndTurn),
+        Just(StopReason::ToolCalls),
+        Just(StopReason::Length),
+        Just(StopReason::ContentFilter),
+        Just(StopReason::Refusal),
+        text().prop_map(StopReason::Other),
+    ]
+}
+
+fn assistant_block() -> impl Strategy<Value = AssistantBlock> {
+    prop_oneof![
+        text().prop_map(|text| AssistantBlock::Text { text }),
+        text().prop_map(|text| AssistantBlock::Thinking { text }),
+        (call_id(), text(), text()).prop_map(|(call_id, name, arguments_raw)| {
+            AssistantBlock::ToolCall {
+                call_id,
+                name,
+                arguments_raw,
+            }
+        }),
+    ]
+}
+
+fn todo_item() -> impl Strategy<Value = TodoItem> {
+    (
+        text(),
+        prop_oneof![
+            Just(TodoStatus::Pending),
+            Just(TodoStatus::InProgress),
+            Just(TodoStatus::Completed)
+        ],
+    )
+        .prop_map(|(content, status)| TodoItem { content, status })
+}
+
+fn turn_end_kind() -> impl Strategy<Value = TurnEndKind> {
+    proptest::sample::select(vec![
+        TurnEndKind::Completed,
+        TurnEndKind::Aborted,
+        TurnEndKind::Error,
+        TurnEndKind::Interrupted,
+        TurnEndKind::MaxSteps,
+        TurnEndKind::Truncated,
+    ])
+}
+
+/// One strategy per kind; the test below checks that this list covers every known kind.
+fn event_data() -> impl Strategy<Value = EventData> {
+    let manifest = (text(), source(), text(), any::<bool>(), any::<bool>()).prop_map(
+        |(name, source, version, read_only, idempotent)| ToolManifestEntry {
+            name,
+            source,
+            version,
+            read_only,
+            idempotent,
+        },
+    );
+    prop_oneof![
+        (
+            text(),
+            proptest::collection::vec(manifest, 0..3),
+            proptest::option::of(json_value())
+        )
+            .prop_map(|(id, tools, meta)| {
+                EventData::SessionStart(SessionStart {
+                    format_version: FORMAT_VERSION,
+                    session_id: SessionId::new(id),
+                    tools,
+                    meta,
+                })
+            }),
+        blocks().prop_map(|user| EventData::TurnStart(TurnStart { user })),
+        proptest::option::of(text()).prop_map(|model| EventData::StepStart(StepStart { model })),
+        (
+            proptest::collection::vec(assistant_block(), 0..3),
+            stop_reason()
+        )
+            .prop_map(|(blocks, stop_reason)| EventData::AssistantMessage(
+                AssistantMessage {
+                    blocks,
+                    stop_reason
+                }
+            )),
+        (
+            any::<u32>(),
+            text(),
+            text(),
+            proptest::option::of(source()),
+            proptest::option::of(text())
+        )
+            .prop_map(
+                |(index, name, arguments_raw, source, version)| EventData::ToolCall(ToolCall {
+                    index,
+                    name,
+                    arguments_raw,
+                    source,
+                    version
+                })
+            ),
+        (json_value(), json_value(), text(), text()).prop_map(
+            |(original, effective, by, reason)| EventData::ArgsRewritten(ArgsRewritten {
+                original,
+                effective,
+                by,
+                reason
+            })
+        ),
+        (text(), json_value(), proptest::option::of(text())).prop_map(
+            |(reason, arguments, session_key)| EventData::ApprovalAsked(ApprovalAsked {
+                reason,
+                arguments,
+                session_key
+            })
+        ),
+        (answer(), any::<u64>()).prop_map(|(answer, waited_us)| EventData::ApprovalDecided(
+            ApprovalDecided { answer, waited_us }
+        )),
+        proptest::option::of(any::<u64>())
+            .prop_map(|timeout_ms| EventData::ToolStart(ToolStart { timeout_ms })),
+        (call_id(), text(), json_value()).prop_map(|(parent_call_id, name, arguments)| {
+            EventData::CodeDispatchStart(CodeDispatchStart {
+                parent_call_id,
+                name,
+                arguments,
+            })
+        }),
+        (call_id(), text(), result_record()).prop_map(|(parent_call_id, name, result)| {
+            EventData::CodeDispatch(CodeDispatch {
+                parent_call_id,
+                name,
+                result,
+            })
+        }),
+        result_record().prop_map(EventData::ToolResult),
+        (text(), blocks()).prop_map(|(source, content)| EventData::ContextMessage(
+            ContextMessage { source, content }
+        )),
+        proptest::collection::vec(todo_item(), 0..4)
+            .prop_map(|items| EventData::TodoWrite(TodoWrite { items })),
+        (text(), text(), proptest::collection::vec(text(), 0..3)).prop_map(
+            |(question_id, question, options)| EventData::QuestionAsked(QuestionAsked {
+                question_id,
+                question,
+                options
+            })
+        ),
+        (
+            text(),
+            proptest::sample::select(vec![
+                QuestionState::Answered,
+                QuestionState::Cancelled,
+                QuestionState::Expired
+            ]),
+            proptest::option::of(text())
+        )
+            .prop_map(|(question_id, state, answer)| EventData::QuestionAnswered(
+                QuestionAnswered {
+                    question_id,
+                    state,
+                    answer
+                }
+            )),
+        (text(), text())
+            .prop_map(|(path, digest)| EventData::FsObserved(FsObserved { path, digest })),
+        (text(), proptest::option::of(text()), text()).prop_map(|(path, before, after)| {
+            EventData::FsWriteIntent(FsWriteIntent {
+                path,
+                before,
+                after,
+            })
+        }),
+        any::<bool>().prop_map(|active| EventData::PlanMode(PlanMode { active })),
+        proptest::collection::vec(text(), 0..3)
+            .prop_map(|names| EventData::ToolsLoaded(ToolsLoaded { names })),
+        proptest::option::of(json_value()).prop_map(|usage| EventData::StepEnd(StepEnd { usage })),
+        (turn_end_kind(), proptest::option::of(text()))
+            .prop_map(|(kind, message)| EventData::TurnEnd(TurnEnd { kind, message })),
+        (
+            proptest::collection::vec(call_id(), 0..3),
+            any::<u64>(),
+            text()
+        )
+            .prop_map(
+                |(calls, torn_bytes_dropped, note)| EventData::RecoveryRepaired(RecoveryRepaired {
+                    calls,
+                    torn_bytes_dropped,
+                    note
+                })
+            ),
+        ("x-[a-z]{1,6}/[a-z]{1,6}", json_value())
+            .prop_map(|(kind, data)| EventData::Unknown { kind, data }),
+    ]
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    (
+        1u64..u64::MAX,
+        proptest::option::of(any::<u32>()),
+        proptest::option::of(any::<u32>()),
+        proptest::option::of(call_id()),
+        event_data(),
+    )
+        .prop_map(|(seq, turn, step, call_id, data)| Event {
+            seq,
+            ts: "2026-11-30T17:48:29.123Z".to_owned(),
+            turn: turn.map(TurnId),
+            step: step.map(StepId),
+            call_id,
+            data,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    #[test]
+    fn every_event_round_trips_through_a_json_line(event in event()) {
+        let line = serde_json::to_string(&event).unwrap();
+        prop_assert!(!line.contains('\n'), "one event, one line");
+        let back: Event = serde_json::from_str(&line).unwrap();
+        prop_assert_eq!(back, event);
+    }
+}
+
+#[test]
+fn the_strategy_covers_every_known_kind() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..4000 {
+        let data = event_data().new_tree(&mut runner).unwrap().current();
+        if let Some(kind) = data.known_kind() {
+            seen.insert(kind);
+        }
+    }
+    let known: std::collections::BTreeSet<&str> = EventData::KNOWN_KINDS.iter().copied().collect();
+    assert_eq!(seen, known);
+}
+
+#[test]
+fn the_envelope_has_the_documented_shape() {
+    let event = Event {
+        seq: 7,
+        ts: "2026-11-30T17:48:29.123Z".into(),
+        turn: Some(TurnId(1)),
+        step: Some(StepId(2)),
+        call_id: Some(CallId::from("c1")),
+        data: EventData::ToolStart(ToolStart {
+            timeout_ms: Some(500),
+        }),
+    };
+    assert_eq!(
+        serde_json::to_string(&event).unwrap(),
+        r#"{"seq":7,"ts":"2026-11-30T17:48:29.123Z","kind":"tool/start","turn":1,"step":2,"call_id":"c1","data":{"timeout_ms":500}}"#
+    );
+}
+
+#[test]
+fn kind_strings_are_exactly_those_of_the_design() {
+    assert_eq!(
+        EventData::KNOWN_KINDS,
+        [
+            "session/start",
+            "turn/start",
+            "step/start",
+            "assistant/message",
+            "tool/call",
+            "tool/args-rewritten",
+            "approval/asked",
+            "approval/decided",
+            "tool/start",
+            "tool/code-dispatch-start",
+            "tool/code-dispatch",
+            "tool/result",
+            "context/message",
+            "todo/write",
+            "question/asked",
+            "question/answered",
+            "fs/observed",
+            "fs/write-intent",
+            "plan/mode",
+            "tools/loaded",
+            "step/end",
+            "turn/end",
+            "recovery/repaired",
+        ]
+    );
+}
+
+#[test]
+fn unknown_kinds_are_kept_and_known_kinds_with_bad_data_are_errors() {
+    let line = r#"{"seq":1,"ts":"t","kind":"x-future/thing","data":{"a":[1,2]}}"#;
+    let event: Event = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        event.data,
+        EventData::Unknown {
+            kind: "x-future/thing".into(),
+            data: json!({"a": [1, 2]})
+        }
+    );
+    assert_eq!(serde_json::to_string(&event).unwrap(), line);
+
+    let bad = r#"{"seq":1,"ts":"t","kind":"tool/call","data":{"index":"zero"}}"#;
+    let error = serde_json::from_str::<Event>(bad).unwrap_err().to_string();
+    assert!(
+        error.contains("event kind `tool/call` has malformed data"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn the_memory_sink_numbers_events_from_one_and_can_refuse() {
+    let sink = MemorySink::new();
+    let draft = |data| EventDraft {
+        turn: None,
+        step: None,
+        call_id: None,
+        data,
+    };
+    assert_eq!(
+        sink.append(
+            draft(EventData::StepStart(StepStart::default())),
+            AppendUrgency::Buffered
+        )
+        .await,
+        Ok(1)
+    );
+    assert_eq!(
+        sink.append(
+            draft(EventData::StepEnd(StepEnd::default())),
+            AppendUrgency::Durable
+        )
+        .await,
+        Ok(2)
+    );
+    sink.refuse_after(0);
+    let refused = sink
+        .append(
+            draft(EventData::StepEnd(StepEnd::default())),
+            AppendUrgency::Durable,
+        )
+        .await;
+    assert!(matches!(refused, Err(SinkError::Refused(_))));
+    assert_eq!(sink.kinds(), ["step/start", "step/end"]);
+    assert!(sink.events()[0].ts.ends_with('Z'));
+}

@@ -1,0 +1,335 @@
+//! `cargo xtask layering`: DESIGN §2 says a crate may depend only on crates below it. The
+//! table below is that picture as data; the check compares every `crates/*` package's
+//! direct toolrail dependencies against it.
+
+use std::fmt;
+use std::path::Path;
+
+use anyhow::{Result, bail};
+
+use crate::workspace::{self, DepKind, Package};
+
+/// Which toolrail crates a crate may depend on (normal and build dependencies).
+#[derive(Clone, Copy, Debug)]
+pub enum Allowed {
+    /// Exactly these crate directories (package `toolrail-<dir>`).
+    Only(&'static [&'static str]),
+    /// Every crate of the table except `cli`: the test kit may drive any library.
+    EveryLibrary,
+    /// Every crate of the table: the binary at the top.
+    Everything,
+}
+
+/// The layer table, top to bottom of DESIGN §2 reversed. A new crate must be added here
+/// with the crates it may use; the check refuses crates it does not know.
+pub const LAYERS: &[(&str, Allowed)] = &[
+    ("session-log", Allowed::Only(&[])),
+    ("tools-core", Allowed::Only(&["session-log"])),
+    (
+        "policy-guards",
+        Allowed::Only(&["tools-core", "session-log"]),
+    ),
+    (
+        "permissions",
+        Allowed::Only(&["policy-guards", "tools-core", "session-log"]),
+    ),
+    ("interaction", Allowed::Only(&["tools-core", "session-log"])),
+    ("presenters", Allowed::Only(&["tools-core", "session-log"])),
+    ("shell-tool", Allowed::Only(&["tools-core", "session-log"])),
+    ("fs-tools", Allowed::Only(&["tools-core", "session-log"])),
+    ("mcp", Allowed::Only(&["tools-core", "session-log"])),
+    ("agent-loop", Allowed::Only(&["tools-core", "session-log"])),
+    (
+        "code-mode",
+        Allowed::Only(&["agent-loop", "tools-core", "session-log"]),
+    ),
+    (
+        "providers",
+        Allowed::Only(&["agent-loop", "tools-core", "session-log"]),
+    ),
+    ("testkit", Allowed::EveryLibrary),
+    ("cli", Allowed::Everything),
+];
+
+/// Every crate may use the test kit in its tests, on top of what it may use in its code.
+const DEV_EXTRA: &str = "testkit";
+
+const PACKAGE_PREFIX: &str = "toolrail-";
+
+/// One `crates/*` package as the rule sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrateDeps {
+    /// The directory under `crates/` (`tools-core`).
+    pub dir: String,
+    /// The package name (`toolrail-tools-core`).
+    pub package: String,
+    /// Direct dependencies on other packages, all kinds.
+    pub dependencies: Vec<(String, DepKind)>,
+}
+
+/// A broken layering rule, phrased for the developer who has to fix it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation(pub String);
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "layering: {}", self.0)
+    }
+}
+
+/// Runs the check on the real workspace.
+pub fn run() -> Result<()> {
+    let root = workspace::root();
+    let crates = crates_of(&workspace::packages()?, &root);
+    let violations = check(&crates);
+    if violations.is_empty() {
+        println!("layering: {} crates follow DESIGN §2", crates.len());
+        return Ok(());
+    }
+    for violation in &violations {
+        eprintln!("{violation}");
+    }
+    bail!("layering: {} violation(s) of DESIGN §2", violations.len())
+}
+
+/// The packages that live under `crates/`; xtask and examples are not layers.
+pub fn crates_of(packages: &[Package], workspace_root: &Path) -> Vec<CrateDeps> {
+    packages
+        .iter()
+        .filter_map(|package| {
+            let dir = package.crate_dir_name(workspace_root)?;
+            let dependencies = package
+                .dependencies
+                .iter()
+                .map(|dep| (dep.name.clone(), dep.kind))
+                .collect();
+            Some(CrateDeps {
+                dir,
+                package: package.name.clone(),
+                dependencies,
+            })
+        })
+        .collect()
+}
+
+/// The layering rule: returns every violation, in input order, or none.
+pub fn check(crates: &[CrateDeps]) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    for krate in crates {
+        let expected_name = format!("{PACKAGE_PREFIX}{}", krate.dir);
+        if krate.package != expected_name {
+            violations.push(Violation(format!(
+                "the package in crates/{} is named {}; crates/<dir> must be named {expected_name}",
+                krate.dir, krate.package
+            )));
+            continue;
+        }
+        let Some(allowed) = allowed_for(&krate.dir) else {
+            violations.push(Violation(format!(
+                "{} (crates/{}) is not in the layering table: add it to LAYERS in \
+                 xtask/src/layering.rs with the crates it may depend on (DESIGN §2)",
+                krate.package, krate.dir
+            )));
+            continue;
+        };
+        for (dep, kind) in &krate.dependencies {
+            let Some(dep_dir) = dep.strip_prefix(PACKAGE_PREFIX) else {
+                continue; // not a toolrail crate: third-party dependencies are deny.toml's job
+            };
+            if !may_depend(&krate.dir, allowed, dep_dir, *kind) {
+                violations.push(Violation(format!(
+                    "{} -> {dep}{} is not allowed ({} may depend on: {})",
+                    krate.package,
+                    kind_suffix(*kind),
+                    krate.dir,
+                    describe(allowed, *kind)
+                )));
+            }
+        }
+    }
+    violations
+}
+
+fn allowed_for(dir: &str) -> Option<Allowed> {
+    LAYERS
+        .iter()
+        .find(|(name, _)| *name == dir)
+        .map(|(_, allowed)| *allowed)
+}
+
+fn may_depend(dir: &str, allowed: Allowed, dep_dir: &str, kind: DepKind) -> bool {
+    let known = allowed_for(dep_dir).is_some();
+    let by_layer = match allowed {
+        Allowed::Only(list) => list.contains(&dep_dir),
+        Allowed::EveryLibrary => known && dep_dir != "cli",
+        Allowed::Everything => known,
+    };
+    // A crate's own tests may use the test kit, but the test kit cannot test itself with
+    // itself (Cargo would reject that anyway).
+    let dev_extra = kind == DepKind::Dev && dep_dir == DEV_EXTRA && dir != DEV_EXTRA;
+    by_layer || dev_extra
+}
+
+fn kind_suffix(kind: DepKind) -> &'static str {
+    match kind {
+        DepKind::Normal => "",
+        DepKind::Build => " (build-dependency)",
+        DepKind::Dev => " (dev-dependency)",
+    }
+}
+
+fn describe(allowed: Allowed, kind: DepKind) -> String {
+    let mut text = match allowed {
+        Allowed::Only([]) => "nothing".to_owned(),
+        Allowed::Only(list) => list.join(", "),
+        Allowed::EveryLibrary => "every crate of the table except cli".to_owned(),
+        Allowed::Everything => "every crate of the table".to_owned(),
+    };
+    if kind == DepKind::Dev {
+        text.push_str(", plus testkit in dev-dependencies");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn krate(dir: &str, deps: &[(&str, DepKind)]) -> CrateDeps {
+        CrateDeps {
+            dir: dir.to_owned(),
+            package: format!("toolrail-{dir}"),
+            dependencies: deps
+                .iter()
+                .map(|(name, kind)| ((*name).to_owned(), *kind))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_layered_workspace_passes() {
+        let crates = [
+            krate("session-log", &[("serde", DepKind::Normal)]),
+            krate("tools-core", &[("toolrail-session-log", DepKind::Normal)]),
+            krate(
+                "permissions",
+                &[
+                    ("toolrail-policy-guards", DepKind::Normal),
+                    ("toolrail-tools-core", DepKind::Build),
+                ],
+            ),
+            krate("testkit", &[("toolrail-code-mode", DepKind::Normal)]),
+            krate("cli", &[("toolrail-testkit", DepKind::Normal)]),
+        ];
+        assert_eq!(check(&crates), vec![]);
+    }
+
+    #[test]
+    fn an_upward_edge_is_named() {
+        let crates = [krate(
+            "session-log",
+            &[("toolrail-tools-core", DepKind::Normal)],
+        )];
+        assert_eq!(
+            check(&crates),
+            vec![Violation(
+                "toolrail-session-log -> toolrail-tools-core is not allowed \
+                 (session-log may depend on: nothing)"
+                    .to_owned()
+            )]
+        );
+        assert_eq!(
+            check(&crates)[0].to_string(),
+            "layering: toolrail-session-log -> toolrail-tools-core is not allowed \
+             (session-log may depend on: nothing)"
+        );
+    }
+
+    #[test]
+    fn sideways_and_cli_edges_are_refused() {
+        let crates = [
+            krate("fs-tools", &[("toolrail-shell-tool", DepKind::Normal)]),
+            krate("testkit", &[("toolrail-cli", DepKind::Normal)]),
+        ];
+        let messages: Vec<String> = check(&crates).into_iter().map(|v| v.0).collect();
+        assert_eq!(
+            messages,
+            vec![
+                "toolrail-fs-tools -> toolrail-shell-tool is not allowed \
+                 (fs-tools may depend on: tools-core, session-log)"
+                    .to_owned(),
+                "toolrail-testkit -> toolrail-cli is not allowed \
+                 (testkit may depend on: every crate of the table except cli)"
+                    .to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_crate_points_at_the_table() {
+        let crates = [krate("telemetry", &[])];
+        assert_eq!(
+            check(&crates),
+            vec![Violation(
+                "toolrail-telemetry (crates/telemetry) is not in the layering table: add it \
+                 to LAYERS in xtask/src/layering.rs with the crates it may depend on (DESIGN §2)"
+                    .to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_misnamed_package_is_refused() {
+        let crates = [CrateDeps {
+            dir: "tools-core".to_owned(),
+            package: "tools".to_owned(),
+            dependencies: vec![],
+        }];
+        assert_eq!(check(&crates).len(), 1);
+    }
+
+    #[test]
+    fn tests_may_use_the_testkit_but_code_may_not() {
+        let dev = [krate("session-log", &[("toolrail-testkit", DepKind::Dev)])];
+        assert_eq!(check(&dev), vec![]);
+
+        let normal = [krate(
+            "session-log",
+            &[("toolrail-testkit", DepKind::Normal)],
+        )];
+        assert_eq!(check(&normal).len(), 1);
+
+        // A dev-dependency may use anything a normal one may, and no more.
+        let dev_up = [krate(
+            "tools-core",
+            &[("toolrail-agent-loop", DepKind::Dev)],
+        )];
+        assert_eq!(
+            check(&dev_up),
+            vec![Violation(
+                "toolrail-tools-core -> toolrail-agent-loop (dev-dependency) is not allowed \
+                 (tools-core may depend on: session-log, plus testkit in dev-dependencies)"
+                    .to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn only_packages_under_crates_are_layers() {
+        let root = Path::new("/ws");
+        let package = |name: &str, dir: &str| Package {
+            name: name.to_owned(),
+            dir: root.join(dir),
+            dependencies: vec![],
+            benches: vec![],
+            role: None,
+        };
+        let packages = [
+            package("toolrail-session-log", "crates/session-log"),
+            package("xtask", "xtask"),
+            package("toolrail-examples", "examples"),
+        ];
+        let crates = crates_of(&packages, root);
+        assert_eq!(crates, vec![krate("session-log", &[])]);
+    }
+}

@@ -1,0 +1,78 @@
+//! `cargo xtask <command>`: parses the arguments and calls into the library.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use xtask::{bench, check_guards, ci, diagram, layering};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  ci                       fmt, clippy, tests, doctests, layering, check-guards, diagram --check, deny
+  layering                 check that each crate depends only on crates below it (DESIGN §2)
+  check-guards             check that guards can only refuse
+  diagram [--check]        write docs/tool-execution-pipeline.md, or check that it is current
+  bench [--quick] [--json] run every bench, print one table, write docs/benchmarks.md";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match dispatch(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(args: &[String]) -> Result<()> {
+    let Some((command, flags)) = args.split_first() else {
+        println!("{USAGE}");
+        return Ok(());
+    };
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    match command.as_str() {
+        "ci" => {
+            no_flags(command, &flags)?;
+            ci::run()
+        }
+        "layering" => {
+            no_flags(command, &flags)?;
+            layering::run()
+        }
+        "check-guards" => {
+            no_flags(command, &flags)?;
+            check_guards::run()
+        }
+        "diagram" => match flags.as_slice() {
+            [] => diagram::run(diagram::Mode::Write),
+            ["--check"] => diagram::run(diagram::Mode::Check),
+            _ => bail!("diagram takes only --check, got {flags:?}\n\n{USAGE}"),
+        },
+        "bench" => {
+            let mut options = bench::Options::default();
+            for flag in &flags {
+                match *flag {
+                    "--quick" => options.quick = true,
+                    "--json" => options.json = true,
+                    other => bail!("bench does not know {other:?}\n\n{USAGE}"),
+                }
+            }
+            bench::run(options)
+        }
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown command {other:?}\n\n{USAGE}"),
+    }
+}
+
+fn no_flags(command: &str, flags: &[&str]) -> Result<()> {
+    if flags.is_empty() {
+        Ok(())
+    } else {
+        bail!("{command} takes no arguments, got {flags:?}\n\n{USAGE}")
+    }
+}
