@@ -5,6 +5,8 @@
 //! an unknown kind (written by a newer version) is kept as [`EventData::Unknown`] so readers
 //! can skip it without losing it.
 
+use std::sync::Arc;
+
 use serde::de::Error as _;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -13,6 +15,7 @@ use serde_json::Value;
 use crate::content::ContentBlock;
 use crate::ids::{CallId, SessionId, StepId, TurnId};
 use crate::result::{ToolResultRecord, ToolSource};
+use crate::time::Timestamp;
 
 /// The version of the event vocabulary written in `session/start`.
 pub const FORMAT_VERSION: u32 = 1;
@@ -22,8 +25,8 @@ pub const FORMAT_VERSION: u32 = 1;
 pub struct Event {
     /// Position in the session, from 1, without gaps.
     pub seq: u64,
-    /// When the event was appended (RFC 3339, UTC).
-    pub ts: String,
+    /// When the event was appended (written as RFC 3339, UTC).
+    pub ts: Timestamp,
     /// The user turn the event belongs to (absent for `session/start`).
     pub turn: Option<TurnId>,
     /// The model request inside the turn.
@@ -122,9 +125,9 @@ event_kinds! {
     /// A code-mode program called a tool.
     CodeDispatchStart(CodeDispatchStart) = "tool/code-dispatch-start",
     /// A code-mode sub-call settled; its result is kept for replay.
-    CodeDispatch(CodeDispatch) = "tool/code-dispatch",
+    CodeDispatch(Box<CodeDispatch>) = "tool/code-dispatch",
     /// Stage 10: the committed result.
-    ToolResult(ToolResultRecord) = "tool/result",
+    ToolResult(Arc<ToolResultRecord>) = "tool/result",
     /// A message a hook added to the conversation.
     ContextMessage(ContextMessage) = "context/message",
     /// The todo list was replaced.
@@ -174,7 +177,7 @@ impl<'de> Deserialize<'de> for Event {
         #[derive(Deserialize)]
         struct RawEvent {
             seq: u64,
-            ts: String,
+            ts: Timestamp,
             kind: String,
             #[serde(default)]
             turn: Option<TurnId>,
@@ -220,7 +223,11 @@ pub struct SessionStart {
     pub format_version: u32,
     pub session_id: SessionId,
     pub tools: Vec<ToolManifestEntry>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::result::present_value"
+    )]
     pub meta: Option<Value>,
 }
 
@@ -284,7 +291,7 @@ pub struct ToolCall {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<ToolSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub version: Option<Arc<str>>,
 }
 
 /// Data of `tool/args-rewritten`: what the model asked for and what will run.
@@ -445,7 +452,11 @@ pub struct ToolsLoaded {
 /// Data of `step/end`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepEnd {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::result::present_value"
+    )]
     pub usage: Option<Value>,
 }
 

@@ -26,5 +26,7 @@ pub use ids::{CallId, SessionId, StepId, TurnId};
 pub use result::{
     Effect, ErrorCode, InvalidErrorCode, Timing, ToolErrorInfo, ToolResultRecord, ToolSource,
 };
-pub use sink::{AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SinkError};
-pub use time::format_rfc3339_utc;
+pub use sink::{
+    AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SinkError,
+};
+pub use time::{InvalidTimestamp, Timestamp, format_rfc3339_utc};

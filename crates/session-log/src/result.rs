@@ -2,13 +2,14 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::content::ContentBlock;
 
-/// Where a tool came from. Recorded with every call.
+/// Where a tool came from. Recorded with every call, so its names are shared, not copied.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ToolSource {
     /// Shipped with the program that built the registry; trusted.
@@ -16,9 +17,9 @@ pub enum ToolSource {
     /// Installed by the toolrail runtime itself (`run_code`, `tool_search`).
     Runtime,
     /// Added by a named extension.
-    Extension(String),
+    Extension(Arc<str>),
     /// Offered by a named MCP server.
-    Mcp(String),
+    Mcp(Arc<str>),
 }
 
 impl fmt::Display for ToolSource {
@@ -46,9 +47,9 @@ impl FromStr for ToolSource {
             "runtime" => Ok(Self::Runtime),
             _ => {
                 if let Some(name) = inner("extension(") {
-                    Ok(Self::Extension(name))
+                    Ok(Self::Extension(name.into()))
                 } else if let Some(server) = inner("mcp(") {
-                    Ok(Self::Mcp(server))
+                    Ok(Self::Mcp(server.into()))
                 } else {
                     Err(format!(
                         "unknown tool source `{text}`: expected builtin, runtime, extension(NAME) or mcp(SERVER)"
@@ -251,6 +252,14 @@ pub struct Timing {
     pub total_us: u64,
 }
 
+/// Reads an optional JSON field so that a present `null` stays `Some(Null)`: only an absent
+/// field is `None`. Without it a tool's `null` value would not survive the log.
+pub(crate) fn present_value<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
 fn is_zero(value: &u64) -> bool {
     *value == 0
 }
@@ -265,11 +274,19 @@ pub struct ToolResultRecord {
     /// What the model reads.
     pub content: Vec<ContentBlock>,
     /// Structured JSON for programs (code mode).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::result::present_value"
+    )]
     pub value: Option<Value>,
     /// UI-only structured data (terminal, diff, search, read, web, todo shapes); persisted,
     /// never sent to the model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::result::present_value"
+    )]
     pub details: Option<Value>,
     /// Confirmed changes to the world.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,22 +1,23 @@
 //! The seam through which facts enter a session log, and an in-memory log for tests and
 //! embedders that persist elsewhere.
 
+use parking_lot::Mutex;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::SystemTime;
-
-use parking_lot::Mutex;
+use std::task::{Context, Poll};
 
 use crate::event::{Event, EventData};
 use crate::ids::{CallId, StepId, TurnId};
-use crate::time::format_rfc3339_utc;
+use crate::time::Timestamp;
 
 /// A boxed, sendable future, as returned by the object-safe async traits of toolrail.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// An event before the log gave it a place: the log assigns `seq` and `ts`.
+/// An event before the log gave it a place: the log assigns `seq`. The producer stamps the
+/// time (it usually has just read the clock anyway).
 #[derive(Clone, Debug, PartialEq)]
 pub struct EventDraft {
+    pub ts: Timestamp,
     pub turn: Option<TurnId>,
     pub step: Option<StepId>,
     pub call_id: Option<CallId>,
@@ -45,6 +46,34 @@ pub enum SinkError {
     Closed,
 }
 
+/// The answer of [`EventSink::append`]: already settled (no allocation; the common case for
+/// in-memory sinks and for stores that only enqueue a buffered event), or still waiting
+/// (for durability, a full queue, a network round trip).
+pub enum AppendFuture<'a> {
+    Done(Option<Result<u64, SinkError>>),
+    Waiting(BoxFuture<'a, Result<u64, SinkError>>),
+}
+
+impl AppendFuture<'_> {
+    /// An append that settled on the spot.
+    pub fn done(result: Result<u64, SinkError>) -> Self {
+        Self::Done(Some(result))
+    }
+}
+
+impl Future for AppendFuture<'_> {
+    type Output = Result<u64, SinkError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Self::Done(result) => Poll::Ready(result.take().unwrap_or(Err(SinkError::Refused(
+                "an append future was polled after it completed".to_owned(),
+            )))),
+            Self::Waiting(future) => future.as_mut().poll(cx),
+        }
+    }
+}
+
 /// Where the pipeline writes facts.
 ///
 /// Implementors guarantee: events are given consecutive `seq` numbers starting at 1 in the
@@ -53,11 +82,7 @@ pub enum SinkError {
 /// no later append may be given a `seq` that implies otherwise.
 pub trait EventSink: Send + Sync {
     /// Appends one event and returns its `seq`.
-    fn append(
-        &self,
-        draft: EventDraft,
-        urgency: AppendUrgency,
-    ) -> BoxFuture<'_, Result<u64, SinkError>>;
+    fn append(&self, draft: EventDraft, urgency: AppendUrgency) -> AppendFuture<'_>;
 }
 
 /// A log kept in memory. Cheap, exact, and able to refuse writes on demand (to test what
@@ -67,10 +92,23 @@ pub struct MemorySink {
     state: Mutex<MemoryState>,
 }
 
+/// Events in fixed-size chunks: appending never moves earlier events (a growing `Vec` of
+/// large events spent most of a trivial call's time copying them).
 #[derive(Default)]
 struct MemoryState {
-    events: Vec<Event>,
+    chunks: Vec<Vec<Event>>,
+    len: u64,
     refuse_after: Option<u64>,
+}
+
+// Small enough (with events of ~150 bytes) to stay below malloc's mmap threshold, so chunks
+// reuse freed heap memory instead of page-faulting fresh mappings.
+const CHUNK: usize = 256;
+
+impl MemoryState {
+    fn iter(&self) -> impl Iterator<Item = &Event> {
+        self.chunks.iter().flatten()
+    }
 }
 
 impl MemorySink {
@@ -82,20 +120,19 @@ impl MemorySink {
     /// Accepts `accepted` more events, then refuses every append.
     pub fn refuse_after(&self, accepted: u64) {
         let mut state = self.state.lock();
-        let len = state.events.len() as u64;
+        let len = state.len;
         state.refuse_after = Some(len + accepted);
     }
 
     /// A copy of every event so far.
     pub fn events(&self) -> Vec<Event> {
-        self.state.lock().events.clone()
+        self.state.lock().iter().cloned().collect()
     }
 
     /// The kinds of the events so far, in order.
     pub fn kinds(&self) -> Vec<String> {
         self.state
             .lock()
-            .events
             .iter()
             .map(|event| event.data.kind().to_owned())
             .collect()
@@ -103,7 +140,7 @@ impl MemorySink {
 
     /// The number of events so far.
     pub fn len(&self) -> usize {
-        self.state.lock().events.len()
+        usize::try_from(self.state.lock().len).unwrap_or(usize::MAX)
     }
 
     /// Whether no event was appended.
@@ -113,32 +150,34 @@ impl MemorySink {
 
     fn append_now(&self, draft: EventDraft) -> Result<u64, SinkError> {
         let mut state = self.state.lock();
-        let seq = state.events.len() as u64 + 1;
+        let seq = state.len + 1;
         if state.refuse_after.is_some_and(|limit| seq > limit) {
             return Err(SinkError::Refused(format!(
                 "memory sink configured to refuse events after seq {}",
                 seq - 1
             )));
         }
-        state.events.push(Event {
+        if state.chunks.last().is_none_or(|chunk| chunk.len() == CHUNK) {
+            state.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        state.len = seq;
+        let event = Event {
             seq,
-            ts: format_rfc3339_utc(SystemTime::now()),
+            ts: draft.ts,
             turn: draft.turn,
             step: draft.step,
             call_id: draft.call_id,
             data: draft.data,
-        });
+        };
+        if let Some(chunk) = state.chunks.last_mut() {
+            chunk.push(event);
+        }
         Ok(seq)
     }
 }
 
 impl EventSink for MemorySink {
-    fn append(
-        &self,
-        draft: EventDraft,
-        _urgency: AppendUrgency,
-    ) -> BoxFuture<'_, Result<u64, SinkError>> {
-        let result = self.append_now(draft);
-        Box::pin(std::future::ready(result))
+    fn append(&self, draft: EventDraft, _urgency: AppendUrgency) -> AppendFuture<'_> {
+        AppendFuture::done(self.append_now(draft))
     }
 }

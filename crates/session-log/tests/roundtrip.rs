@@ -107,8 +107,8 @@ fn source() -> impl Strategy<Value = ToolSource> {
     prop_oneof![
         Just(ToolSource::Builtin),
         Just(ToolSource::Runtime),
-        "[a-z-]{1,8}".prop_map(ToolSource::Extension),
-        "[a-z-]{1,8}".prop_map(ToolSource::Mcp),
+        "[a-z-]{1,8}".prop_map(|name| ToolSource::Extension(name.into())),
+        "[a-z-]{1,8}".prop_map(|server| ToolSource::Mcp(server.into())),
     ]
 }
 
@@ -225,7 +225,7 @@ fn event_data() -> impl Strategy<Value = EventData> {
                     name,
                     arguments_raw,
                     source,
-                    version
+                    version: version.map(Into::into),
                 })
             ),
         (json_value(), json_value(), text(), text()).prop_map(
@@ -256,13 +256,13 @@ fn event_data() -> impl Strategy<Value = EventData> {
             })
         }),
         (call_id(), text(), result_record()).prop_map(|(parent_call_id, name, result)| {
-            EventData::CodeDispatch(CodeDispatch {
+            EventData::CodeDispatch(Box::new(CodeDispatch {
                 parent_call_id,
                 name,
                 result,
-            })
+            }))
         }),
-        result_record().prop_map(EventData::ToolResult),
+        result_record().prop_map(|record| EventData::ToolResult(record.into())),
         (text(), blocks()).prop_map(|(source, content)| EventData::ContextMessage(
             ContextMessage { source, content }
         )),
@@ -326,14 +326,15 @@ fn event_data() -> impl Strategy<Value = EventData> {
 fn event() -> impl Strategy<Value = Event> {
     (
         1u64..u64::MAX,
+        0u64..253_402_300_800_000,
         proptest::option::of(any::<u32>()),
         proptest::option::of(any::<u32>()),
         proptest::option::of(call_id()),
         event_data(),
     )
-        .prop_map(|(seq, turn, step, call_id, data)| Event {
+        .prop_map(|(seq, millis, turn, step, call_id, data)| Event {
             seq,
-            ts: "2026-11-30T17:48:29.123Z".to_owned(),
+            ts: Timestamp::from_millis(millis),
             turn: turn.map(TurnId),
             step: step.map(StepId),
             call_id,
@@ -371,7 +372,7 @@ fn the_strategy_covers_every_known_kind() {
 fn the_envelope_has_the_documented_shape() {
     let event = Event {
         seq: 7,
-        ts: "2026-11-30T17:48:29.123Z".into(),
+        ts: Timestamp::parse("2026-11-30T17:48:29.123Z").unwrap(),
         turn: Some(TurnId(1)),
         step: Some(StepId(2)),
         call_id: Some(CallId::from("c1")),
@@ -419,7 +420,8 @@ fn kind_strings_are_exactly_those_of_the_design() {
 
 #[test]
 fn unknown_kinds_are_kept_and_known_kinds_with_bad_data_are_errors() {
-    let line = r#"{"seq":1,"ts":"t","kind":"x-future/thing","data":{"a":[1,2]}}"#;
+    let line =
+        r#"{"seq":1,"ts":"2026-11-30T17:48:29.123Z","kind":"x-future/thing","data":{"a":[1,2]}}"#;
     let event: Event = serde_json::from_str(line).unwrap();
     assert_eq!(
         event.data,
@@ -430,7 +432,8 @@ fn unknown_kinds_are_kept_and_known_kinds_with_bad_data_are_errors() {
     );
     assert_eq!(serde_json::to_string(&event).unwrap(), line);
 
-    let bad = r#"{"seq":1,"ts":"t","kind":"tool/call","data":{"index":"zero"}}"#;
+    let bad =
+        r#"{"seq":1,"ts":"2026-11-30T17:48:29.123Z","kind":"tool/call","data":{"index":"zero"}}"#;
     let error = serde_json::from_str::<Event>(bad).unwrap_err().to_string();
     assert!(
         error.contains("event kind `tool/call` has malformed data"),
@@ -442,6 +445,7 @@ fn unknown_kinds_are_kept_and_known_kinds_with_bad_data_are_errors() {
 async fn the_memory_sink_numbers_events_from_one_and_can_refuse() {
     let sink = MemorySink::new();
     let draft = |data| EventDraft {
+        ts: Timestamp::now(),
         turn: None,
         step: None,
         call_id: None,
@@ -472,5 +476,5 @@ async fn the_memory_sink_numbers_events_from_one_and_can_refuse() {
         .await;
     assert!(matches!(refused, Err(SinkError::Refused(_))));
     assert_eq!(sink.kinds(), ["step/start", "step/end"]);
-    assert!(sink.events()[0].ts.ends_with('Z'));
+    assert!(sink.events()[0].ts.to_string().ends_with('Z'));
 }

@@ -1,1 +1,231 @@
-fn main() {}
+//! Per-call overhead of the single-call pipeline, side by side with a bare
+//! `tokio::spawn` + oneshot round trip measured in the same run, on the same runtime.
+//! Prints `BENCH_ROW {json}` lines for `cargo xtask bench`.
+//!
+//! Samples of ours and of the baseline are interleaved, so machine noise hits both alike;
+//! the reported figure is the median of per-call averages over the samples.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use toolrail_session_log::{BoxFuture, MemorySink, ToolResultRecord, ToolSource};
+use toolrail_tools_core::{
+    BatchControl, CallIdentity, CallRequest, CallView, Concurrency, ExecNext, ExecuteLayer, Guard,
+    GuardVerdict, HookError, ObserverError, Pipeline, PreExecuteDecision, PreExecuteHook, PreNext,
+    RegistryBuilder, ResultObserver, Tool, ToolContext, ToolOutput, ToolResult, ToolSet, ToolSpec,
+};
+
+struct Noop(ToolSpec);
+
+impl Tool for Noop {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::shared()
+    }
+    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async { Ok(ToolOutput::text("ok")) })
+    }
+}
+
+/// Consults the rest of the chain, as a permission hook does.
+struct PassHook;
+impl PreExecuteHook for PassHook {
+    fn name(&self) -> &str {
+        "pass"
+    }
+    fn decide<'a>(
+        &'a self,
+        call: &'a CallView<'a>,
+        next: PreNext<'a>,
+    ) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>> {
+        Box::pin(async move {
+            black_box(call.arguments);
+            next.run().await
+        })
+    }
+}
+
+struct AbstainGuard;
+impl Guard for AbstainGuard {
+    fn name(&self) -> &str {
+        "abstain"
+    }
+    fn check(&self, call: &CallView<'_>) -> GuardVerdict {
+        black_box(call.arguments);
+        GuardVerdict::Abstain
+    }
+}
+
+struct PassLayer;
+impl ExecuteLayer for PassLayer {
+    fn name(&self) -> &str {
+        "pass"
+    }
+    fn call<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        _args: &'a Value,
+        next: ExecNext<'a>,
+    ) -> BoxFuture<'a, ToolResult> {
+        next.run()
+    }
+}
+
+struct CountObserver(AtomicU64);
+impl ResultObserver for CountObserver {
+    fn name(&self) -> &str {
+        "count"
+    }
+    fn observe(
+        &self,
+        _identity: &CallIdentity,
+        _result: &ToolResultRecord,
+    ) -> Result<(), ObserverError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+fn tools() -> ToolSet {
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let tool = Noop(ToolSpec::new("noop", "does nothing", schema).read_only());
+    let (registry, _) = RegistryBuilder::new()
+        .external(ToolSource::Extension("bench".into()), Arc::new(tool))
+        .build()
+        .unwrap();
+    registry.snapshot()
+}
+
+fn staged_pipeline() -> Pipeline {
+    Pipeline::builder(Arc::new(MemorySink::new()))
+        .pre_hook(Arc::new(PassHook))
+        .pre_hook(Arc::new(PassHook))
+        .guard(Arc::new(AbstainGuard))
+        .guard(Arc::new(AbstainGuard))
+        .layer(Arc::new(PassLayer))
+        .observer(Arc::new(CountObserver(AtomicU64::new(0))))
+        .build()
+}
+
+fn bare_pipeline() -> Pipeline {
+    Pipeline::builder(Arc::new(MemorySink::new())).build()
+}
+
+/// Nanoseconds per call over `iters` sequential calls (a fresh in-memory log per sample, so
+/// memory stays bounded).
+fn sample_pipeline(
+    runtime: &tokio::runtime::Runtime,
+    build: fn() -> Pipeline,
+    tools: &ToolSet,
+    iters: u32,
+) -> f64 {
+    let pipeline = build();
+    let control = BatchControl::default();
+    runtime.block_on(async {
+        let started = Instant::now();
+        for i in 0..iters {
+            let request = CallRequest::new("c1", i, "noop", r#"{"path":"a.txt"}"#);
+            let committed = pipeline
+                .execute_one(tools, request, &control)
+                .await
+                .unwrap();
+            black_box(committed);
+        }
+        started.elapsed().as_nanos() as f64 / f64::from(iters)
+    })
+}
+
+fn sample_spawn(runtime: &tokio::runtime::Runtime, iters: u32) -> f64 {
+    runtime.block_on(async {
+        let started = Instant::now();
+        for i in 0..iters {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let _ = tx.send(black_box(i));
+            });
+            black_box(rx.await.unwrap());
+        }
+        started.elapsed().as_nanos() as f64 / f64::from(iters)
+    })
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn row(name: &str, ours: f64, baseline: f64, goal: &str, goal_max: Option<f64>) {
+    let row = json!({
+        "row": name,
+        "unit": "ns",
+        "ours": ours,
+        "baseline_name": "tokio::spawn + oneshot",
+        "baseline": baseline,
+        "goal": goal,
+        "goal_max": goal_max,
+        "goal_max_ratio": null,
+    });
+    println!("BENCH_ROW {row}");
+}
+
+fn main() {
+    // `--profile N`: only N staged calls, for `valgrind --tool=callgrind` instruction counts.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|arg| arg == "--profile") {
+        let calls = args
+            .get(at + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let ns = sample_pipeline(&runtime, staged_pipeline, &tools(), calls);
+        println!("profiled {calls} staged calls: {ns:.0} ns per call");
+        return;
+    }
+    let quick = args.iter().any(|arg| arg == "--quick");
+    let (samples, iters) = if quick { (15, 1_000) } else { (61, 4_000) };
+    // One thread: the pipeline itself spawns nothing, and the baseline's spawn then measures
+    // the scheduler round trip without cross-thread wake-ups.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tools = tools();
+
+    // Warm up caches, the allocator and the runtime.
+    sample_pipeline(&runtime, staged_pipeline, &tools, iters);
+    sample_spawn(&runtime, iters);
+
+    let (mut staged, mut bare, mut spawn) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..samples {
+        staged.push(sample_pipeline(&runtime, staged_pipeline, &tools, iters));
+        spawn.push(sample_spawn(&runtime, iters));
+        bare.push(sample_pipeline(&runtime, bare_pipeline, &tools, iters));
+    }
+    let spawn = median(spawn);
+    println!(
+        "pipeline bench: {samples} samples x {iters} calls, current-thread runtime, in-memory log"
+    );
+    row(
+        "execute_one: no-op tool, 2 hooks, 2 guards, 1 layer, 1 observer, in-memory log",
+        median(staged),
+        spawn,
+        "≤ 2 µs per call",
+        Some(2_000.0),
+    );
+    row(
+        "execute_one: no-op tool, no stages, in-memory log",
+        median(bare),
+        spawn,
+        "informational",
+        None,
+    );
+}

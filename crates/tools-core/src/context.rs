@@ -9,8 +9,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendUrgency, CallId, Effect, EventData, EventDraft, EventSink, SinkError, StepId, ToolSource,
-    TurnId,
+    AppendUrgency, CallId, Effect, EventData, EventDraft, EventSink, SinkError, StepId, Timestamp,
+    ToolSource, TurnId,
 };
 
 /// Who a call is: fixed when it is recorded, read-only afterwards.
@@ -24,7 +24,7 @@ pub struct CallIdentity {
     pub step: Option<StepId>,
     /// Absent when the name was not in the tool set.
     pub source: Option<ToolSource>,
-    pub version: Option<String>,
+    pub version: Option<Arc<str>>,
 }
 
 /// One progress update of a running call.
@@ -137,6 +137,7 @@ impl ToolContext {
     /// stamped with this call's id, turn and step.
     pub async fn record(&self, data: EventData, urgency: AppendUrgency) -> Result<u64, SinkError> {
         let draft = EventDraft {
+            ts: Timestamp::now(),
             turn: self.identity.turn,
             step: self.identity.step,
             call_id: Some(self.identity.call_id.clone()),

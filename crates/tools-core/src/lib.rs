@@ -34,7 +34,7 @@ pub use pipeline::{
     PipelineError, Preparation, ReadyCall, SettledCall,
 };
 pub use post_hook::{PostExecuteAction, PostExecuteDecision, PostExecuteHook, ResultView};
-pub use pre_hook::{PreExecuteDecision, PreExecuteHook, PreNext};
+pub use pre_hook::{PreExecuteDecision, PreExecuteHook, PreNext, PreNextFuture};
 pub use registry::{
     CallOrigin, NamePattern, Registry, RegistryBuilder, RegistryError, RegistryWarning,
     ReservedName, ScopeBuilder, SnapshotSource, ToolEntry, ToolScope, ToolSet,

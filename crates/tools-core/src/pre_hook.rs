@@ -7,8 +7,10 @@
 //! that errors or panics fails the call with `HOOK_FAILED` even if an outer hook swallowed
 //! the error. A hook that does not call `next` ends the chain early.
 
-use std::future::ready;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -61,8 +63,56 @@ pub struct PreNext<'a> {
 
 impl<'a> PreNext<'a> {
     /// Runs the remaining hooks; with none left the answer is `Allow`.
-    pub fn run(self) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>> {
+    pub fn run(self) -> PreNextFuture<'a> {
         run_chain(self.rest, self.call, self.trail)
+    }
+}
+
+/// The decision of the rest of the chain. Not boxed: a chain of `n` hooks costs the `n`
+/// boxes of the hooks' own futures and nothing more.
+pub struct PreNextFuture<'a> {
+    state: ChainState<'a>,
+}
+
+enum ChainState<'a> {
+    /// No hook left: allow.
+    End,
+    Running {
+        hook: &'a str,
+        decision: CatchUnwind<BoxFuture<'a, Result<PreExecuteDecision, HookError>>>,
+        trail: &'a DecisionTrail,
+    },
+    Finished,
+}
+
+impl Future for PreNextFuture<'_> {
+    type Output = Result<PreExecuteDecision, HookError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        match &mut this.state {
+            ChainState::End => {
+                this.state = ChainState::Finished;
+                Poll::Ready(Ok(PreExecuteDecision::Allow))
+            }
+            ChainState::Running {
+                hook,
+                decision,
+                trail,
+            } => {
+                let outcome = match Pin::new(decision).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(outcome)) => outcome,
+                    Poll::Ready(Err(panic)) => Err(HookError::new(format!("panicked: {panic}"))),
+                };
+                trail.record(hook, &outcome);
+                this.state = ChainState::Finished;
+                Poll::Ready(outcome)
+            }
+            ChainState::Finished => Poll::Ready(Err(HookError::new(
+                "the hook chain was polled after it finished",
+            ))),
+        }
     }
 }
 
@@ -70,19 +120,19 @@ pub(crate) fn run_chain<'a>(
     hooks: &'a [Arc<dyn PreExecuteHook>],
     call: &'a CallView<'a>,
     trail: &'a DecisionTrail,
-) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>> {
-    let Some((hook, rest)) = hooks.split_first() else {
-        return Box::pin(ready(Ok(PreExecuteDecision::Allow)));
+) -> PreNextFuture<'a> {
+    let state = match hooks.split_first() {
+        None => ChainState::End,
+        Some((hook, rest)) => {
+            let next = PreNext { rest, call, trail };
+            ChainState::Running {
+                hook: hook.name(),
+                decision: CatchUnwind::start(|| hook.decide(call, next)),
+                trail,
+            }
+        }
     };
-    Box::pin(async move {
-        let next = PreNext { rest, call, trail };
-        let outcome = match CatchUnwind::new(hook.decide(call, next)).await {
-            Ok(outcome) => outcome,
-            Err(panic) => Err(HookError::new(format!("panicked: {panic}"))),
-        };
-        trail.record(hook.name(), &outcome);
-        outcome
-    })
+    PreNextFuture { state }
 }
 
 /// Everything the chain decided, so no wrapper can hide a deny, an ask, a rewrite or a failure.

@@ -2,6 +2,7 @@
 //! scheduler reads.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -132,7 +133,7 @@ pub struct ToolSpec {
     input_schema: Value,
     output_schema: Option<Value>,
     kind: ToolKind,
-    version: String,
+    version: Arc<str>,
     read_only: bool,
     idempotent: bool,
     default_timeout: Option<Duration>,
@@ -154,7 +155,7 @@ impl ToolSpec {
             input_schema,
             output_schema: None,
             kind: ToolKind::Other,
-            version: "1".to_owned(),
+            version: Arc::from("1"),
             read_only: false,
             idempotent: false,
             default_timeout: None,
@@ -181,7 +182,7 @@ impl ToolSpec {
 
     /// Sets the version recorded with every call.
     pub fn version(mut self, version: impl Into<String>) -> Self {
-        self.version = version.into();
+        self.version = Arc::from(version.into());
         self
     }
 
@@ -242,6 +243,11 @@ impl ToolSpec {
     }
 
     pub fn tool_version(&self) -> &str {
+        &self.version
+    }
+
+    /// The version, shared (recorded with every call without copying).
+    pub fn shared_version(&self) -> &Arc<str> {
         &self.version
     }
 

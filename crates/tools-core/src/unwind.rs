@@ -7,27 +7,39 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// Polls `F`, catching a panic as `Err(message)`.
-pub(crate) struct CatchUnwind<F> {
-    inner: F,
+/// Creates and polls `F`, catching a panic in either as `Err(message)`. Creating the future
+/// is guarded too: a trait method may panic before it returns its boxed future.
+pub(crate) enum CatchUnwind<F> {
+    Running(F),
+    Panicked(Option<String>),
 }
 
 impl<F> CatchUnwind<F> {
-    pub(crate) fn new(inner: F) -> Self {
-        Self { inner }
+    pub(crate) fn start(make: impl FnOnce() -> F) -> Self {
+        match catch(make) {
+            Ok(future) => Self::Running(future),
+            Err(panic) => Self::Panicked(Some(panic)),
+        }
     }
 }
 
 impl<F: Future + Unpin> Future for CatchUnwind<F> {
     type Output = Result<F::Output, String>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // The future is not polled again after a panic (the caller gets Ready(Err)), so a
-        // broken invariant inside it cannot be observed: asserting unwind safety is sound.
-        match catch_unwind(AssertUnwindSafe(|| Pin::new(&mut self.inner).poll(cx))) {
-            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            // The future is not polled again after a panic (the caller gets Ready(Err)), so a
+            // broken invariant inside it cannot be observed: asserting unwind safety is sound.
+            Self::Running(inner) => {
+                match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
+                    Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+                    Ok(Poll::Pending) => Poll::Pending,
+                    Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
+                }
+            }
+            Self::Panicked(panic) => Poll::Ready(Err(panic
+                .take()
+                .unwrap_or_else(|| "a panic (reported once already)".to_owned()))),
         }
     }
 }

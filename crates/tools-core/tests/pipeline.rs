@@ -366,7 +366,7 @@ async fn an_approval_that_never_comes_expires_or_is_cancelled() {
         cancel.cancel();
     });
     assert_eq!(
-        result.unwrap().record.error.unwrap().code,
+        result.unwrap().record.error.clone().unwrap().code,
         ErrorCode::ApprovalCancelled
     );
     assert_eq!(probe.runs(), 0);
@@ -427,6 +427,7 @@ async fn an_invalid_rewrite_is_refused_and_never_logged_as_effective() {
         result
             .record
             .error
+            .clone()
             .unwrap()
             .message
             .contains("`buggy` rewrote the arguments")
@@ -862,7 +863,7 @@ async fn a_cancelled_cooperative_call_is_aborted() {
         }
     );
     assert_eq!(
-        result.unwrap().record.error.unwrap().code,
+        result.unwrap().record.error.clone().unwrap().code,
         ErrorCode::Aborted
     );
 }
@@ -950,9 +951,58 @@ async fn typed_tools_receive_their_arguments_deserialized() {
     assert_eq!(text(&ok.record), "hello adahello ada");
     let bad = h.run(&pipeline, "greet", r#"{"times":300}"#).await;
     assert_eq!(code(&bad), Some("INVALID_ARGS"));
-    let message = bad.record.error.unwrap().message;
+    let message = bad.record.error.clone().unwrap().message;
     assert!(
         message.contains("\"name\" is a required property") && message.contains("/times"),
         "{message}"
     );
+}
+
+/// Panics while building its future, not inside it.
+struct PanicsEagerly(ToolSpec);
+
+impl Tool for PanicsEagerly {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a toolrail_tools_core::ToolContext,
+        _args: &'a serde_json::Value,
+    ) -> toolrail_session_log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
+        panic!("execute panicked before returning its future")
+    }
+}
+
+struct EagerPanicHook;
+
+impl toolrail_tools_core::PreExecuteHook for EagerPanicHook {
+    fn name(&self) -> &str {
+        "eager"
+    }
+    fn decide<'a>(
+        &'a self,
+        _call: &'a toolrail_tools_core::CallView<'a>,
+        _next: toolrail_tools_core::PreNext<'a>,
+    ) -> toolrail_session_log::BoxFuture<
+        'a,
+        Result<PreExecuteDecision, toolrail_tools_core::HookError>,
+    > {
+        panic!("decide panicked before returning its future")
+    }
+}
+
+#[tokio::test]
+async fn panics_before_a_future_exists_are_caught_too() {
+    let tool = Arc::new(PanicsEagerly(ToolSpec::new("eager", "e", object_schema())));
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![tool, probe.clone()]);
+    let result = h.run(&h.pipeline().build(), "eager", "{}").await;
+    assert_eq!(code(&result), Some("TOOL_FAILED"));
+    assert!(text(&result.record).contains("execute panicked before returning its future"));
+
+    let pipeline = h.pipeline().pre_hook(Arc::new(EagerPanicHook)).build();
+    let result = h.run(&pipeline, "probe", "{}").await;
+    assert_eq!(code(&result), Some("HOOK_FAILED"));
+    assert_eq!(probe.runs(), 0);
 }

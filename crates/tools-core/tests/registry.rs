@@ -21,7 +21,7 @@ fn probe(name: &str) -> Arc<Probe> {
 }
 
 fn ext(name: &str) -> ToolSource {
-    ToolSource::Extension(name.to_owned())
+    ToolSource::Extension(name.into())
 }
 
 fn source_of(registry: &toolrail_tools_core::Registry, name: &str) -> Option<ToolSource> {

@@ -85,13 +85,29 @@ impl Pipeline {
         let start = ToolStart {
             timeout_ms: timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         };
-        self.append(&core.identity, EventData::ToolStart(start), urgency)
-            .await?;
-        let started = Instant::now();
+        let stamped = Instant::now();
+        self.append(
+            &core.identity,
+            stamped,
+            EventData::ToolStart(start),
+            urgency,
+        )
+        .await?;
+        // A durable start may have waited for an fsync: that is not the body's time.
+        let started = match urgency {
+            AppendUrgency::Durable => Instant::now(),
+            AppendUrgency::Buffered => stamped,
+        };
         core.marks.started = Some(started);
 
         // Stage 7.
-        let call_cancel = control.cancel.child_token();
+        // A deadline cancels this call alone, so it needs a token of its own; without one the
+        // batch's token is the call's (and costs no allocation).
+        let call_cancel = if timeout.is_some() {
+            control.cancel.child_token()
+        } else {
+            control.cancel.clone()
+        };
         let ctx = ToolContext::new(
             Arc::clone(&core.identity),
             call_cancel.clone(),
@@ -101,8 +117,8 @@ impl Pipeline {
         );
         let deadline = timeout.map(|timeout| (started + timeout, timeout));
         let arguments = Arc::clone(&core.arguments);
-        let body = ExecNext::new(&self.layers, entry.tool().as_ref(), &ctx, &arguments).run();
-        let mut running = CatchUnwind::new(body);
+        let layers = ExecNext::new(&self.layers, entry.tool().as_ref(), &ctx, &arguments);
+        let mut running = CatchUnwind::start(|| layers.run());
 
         let interrupt = tokio::select! {
             biased;

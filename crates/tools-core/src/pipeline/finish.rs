@@ -2,6 +2,7 @@
 //! the body are carried through every branch: no hook or later failure can drop them.
 
 use std::io;
+use std::sync::Arc;
 use tokio::time::Instant;
 
 use serde_json::Value;
@@ -123,7 +124,7 @@ impl Pipeline {
             },
             total_us: micros(committed_at.saturating_duration_since(marks.recorded)),
         };
-        let record = ToolResultRecord {
+        let record = Arc::new(ToolResultRecord {
             content: candidate.content,
             value: candidate.value,
             details: candidate.details,
@@ -132,7 +133,7 @@ impl Pipeline {
             error: candidate.error,
             timing,
             synthetic,
-        };
+        });
         for observer in &self.observers {
             match catch(|| observer.observe(&core.identity, &record)) {
                 Ok(Ok(())) => {}
@@ -147,7 +148,8 @@ impl Pipeline {
         let seq = self
             .append(
                 &core.identity,
-                EventData::ToolResult(record.clone()),
+                committed_at,
+                EventData::ToolResult(Arc::clone(&record)),
                 AppendUrgency::Durable,
             )
             .await?;
@@ -175,7 +177,7 @@ impl Pipeline {
                     error_code: candidate.error.as_ref().map(|error| error.code.as_str()),
                     effects,
                 };
-                CatchUnwind::new(hook.after(view, &result)).await
+                CatchUnwind::start(|| hook.after(view, &result)).await
             };
             let decision = match decision {
                 Ok(Ok(decision)) => decision,

@@ -11,6 +11,7 @@ mod dispatch;
 mod finish;
 mod prepare;
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +22,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
     AppendUrgency, CallId, ContextMessage, EventData, EventDraft, EventSink, SinkError, StepId,
-    ToolErrorInfo, ToolResultRecord, TurnId,
+    Timestamp, ToolErrorInfo, ToolResultRecord, TurnId,
 };
 
 pub use dispatch::SettledCall;
@@ -239,6 +240,7 @@ impl Pipeline {
         for message in &committed.context {
             self.append(
                 &committed.identity,
+                Instant::now(),
                 EventData::ContextMessage(message.clone()),
                 AppendUrgency::Buffered,
             )
@@ -247,27 +249,32 @@ impl Pipeline {
         Ok(())
     }
 
-    async fn append(
+    /// Appends one event of a call, stamped with `at` (a clock read the caller already made
+    /// for its timing). The draft goes to the sink at once; only the sink's answer is awaited.
+    fn append(
         &self,
         identity: &CallIdentity,
+        at: Instant,
         data: EventData,
         urgency: AppendUrgency,
-    ) -> Result<u64, PipelineError> {
+    ) -> impl Future<Output = Result<u64, PipelineError>> + Send + '_ {
         let kind = data.known_kind().unwrap_or("unknown");
+        let call_id = identity.call_id.clone();
         let draft = EventDraft {
+            ts: Timestamp::from_instant(at.into_std()),
             turn: identity.turn,
             step: identity.step,
-            call_id: Some(identity.call_id.clone()),
+            call_id: Some(call_id.clone()),
             data,
         };
-        self.sink
-            .append(draft, urgency)
-            .await
-            .map_err(|source| PipelineError::Log {
-                call_id: identity.call_id.clone(),
+        let appended = self.sink.append(draft, urgency);
+        async move {
+            appended.await.map_err(|source| PipelineError::Log {
+                call_id,
                 kind,
                 source,
             })
+        }
     }
 }
 
@@ -312,7 +319,7 @@ pub struct CommittedResult {
     pub identity: Arc<CallIdentity>,
     /// The `seq` of its `tool/result` event.
     pub seq: u64,
-    pub record: ToolResultRecord,
+    pub record: Arc<ToolResultRecord>,
     /// Context messages hooks added, to be logged after the batch.
     pub context: Vec<ContextMessage>,
 }

@@ -1,7 +1,7 @@
 //! Stages 1–5: record, parse, pre-execute hooks, approval, guards. Nothing here acts on the
 //! world; a refusal at any stage has no side effects.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -24,6 +24,9 @@ use crate::registry::{ToolEntry, ToolSet};
 use crate::spec::{Concurrency, ToolSpec};
 use crate::unwind::{CatchUnwind, catch};
 use crate::view::CallView;
+
+/// The arguments of a call refused before they were parsed.
+static NO_ARGUMENTS: LazyLock<Arc<Value>> = LazyLock::new(|| Arc::new(Value::Null));
 
 /// The outcome of preparation.
 pub enum Preparation {
@@ -98,7 +101,7 @@ impl Pipeline {
             source: entry.as_ref().map(|entry| entry.source().clone()),
             version: entry
                 .as_ref()
-                .map(|entry| entry.spec().tool_version().to_owned()),
+                .map(|entry| Arc::clone(entry.spec().shared_version())),
         });
 
         // Stage 1: the call becomes a recorded fact, arguments exactly as sent.
@@ -114,6 +117,7 @@ impl Pipeline {
         let parsed = entry.as_ref().map(|_| parse_arguments(&call.arguments_raw));
         self.append(
             &identity,
+            recorded,
             EventData::ToolCall(call),
             AppendUrgency::Buffered,
         )
@@ -122,7 +126,7 @@ impl Pipeline {
         let mut core = CallCore {
             identity,
             entry,
-            arguments: Arc::new(Value::Null),
+            arguments: Arc::clone(&NO_ARGUMENTS),
             timeout: request.timeout,
             marks: TimingMarks {
                 recorded,
@@ -207,8 +211,13 @@ impl Pipeline {
                     by: hook,
                     reason,
                 });
-                self.append(&core.identity, data, AppendUrgency::Buffered)
-                    .await?;
+                self.append(
+                    &core.identity,
+                    Instant::now(),
+                    data,
+                    AppendUrgency::Buffered,
+                )
+                .await?;
                 core.arguments = Arc::new(effective);
             }
             ask = state.ask;
@@ -269,9 +278,9 @@ impl Pipeline {
             arguments: core.arguments.as_ref().clone(),
             session_key: session_key.clone(),
         });
-        self.append(&core.identity, asked, AppendUrgency::Buffered)
-            .await?;
         let started = Instant::now();
+        self.append(&core.identity, started, asked, AppendUrgency::Buffered)
+            .await?;
         let answer = match &self.approval {
             None => ApprovalAnswer::Unavailable,
             Some(service) => {
@@ -282,7 +291,7 @@ impl Pipeline {
                     reason,
                     session_key,
                 };
-                let asking = CatchUnwind::new(service.request(&request, &control.cancel));
+                let asking = CatchUnwind::start(|| service.request(&request, &control.cancel));
                 let timeout = self.config.approval_timeout;
                 tokio::select! {
                     biased;
@@ -299,8 +308,13 @@ impl Pipeline {
             answer: answer.record(),
             waited_us: micros(started.elapsed()),
         });
-        self.append(&core.identity, decided, AppendUrgency::Buffered)
-            .await?;
+        self.append(
+            &core.identity,
+            Instant::now(),
+            decided,
+            AppendUrgency::Buffered,
+        )
+        .await?;
         Ok(answer)
     }
 }
