@@ -43,5 +43,8 @@ pub use spec::{ClaimMode, Concurrency, Exposure, ResourceClaim, ResourceKey, Too
 pub use tool::{FinalizeView, Tool, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool};
 pub use view::{CallView, HookError};
 
+/// The cancellation token of batches and calls (approval services and tools watch it).
+pub use tokio_util::sync::CancellationToken;
+
 /// Re-exported so tools and hooks need not depend on the log crate for the common types.
 pub use toolrail_session_log as log;

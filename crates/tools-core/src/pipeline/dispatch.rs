@@ -149,10 +149,10 @@ impl Pipeline {
         core.marks.settled = Some(Instant::now());
         let effects = ctx.effect_log().snapshot();
         drop(running);
-        let idempotent = spec.is_idempotent();
+        let safe_to_retry = spec.is_idempotent() || spec.is_read_only();
         let (outcome, synthetic) = match late {
             Ok(settled) => (interrupted_outcome(interrupt, settled), false),
-            Err(_) => (Err(abandoned(interrupt, grace, idempotent)), true),
+            Err(_) => (Err(abandoned(interrupt, grace, safe_to_retry)), true),
         };
         Ok(SettledCall {
             core,
@@ -205,13 +205,13 @@ fn interrupted_outcome(
     }
 }
 
-fn abandoned(interrupt: Interrupt, grace: Duration, idempotent: bool) -> ToolErrorInfo {
+fn abandoned(interrupt: Interrupt, grace: Duration, safe_to_retry: bool) -> ToolErrorInfo {
     let why = match interrupt {
         Interrupt::Cancelled => "the call was cancelled while running".to_owned(),
         Interrupt::TimedOut(limit) => format!("the call did not finish within {}", human(limit)),
     };
-    let advice = if idempotent {
-        "the tool is idempotent: safe to retry"
+    let advice = if safe_to_retry {
+        "the tool is read-only or idempotent: safe to retry"
     } else {
         "it may have acted: verify before retrying"
     };
