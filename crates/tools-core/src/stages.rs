@@ -124,6 +124,12 @@ pub const EDGES: &[StageEdge] = &[
         kind: EdgeKind::Continue,
     },
     StageEdge {
+        from: "record",
+        to: "normalize",
+        label: "TRUNCATED_CALL (the message was cut off; not parsed)",
+        kind: EdgeKind::Refusal,
+    },
+    StageEdge {
         from: "parse",
         to: "pre_hooks",
         label: "valid arguments",

@@ -1006,3 +1006,36 @@ async fn panics_before_a_future_exists_are_caught_too() {
     assert_eq!(code(&result), Some("HOOK_FAILED"));
     assert_eq!(probe.runs(), 0);
 }
+
+#[tokio::test]
+async fn a_call_from_a_truncated_message_is_recorded_and_never_parsed_or_run() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new(
+            "rules",
+            HookBehaviour::Decide(PreExecuteDecision::Allow),
+        ))
+        .build();
+    let settled = pipeline
+        .record_truncated(
+            &h.registry.snapshot(),
+            CallRequest::new("c1", 0, "probe", r#"{"path": "a"#),
+        )
+        .await
+        .unwrap();
+    assert!(!settled.started());
+    let result = pipeline.finish(settled).await.unwrap();
+    assert_eq!(code(&result), Some("TRUNCATED_CALL"));
+    assert!(result.record.synthetic);
+    assert_eq!(probe.runs(), 0);
+    assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
+    let EventData::ToolCall(call) = &h.sink.events()[0].data else {
+        panic!()
+    };
+    assert_eq!(
+        call.arguments_raw, r#"{"path": "a"#,
+        "the cut-off text is kept as sent"
+    );
+}

@@ -36,13 +36,9 @@ fn edges_connect_known_stages_in_order() {
 
 #[test]
 fn every_pipeline_error_code_travels_along_an_edge() {
-    // Codes the single-call pipeline never produces: the scheduler writes TRUNCATED_CALL,
-    // recovery writes TOOL_NOT_STARTED, tools write STALE_STATE.
-    let elsewhere = [
-        ErrorCode::TruncatedCall,
-        ErrorCode::ToolNotStarted,
-        ErrorCode::StaleState,
-    ];
+    // Codes the single-call pipeline never produces: recovery writes TOOL_NOT_STARTED, tools
+    // write STALE_STATE.
+    let elsewhere = [ErrorCode::ToolNotStarted, ErrorCode::StaleState];
     for code in ErrorCode::BUILT_IN
         .iter()
         .filter(|code| !elsewhere.contains(code))

@@ -90,6 +90,44 @@ impl Pipeline {
         request: CallRequest,
         control: &BatchControl,
     ) -> Result<Preparation, PipelineError> {
+        let (mut core, parsed) = self.record(tools, request).await?;
+        let outcome = self.policy(&mut core, parsed, tools, control).await;
+        core.marks.prepared = Instant::now();
+        Ok(match (outcome?, core.entry.clone()) {
+            (Ok(()), Some(entry)) => Preparation::Ready(ReadyCall { core, entry }),
+            (Ok(()), None) => {
+                let error = unknown_tool(&core.identity.name, tools);
+                Preparation::Refused(SettledCall::refused(core, error, false))
+            }
+            (Err(error), _) => Preparation::Refused(SettledCall::refused(core, error, false)),
+        })
+    }
+
+    /// Records a call of an assistant message that the output-length limit cut off, and
+    /// settles it as `TRUNCATED_CALL` without parsing it: its arguments may be incomplete,
+    /// so nothing about it is trusted. Finish it like any other call.
+    pub async fn record_truncated(
+        &self,
+        tools: &ToolSet,
+        request: CallRequest,
+    ) -> Result<SettledCall, PipelineError> {
+        let (mut core, _) = self.record(tools, request).await?;
+        core.marks.prepared = Instant::now();
+        let error = info(
+            ErrorCode::TruncatedCall,
+            "the assistant message was cut off by the output-length limit before this call was complete; it was not run. Send the call again (smaller, if needed).",
+        );
+        Ok(SettledCall::refused(core, error, true))
+    }
+
+    /// Stage 1: the call becomes a recorded fact, arguments exactly as sent. Parsing is pure,
+    /// so it looks at the text before the text moves into the event; its outcome is acted on
+    /// only after the call is recorded.
+    async fn record(
+        &self,
+        tools: &ToolSet,
+        request: CallRequest,
+    ) -> Result<(CallCore, Option<Result<Value, ArgumentError>>), PipelineError> {
         let recorded = Instant::now();
         let entry = tools.resolve(&request.name, request.origin).cloned();
         let identity = Arc::new(CallIdentity {
@@ -103,8 +141,6 @@ impl Pipeline {
                 .as_ref()
                 .map(|entry| Arc::clone(entry.spec().shared_version())),
         });
-
-        // Stage 1: the call becomes a recorded fact, arguments exactly as sent.
         let call = ToolCall {
             index: identity.index,
             name: identity.name.clone(),
@@ -112,8 +148,6 @@ impl Pipeline {
             source: identity.source.clone(),
             version: identity.version.clone(),
         };
-        // Parsing is pure, so it may look at the text before the text moves into the event;
-        // its outcome is acted on only after the call is recorded.
         let parsed = entry.as_ref().map(|_| parse_arguments(&call.arguments_raw));
         self.append(
             &identity,
@@ -122,8 +156,7 @@ impl Pipeline {
             AppendUrgency::Buffered,
         )
         .await?;
-
-        let mut core = CallCore {
+        let core = CallCore {
             identity,
             entry,
             arguments: Arc::clone(&NO_ARGUMENTS),
@@ -136,16 +169,7 @@ impl Pipeline {
                 settled: None,
             },
         };
-        let outcome = self.policy(&mut core, parsed, tools, control).await;
-        core.marks.prepared = Instant::now();
-        Ok(match (outcome?, core.entry.clone()) {
-            (Ok(()), Some(entry)) => Preparation::Ready(ReadyCall { core, entry }),
-            (Ok(()), None) => {
-                let error = unknown_tool(&core.identity.name, tools);
-                Preparation::Refused(SettledCall::refused(core, error, false))
-            }
-            (Err(error), _) => Preparation::Refused(SettledCall::refused(core, error, false)),
-        })
+        Ok((core, parsed))
     }
 
     /// Stages 2–5. `Ok(Err(_))` is a refusal; `Err(_)` an internal failure.
