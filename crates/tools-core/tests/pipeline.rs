@@ -60,6 +60,26 @@ impl Harness {
     fn kinds(&self) -> Vec<String> {
         self.sink.kinds()
     }
+
+    /// Runs one call and cancels its batch `after` (tokio time) it started.
+    async fn run_cancelled_after(
+        &self,
+        pipeline: &Pipeline,
+        name: &str,
+        after: Duration,
+    ) -> CommittedResult {
+        let control = BatchControl::default();
+        let cancel = control.cancel.clone();
+        let snapshot = self.registry.snapshot();
+        let (result, ()) = tokio::join!(
+            pipeline.execute_one(&snapshot, CallRequest::new("c1", 0, name, "{}"), &control),
+            async {
+                tokio::time::sleep(after).await;
+                cancel.cancel();
+            }
+        );
+        result.unwrap()
+    }
 }
 
 fn code(result: &CommittedResult) -> Option<&str> {
@@ -353,22 +373,10 @@ async fn an_approval_that_never_comes_expires_or_is_cancelled() {
     let expired = h.run(&pipeline, "probe", "{}").await;
     assert_eq!(code(&expired), Some("APPROVAL_EXPIRED"));
 
-    let control = BatchControl::default();
-    let cancel = control.cancel.clone();
-    let snapshot = h.registry.snapshot();
-    let waiting = pipeline.execute_one(
-        &snapshot,
-        CallRequest::new("c2", 0, "probe", "{}"),
-        &control,
-    );
-    let (result, ()) = tokio::join!(waiting, async {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        cancel.cancel();
-    });
-    assert_eq!(
-        result.unwrap().record.error.clone().unwrap().code,
-        ErrorCode::ApprovalCancelled
-    );
+    let cancelled = h
+        .run_cancelled_after(&pipeline, "probe", Duration::from_secs(1))
+        .await;
+    assert_eq!(code(&cancelled), Some("APPROVAL_CANCELLED"));
     assert_eq!(probe.runs(), 0);
 }
 
@@ -821,21 +829,9 @@ async fn a_cancelled_call_that_finishes_in_the_grace_keeps_its_true_result() {
     let probe = Probe::new("probe", Behaviour::SleepStubborn(Duration::from_secs(2)));
     let h = Harness::new(vec![probe]);
     let pipeline = h.pipeline().build();
-    let control = BatchControl::default();
-    let cancel = control.cancel.clone();
-    let snapshot = h.registry.snapshot();
-    let (result, ()) = tokio::join!(
-        pipeline.execute_one(
-            &snapshot,
-            CallRequest::new("c1", 0, "probe", "{}"),
-            &control
-        ),
-        async {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            cancel.cancel();
-        }
-    );
-    let result = result.unwrap();
+    let result = h
+        .run_cancelled_after(&pipeline, "probe", Duration::from_secs(1))
+        .await;
     assert!(!result.record.is_error, "{:?}", result.record.error);
     assert_eq!(text(&result.record), "slept stubbornly|[finalized]");
 }
@@ -848,22 +844,11 @@ async fn a_cancelled_cooperative_call_is_aborted() {
     );
     let h = Harness::new(vec![probe]);
     let pipeline = h.pipeline().build();
-    let control = BatchControl::default();
-    let cancel = control.cancel.clone();
-    let snapshot = h.registry.snapshot();
-    let (result, ()) = tokio::join!(
-        pipeline.execute_one(
-            &snapshot,
-            CallRequest::new("c1", 0, "probe", "{}"),
-            &control
-        ),
-        async {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            cancel.cancel();
-        }
-    );
+    let result = h
+        .run_cancelled_after(&pipeline, "probe", Duration::from_secs(1))
+        .await;
     assert_eq!(
-        result.unwrap().record.error.clone().unwrap().code,
+        result.record.error.clone().unwrap().code,
         ErrorCode::Aborted
     );
 }
