@@ -2,19 +2,25 @@
 //! here, around every layer, so an uncooperative body cannot hang a batch: past the grace it
 //! is abandoned and committed as `TOOL_OUTCOME_UNKNOWN`, never as "not executed".
 
-use std::future::pending;
+use std::future::{Future, pending};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use toolrail_session_log::{AppendUrgency, ErrorCode, EventData, ToolErrorInfo, ToolStart};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use toolrail_session_log::{
+    AppendUrgency, BoxFuture, ErrorCode, EventData, ToolErrorInfo, ToolStart,
+};
 
 use super::prepare::{ReadyCall, info};
-use super::{BatchControl, CallCore, Pipeline, PipelineError, Settlement};
+use super::{BatchControl, BodyExecution, CallCore, Pipeline, PipelineError, Settlement};
 use crate::context::{CallIdentity, ToolContext};
-use crate::layer::ExecNext;
-use crate::tool::{ToolFailure, ToolOutput};
+use crate::layer::{ExecNext, ExecuteLayer};
+use crate::tool::{Tool, ToolFailure, ToolOutput, ToolResult};
 use crate::unwind::CatchUnwind;
 
 /// A call whose body settled (or was never started). Finish it to commit its result.
@@ -115,24 +121,33 @@ impl Pipeline {
             Arc::clone(&self.sink),
             self.config.workspace.clone(),
         );
-        let deadline = timeout.map(|timeout| (started + timeout, timeout));
+        // A deadline too far away to represent is no deadline.
+        let deadline = timeout.and_then(|limit| started.checked_add(limit).map(|at| (at, limit)));
         let arguments = Arc::clone(&core.arguments);
-        let layers = ExecNext::new(&self.layers, entry.tool().as_ref(), &ctx, &arguments);
-        let mut running = CatchUnwind::start(|| layers.run());
+        let mut running = Body::start(
+            self.config.execution,
+            &self.layers,
+            entry.tool(),
+            &ctx,
+            &arguments,
+        );
 
         let interrupt = tokio::select! {
             biased;
             settled = &mut running => {
-                core.marks.settled = Some(Instant::now());
+                let now = Instant::now();
+                core.marks.settled = Some(now);
                 let effects = ctx.effect_log().snapshot();
-                // A body that noticed the batch's cancel before we did settled because of it.
-                let outcome = if call_cancel.is_cancelled() {
-                    interrupted_outcome(Interrupt::Cancelled, settled)
-                } else {
-                    match settled {
-                        Ok(result) => result.map_err(ToolFailure::into_info),
+                let outcome = match deadline {
+                    // A body that blocked its thread past the deadline kept the timer from
+                    // firing; it is still late.
+                    Some((at, limit)) if now > at => interrupted_outcome(Interrupt::TimedOut(limit), settled),
+                    // A body that noticed the batch's cancel before we did settled because of it.
+                    _ if call_cancel.is_cancelled() => interrupted_outcome(Interrupt::Cancelled, settled),
+                    _ => match settled {
+                        Ok(result) => result.map_err(tool_failure),
                         Err(panic) => Err(info(ErrorCode::ToolFailed, format!("the tool panicked: {panic}"))),
-                    }
+                    },
                 };
                 return Ok(SettledCall { core, settlement: Settlement::Ran { outcome, effects, synthetic: false } });
             }
@@ -162,6 +177,88 @@ impl Pipeline {
                 synthetic,
             },
         })
+    }
+}
+
+/// Where a body runs (see [`BodyExecution`]).
+enum Body<'a> {
+    Inline(CatchUnwind<BoxFuture<'a, ToolResult>>),
+    Task(JoinHandle<Result<ToolResult, String>>),
+}
+
+impl<'a> Body<'a> {
+    fn start(
+        execution: BodyExecution,
+        layers: &'a Arc<[Arc<dyn ExecuteLayer>]>,
+        tool: &'a Arc<dyn Tool>,
+        ctx: &'a ToolContext,
+        arguments: &'a Arc<Value>,
+    ) -> Self {
+        match execution {
+            BodyExecution::Inline => {
+                let next = ExecNext::new(layers, tool.as_ref(), ctx, arguments);
+                Self::Inline(CatchUnwind::start(|| next.run()))
+            }
+            BodyExecution::Task => {
+                let (layers, tool, ctx, arguments) = (
+                    Arc::clone(layers),
+                    Arc::clone(tool),
+                    ctx.clone(),
+                    Arc::clone(arguments),
+                );
+                Self::Task(tokio::spawn(async move {
+                    let next = ExecNext::new(&layers, tool.as_ref(), &ctx, &arguments);
+                    CatchUnwind::start(|| next.run()).await
+                }))
+            }
+        }
+    }
+}
+
+impl Future for Body<'_> {
+    type Output = Result<ToolResult, String>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Self::Inline(body) => Pin::new(body).poll(cx),
+            Self::Task(handle) => Pin::new(handle).poll(cx).map(|joined| match joined {
+                Ok(settled) => settled,
+                Err(error) => Err(format!(
+                    "the task running the tool ended abnormally: {error}"
+                )),
+            }),
+        }
+    }
+}
+
+impl Drop for Body<'_> {
+    fn drop(&mut self) {
+        // An abandoned task body is stopped at its next await; a body that blocks its thread
+        // cannot be stopped, but no longer holds up anything.
+        if let Self::Task(handle) = self {
+            handle.abort();
+        }
+    }
+}
+
+/// A tool may report its own codes and `TOOL_FAILED` or `STALE_STATE`; the codes that
+/// describe what the pipeline did (`NOT_EXECUTED`, `POLICY_DENIED`, …) are the pipeline's to
+/// write, so a body claiming one is reported as `TOOL_FAILED`.
+fn tool_failure(failure: ToolFailure) -> ToolErrorInfo {
+    let owned_by_tools = matches!(
+        failure.code,
+        ErrorCode::ToolFailed | ErrorCode::StaleState | ErrorCode::Custom(_)
+    );
+    if owned_by_tools {
+        failure.into_info()
+    } else {
+        info(
+            ErrorCode::ToolFailed,
+            format!(
+                "{} (the tool reported {}, a code only the pipeline may set)",
+                failure.message, failure.code
+            ),
+        )
     }
 }
 

@@ -113,9 +113,24 @@ pub struct BatchControl {
     pub progress: ProgressSink,
 }
 
+/// Where a tool body runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BodyExecution {
+    /// In the dispatching task: the fastest. A body that blocks its thread instead of
+    /// awaiting holds up the deadline until it returns (it is then committed as
+    /// `TOOL_TIMEOUT`, never as a success).
+    #[default]
+    Inline,
+    /// As a task of its own: on a multi-thread runtime a body that blocks its thread is
+    /// still abandoned on time (`TOOL_OUTCOME_UNKNOWN`). Costs one spawn per call.
+    Task,
+}
+
 /// Settings of a pipeline.
 #[derive(Clone, Debug)]
 pub struct PipelineConfig {
+    /// Where tool bodies run.
+    pub execution: BodyExecution,
     /// How long a cancelled or timed-out body may take to settle before it is abandoned.
     pub cancel_grace: Duration,
     /// How long to wait for an approval answer (`None`: as long as the service takes).
@@ -129,6 +144,7 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
+            execution: BodyExecution::Inline,
             cancel_grace: Duration::from_secs(5),
             approval_timeout: None,
             max_value_bytes: 1024 * 1024,
@@ -143,7 +159,7 @@ pub struct Pipeline {
     pre_hooks: Vec<Arc<dyn PreExecuteHook>>,
     approval: Option<Arc<dyn ApprovalService>>,
     guards: Vec<Arc<dyn Guard>>,
-    layers: Vec<Arc<dyn ExecuteLayer>>,
+    layers: Arc<[Arc<dyn ExecuteLayer>]>,
     post_hooks: Vec<Arc<dyn PostExecuteHook>>,
     observers: Vec<Arc<dyn ResultObserver>>,
     config: PipelineConfig,
@@ -152,6 +168,7 @@ pub struct Pipeline {
 /// Builds a [`Pipeline`]. Stages run in the order they were added.
 pub struct PipelineBuilder {
     pipeline: Pipeline,
+    layers: Vec<Arc<dyn ExecuteLayer>>,
 }
 
 impl PipelineBuilder {
@@ -173,7 +190,7 @@ impl PipelineBuilder {
 
     /// Adds an execute layer; the first added is the outermost.
     pub fn layer(mut self, layer: Arc<dyn ExecuteLayer>) -> Self {
-        self.pipeline.layers.push(layer);
+        self.layers.push(layer);
         self
     }
 
@@ -192,7 +209,8 @@ impl PipelineBuilder {
         self
     }
 
-    pub fn build(self) -> Pipeline {
+    pub fn build(mut self) -> Pipeline {
+        self.pipeline.layers = self.layers.into();
         self.pipeline
     }
 }
@@ -206,11 +224,12 @@ impl Pipeline {
                 pre_hooks: Vec::new(),
                 approval: None,
                 guards: Vec::new(),
-                layers: Vec::new(),
+                layers: Arc::from([]),
                 post_hooks: Vec::new(),
                 observers: Vec::new(),
                 config: PipelineConfig::default(),
             },
+            layers: Vec::new(),
         }
     }
 

@@ -374,3 +374,98 @@ impl ExecuteLayer for CountingLayer {
 pub fn sink() -> Arc<MemorySink> {
     Arc::new(MemorySink::new())
 }
+
+/// What the stage tests import, in one place (not every test file uses all of it).
+#[allow(unused_imports)]
+pub mod prelude {
+    pub use std::sync::Arc;
+    pub use std::time::Duration;
+
+    pub use serde_json::json;
+    pub use toolrail_session_log::{
+        ApprovalAnswerRecord, ContentBlock, ErrorCode, EventData, MemorySink, ToolResultRecord,
+    };
+    pub use toolrail_tools_core::{
+        ApprovalAnswer, BatchControl, CallRequest, CommittedResult, GuardVerdict, Pipeline,
+        PipelineBuilder, PipelineConfig, PostExecuteAction, PostExecuteDecision,
+        PreExecuteDecision, Registry, RegistryBuilder, Tool, ToolSpec,
+    };
+}
+
+use prelude::*;
+
+/// A registry of the given tools, an in-memory log, and pipelines writing to it.
+pub struct Harness {
+    pub sink: Arc<MemorySink>,
+    pub registry: Registry,
+}
+impl Harness {
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+        let mut builder = RegistryBuilder::new();
+        for tool in tools {
+            builder = builder.external(
+                toolrail_session_log::ToolSource::Extension("test".into()),
+                tool,
+            );
+        }
+        let (registry, warnings) = builder.build().unwrap();
+        assert!(warnings.is_empty());
+        Self {
+            sink: sink(),
+            registry,
+        }
+    }
+
+    pub fn pipeline(&self) -> PipelineBuilder {
+        Pipeline::builder(self.sink.clone())
+    }
+
+    pub async fn run(&self, pipeline: &Pipeline, name: &str, args: &str) -> CommittedResult {
+        let request = CallRequest::new("c1", 0, name, args);
+        pipeline
+            .execute_one(&self.registry.snapshot(), request, &BatchControl::default())
+            .await
+            .unwrap()
+    }
+
+    pub fn kinds(&self) -> Vec<String> {
+        self.sink.kinds()
+    }
+
+    /// Runs one call and cancels its batch `after` (tokio time) it started.
+    pub async fn run_cancelled_after(
+        &self,
+        pipeline: &Pipeline,
+        name: &str,
+        after: Duration,
+    ) -> CommittedResult {
+        let control = BatchControl::default();
+        let cancel = control.cancel.clone();
+        let snapshot = self.registry.snapshot();
+        let (result, ()) = tokio::join!(
+            pipeline.execute_one(&snapshot, CallRequest::new("c1", 0, name, "{}"), &control),
+            async {
+                tokio::time::sleep(after).await;
+                cancel.cancel();
+            }
+        );
+        result.unwrap()
+    }
+}
+
+pub fn code(result: &CommittedResult) -> Option<&str> {
+    result
+        .record
+        .error
+        .as_ref()
+        .map(|error| error.code.as_str())
+}
+
+pub fn text(record: &ToolResultRecord) -> String {
+    record
+        .content
+        .iter()
+        .filter_map(ContentBlock::as_text)
+        .collect::<Vec<_>>()
+        .join("|")
+}

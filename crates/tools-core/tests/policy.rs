@@ -1,0 +1,479 @@
+//! Stages 1–5 through the public API: record, parse, pre-execute hooks, approval, guards.
+//! Every refusal happens before `tool/start` and never reaches the body.
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::wildcard_enum_match_arm
+)]
+
+mod support;
+
+use support::prelude::*;
+use support::*;
+
+#[tokio::test]
+async fn an_allowed_call_logs_call_start_result_in_order() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let pipeline = h.pipeline().build();
+    let result = h.run(&pipeline, "probe", r#"{"path":"a"}"#).await;
+    assert_eq!(h.kinds(), ["tool/call", "tool/start", "tool/result"]);
+    assert!(!result.record.is_error);
+    assert_eq!(probe.runs(), 1);
+    let events = h.sink.events();
+    let EventData::ToolCall(call) = &events[0].data else {
+        panic!("first event is not tool/call")
+    };
+    assert_eq!(
+        call.arguments_raw, r#"{"path":"a"}"#,
+        "the raw text is logged exactly"
+    );
+    assert_eq!(
+        call.source.as_ref().map(ToString::to_string).as_deref(),
+        Some("extension(test)")
+    );
+    assert_eq!(call.version.as_deref(), Some("1"));
+    let EventData::ToolResult(logged) = &events[2].data else {
+        panic!("last event is not tool/result")
+    };
+    assert_eq!(
+        logged, &result.record,
+        "the log and the caller see one and the same result"
+    );
+    assert_eq!(result.seq, 3);
+    assert!(
+        events
+            .iter()
+            .all(|event| event.call_id.as_ref().map(|id| id.as_str()) == Some("c1"))
+    );
+}
+
+#[tokio::test]
+async fn empty_arguments_mean_an_empty_object() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let result = h.run(&h.pipeline().build(), "probe", "").await;
+    assert!(!result.record.is_error);
+    assert_eq!(probe.seen_args.lock().clone(), vec![json!({})]);
+}
+
+#[tokio::test]
+async fn bad_json_and_schema_violations_are_refused_before_start() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let pipeline = h.pipeline().build();
+    let syntax = h.run(&pipeline, "probe", "{\"path\": ").await;
+    assert_eq!(code(&syntax), Some("SYNTAX_ERROR"));
+    assert!(
+        text(&syntax.record).starts_with(
+            "Error: the arguments for `probe` are not valid JSON (line 1, column 9, byte 8)"
+        ),
+        "{}",
+        text(&syntax.record)
+    );
+    let invalid = h
+        .run(&pipeline, "probe", r#"{"path": 3, "n": "x", "extra": 1}"#)
+        .await;
+    assert_eq!(code(&invalid), Some("INVALID_ARGS"));
+    let message = &invalid.record.error.as_ref().unwrap().message;
+    assert!(
+        message.contains("/path: 3 is not of type \"string\""),
+        "{message}"
+    );
+    assert!(
+        message.contains("/n: \"x\" is not of type \"integer\""),
+        "{message}"
+    );
+    assert!(message.contains("extra"), "{message}");
+    assert_eq!(probe.runs(), 0);
+    assert_eq!(
+        h.kinds(),
+        ["tool/call", "tool/result", "tool/call", "tool/result"]
+    );
+}
+
+#[tokio::test]
+async fn a_name_outside_the_snapshot_is_unknown_even_if_registered_later() {
+    let h = Harness::new(vec![Probe::new("probe", Behaviour::Succeed)]);
+    let before = h.registry.snapshot();
+    let late = Probe::new("late", Behaviour::Succeed);
+    h.registry
+        .register_external(
+            toolrail_session_log::ToolSource::Mcp("srv".into()),
+            late.clone(),
+        )
+        .unwrap();
+    let pipeline = h.pipeline().build();
+    let request = CallRequest::new("c1", 0, "late", "{}");
+    let result = pipeline
+        .execute_one(&before, request, &BatchControl::default())
+        .await
+        .unwrap();
+    assert_eq!(code(&result), Some("UNKNOWN_TOOL"));
+    assert!(
+        text(&result.record).contains("Available tools: probe"),
+        "{}",
+        text(&result.record)
+    );
+    assert_eq!(late.runs(), 0);
+    // The next snapshot has it.
+    let request = CallRequest::new("c2", 0, "late", "{}");
+    let result = pipeline
+        .execute_one(&h.registry.snapshot(), request, &BatchControl::default())
+        .await
+        .unwrap();
+    assert!(!result.record.is_error);
+    assert_eq!(late.runs(), 1);
+}
+
+#[tokio::test]
+async fn a_deny_refuses_with_policy_denied_and_no_start() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new(
+            "rules",
+            HookBehaviour::Decide(deny("writes to /etc are not allowed")),
+        ))
+        .build();
+    let result = h.run(&pipeline, "probe", "{}").await;
+    assert_eq!(code(&result), Some("POLICY_DENIED"));
+    assert_eq!(
+        text(&result.record),
+        "Error: writes to /etc are not allowed (denied by `rules`)|[finalized]"
+    );
+    assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
+    assert_eq!(probe.runs(), 0);
+}
+
+#[tokio::test]
+async fn an_outer_hook_cannot_launder_an_inner_deny_or_error() {
+    for inner in [
+        HookBehaviour::Decide(deny("no")),
+        HookBehaviour::Error,
+        HookBehaviour::Panic,
+    ] {
+        let probe = Probe::new("probe", Behaviour::Succeed);
+        let h = Harness::new(vec![probe.clone()]);
+        let pipeline = h
+            .pipeline()
+            .pre_hook(FixedHook::new("outer", HookBehaviour::Launder))
+            .pre_hook(FixedHook::new("inner", inner.clone()))
+            .build();
+        let result = h.run(&pipeline, "probe", "{}").await;
+        let expected = match inner {
+            HookBehaviour::Decide(_) => "POLICY_DENIED",
+            _ => "HOOK_FAILED",
+        };
+        assert_eq!(code(&result), Some(expected), "inner {inner:?}");
+        assert_eq!(probe.runs(), 0, "inner {inner:?}");
+        assert!(!h.kinds().contains(&"tool/start".to_owned()));
+    }
+}
+
+#[tokio::test]
+async fn a_failing_or_panicking_hook_fails_the_call_closed() {
+    for (behaviour, needle) in [
+        (HookBehaviour::Error, "policy store unreachable"),
+        (HookBehaviour::Panic, "panicked: hook panicked on purpose"),
+    ] {
+        let probe = Probe::new("probe", Behaviour::Succeed);
+        let h = Harness::new(vec![probe.clone()]);
+        let pipeline = h
+            .pipeline()
+            .pre_hook(FixedHook::new("flaky", behaviour))
+            .build();
+        let result = h.run(&pipeline, "probe", "{}").await;
+        assert_eq!(code(&result), Some("HOOK_FAILED"));
+        let message = &result.record.error.as_ref().unwrap().message;
+        assert!(
+            message.contains("`flaky`") && message.contains(needle),
+            "{message}"
+        );
+        assert_eq!(probe.runs(), 0);
+    }
+}
+
+#[tokio::test]
+async fn every_approval_answer_has_its_outcome_and_both_events() {
+    let cases = [
+        (ApprovalAnswer::AllowedOnce, None),
+        (
+            ApprovalAnswer::AllowedForSession {
+                key: "probe:*".into(),
+            },
+            None,
+        ),
+        (
+            ApprovalAnswer::Rejected {
+                reason: Some("not now".into()),
+            },
+            Some("APPROVAL_REJECTED"),
+        ),
+        (ApprovalAnswer::Cancelled, Some("APPROVAL_CANCELLED")),
+        (ApprovalAnswer::Expired, Some("APPROVAL_EXPIRED")),
+        (ApprovalAnswer::Unavailable, Some("APPROVAL_UNAVAILABLE")),
+    ];
+    for (answer, expected) in cases {
+        let probe = Probe::new("probe", Behaviour::Succeed);
+        let h = Harness::new(vec![probe.clone()]);
+        let approver = FixedApprover::new(Some(answer.clone()));
+        let pipeline = h
+            .pipeline()
+            .pre_hook(FixedHook::new(
+                "rules",
+                HookBehaviour::Decide(ask("writes need approval")),
+            ))
+            .approval(approver.clone())
+            .build();
+        let result = h.run(&pipeline, "probe", r#"{"path":"x"}"#).await;
+        assert_eq!(code(&result), expected, "answer {answer:?}");
+        let mut kinds = vec!["tool/call", "approval/asked", "approval/decided"];
+        if expected.is_none() {
+            kinds.push("tool/start");
+            assert_eq!(probe.runs(), 1);
+        } else {
+            assert_eq!(probe.runs(), 0, "answer {answer:?} must not run the body");
+        }
+        kinds.push("tool/result");
+        assert_eq!(h.kinds(), kinds, "answer {answer:?}");
+        let requests = approver.requests.lock();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].arguments, json!({"path": "x"}));
+        assert_eq!(requests[0].reason, "writes need approval");
+        assert_eq!(requests[0].session_key.as_deref(), Some("probe:*"));
+    }
+}
+
+#[tokio::test]
+async fn no_approval_service_is_never_an_approval() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new("rules", HookBehaviour::Decide(ask("?"))))
+        .build();
+    let result = h.run(&pipeline, "probe", "{}").await;
+    assert_eq!(code(&result), Some("APPROVAL_UNAVAILABLE"));
+    assert_eq!(probe.runs(), 0);
+    let decided = h
+        .sink
+        .events()
+        .into_iter()
+        .find_map(|event| match event.data {
+            EventData::ApprovalDecided(decided) => Some(decided.answer),
+            _ => None,
+        });
+    assert_eq!(decided, Some(ApprovalAnswerRecord::Unavailable));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approval_that_never_comes_expires_or_is_cancelled() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let config = PipelineConfig {
+        approval_timeout: Some(Duration::from_secs(30)),
+        ..PipelineConfig::default()
+    };
+    let pipeline = h
+        .pipeline()
+        .config(config)
+        .pre_hook(FixedHook::new("rules", HookBehaviour::Decide(ask("?"))))
+        .approval(FixedApprover::new(None))
+        .build();
+    let expired = h.run(&pipeline, "probe", "{}").await;
+    assert_eq!(code(&expired), Some("APPROVAL_EXPIRED"));
+
+    let cancelled = h
+        .run_cancelled_after(&pipeline, "probe", Duration::from_secs(1))
+        .await;
+    assert_eq!(code(&cancelled), Some("APPROVAL_CANCELLED"));
+    assert_eq!(probe.runs(), 0);
+}
+
+#[tokio::test]
+async fn a_rewrite_is_validated_and_logged_before_the_body_runs() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let rewrite = PreExecuteDecision::Rewrite {
+        arguments: json!({"path": "/safe/a"}),
+        reason: "confined to /safe".into(),
+    };
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new("sandbox", HookBehaviour::Decide(rewrite)))
+        .build();
+    let result = h.run(&pipeline, "probe", r#"{"path":"/etc/a"}"#).await;
+    assert!(!result.record.is_error);
+    assert_eq!(
+        h.kinds(),
+        [
+            "tool/call",
+            "tool/args-rewritten",
+            "tool/start",
+            "tool/result"
+        ]
+    );
+    let EventData::ArgsRewritten(rewritten) = &h.sink.events()[1].data else {
+        panic!()
+    };
+    assert_eq!(rewritten.original, json!({"path": "/etc/a"}));
+    assert_eq!(rewritten.effective, json!({"path": "/safe/a"}));
+    assert_eq!(rewritten.by, "sandbox");
+    assert_eq!(rewritten.reason, "confined to /safe");
+    assert_eq!(
+        probe.seen_args.lock().clone(),
+        vec![json!({"path": "/safe/a"})],
+        "the body got the effective arguments"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_rewrite_is_refused_and_never_logged_as_effective() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let rewrite = PreExecuteDecision::Rewrite {
+        arguments: json!({"path": 7}),
+        reason: "oops".into(),
+    };
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new("buggy", HookBehaviour::Decide(rewrite)))
+        .build();
+    let result = h.run(&pipeline, "probe", r#"{"path":"a"}"#).await;
+    assert_eq!(code(&result), Some("INVALID_ARGS"));
+    assert!(
+        result
+            .record
+            .error
+            .clone()
+            .unwrap()
+            .message
+            .contains("`buggy` rewrote the arguments")
+    );
+    assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
+    assert_eq!(probe.runs(), 0);
+}
+
+#[tokio::test]
+async fn an_inner_rewrite_passed_through_keeps_its_author() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let rewrite = PreExecuteDecision::Rewrite {
+        arguments: json!({"path": "b"}),
+        reason: "normalized".into(),
+    };
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new("outer", HookBehaviour::PassThrough))
+        .pre_hook(FixedHook::new("inner", HookBehaviour::Decide(rewrite)))
+        .build();
+    h.run(&pipeline, "probe", r#"{"path":"a"}"#).await;
+    let by = h
+        .sink
+        .events()
+        .into_iter()
+        .find_map(|event| match event.data {
+            EventData::ArgsRewritten(rewritten) => Some(rewritten.by),
+            _ => None,
+        });
+    assert_eq!(by.as_deref(), Some("inner"));
+}
+
+#[tokio::test]
+async fn guards_run_after_an_allow_and_the_first_deny_wins() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let first = FixedGuard::new(
+        "paths",
+        Some(GuardVerdict::Deny {
+            reason: "outside the workspace".into(),
+        }),
+    );
+    let second = FixedGuard::new("later", Some(GuardVerdict::Abstain));
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new(
+            "allow-all",
+            HookBehaviour::Decide(PreExecuteDecision::Allow),
+        ))
+        .guard(FixedGuard::new("abstains", Some(GuardVerdict::Abstain)))
+        .guard(first.clone())
+        .guard(second.clone())
+        .build();
+    let result = h.run(&pipeline, "probe", "{}").await;
+    assert_eq!(code(&result), Some("GUARD_DENIED"));
+    assert!(text(&result.record).contains("outside the workspace (denied by guard `paths`)"));
+    assert_eq!(probe.runs(), 0);
+    assert_eq!(
+        second.checks.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing after a deny runs"
+    );
+}
+
+#[tokio::test]
+async fn a_guard_also_checks_calls_that_were_approved() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new("rules", HookBehaviour::Decide(ask("?"))))
+        .approval(FixedApprover::new(Some(ApprovalAnswer::AllowedOnce)))
+        .guard(FixedGuard::new(
+            "deny-list",
+            Some(GuardVerdict::Deny {
+                reason: "rm -rf is never allowed".into(),
+            }),
+        ))
+        .build();
+    let result = h.run(&pipeline, "probe", "{}").await;
+    assert_eq!(code(&result), Some("GUARD_DENIED"));
+    assert_eq!(probe.runs(), 0);
+}
+
+#[tokio::test]
+async fn a_panicking_guard_fails_closed() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let pipeline = h.pipeline().guard(FixedGuard::new("buggy", None)).build();
+    let result = h.run(&pipeline, "probe", "{}").await;
+    assert_eq!(code(&result), Some("HOOK_FAILED"));
+    assert!(text(&result.record).contains("guard `buggy` panicked"));
+    assert_eq!(probe.runs(), 0);
+}
+
+#[tokio::test]
+async fn a_call_from_a_truncated_message_is_recorded_and_never_parsed_or_run() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new(
+            "rules",
+            HookBehaviour::Decide(PreExecuteDecision::Allow),
+        ))
+        .build();
+    let settled = pipeline
+        .record_truncated(
+            &h.registry.snapshot(),
+            CallRequest::new("c1", 0, "probe", r#"{"path": "a"#),
+        )
+        .await
+        .unwrap();
+    assert!(!settled.started());
+    let result = pipeline.finish(settled).await.unwrap();
+    assert_eq!(code(&result), Some("TRUNCATED_CALL"));
+    assert!(result.record.synthetic);
+    assert_eq!(probe.runs(), 0);
+    assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
+    let EventData::ToolCall(call) = &h.sink.events()[0].data else {
+        panic!()
+    };
+    assert_eq!(
+        call.arguments_raw, r#"{"path": "a"#,
+        "the cut-off text is kept as sent"
+    );
+}
