@@ -55,7 +55,7 @@ macro_rules! event_kinds {
         pub enum EventData {
             $($(#[$doc])* $variant($payload),)*
             /// A kind this version does not know; kept verbatim and ignored by derivations.
-            Unknown { kind: String, data: Value },
+            Unknown(UnknownEvent),
         }
 
         impl EventData {
@@ -66,7 +66,7 @@ macro_rules! event_kinds {
             pub fn kind(&self) -> &str {
                 match self {
                     $(Self::$variant(_) => $kind,)*
-                    Self::Unknown { kind, .. } => kind,
+                    Self::Unknown(unknown) => &unknown.kind,
                 }
             }
 
@@ -74,7 +74,7 @@ macro_rules! event_kinds {
             pub fn known_kind(&self) -> Option<&'static str> {
                 match self {
                     $(Self::$variant(_) => Some($kind),)*
-                    Self::Unknown { .. } => None,
+                    Self::Unknown(_) => None,
                 }
             }
 
@@ -84,7 +84,7 @@ macro_rules! event_kinds {
                     $($kind => serde_json::from_value(data)
                         .map(Self::$variant)
                         .map_err(|source| EventDecodeError { kind: kind.to_owned(), source }),)*
-                    _ => Ok(Self::Unknown { kind: kind.to_owned(), data }),
+                    _ => Ok(Self::Unknown(UnknownEvent { kind: kind.to_owned(), data })),
                 }
             }
         }
@@ -93,11 +93,30 @@ macro_rules! event_kinds {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 match self.0 {
                     $(EventData::$variant(payload) => payload.serialize(serializer),)*
-                    EventData::Unknown { data, .. } => data.serialize(serializer),
+                    EventData::Unknown(unknown) => unknown.data.serialize(serializer),
                 }
             }
         }
     };
+}
+
+/// An event of a kind this version does not know. Only decoding makes one (through
+/// [`EventData::from_parts`]), so its kind is never one of the known kinds and it always
+/// reads back as it was written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnknownEvent {
+    kind: String,
+    data: Value,
+}
+
+impl UnknownEvent {
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    pub fn data(&self) -> &Value {
+        &self.data
+    }
 }
 
 /// Serializes only the payload of an event, for the envelope's `data` field.

@@ -80,8 +80,9 @@ macro_rules! error_codes {
         #[derive(Clone, Debug, PartialEq, Eq, Hash)]
         pub enum ErrorCode {
             $($(#[$doc])* $variant,)*
-            /// A code a tool defined for itself, e.g. `FS_STALE_VERSION`.
-            Custom(String),
+            /// A code a tool defined for itself, e.g. `FS_STALE_VERSION`; made with
+            /// [`ErrorCode::custom`], so it is always well formed and never a built-in code.
+            Custom(CustomCode),
         }
 
         impl ErrorCode {
@@ -92,7 +93,7 @@ macro_rules! error_codes {
             pub fn as_str(&self) -> &str {
                 match self {
                     $(Self::$variant => $text,)*
-                    Self::Custom(code) => code,
+                    Self::Custom(code) => &code.0,
                 }
             }
 
@@ -149,6 +150,17 @@ error_codes! {
     ToolOutcomeUnknown = "TOOL_OUTCOME_UNKNOWN",
 }
 
+/// The text of a tool-defined error code. Only [`ErrorCode::custom`] (and reading a log)
+/// makes one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CustomCode(String);
+
+impl CustomCode {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A custom error code that is not `SCREAMING_SNAKE` or that reuses a built-in code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid error code `{code}`: {why}")]
@@ -180,7 +192,7 @@ impl ErrorCode {
                 why: "this is one of toolrail's own codes; use the ErrorCode variant",
             });
         }
-        Ok(Self::Custom(code))
+        Ok(Self::Custom(CustomCode(code)))
     }
 }
 
@@ -201,7 +213,7 @@ impl<'de> Deserialize<'de> for ErrorCode {
         let text = String::deserialize(deserializer)?;
         // A log written by a newer version may carry codes this reader does not know; keep
         // them as custom codes rather than refusing the line.
-        Ok(Self::from_known(&text).unwrap_or(Self::Custom(text)))
+        Ok(Self::from_known(&text).unwrap_or(Self::Custom(CustomCode(text))))
     }
 }
 

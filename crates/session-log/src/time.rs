@@ -44,7 +44,7 @@ impl Timestamp {
                 u64::try_from(anchor.duration_since(at).as_millis()).unwrap_or(u64::MAX),
             ),
         };
-        Self { millis }
+        Self::from_millis(millis)
     }
 
     /// Converts a system time, clamping times before 1970 to the epoch.
@@ -55,9 +55,16 @@ impl Timestamp {
         }
     }
 
-    /// Milliseconds since the epoch.
+    /// The last instant RFC 3339 can write: 9999-12-31T23:59:59.999Z.
+    pub const MAX: Timestamp = Timestamp {
+        millis: 253_402_300_799_999,
+    };
+
+    /// Milliseconds since the epoch, clamped to [`Timestamp::MAX`].
     pub fn from_millis(millis: u64) -> Self {
-        Self { millis }
+        Self {
+            millis: millis.min(Self::MAX.millis),
+        }
     }
 
     pub fn as_millis(self) -> u64 {
@@ -70,7 +77,7 @@ impl Timestamp {
         let (year, month, day) = civil_from_days(secs / 86_400);
         let rem = secs % 86_400;
         let mut out = *b"0000-00-00T00:00:00.000Z";
-        put(&mut out[0..4], year.min(9999));
+        put(&mut out[0..4], year);
         put(&mut out[5..7], month);
         put(&mut out[8..10], day);
         put(&mut out[11..13], rem / 3600);
@@ -283,6 +290,14 @@ mod tests {
             "{before} {at} {after}"
         );
         assert!(later.as_millis() - at.as_millis() >= 2000);
+    }
+
+    #[test]
+    fn times_past_year_9999_are_clamped_not_misprinted() {
+        let far = Timestamp::from_millis(u64::MAX);
+        assert_eq!(far, Timestamp::MAX);
+        assert_eq!(far.to_string(), "9999-12-31T23:59:59.999Z");
+        assert_eq!(Timestamp::parse(&far.to_string()), Ok(far));
     }
 
     #[test]

@@ -133,9 +133,20 @@ impl ToolContext {
         self.effects.push(effect);
     }
 
-    /// Records a tool-owned event (`fs/observed`, `fs/write-intent`, …) in the session log,
-    /// stamped with this call's id, turn and step.
-    pub async fn record(&self, data: EventData, urgency: AppendUrgency) -> Result<u64, SinkError> {
+    /// Records a tool-owned event (`fs/observed`, `fs/write-intent`, `todo/write`, …) in the
+    /// session log, stamped with this call's id, turn and step. Events that state what the
+    /// pipeline did (`tool/start`, `tool/result`, approvals, …) are refused: a tool cannot
+    /// write its own outcome.
+    pub async fn record(
+        &self,
+        data: EventData,
+        urgency: AppendUrgency,
+    ) -> Result<u64, RecordError> {
+        if !tool_owned(&data) {
+            return Err(RecordError::NotToolOwned {
+                kind: data.kind().to_owned(),
+            });
+        }
         let draft = EventDraft {
             ts: Timestamp::now(),
             turn: self.identity.turn,
@@ -143,7 +154,10 @@ impl ToolContext {
             call_id: Some(self.identity.call_id.clone()),
             data,
         };
-        self.events.append(draft, urgency).await
+        self.events
+            .append(draft, urgency)
+            .await
+            .map_err(RecordError::Log)
     }
 
     /// The workspace root the embedder configured, if any.
@@ -153,5 +167,44 @@ impl ToolContext {
 
     pub(crate) fn effect_log(&self) -> &EffectLog {
         &self.effects
+    }
+}
+
+/// Why a tool's event was not recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("a tool may not record `{kind}` events: they state what the pipeline did")]
+    NotToolOwned { kind: String },
+    #[error(transparent)]
+    Log(SinkError),
+}
+
+/// The event kinds a running tool may write.
+fn tool_owned(data: &EventData) -> bool {
+    match data {
+        EventData::FsObserved(_)
+        | EventData::FsWriteIntent(_)
+        | EventData::TodoWrite(_)
+        | EventData::QuestionAsked(_)
+        | EventData::QuestionAnswered(_)
+        | EventData::PlanMode(_)
+        | EventData::ToolsLoaded(_)
+        | EventData::CodeDispatchStart(_)
+        | EventData::CodeDispatch(_)
+        | EventData::Unknown(_) => true,
+        EventData::SessionStart(_)
+        | EventData::TurnStart(_)
+        | EventData::StepStart(_)
+        | EventData::AssistantMessage(_)
+        | EventData::ToolCall(_)
+        | EventData::ArgsRewritten(_)
+        | EventData::ApprovalAsked(_)
+        | EventData::ApprovalDecided(_)
+        | EventData::ToolStart(_)
+        | EventData::ToolResult(_)
+        | EventData::ContextMessage(_)
+        | EventData::StepEnd(_)
+        | EventData::TurnEnd(_)
+        | EventData::RecoveryRepaired(_) => false,
     }
 }

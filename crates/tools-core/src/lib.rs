@@ -25,7 +25,7 @@ mod view;
 
 pub use approval::{ApprovalAnswer, ApprovalRequest, ApprovalService};
 pub use arguments::{ArgumentError, check_schema, parse_arguments};
-pub use context::{CallIdentity, ProgressSink, ProgressUpdate, ToolContext};
+pub use context::{CallIdentity, ProgressSink, ProgressUpdate, RecordError, ToolContext};
 pub use guard::{Guard, GuardVerdict};
 pub use layer::{ExecNext, ExecuteLayer};
 pub use observer::{ObserverError, ResultObserver};

@@ -2,10 +2,12 @@
 //! its decision.
 //!
 //! Wrapping can only add restrictions. The pipeline remembers every decision returned along
-//! the chain: a `Deny` anywhere stands (the innermost deny is reported), an `Ask` anywhere
-//! requires an approval, a `Rewrite` anywhere is applied (the outermost one wins), and a hook
-//! that errors or panics fails the call with `HOOK_FAILED` even if an outer hook swallowed
-//! the error. A hook that does not call `next` ends the chain early.
+//! the chain: a `Deny` from any hook that ran stands (the innermost deny is reported), an
+//! `Ask` anywhere requires an approval, a `Rewrite` anywhere is applied, two different
+//! rewrites fail closed, and a hook that errors or panics fails the call with `HOOK_FAILED`
+//! even if an outer hook swallowed the error. A hook that does not call `next` ends the chain
+//! early. Hooks judge the arguments the model sent; a rewrite is seen by the approver and the
+//! guards, which run after the chain.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -173,13 +175,21 @@ impl DecisionTrail {
                     .get_or_insert_with(|| (by.to_owned(), reason.clone(), session_key.clone()));
             }
             Ok(PreExecuteDecision::Rewrite { arguments, reason }) => {
-                // An outer hook passing an inner rewrite through keeps the inner's name.
-                let passed_through = state
-                    .rewrite
-                    .as_ref()
-                    .is_some_and(|(_, args, why)| args == arguments && why == reason);
-                if !passed_through {
-                    state.rewrite = Some((by.to_owned(), arguments.clone(), reason.clone()));
+                match &state.rewrite {
+                    None => {
+                        state.rewrite = Some((by.to_owned(), arguments.clone(), reason.clone()))
+                    }
+                    // An outer hook passing an inner rewrite through keeps the inner's name.
+                    Some((_, args, _)) if args == arguments => {}
+                    // Two hooks want different arguments: neither may silently undo the other.
+                    Some((first, _, _)) => {
+                        let conflict = format!(
+                            "rewrote the arguments differently from `{first}`; conflicting rewrites fail closed"
+                        );
+                        state
+                            .failure
+                            .get_or_insert_with(|| (by.to_owned(), conflict));
+                    }
                 }
             }
         }

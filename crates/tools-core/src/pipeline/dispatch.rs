@@ -30,7 +30,14 @@ pub struct SettledCall {
 }
 
 impl SettledCall {
-    pub(super) fn refused(core: CallCore, error: ToolErrorInfo, synthetic: bool) -> Self {
+    /// A call that never started. Results for calls the runtime stopped (`NOT_EXECUTED`,
+    /// `TRUNCATED_CALL`) are synthetic: no stage decided them on the call's merits.
+    pub(super) fn refused(mut core: CallCore, error: ToolErrorInfo) -> Self {
+        core.marks.settled = Some(Instant::now());
+        let synthetic = matches!(
+            error.code,
+            ErrorCode::NotExecuted | ErrorCode::TruncatedCall
+        );
         Self {
             core,
             settlement: Settlement::Refused { error, synthetic },
@@ -104,7 +111,8 @@ impl Pipeline {
             AppendUrgency::Durable => Instant::now(),
             AppendUrgency::Buffered => stamped,
         };
-        core.marks.started = Some(started);
+        core.marks.started = Some(stamped);
+        core.marks.body_started = Some(started);
 
         // Stage 7.
         // A deadline cancels this call alone, so it needs a token of its own; without one the

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
     AppendUrgency, ContentBlock, ContextMessage, Effect, ErrorCode, EventData, Timing,
     ToolErrorInfo, ToolResultRecord,
@@ -18,7 +19,7 @@ use crate::post_hook::{PostExecuteAction, ResultView};
 use crate::registry::ToolEntry;
 use crate::tool::FinalizeView;
 use crate::unwind::{CatchUnwind, catch};
-use crate::view::CallView;
+use crate::view::{CallView, HookError};
 
 /// The result while stages 8–9 may still change what the model sees.
 struct Candidate {
@@ -85,7 +86,7 @@ impl Pipeline {
                 source: entry.source(),
                 arguments: &core.arguments,
             };
-            self.post_execute(&view, &mut candidate, &effects, &mut context)
+            self.post_execute(&view, &mut candidate, &effects, &mut context, &core.cancel)
                 .await;
         }
 
@@ -111,12 +112,13 @@ impl Pipeline {
         let committed_at = Instant::now();
         let marks = core.marks;
         let timing = Timing {
-            queued_us: marks.started.map_or(0, |started| {
-                micros(started.saturating_duration_since(marks.prepared))
+            // Waiting for a slot (or, for a call that never started, until it was stopped).
+            queued_us: marks.started.or(marks.settled).map_or(0, |until| {
+                micros(until.saturating_duration_since(marks.prepared))
             }),
             policy_us: micros(marks.prepared.saturating_duration_since(marks.recorded)),
             approval_us: micros(marks.approval),
-            run_us: match (marks.started, marks.settled) {
+            run_us: match (marks.body_started, marks.settled) {
                 (Some(started), Some(settled)) => {
                     micros(settled.saturating_duration_since(started))
                 }
@@ -167,6 +169,7 @@ impl Pipeline {
         candidate: &mut Candidate,
         effects: &[Effect],
         context: &mut Vec<ContextMessage>,
+        cancel: &CancellationToken,
     ) {
         for hook in &self.post_hooks {
             let decision = {
@@ -177,7 +180,16 @@ impl Pipeline {
                     error_code: candidate.error.as_ref().map(|error| error.code.as_str()),
                     effects,
                 };
-                CatchUnwind::start(|| hook.after(view, &result)).await
+                let deciding = CatchUnwind::start(|| hook.after(view, &result));
+                tokio::select! {
+                    biased;
+                    decision = deciding => decision,
+                    // A post hook may be a redaction: skipping it on cancel could show the
+                    // model what it must not see, so an unfinished hook fails the result.
+                    () = cancel.cancelled() => Ok(Err(HookError::new(
+                        "did not finish before the batch was cancelled",
+                    ))),
+                }
             };
             let decision = match decision {
                 Ok(Ok(decision)) => decision,
@@ -201,6 +213,15 @@ impl Pipeline {
             }
             match decision.action {
                 PostExecuteAction::Accept => {}
+                // An error result keeps its `Error: <message>` text and has no value.
+                PostExecuteAction::ReplaceContent(_) | PostExecuteAction::ReplaceValue(_)
+                    if candidate.error.is_some() =>
+                {
+                    tracing::warn!(
+                        hook = hook.name(),
+                        "a post-execute hook tried to replace part of an error result; ignored"
+                    );
+                }
                 PostExecuteAction::ReplaceContent(content) => candidate.content = content,
                 PostExecuteAction::ReplaceValue(value) => candidate.value = Some(value),
                 PostExecuteAction::Block { feedback } => {

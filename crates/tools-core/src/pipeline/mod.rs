@@ -305,6 +305,8 @@ struct CallCore {
     arguments: Arc<Value>,
     /// The request's deadline override.
     timeout: Option<Duration>,
+    /// The batch's token: policy and post-execute hooks stop waiting when it fires.
+    cancel: CancellationToken,
     marks: TimingMarks,
 }
 
@@ -313,7 +315,11 @@ struct TimingMarks {
     recorded: Instant,
     prepared: Instant,
     approval: Duration,
+    /// When `tool/start` was stamped.
     started: Option<Instant>,
+    /// When the body began, after `tool/start` was as durable as asked (an fsync is neither
+    /// queueing nor running).
+    body_started: Option<Instant>,
     settled: Option<Instant>,
 }
 

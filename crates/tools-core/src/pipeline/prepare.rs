@@ -12,6 +12,8 @@ use toolrail_session_log::{
     ToolErrorInfo,
 };
 
+use tokio_util::sync::CancellationToken;
+
 use super::{
     BatchControl, CallCore, CallRequest, Pipeline, PipelineError, SettledCall, TimingMarks,
 };
@@ -72,7 +74,6 @@ impl ReadyCall {
                 code: ErrorCode::NotExecuted,
                 message: reason.into(),
             },
-            true,
         )
     }
 
@@ -90,16 +91,16 @@ impl Pipeline {
         request: CallRequest,
         control: &BatchControl,
     ) -> Result<Preparation, PipelineError> {
-        let (mut core, parsed) = self.record(tools, request).await?;
+        let (mut core, parsed) = self.record(tools, request, control.cancel.clone()).await?;
         let outcome = self.policy(&mut core, parsed, tools, control).await;
         core.marks.prepared = Instant::now();
         Ok(match (outcome?, core.entry.clone()) {
             (Ok(()), Some(entry)) => Preparation::Ready(ReadyCall { core, entry }),
             (Ok(()), None) => {
                 let error = unknown_tool(&core.identity.name, tools);
-                Preparation::Refused(SettledCall::refused(core, error, false))
+                Preparation::Refused(SettledCall::refused(core, error))
             }
-            (Err(error), _) => Preparation::Refused(SettledCall::refused(core, error, false)),
+            (Err(error), _) => Preparation::Refused(SettledCall::refused(core, error)),
         })
     }
 
@@ -111,13 +112,15 @@ impl Pipeline {
         tools: &ToolSet,
         request: CallRequest,
     ) -> Result<SettledCall, PipelineError> {
-        let (mut core, _) = self.record(tools, request).await?;
+        let (mut core, _) = self
+            .record(tools, request, CancellationToken::new())
+            .await?;
         core.marks.prepared = Instant::now();
         let error = info(
             ErrorCode::TruncatedCall,
             "the assistant message was cut off by the output-length limit before this call was complete; it was not run. Send the call again (smaller, if needed).",
         );
-        Ok(SettledCall::refused(core, error, true))
+        Ok(SettledCall::refused(core, error))
     }
 
     /// Stage 1: the call becomes a recorded fact, arguments exactly as sent. Parsing is pure,
@@ -127,6 +130,7 @@ impl Pipeline {
         &self,
         tools: &ToolSet,
         request: CallRequest,
+        cancel: CancellationToken,
     ) -> Result<(CallCore, Option<Result<Value, ArgumentError>>), PipelineError> {
         let recorded = Instant::now();
         let entry = tools.resolve(&request.name, request.origin).cloned();
@@ -161,11 +165,13 @@ impl Pipeline {
             entry,
             arguments: Arc::clone(&NO_ARGUMENTS),
             timeout: request.timeout,
+            cancel,
             marks: TimingMarks {
                 recorded,
                 prepared: recorded,
                 approval: Duration::ZERO,
                 started: None,
+                body_started: None,
                 settled: None,
             },
         };
@@ -202,7 +208,16 @@ impl Pipeline {
                 arguments: &core.arguments,
             };
             // The returned decision is only one input: the trail holds everything decided.
-            let _ = run_chain(&self.pre_hooks, &view, &trail).await;
+            tokio::select! {
+                biased;
+                _ = run_chain(&self.pre_hooks, &view, &trail) => {}
+                () = control.cancel.cancelled() => {
+                    return Ok(Err(info(
+                        ErrorCode::NotExecuted,
+                        "the batch was cancelled while pre-execute hooks were deciding; the call did not run",
+                    )));
+                }
+            }
             let state = trail.into_state();
             if let Some((hook, message)) = state.failure {
                 return Ok(Err(info(
