@@ -22,6 +22,17 @@ pub enum ToolSource {
     Mcp(Arc<str>),
 }
 
+impl ToolSource {
+    /// Built-in and runtime tools are trusted: a conflict among them is a configuration
+    /// error, while a conflict involving any other source skips that tool.
+    pub fn is_trusted(&self) -> bool {
+        match self {
+            Self::Builtin | Self::Runtime => true,
+            Self::Extension(_) | Self::Mcp(_) => false,
+        }
+    }
+}
+
 impl fmt::Display for ToolSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -1,6 +1,8 @@
-//! Property: for any sequence of pre-execute hooks and guards with any verdicts, a call for
-//! which any stage produced a deny (or failed) never reaches its body; and a call nobody
-//! objected to always does.
+//! Property: for any sequence of pre-execute hooks (allow, deny, ask, error, rewrite; deciding
+//! before or after the rest of the chain), any guards and any approval answer, a call for
+//! which any stage produced a deny, a failure, conflicting rewrites or an unapproved ask never
+//! reaches its body; otherwise it runs exactly when no guard denies, with the rewritten
+//! arguments.
 #![allow(
     clippy::panic,
     clippy::unwrap_used,
@@ -27,6 +29,8 @@ enum Returns {
     Deny,
     Ask,
     Error,
+    /// Rewrites the path to `r<n>`.
+    Rewrite(u8),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -43,6 +47,7 @@ struct RecordingHook {
     shape: Shape,
     denied: AtomicBool,
     objected: AtomicBool,
+    rewrote_to: parking_lot::Mutex<Option<serde_json::Value>>,
 }
 
 fn decision(returns: Returns) -> Result<PreExecuteDecision, HookError> {
@@ -56,6 +61,10 @@ fn decision(returns: Returns) -> Result<PreExecuteDecision, HookError> {
             session_key: None,
         }),
         Returns::Error => Err(HookError::new("broken")),
+        Returns::Rewrite(n) => Ok(PreExecuteDecision::Rewrite {
+            arguments: serde_json::json!({ "path": format!("r{n}") }),
+            reason: "r".into(),
+        }),
     }
 }
 
@@ -66,7 +75,10 @@ impl RecordingHook {
                 self.denied.store(true, Ordering::SeqCst)
             }
             Ok(PreExecuteDecision::Ask { .. }) => self.objected.store(true, Ordering::SeqCst),
-            Ok(PreExecuteDecision::Allow | PreExecuteDecision::Rewrite { .. }) => {}
+            Ok(PreExecuteDecision::Rewrite { arguments, .. }) => {
+                *self.rewrote_to.lock() = Some(arguments.clone());
+            }
+            Ok(PreExecuteDecision::Allow) => {}
         }
     }
 }
@@ -123,7 +135,8 @@ fn returns() -> impl Strategy<Value = Returns> {
         Just(Returns::Allow),
         Just(Returns::Deny),
         Just(Returns::Ask),
-        Just(Returns::Error)
+        Just(Returns::Error),
+        (0u8..2).prop_map(Returns::Rewrite),
     ]
 }
 
@@ -135,6 +148,19 @@ fn shape() -> impl Strategy<Value = Shape> {
     ]
 }
 
+fn answer() -> impl Strategy<Value = ApprovalAnswer> {
+    prop_oneof![
+        Just(ApprovalAnswer::AllowedOnce),
+        Just(ApprovalAnswer::AllowedForSession {
+            key: "probe:*".into()
+        }),
+        Just(ApprovalAnswer::Rejected { reason: None }),
+        Just(ApprovalAnswer::Cancelled),
+        Just(ApprovalAnswer::Expired),
+        Just(ApprovalAnswer::Unavailable),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -142,17 +168,22 @@ proptest! {
     fn no_call_with_a_deny_reaches_its_body(
         shapes in proptest::collection::vec(shape(), 0..6),
         guards in proptest::collection::vec(any::<bool>(), 0..4),
-        approve in any::<bool>(),
+        answer in answer(),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let probe = Probe::new("probe", Behaviour::Succeed);
         let (registry, _) = RegistryBuilder::new().external(ToolSource::Extension("t".into()), probe.clone()).build().unwrap();
         let hooks: Vec<Arc<RecordingHook>> = shapes
             .iter()
-            .map(|&shape| Arc::new(RecordingHook { shape, denied: AtomicBool::new(false), objected: AtomicBool::new(false) }))
+            .map(|&shape| Arc::new(RecordingHook {
+                shape,
+                denied: AtomicBool::new(false),
+                objected: AtomicBool::new(false),
+                rewrote_to: parking_lot::Mutex::new(None),
+            }))
             .collect();
         let guards: Vec<Arc<RecordingGuard>> = guards.iter().map(|&deny| Arc::new(RecordingGuard { deny, ran: AtomicBool::new(false) })).collect();
-        let answer = if approve { ApprovalAnswer::AllowedOnce } else { ApprovalAnswer::Rejected { reason: None } };
+        let approved = matches!(answer, ApprovalAnswer::AllowedOnce | ApprovalAnswer::AllowedForSession { .. });
         let mut builder = Pipeline::builder(sink()).approval(FixedApprover::new(Some(answer)));
         for hook in &hooks {
             builder = builder.pre_hook(hook.clone());
@@ -163,15 +194,25 @@ proptest! {
         let pipeline = builder.build();
         let result = runtime.block_on(pipeline.execute_one(&registry.snapshot(), CallRequest::new("c1", 0, "probe", "{}"), &BatchControl::default())).unwrap();
 
+        // What the hooks that ran decided (short-circuiting is a hook's right).
         let hook_denied = hooks.iter().any(|hook| hook.denied.load(Ordering::SeqCst));
         let asked = hooks.iter().any(|hook| hook.objected.load(Ordering::SeqCst));
-        let guard_denied = guards.iter().any(|guard| guard.deny && guard.ran.load(Ordering::SeqCst));
+        let mut rewrites: Vec<serde_json::Value> = hooks.iter().filter_map(|hook| hook.rewrote_to.lock().clone()).collect();
+        rewrites.dedup();
+        let conflicting_rewrites = rewrites.len() > 1;
+        let refused_before_guards = hook_denied || conflicting_rewrites || (asked && !approved);
+        // Guards are judged by configuration, not by what ran: once the hooks and the
+        // approver let a call through, every guard must have had its say.
+        let any_guard_denies = guards.iter().any(|guard| guard.deny);
         let ran = probe.runs() == 1;
-        if hook_denied || guard_denied || (asked && !approve) {
-            prop_assert!(!ran, "a denied call ran: {:?} -> {:?}", shapes, result.record.error);
+        if refused_before_guards {
+            prop_assert!(!ran, "a refused call ran: {:?} -> {:?}", shapes, result.record.error);
             prop_assert!(result.record.is_error);
         } else {
-            prop_assert!(ran, "a call nobody refused did not run: {:?} -> {:?}", shapes, result.record.error);
+            prop_assert_eq!(ran, !any_guard_denies, "guards {:?} -> {:?}", guards.iter().map(|g| g.deny).collect::<Vec<_>>(), result.record.error);
+            if let (true, Some(effective)) = (ran, rewrites.first()) {
+                prop_assert_eq!(&probe.seen_args.lock()[0], effective, "the body got the rewritten arguments");
+            }
         }
     }
 }

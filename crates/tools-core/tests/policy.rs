@@ -477,3 +477,116 @@ async fn a_call_from_a_truncated_message_is_recorded_and_never_parsed_or_run() {
         "the cut-off text is kept as sent"
     );
 }
+
+#[tokio::test]
+async fn two_different_rewrites_fail_closed() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let to = |path: &str| PreExecuteDecision::Rewrite {
+        arguments: json!({ "path": path }),
+        reason: "mine".into(),
+    };
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new("outer", HookBehaviour::After(to("/outer"))))
+        .pre_hook(FixedHook::new("inner", HookBehaviour::Decide(to("/inner"))))
+        .build();
+    let result = h.run(&pipeline, "probe", r#"{"path":"a"}"#).await;
+    assert_eq!(code(&result), Some("HOOK_FAILED"));
+    assert!(
+        text(&result.record).contains("conflicting rewrites fail closed"),
+        "{}",
+        text(&result.record)
+    );
+    assert_eq!(probe.runs(), 0);
+    assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
+}
+
+#[tokio::test]
+async fn a_rewrite_then_an_ask_shows_the_approver_the_effective_arguments() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let approver = FixedApprover::new(Some(ApprovalAnswer::AllowedOnce));
+    let rewrite = PreExecuteDecision::Rewrite {
+        arguments: json!({"path": "/safe"}),
+        reason: "confine".into(),
+    };
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new(
+            "asker",
+            HookBehaviour::After(ask("writes need approval")),
+        ))
+        .pre_hook(FixedHook::new("confiner", HookBehaviour::Decide(rewrite)))
+        .approval(approver.clone())
+        .build();
+    let result = h.run(&pipeline, "probe", r#"{"path":"/etc"}"#).await;
+    assert!(!result.record.is_error, "{:?}", result.record.error);
+    assert_eq!(
+        h.kinds(),
+        [
+            "tool/call",
+            "tool/args-rewritten",
+            "approval/asked",
+            "approval/decided",
+            "tool/start",
+            "tool/result"
+        ]
+    );
+    assert_eq!(
+        approver.requests.lock()[0].arguments,
+        json!({"path": "/safe"})
+    );
+    assert_eq!(
+        probe.seen_args.lock().clone(),
+        vec![json!({"path": "/safe"})]
+    );
+}
+
+/// An approval service that panics.
+struct PanickingApprover;
+
+impl toolrail_tools_core::ApprovalService for PanickingApprover {
+    fn request<'a>(
+        &'a self,
+        _request: &'a toolrail_tools_core::ApprovalRequest,
+        _cancel: &'a toolrail_tools_core::CancellationToken,
+    ) -> toolrail_session_log::BoxFuture<'a, ApprovalAnswer> {
+        Box::pin(async { panic!("approval backend crashed") })
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_approval_service_is_unavailable_never_an_approval() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new("rules", HookBehaviour::Decide(ask("?"))))
+        .approval(Arc::new(PanickingApprover))
+        .build();
+    let result = h.run(&pipeline, "probe", "{}").await;
+    assert_eq!(code(&result), Some("APPROVAL_UNAVAILABLE"));
+    assert_eq!(probe.runs(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_while_a_hook_hangs_leaves_the_call_not_executed() {
+    let probe = Probe::new("probe", Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let pipeline = h
+        .pipeline()
+        .pre_hook(FixedHook::new("slow-policy", HookBehaviour::Hang))
+        .build();
+    let result = h
+        .run_cancelled_after(&pipeline, "probe", Duration::from_secs(1))
+        .await;
+    assert_eq!(code(&result), Some("NOT_EXECUTED"));
+    assert!(result.record.synthetic);
+    assert_eq!(probe.runs(), 0);
+    assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
+    assert_eq!(
+        result.record.timing.policy_us, 1_000_000,
+        "virtual time spent deciding"
+    );
+}

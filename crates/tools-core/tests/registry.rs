@@ -62,7 +62,7 @@ fn an_extension_reusing_a_builtin_name_is_skipped_with_a_warning() {
     );
     assert_eq!(warnings.len(), 1);
     assert_eq!(warnings[0].skipped, ext("lint"));
-    assert_eq!(warnings[0].kept, ToolSource::Builtin);
+    assert_eq!(warnings[0].kept, Some(ToolSource::Builtin));
     assert!(
         warnings[0].message.contains("explicit override"),
         "{}",
@@ -108,17 +108,20 @@ fn a_second_external_tool_with_a_taken_name_is_skipped_not_swapped() {
 #[test]
 fn reserved_names_are_refused_to_ordinary_registration() {
     for reserved in ReservedName::ALL {
-        let error = RegistryBuilder::new()
+        // From an untrusted source: skipped, so one bad MCP server cannot stop the rest.
+        let (registry, warnings) = RegistryBuilder::new()
             .external(ext("x"), probe(reserved.as_str()))
+            .external(ext("x"), probe("fine"))
             .build()
-            .err()
             .unwrap();
-        assert_eq!(
-            error,
-            RegistryError::ReservedName {
-                name: reserved.as_str().into()
-            }
+        assert_eq!(registry.snapshot().names(), ["fine"]);
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].message.contains("reserved"),
+            "{}",
+            warnings[0].message
         );
+        // From a trusted source: a configuration error.
         let error = RegistryBuilder::new()
             .builtin(probe(reserved.as_str()))
             .build()
@@ -146,9 +149,9 @@ fn reserved_names_are_refused_to_ordinary_registration() {
 }
 
 #[test]
-fn invalid_names_and_schemas_are_configuration_errors() {
+fn invalid_names_and_schemas_are_configuration_errors_for_trusted_tools() {
     let error = RegistryBuilder::new()
-        .external(ext("x"), probe("has space"))
+        .builtin(probe("has space"))
         .build()
         .err()
         .unwrap();
@@ -163,7 +166,7 @@ fn invalid_names_and_schemas_are_configuration_errors() {
         Behaviour::Succeed,
     );
     let error = RegistryBuilder::new()
-        .external(ext("x"), bad_schema)
+        .builtin(bad_schema.clone())
         .build()
         .err()
         .unwrap();
@@ -171,13 +174,27 @@ fn invalid_names_and_schemas_are_configuration_errors() {
         matches!(error, RegistryError::InvalidSchema { ref name, which: "input", .. } if name == "bad"),
         "{error}"
     );
+    // The same tool from an MCP server is skipped with the reason.
+    let (registry, warnings) = RegistryBuilder::new()
+        .external(ToolSource::Mcp("srv".into()), bad_schema)
+        .build()
+        .unwrap();
+    assert!(registry.snapshot().is_empty());
+    assert!(
+        warnings[0]
+            .message
+            .contains("input schema of `bad` does not compile"),
+        "{}",
+        warnings[0].message
+    );
+    assert_eq!(warnings[0].kept, None);
 }
 
 #[test]
 fn several_problems_are_reported_at_once() {
     let error = RegistryBuilder::new()
-        .external(ext("x"), probe("run_code"))
-        .external(ext("x"), probe("bad name"))
+        .builtin(probe("run_code"))
+        .builtin(probe("bad name"))
         .build()
         .err()
         .unwrap();
@@ -352,5 +369,39 @@ fn scopes_refuse_implicit_replacement_and_reserved_names() {
         RegistryError::ReservedName {
             name: "tool_search".into()
         }
+    );
+}
+
+#[test]
+fn run_time_registration_follows_the_same_rules_and_an_override_can_be_undone() {
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(probe("read"))
+        .builtin(probe("grep"))
+        .allow_override("grep")
+        .build()
+        .unwrap();
+    let mcp = ToolSource::Mcp("fs".into());
+    // No override configured for `read`: skipped, the built-in stays.
+    let warning = registry
+        .register_external(mcp.clone(), probe("read"))
+        .unwrap();
+    assert_eq!(warning.map(|w| w.kept), Some(Some(ToolSource::Builtin)));
+    assert_eq!(source_of(&registry, "read"), Some(ToolSource::Builtin));
+    // Override configured for `grep`: replaced while the server is there...
+    assert_eq!(
+        registry
+            .register_external(mcp.clone(), probe("grep"))
+            .unwrap(),
+        None
+    );
+    assert_eq!(source_of(&registry, "grep"), Some(mcp.clone()));
+    // ...and the built-in comes back when it leaves.
+    assert_eq!(registry.remove_source(&mcp), vec!["grep".to_owned()]);
+    assert_eq!(source_of(&registry, "grep"), Some(ToolSource::Builtin));
+    // Trusted sources cannot join at run time.
+    assert!(
+        registry
+            .register_external(ToolSource::Builtin, probe("x"))
+            .is_err()
     );
 }

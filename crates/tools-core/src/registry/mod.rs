@@ -81,7 +81,8 @@ pub enum RegistryError {
 pub struct RegistryWarning {
     pub name: String,
     pub skipped: ToolSource,
-    pub kept: ToolSource,
+    /// The source that holds the name, when the skip was a name conflict.
+    pub kept: Option<ToolSource>,
     pub message: String,
 }
 
@@ -141,10 +142,10 @@ impl RegistryBuilder {
         };
         let mut warnings = Vec::new();
         // Built-ins (and runtime tools) first, so an external tool never wins by coming early.
-        let (trusted, external): (Vec<_>, Vec<_>) =
-            self.pending.into_iter().partition(|(source, _, _)| {
-                matches!(source, ToolSource::Builtin | ToolSource::Runtime)
-            });
+        let (trusted, external): (Vec<_>, Vec<_>) = self
+            .pending
+            .into_iter()
+            .partition(|(source, _, _)| source.is_trusted());
         for (source, tool, reserved) in trusted.into_iter().chain(external) {
             match state.insert(source, tool, reserved) {
                 Ok(Some(warning)) => warnings.push(warning),
@@ -164,10 +165,16 @@ impl RegistryBuilder {
 struct RegistryState {
     tools: BTreeMap<String, Arc<ToolEntry>>,
     overrides: BTreeSet<String>,
+    /// Built-ins replaced by an explicit override; they come back when the overriding
+    /// source leaves.
+    displaced: BTreeMap<String, Arc<ToolEntry>>,
     loaded: BTreeSet<String>,
 }
 
 impl RegistryState {
+    /// Adds a tool. A trusted tool that breaks a rule is a configuration error; any other
+    /// tool that breaks one (a reserved or invalid name, a schema that does not compile, a
+    /// taken name) is skipped with a warning, so one bad MCP server cannot stop the rest.
     fn insert(
         &mut self,
         source: ToolSource,
@@ -175,42 +182,58 @@ impl RegistryState {
         reserved: Option<ReservedName>,
     ) -> Result<Option<RegistryWarning>, RegistryError> {
         let name = tool.spec().name().to_owned();
-        if !valid_name(&name) {
-            return Err(RegistryError::InvalidName { name });
-        }
-        if reserved.is_none() && ReservedName::of(&name).is_some() {
-            return Err(RegistryError::ReservedName { name });
-        }
+        let checked = if !valid_name(&name) {
+            Err(RegistryError::InvalidName { name: name.clone() })
+        } else if reserved.is_none() && ReservedName::of(&name).is_some() {
+            Err(RegistryError::ReservedName { name: name.clone() })
+        } else {
+            compile(tool, source.clone())
+        };
+        let entry = match checked {
+            Ok(entry) => entry,
+            Err(error) if source.is_trusted() => return Err(error),
+            Err(error) => {
+                let message = format!("tool `{name}` from {source} was skipped: {error}");
+                return Ok(Some(skipped(name, source, None, message)));
+            }
+        };
         if let Some(existing) = self.tools.get(&name) {
             let kept = existing.source().clone();
-            let both_trusted = matches!(kept, ToolSource::Builtin | ToolSource::Runtime)
-                && matches!(source, ToolSource::Builtin | ToolSource::Runtime);
-            if both_trusted {
+            if kept.is_trusted() && source.is_trusted() {
                 return Err(RegistryError::DuplicateBuiltin { name });
             }
             let may_override = kept == ToolSource::Builtin && self.overrides.contains(&name);
             if !may_override {
+                let hint = if kept == ToolSource::Builtin {
+                    " (configure an explicit override to replace it)"
+                } else {
+                    ""
+                };
                 let message = format!(
-                    "tool `{name}` from {source} was skipped: the name is taken by {kept}{}",
-                    if kept == ToolSource::Builtin {
-                        " (configure an explicit override to replace it)"
-                    } else {
-                        ""
-                    }
+                    "tool `{name}` from {source} was skipped: the name is taken by {kept}{hint}"
                 );
-                tracing::warn!(tool = %name, skipped = %source, kept = %kept, "{message}");
-                return Ok(Some(RegistryWarning {
-                    name,
-                    skipped: source,
-                    kept,
-                    message,
-                }));
+                return Ok(Some(skipped(name, source, Some(kept), message)));
             }
             tracing::info!(tool = %name, by = %source, "built-in tool overridden by configuration");
+            self.displaced.insert(name.clone(), Arc::clone(existing));
         }
-        let entry = compile(tool, source)?;
         self.tools.insert(name, Arc::new(entry));
         Ok(None)
+    }
+}
+
+fn skipped(
+    name: String,
+    skipped: ToolSource,
+    kept: Option<ToolSource>,
+    message: String,
+) -> RegistryWarning {
+    tracing::warn!(tool = %name, skipped = %skipped, "{message}");
+    RegistryWarning {
+        name,
+        skipped,
+        kept,
+        message,
     }
 }
 
@@ -275,7 +298,7 @@ impl Registry {
         source: ToolSource,
         tool: Arc<dyn Tool>,
     ) -> Result<Option<RegistryWarning>, RegistryError> {
-        if matches!(source, ToolSource::Builtin | ToolSource::Runtime) {
+        if source.is_trusted() {
             return Err(RegistryError::Scope {
                 message: format!(
                     "tools from {source} are installed through RegistryBuilder, not at run time"
@@ -285,7 +308,8 @@ impl Registry {
         self.mutate(|state| state.insert(source, tool, None))
     }
 
-    /// Removes every tool of a source (an MCP server left); returns their names.
+    /// Removes every tool of a source (an MCP server left); returns their names. A built-in
+    /// that one of them had overridden comes back.
     pub fn remove_source(&self, source: &ToolSource) -> Vec<String> {
         let removed = self.mutate(|state| {
             let names: Vec<String> = state
@@ -296,6 +320,9 @@ impl Registry {
                 .collect();
             for name in &names {
                 state.tools.remove(name);
+                if let Some(builtin) = state.displaced.remove(name) {
+                    state.tools.insert(name.clone(), builtin);
+                }
             }
             Ok::<_, RegistryError>(names)
         });

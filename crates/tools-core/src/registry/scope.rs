@@ -60,6 +60,15 @@ impl OwnTool {
     }
 }
 
+/// How a scope's own tool relates to its parent's tools.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Joining {
+    /// Replaces the parent's tool of the same name.
+    Shadow,
+    /// A name the parent does not have.
+    Add,
+}
+
 /// Builds a [`ToolScope`].
 pub struct ScopeBuilder {
     parent: Arc<dyn SnapshotSource>,
@@ -91,20 +100,20 @@ impl ScopeBuilder {
         &mut self,
         source: ToolSource,
         tool: Arc<dyn Tool>,
-        shadow: bool,
+        how: Joining,
     ) -> Result<Arc<ToolEntry>, ()> {
         let name = tool.spec().name().to_owned();
         let problem = if !valid_name(&name) {
             Some(RegistryError::InvalidName { name: name.clone() })
         } else if ReservedName::of(&name).is_some() {
             Some(RegistryError::ReservedName { name: name.clone() })
-        } else if shadow && !self.parent_has(&name) {
+        } else if how == Joining::Shadow && !self.parent_has(&name) {
             Some(RegistryError::Scope {
                 message: format!(
                     "cannot shadow `{name}`: the parent has no tool of that name; use add"
                 ),
             })
-        } else if !shadow && self.parent_has(&name) {
+        } else if how == Joining::Add && self.parent_has(&name) {
             Some(RegistryError::Scope {
                 message: format!(
                     "`{name}` exists in the parent; replacing it must be explicit: use shadow"
@@ -128,7 +137,7 @@ impl ScopeBuilder {
 
     /// Replaces the parent's tool of the same name inside this scope.
     pub fn shadow(mut self, source: ToolSource, tool: Arc<dyn Tool>) -> Self {
-        if let Ok(entry) = self.own_tool(source, tool, true) {
+        if let Ok(entry) = self.own_tool(source, tool, Joining::Shadow) {
             self.own
                 .insert(entry.name().to_owned(), OwnTool::Shadow(entry));
         }
@@ -137,7 +146,7 @@ impl ScopeBuilder {
 
     /// Adds a tool the parent does not have.
     pub fn add(mut self, source: ToolSource, tool: Arc<dyn Tool>) -> Self {
-        if let Ok(entry) = self.own_tool(source, tool, false) {
+        if let Ok(entry) = self.own_tool(source, tool, Joining::Add) {
             self.own
                 .insert(entry.name().to_owned(), OwnTool::Added(entry));
         }

@@ -36,6 +36,8 @@ pub enum Behaviour {
     SleepStubborn(Duration),
     /// Reports an effect, then sleeps ignoring cancellation.
     EffectThenHang,
+    /// Returns text and no value.
+    TextOnly,
 }
 
 pub struct Probe {
@@ -125,6 +127,7 @@ impl Tool for Probe {
                     tokio::time::sleep(*duration).await;
                     Ok(ToolOutput::text("slept stubbornly"))
                 }
+                Behaviour::TextOnly => Ok(ToolOutput::text("just text")),
                 Behaviour::EffectThenHang => {
                     ctx.report_effect(written("/w/b.txt"));
                     std::future::pending::<()>().await;
@@ -159,6 +162,8 @@ pub enum HookBehaviour {
     After(PreExecuteDecision),
     Error,
     Panic,
+    /// Never answers.
+    Hang,
 }
 
 impl FixedHook {
@@ -196,6 +201,7 @@ impl PreExecuteHook for FixedHook {
                 }
                 HookBehaviour::Error => Err(HookError::new("policy store unreachable")),
                 HookBehaviour::Panic => panic!("hook panicked on purpose"),
+                HookBehaviour::Hang => std::future::pending().await,
             }
         })
     }
