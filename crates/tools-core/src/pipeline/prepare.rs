@@ -27,6 +27,13 @@ use crate::spec::{Concurrency, ToolSpec};
 use crate::unwind::{CatchUnwind, catch};
 use crate::view::CallView;
 
+/// Whether stage 1 parses the raw arguments (a cut-off call's text is never trusted).
+#[derive(Clone, Copy)]
+enum Parsing {
+    Parse,
+    Skip,
+}
+
 /// The arguments of a call refused before they were parsed.
 static NO_ARGUMENTS: LazyLock<Arc<Value>> = LazyLock::new(|| Arc::new(Value::Null));
 
@@ -91,7 +98,9 @@ impl Pipeline {
         request: CallRequest,
         control: &BatchControl,
     ) -> Result<Preparation, PipelineError> {
-        let (mut core, parsed) = self.record(tools, request, control.cancel.clone()).await?;
+        let (mut core, parsed) = self
+            .record(tools, request, control.cancel.clone(), Parsing::Parse)
+            .await?;
         let outcome = self.policy(&mut core, parsed, tools, control).await;
         core.marks.prepared = Instant::now();
         Ok(match (outcome?, core.entry.clone()) {
@@ -113,7 +122,7 @@ impl Pipeline {
         request: CallRequest,
     ) -> Result<SettledCall, PipelineError> {
         let (mut core, _) = self
-            .record(tools, request, CancellationToken::new())
+            .record(tools, request, CancellationToken::new(), Parsing::Skip)
             .await?;
         core.marks.prepared = Instant::now();
         let error = info(
@@ -131,6 +140,7 @@ impl Pipeline {
         tools: &ToolSet,
         request: CallRequest,
         cancel: CancellationToken,
+        parsing: Parsing,
     ) -> Result<(CallCore, Option<Result<Value, ArgumentError>>), PipelineError> {
         let recorded = Instant::now();
         let entry = tools.resolve(&request.name, request.origin).cloned();
@@ -152,7 +162,10 @@ impl Pipeline {
             source: identity.source.clone(),
             version: identity.version.clone(),
         };
-        let parsed = entry.as_ref().map(|_| parse_arguments(&call.arguments_raw));
+        let parsed = match (parsing, &entry) {
+            (Parsing::Parse, Some(_)) => Some(parse_arguments(&call.arguments_raw)),
+            (Parsing::Parse | Parsing::Skip, _) => None,
+        };
         self.append(
             &identity,
             recorded,
