@@ -1,7 +1,10 @@
 //! Stages 1–5: record, parse, pre-execute hooks, approval, guards. Nothing here acts on the
 //! world; a refusal at any stage has no side effects.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -221,16 +224,25 @@ impl Pipeline {
                 arguments: &core.arguments,
             };
             // The returned decision is only one input: the trail holds everything decided.
-            tokio::select! {
-                biased;
-                _ = run_chain(&self.pre_hooks, &view, &trail) => {}
-                () = control.cancel.cancelled() => {
-                    return Ok(Err(info(
-                        ErrorCode::NotExecuted,
-                        "the batch was cancelled while pre-execute hooks were deciding; the call did not run",
-                    )));
+            let mut chain = run_chain(&self.pre_hooks, &view, &trail);
+            // Most hooks decide without waiting: one poll settles them, and only a chain that
+            // waits is raced against the batch's cancel.
+            let decided = Pin::new(&mut chain)
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_ready();
+            if !decided {
+                tokio::select! {
+                    biased;
+                    _ = &mut chain => {}
+                    () = control.cancel.cancelled() => {
+                        return Ok(Err(info(
+                            ErrorCode::NotExecuted,
+                            "the batch was cancelled while pre-execute hooks were deciding; the call did not run",
+                        )));
+                    }
                 }
             }
+            drop(chain);
             let state = trail.into_state();
             if let Some((hook, message)) = state.failure {
                 return Ok(Err(info(
@@ -278,9 +290,10 @@ impl Pipeline {
         // Stage 4: approval, only on ask.
         if let Some((_, reason, session_key)) = ask {
             let started = Instant::now();
-            let answer = self
-                .ask_approval(core, &entry, reason, session_key, control)
-                .await?;
+            // Boxed: asking is the rare path, and its state would otherwise enlarge every
+            // call's future (moved, and so copied, on each call).
+            let answer =
+                Box::pin(self.ask_approval(core, &entry, reason, session_key, control)).await?;
             core.marks.approval = started.elapsed();
             if let Some(refusal) = approval_refusal(&answer) {
                 return Ok(Err(refusal));
