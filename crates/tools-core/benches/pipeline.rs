@@ -186,8 +186,13 @@ fn main() {
             .enable_all()
             .build()
             .unwrap();
-        let ns = sample_pipeline(&runtime, staged_pipeline, &tools(), calls);
-        println!("profiled {calls} staged calls: {ns:.0} ns per call");
+        // `--profile N spawn` counts the baseline instead.
+        let ns = if args.get(at + 2).is_some_and(|what| what == "spawn") {
+            sample_spawn(&runtime, calls)
+        } else {
+            sample_pipeline(&runtime, staged_pipeline, &tools(), calls)
+        };
+        println!("profiled {calls} iterations: {ns:.0} ns each");
         return;
     }
     let quick = args.iter().any(|arg| arg == "--quick");
@@ -228,4 +233,50 @@ fn main() {
         "informational",
         None,
     );
+    if !quick {
+        instruction_row();
+    }
+}
+
+/// Instructions per call, counted by callgrind: unlike time, the same on a busy or an idle
+/// machine. The count for N calls minus the count for M calls, over N - M, cancels start-up.
+fn instruction_row() {
+    let count = |calls: u32, what: &str| -> Option<f64> {
+        let exe = std::env::current_exe().ok()?;
+        let out = std::env::temp_dir().join(format!(
+            "toolrail-callgrind-{}-{what}-{calls}",
+            std::process::id()
+        ));
+        let output = std::process::Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(exe)
+            .args(["--profile", &calls.to_string(), what])
+            .output()
+            .ok()?;
+        let _ = std::fs::remove_file(&out);
+        let text = String::from_utf8_lossy(&output.stderr);
+        let collected = text
+            .lines()
+            .find_map(|line| line.split("Collected :").nth(1))?;
+        collected.trim().replace(',', "").parse::<f64>().ok()
+    };
+    let per_call =
+        |what: &str| -> Option<f64> { Some((count(6_000, what)? - count(1_000, what)?) / 5_000.0) };
+    match (per_call("staged"), per_call("spawn")) {
+        (Some(ours), Some(baseline)) => {
+            let row = json!({
+                "row": "execute_one as above, instructions per call (callgrind)",
+                "unit": "instructions",
+                "ours": ours,
+                "baseline_name": "tokio::spawn + oneshot",
+                "baseline": baseline,
+                "goal": "informational: stable where time is not",
+                "goal_max": null,
+                "goal_max_ratio": null,
+            });
+            println!("BENCH_ROW {row}");
+        }
+        _ => println!("pipeline bench: valgrind not available; no instruction-count row"),
+    }
 }
