@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::content::ContentBlock;
 use crate::ids::{CallId, SessionId, StepId, TurnId};
-use crate::result::{ToolResultRecord, ToolSource};
+use crate::result::{ToolResultRecord, ToolSource, is_false};
 use crate::time::Timestamp;
 
 /// The version of the event vocabulary written in `session/start`.
@@ -218,10 +218,6 @@ impl<'de> Deserialize<'de> for Event {
             data,
         })
     }
-}
-
-fn is_false(value: &bool) -> bool {
-    !*value
 }
 
 /// One tool of a tool set, as recorded in `session/start`.

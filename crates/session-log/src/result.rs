@@ -287,7 +287,7 @@ fn is_zero(value: &u64) -> bool {
     *value == 0
 }
 
-fn is_false(value: &bool) -> bool {
+pub(crate) fn is_false(value: &bool) -> bool {
     !*value
 }
 

@@ -80,12 +80,7 @@ impl Pipeline {
         // Stage 8: post-execute hooks see every call that ran.
         let mut context = Vec::new();
         if let (true, Some(entry)) = (ran, core.entry.as_ref()) {
-            let view = CallView {
-                identity: &core.identity,
-                spec: entry.spec(),
-                source: entry.source(),
-                arguments: &core.arguments,
-            };
+            let view = core.view(entry);
             self.post_execute(&view, &mut candidate, &effects, &mut context, &core.cancel)
                 .await;
         }

@@ -37,6 +37,7 @@ use crate::post_hook::PostExecuteHook;
 use crate::pre_hook::PreExecuteHook;
 use crate::registry::{CallOrigin, ToolEntry, ToolSet};
 use crate::tool::ToolOutput;
+use crate::view::CallView;
 
 /// An internal failure: the log refused a write. The caller starts nothing new, drains what
 /// runs and fabricates no result (DESIGN §5); recovery classifies the call later.
@@ -308,6 +309,18 @@ struct CallCore {
     /// The batch's token: policy and post-execute hooks stop waiting when it fires.
     cancel: CancellationToken,
     marks: TimingMarks,
+}
+
+impl CallCore {
+    /// The call as a policy stage sees it, for the given tool.
+    fn view<'a>(&'a self, entry: &'a ToolEntry) -> CallView<'a> {
+        CallView {
+            identity: &self.identity,
+            spec: entry.spec(),
+            source: entry.source(),
+            arguments: &self.arguments,
+        }
+    }
 }
 
 #[derive(Clone, Copy)]

@@ -28,7 +28,6 @@ use crate::pre_hook::{DecisionTrail, run_chain};
 use crate::registry::{ToolEntry, ToolSet};
 use crate::spec::{Concurrency, ToolSpec};
 use crate::unwind::{CatchUnwind, catch};
-use crate::view::CallView;
 
 /// Whether stage 1 parses the raw arguments (a cut-off call's text is never trusted).
 #[derive(Clone, Copy)]
@@ -217,12 +216,7 @@ impl Pipeline {
         let mut ask = None;
         if !self.pre_hooks.is_empty() {
             let trail = DecisionTrail::default();
-            let view = CallView {
-                identity: &core.identity,
-                spec: entry.spec(),
-                source: entry.source(),
-                arguments: &core.arguments,
-            };
+            let view = core.view(&entry);
             // The returned decision is only one input: the trail holds everything decided.
             let mut chain = run_chain(&self.pre_hooks, &view, &trail);
             // Most hooks decide without waiting: one poll settles them, and only a chain that
@@ -301,12 +295,7 @@ impl Pipeline {
         }
 
         // Stage 5: guards; the first deny wins and nothing after it can allow.
-        let view = CallView {
-            identity: &core.identity,
-            spec: entry.spec(),
-            source: entry.source(),
-            arguments: &core.arguments,
-        };
+        let view = core.view(&entry);
         for guard in &self.guards {
             match catch(|| guard.check(&view)) {
                 Ok(GuardVerdict::Abstain) => {}
