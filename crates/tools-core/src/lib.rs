@@ -20,6 +20,7 @@ mod registry;
 mod spec;
 pub mod stages;
 mod tool;
+mod tracing_layer;
 mod unwind;
 mod view;
 
@@ -41,6 +42,7 @@ pub use registry::{
 };
 pub use spec::{ClaimMode, Concurrency, Exposure, ResourceClaim, ResourceKey, ToolKind, ToolSpec};
 pub use tool::{FinalizeView, Tool, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool};
+pub use tracing_layer::TracingLayer;
 pub use view::{CallView, HookError};
 
 /// The cancellation token of batches and calls (approval services and tools watch it).
