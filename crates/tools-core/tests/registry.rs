@@ -405,3 +405,38 @@ fn run_time_registration_follows_the_same_rules_and_an_override_can_be_undone() 
             .is_err()
     );
 }
+
+#[test]
+fn a_scope_loads_deferred_tools_for_itself_only() {
+    let deferred = Probe::with_spec(
+        ToolSpec::new("deploy", "d", object_schema()).exposure(Exposure::Deferred),
+        Behaviour::Succeed,
+    );
+    let own_deferred = Probe::with_spec(
+        ToolSpec::new("rollback", "r", object_schema()).exposure(Exposure::Deferred),
+        Behaviour::Succeed,
+    );
+    let (registry, _) = RegistryBuilder::new()
+        .external(ext("x"), deferred)
+        .build()
+        .unwrap();
+    let scope = registry
+        .scope()
+        .add(ext("sub"), own_deferred)
+        .build()
+        .unwrap();
+    assert!(scope.snapshot().is_empty());
+    assert_eq!(
+        scope.load_deferred(&["deploy", "rollback", "nope"]),
+        ["deploy", "rollback"]
+    );
+    assert_eq!(scope.snapshot().names(), ["deploy", "rollback"]);
+    assert!(
+        registry.snapshot().is_empty(),
+        "the parent does not see the scope's loads"
+    );
+    assert!(
+        scope.load_deferred(&["deploy"]).is_empty(),
+        "already loaded"
+    );
+}

@@ -1,13 +1,16 @@
 //! Child scopes: a sub-agent's view of its parent's tools. A scope may shadow a parent's
 //! tool only explicitly, and may restrict what it inherits with allow/deny masks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use toolrail_session_log::ToolSource;
 
 use super::{RegistryError, ReservedName, SnapshotSource, compile, valid_name};
 use crate::registry::toolset::{ToolEntry, ToolSet};
+use crate::spec::Exposure;
 use crate::tool::Tool;
 
 /// A tool-name pattern: exact, or with `*` matching any run of characters (`mcp__github__*`).
@@ -172,6 +175,7 @@ impl ScopeBuilder {
                 own: self.own,
                 allow: self.allow,
                 deny: self.deny,
+                loaded: RwLock::new(BTreeSet::new()),
             }),
             1 => Err(self.errors.remove(0)),
             _ => Err(RegistryError::Several(self.errors)),
@@ -180,11 +184,16 @@ impl ScopeBuilder {
 }
 
 /// A child view of a registry or of another scope.
+///
+/// The scope's own tools (added or shadowing) win over the parent's of the same name, also
+/// over a parent tool that joins later: the scope named them explicitly.
 pub struct ToolScope {
     parent: Arc<dyn SnapshotSource>,
     own: BTreeMap<String, OwnTool>,
     allow: Option<Vec<NamePattern>>,
     deny: Vec<NamePattern>,
+    /// Deferred tools this scope loaded for itself; its parent does not see them.
+    loaded: RwLock<BTreeSet<String>>,
 }
 
 impl ToolScope {
@@ -200,6 +209,24 @@ impl ToolScope {
     pub fn snapshot(&self) -> ToolSet {
         let entries = self.entries();
         ToolSet::from_entries(entries.iter(), |name| self.is_loaded(name))
+    }
+
+    /// Makes deferred tools of this scope (its own or inherited) visible from its next
+    /// snapshot, without changing what the parent offers; returns the names newly loaded.
+    pub fn load_deferred(&self, names: &[&str]) -> Vec<String> {
+        let deferred: BTreeSet<String> = self
+            .entries()
+            .into_iter()
+            .filter(|entry| entry.spec().tool_exposure() == Exposure::Deferred)
+            .map(|entry| entry.name().to_owned())
+            .collect();
+        let mut loaded = self.loaded.write();
+        names
+            .iter()
+            .filter(|name| deferred.contains(**name) && !self.parent.is_loaded(name))
+            .filter(|name| loaded.insert((**name).to_owned()))
+            .map(|name| (*name).to_owned())
+            .collect()
     }
 
     /// Starts a scope nested in this one.
@@ -224,7 +251,7 @@ impl SnapshotSource for ToolScope {
     }
 
     fn is_loaded(&self, name: &str) -> bool {
-        self.parent.is_loaded(name)
+        self.loaded.read().contains(name) || self.parent.is_loaded(name)
     }
 }
 
