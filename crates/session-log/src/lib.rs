@@ -9,6 +9,7 @@
 mod content;
 mod event;
 mod ids;
+mod jsonl;
 mod result;
 mod sink;
 mod time;
@@ -23,6 +24,7 @@ pub use event::{
     TurnEndKind, TurnStart,
 };
 pub use ids::{CallId, SessionId, StepId, TurnId};
+pub use jsonl::{Durability, JsonlLog, JsonlStore, Opened, StoreError};
 pub use result::{
     Effect, ErrorCode, InvalidErrorCode, Timing, ToolErrorInfo, ToolResultRecord, ToolSource,
 };

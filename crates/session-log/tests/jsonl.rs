@@ -1,0 +1,266 @@
+//! The JSONL store: files that read back exactly, `seq` dense under concurrent appenders,
+//! torn tails cut and reported, corruption named by line, never a panic.
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::wildcard_enum_match_arm
+)]
+
+use std::io::Write;
+use std::sync::Arc;
+
+use toolrail_session_log::*;
+
+fn start(id: &str) -> SessionStart {
+    SessionStart {
+        format_version: FORMAT_VERSION,
+        session_id: SessionId::new(id),
+        tools: Vec::new(),
+        meta: None,
+    }
+}
+
+fn draft(n: u32) -> EventDraft {
+    EventDraft {
+        ts: Timestamp::now(),
+        turn: Some(TurnId(1)),
+        step: Some(StepId(n)),
+        call_id: Some(CallId::from(format!("c{n}"))),
+        data: EventData::ToolStart(ToolStart {
+            timeout_ms: Some(u64::from(n)),
+        }),
+    }
+}
+
+#[tokio::test]
+async fn events_read_back_exactly_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log = store.create(start("s1")).unwrap();
+    assert_eq!(log.append(draft(1), AppendUrgency::Durable).await, Ok(2));
+    assert_eq!(log.append(draft(2), AppendUrgency::Buffered).await, Ok(3));
+    log.durable_barrier().await.unwrap();
+    drop(log);
+
+    let opened = store.open(&SessionId::new("s1")).unwrap();
+    assert_eq!(opened.torn_bytes_dropped, 0);
+    let seqs: Vec<u64> = opened.events.iter().map(|event| event.seq).collect();
+    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(opened.events[0].data.kind(), "session/start");
+    assert_eq!(
+        opened.events[2].call_id.as_ref().map(CallId::as_str),
+        Some("c2")
+    );
+    // Appends continue after the last event.
+    assert_eq!(
+        opened.log.append(draft(3), AppendUrgency::Durable).await,
+        Ok(4)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appenders_keep_seq_dense_and_in_file_order() {
+    let dir = tempfile::tempdir().unwrap();
+    for durability in [Durability::Strict, Durability::Batched, Durability::None] {
+        let store = JsonlStore::new(dir.path(), durability).unwrap();
+        let id = format!("{durability:?}");
+        let log = Arc::new(store.create(start(&id)).unwrap());
+        let mut tasks = Vec::new();
+        for appender in 0..8u32 {
+            let log = Arc::clone(&log);
+            tasks.push(tokio::spawn(async move {
+                let mut seqs = Vec::new();
+                for n in 0..200u32 {
+                    let urgency = if n % 3 == 0 {
+                        AppendUrgency::Durable
+                    } else {
+                        AppendUrgency::Buffered
+                    };
+                    seqs.push(
+                        log.append(draft(appender * 1000 + n), urgency)
+                            .await
+                            .unwrap(),
+                    );
+                }
+                seqs
+            }));
+        }
+        let mut all = Vec::new();
+        for task in tasks {
+            let seqs = task.await.unwrap();
+            assert!(
+                seqs.windows(2).all(|pair| pair[0] < pair[1]),
+                "one appender's seqs increase"
+            );
+            all.extend(seqs);
+        }
+        all.sort_unstable();
+        assert_eq!(
+            all,
+            (2..=1601).collect::<Vec<u64>>(),
+            "{durability:?}: dense, no repeats"
+        );
+        log.durable_barrier().await.unwrap();
+        drop(log);
+        let opened = store.open(&SessionId::new(&id)).unwrap();
+        assert_eq!(opened.events.len(), 1601);
+        assert!(
+            opened
+                .events
+                .iter()
+                .enumerate()
+                .all(|(at, event)| event.seq == at as u64 + 1)
+        );
+    }
+}
+
+fn append_raw(path: &std::path::Path, bytes: &[u8]) {
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    file.write_all(bytes).unwrap();
+}
+
+#[tokio::test]
+async fn a_torn_last_line_is_cut_reported_and_gone_for_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log = store.create(start("torn")).unwrap();
+    log.append(draft(1), AppendUrgency::Durable).await.unwrap();
+    let path = log.path().to_path_buf();
+    drop(log);
+    let clean_len = std::fs::metadata(&path).unwrap().len();
+    let torn = br#"{"seq":3,"ts":"2026-11-30T17:48:29.123Z","kind":"tool/st"#;
+    append_raw(&path, torn);
+
+    let opened = store.open(&SessionId::new("torn")).unwrap();
+    assert_eq!(opened.torn_bytes_dropped, torn.len() as u64);
+    assert_eq!(opened.events.len(), 2);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        clean_len,
+        "cut back to the last good line"
+    );
+    assert_eq!(
+        opened.log.append(draft(2), AppendUrgency::Durable).await,
+        Ok(3)
+    );
+    drop(opened);
+    let again = store.open(&SessionId::new("torn")).unwrap();
+    assert_eq!(again.torn_bytes_dropped, 0, "a repaired file opens clean");
+    assert_eq!(again.events.len(), 3);
+}
+
+#[tokio::test]
+async fn a_whole_event_without_its_newline_is_torn_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log = store.create(start("nonl")).unwrap();
+    let path = log.path().to_path_buf();
+    drop(log);
+    append_raw(
+        &path,
+        br#"{"seq":2,"ts":"2026-11-30T17:48:29.123Z","kind":"step/end","data":{}}"#,
+    );
+    let opened = store.open(&SessionId::new("nonl")).unwrap();
+    assert!(opened.torn_bytes_dropped > 0);
+    assert_eq!(opened.events.len(), 1);
+}
+
+#[tokio::test]
+async fn a_corrupt_line_before_the_end_is_an_error_naming_it_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log = store.create(start("bad")).unwrap();
+    let path = log.path().to_path_buf();
+    drop(log);
+    append_raw(&path, b"this is not json\n");
+    append_raw(
+        &path,
+        br#"{"seq":3,"ts":"2026-11-30T17:48:29.123Z","kind":"step/end","data":{}}"#,
+    );
+    append_raw(&path, b"\n");
+    let before = std::fs::read(&path).unwrap();
+    let error = store.open(&SessionId::new("bad")).err().unwrap();
+    let text = error.to_string();
+    assert!(
+        matches!(error, StoreError::Corrupt { line: 2, .. }),
+        "{text}"
+    );
+    assert!(text.contains("line 2"), "{text}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "nothing is cut from a corrupt file"
+    );
+}
+
+#[tokio::test]
+async fn seq_gaps_and_repeats_are_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    for (id, seq) in [("gap", 3), ("repeat", 1)] {
+        let log = store.create(start(id)).unwrap();
+        let path = log.path().to_path_buf();
+        drop(log);
+        append_raw(&path, format!("{{\"seq\":{seq},\"ts\":\"2026-11-30T17:48:29.123Z\",\"kind\":\"step/end\",\"data\":{{}}}}\n").as_bytes());
+        let error = store.open(&SessionId::new(id)).err().unwrap();
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("seq {seq} where 2 was expected")),
+            "{error}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn unknown_kinds_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log = store.create(start("future")).unwrap();
+    let path = log.path().to_path_buf();
+    drop(log);
+    let line = r#"{"seq":2,"ts":"2026-11-30T17:48:29.123Z","kind":"x-next/thing","data":{"a":1}}"#;
+    append_raw(&path, format!("{line}\n").as_bytes());
+    let opened = store.open(&SessionId::new("future")).unwrap();
+    assert_eq!(opened.events[1].data.kind(), "x-next/thing");
+    assert_eq!(serde_json::to_string(&opened.events[1]).unwrap(), line);
+}
+
+#[tokio::test]
+async fn bad_names_existing_sessions_and_foreign_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    for bad in ["../escape", "", ".hidden", "a/b"] {
+        assert!(
+            matches!(
+                store.create(start(bad)),
+                Err(StoreError::InvalidSessionId { .. })
+            ),
+            "{bad}"
+        );
+    }
+    drop(store.create(start("once")).unwrap());
+    assert!(matches!(
+        store.create(start("once")),
+        Err(StoreError::Exists { .. })
+    ));
+    std::fs::write(
+        dir.path().join("other.jsonl"),
+        "{\"seq\":1,\"ts\":\"2026-11-30T17:48:29.123Z\",\"kind\":\"step/end\",\"data\":{}}\n",
+    )
+    .unwrap();
+    let error = store.open(&SessionId::new("other")).err().unwrap();
+    assert!(matches!(error, StoreError::NotASession { .. }), "{error}");
+    let missing = store.open(&SessionId::new("missing")).err().unwrap();
+    assert!(missing.to_string().contains("missing.jsonl"), "{missing}");
+}
+
+#[tokio::test]
+async fn the_pipeline_writes_through_the_store_like_any_sink() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log: Arc<dyn EventSink> = Arc::new(store.create(start("sink")).unwrap());
+    let seq = log.append(draft(7), AppendUrgency::Durable).await.unwrap();
+    assert_eq!(seq, 2);
+}
