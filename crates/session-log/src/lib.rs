@@ -10,6 +10,7 @@ mod content;
 mod event;
 mod ids;
 mod jsonl;
+mod recovery;
 mod result;
 mod sink;
 mod time;
@@ -25,6 +26,7 @@ pub use event::{
 };
 pub use ids::{CallId, SessionId, StepId, TurnId};
 pub use jsonl::{Durability, JsonlLog, JsonlStore, Opened, StoreError};
+pub use recovery::{EffectProbe, InterruptedCall, ProbeVerdict, RecoveryReport, recover};
 pub use result::{
     Effect, ErrorCode, InvalidErrorCode, Timing, ToolErrorInfo, ToolResultRecord, ToolSource,
 };

@@ -1,0 +1,353 @@
+//! Crash recovery (DESIGN §6): after a crash, every call of the open turn's last assistant
+//! message that has no `tool/result` gets an honest synthetic one, in call order —
+//! `TOOL_NOT_STARTED` when no `tool/start` was logged, `TOOL_OUTCOME_UNKNOWN` when it was,
+//! unless an [`EffectProbe`] can tell from the world whether the call's effect happened. Then
+//! `recovery/repaired` lists what was repaired and why, and `turn/end {interrupted}` closes the
+//! turn. Everything is appended, durably; history is never rewritten. A repaired log has no
+//! open turn, so recovering it again does nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::content::ContentBlock;
+use crate::event::{AssistantBlock, Event, EventData, RecoveryRepaired, TurnEnd, TurnEndKind};
+use crate::ids::{CallId, StepId, TurnId};
+use crate::result::{ErrorCode, ToolResultRecord};
+use crate::sink::{AppendUrgency, EventDraft, EventSink, SinkError};
+use crate::time::Timestamp;
+
+/// What recovery knows about a call that started and has no result.
+#[derive(Debug)]
+pub struct InterruptedCall<'a> {
+    pub call_id: &'a CallId,
+    pub name: &'a str,
+    pub arguments_raw: &'a str,
+    /// Events the call recorded itself (`fs/write-intent`, `fs/observed`, …), in order.
+    pub own_events: Vec<&'a Event>,
+}
+
+/// What a probe found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeVerdict {
+    /// The effect is in the world: the call completed.
+    Completed { evidence: String },
+    /// The world is as before the call: its effect did not happen.
+    DidNotHappen { evidence: String },
+}
+
+/// Turns "outcome unknown" into a known outcome for a family of tools by checking the world
+/// (the fs tools compare a file's digest with their `fs/write-intent`).
+///
+/// Implementors guarantee: `probe` only reads; it answers `Ok(None)` for calls it does not
+/// understand, and `Err` when it cannot tell — the outcome then stays unknown.
+pub trait EffectProbe: Send + Sync {
+    fn probe(&self, call: &InterruptedCall<'_>) -> Result<Option<ProbeVerdict>, String>;
+}
+
+/// What recovery did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecoveryReport {
+    /// Calls that received a synthetic result, in call order, with their code (`None` when a
+    /// probe found the call completed).
+    pub repaired: Vec<(CallId, Option<ErrorCode>)>,
+    /// Whether an open turn was closed.
+    pub closed_turn: Option<TurnId>,
+    /// Bytes of a torn tail that opening the file cut off.
+    pub torn_bytes_dropped: u64,
+}
+
+impl RecoveryReport {
+    /// Whether recovery changed anything.
+    pub fn is_empty(&self) -> bool {
+        self.repaired.is_empty() && self.closed_turn.is_none() && self.torn_bytes_dropped == 0
+    }
+}
+
+/// Repairs `events` (a whole session, as read back) by appending to `sink`.
+pub async fn recover(
+    events: &[Event],
+    torn_bytes_dropped: u64,
+    probes: &[Arc<dyn EffectProbe>],
+    sink: &dyn EventSink,
+) -> Result<RecoveryReport, SinkError> {
+    let mut report = RecoveryReport {
+        torn_bytes_dropped,
+        ..RecoveryReport::default()
+    };
+    let Some(turn) = open_turn(events) else {
+        if torn_bytes_dropped > 0 {
+            append(
+                sink,
+                None,
+                None,
+                None,
+                repaired_event(
+                    Vec::new(),
+                    torn_bytes_dropped,
+                    "cut a torn last line; no turn was open",
+                ),
+            )
+            .await?;
+        }
+        return Ok(report);
+    };
+    let in_turn: Vec<&Event> = events
+        .iter()
+        .filter(|event| event.turn == Some(turn.id))
+        .collect();
+    let idempotent = idempotent_tools(events);
+    let mut repaired_ids = Vec::new();
+    let mut notes = Vec::new();
+    for call in unanswered_calls(&in_turn) {
+        let started = in_turn.iter().any(|event| {
+            event.call_id.as_ref() == Some(call.call_id)
+                && matches!(event.data, EventData::ToolStart(_))
+        });
+        let record = if started {
+            let interrupted = InterruptedCall {
+                call_id: call.call_id,
+                name: call.name,
+                arguments_raw: call.arguments_raw,
+                own_events: in_turn
+                    .iter()
+                    .copied()
+                    .filter(|event| {
+                        event.call_id.as_ref() == Some(call.call_id) && is_tool_owned(&event.data)
+                    })
+                    .collect(),
+            };
+            started_record(&interrupted, probes, idempotent.contains(call.name))
+        } else {
+            synthetic(ToolResultRecord::failure(
+                ErrorCode::ToolNotStarted,
+                "the session stopped before this call started; it did not run. Safe to retry if still needed.",
+            ))
+        };
+        let code = record.error_code().cloned();
+        notes.push(format!(
+            "{}: {}",
+            call.call_id,
+            code.as_ref().map_or("completed (probe)", ErrorCode::as_str)
+        ));
+        append(
+            sink,
+            Some(turn.id),
+            call.step,
+            Some(call.call_id.clone()),
+            EventData::ToolResult(Arc::new(record)),
+        )
+        .await?;
+        repaired_ids.push(call.call_id.clone());
+        report.repaired.push((call.call_id.clone(), code));
+    }
+    let note = if notes.is_empty() {
+        "closed an interrupted turn that had no unanswered calls".to_owned()
+    } else {
+        format!(
+            "answered the calls the crash left open: {}",
+            notes.join(", ")
+        )
+    };
+    append(
+        sink,
+        Some(turn.id),
+        turn.step,
+        None,
+        repaired_event(repaired_ids, torn_bytes_dropped, &note),
+    )
+    .await?;
+    let end = TurnEnd {
+        kind: TurnEndKind::Interrupted,
+        message: Some("the session stopped before the turn ended".to_owned()),
+    };
+    append(
+        sink,
+        Some(turn.id),
+        turn.step,
+        None,
+        EventData::TurnEnd(end),
+    )
+    .await?;
+    report.closed_turn = Some(turn.id);
+    Ok(report)
+}
+
+struct OpenTurn {
+    id: TurnId,
+    step: Option<StepId>,
+}
+
+/// The last turn that started and did not end.
+fn open_turn(events: &[Event]) -> Option<OpenTurn> {
+    let mut open: Option<OpenTurn> = None;
+    for event in events {
+        if let EventData::TurnStart(_) = &event.data {
+            open = event.turn.map(|id| OpenTurn {
+                id,
+                step: event.step,
+            });
+            continue;
+        }
+        let Some(turn) = open.as_mut().filter(|turn| Some(turn.id) == event.turn) else {
+            continue;
+        };
+        if let EventData::TurnEnd(_) = &event.data {
+            open = None;
+        } else if let Some(step) = event.step {
+            turn.step = Some(step);
+        }
+    }
+    open
+}
+
+struct PendingCall<'a> {
+    call_id: &'a CallId,
+    name: &'a str,
+    arguments_raw: &'a str,
+    step: Option<StepId>,
+}
+
+/// The tool calls of the turn's last assistant message that have no result, in call order.
+fn unanswered_calls<'a>(in_turn: &[&'a Event]) -> Vec<PendingCall<'a>> {
+    let last_message = in_turn.iter().enumerate().rev().find_map(|(at, event)| {
+        if let EventData::AssistantMessage(message) = &event.data {
+            Some((at, message, event.step))
+        } else {
+            None
+        }
+    });
+    let Some((at, message, step)) = last_message else {
+        return Vec::new();
+    };
+    let answered: BTreeSet<&CallId> = in_turn[at..]
+        .iter()
+        .filter(|event| matches!(event.data, EventData::ToolResult(_)))
+        .filter_map(|event| event.call_id.as_ref())
+        .collect();
+    message
+        .blocks
+        .iter()
+        .filter_map(|block| {
+            if let AssistantBlock::ToolCall {
+                call_id,
+                name,
+                arguments_raw,
+            } = block
+                && !answered.contains(call_id)
+            {
+                Some(PendingCall {
+                    call_id,
+                    name,
+                    arguments_raw,
+                    step,
+                })
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Tool names the session's tool set marks idempotent.
+fn idempotent_tools(events: &[Event]) -> BTreeSet<&str> {
+    let mut names = BTreeSet::new();
+    for event in events {
+        if let EventData::SessionStart(start) = &event.data {
+            names.extend(
+                start
+                    .tools
+                    .iter()
+                    .filter(|tool| tool.idempotent)
+                    .map(|tool| tool.name.as_str()),
+            );
+        }
+    }
+    names
+}
+
+fn started_record(
+    call: &InterruptedCall<'_>,
+    probes: &[Arc<dyn EffectProbe>],
+    idempotent: bool,
+) -> ToolResultRecord {
+    let mut probe_errors = BTreeMap::new();
+    for (index, probe) in probes.iter().enumerate() {
+        match probe.probe(call) {
+            Ok(Some(ProbeVerdict::Completed { evidence })) => {
+                let mut record = ToolResultRecord::success(vec![ContentBlock::text(format!(
+                    "The session stopped while this call was running. Recovery checked: it completed ({evidence}). Its output was not kept."
+                ))]);
+                record.synthetic = true;
+                return record;
+            }
+            Ok(Some(ProbeVerdict::DidNotHappen { evidence })) => {
+                return synthetic(ToolResultRecord::failure(
+                    ErrorCode::ToolFailed,
+                    format!(
+                        "the session stopped while this call was running; recovery checked and its effect did not happen ({evidence}). Safe to retry."
+                    ),
+                ));
+            }
+            Ok(None) => {}
+            Err(error) => {
+                probe_errors.insert(index, error);
+            }
+        }
+    }
+    let advice = if idempotent {
+        "the tool is idempotent: safe to retry"
+    } else {
+        "it may have acted: verify before retrying"
+    };
+    let mut message = format!(
+        "the session stopped while this call was running and its outcome is unknown — {advice}"
+    );
+    if !probe_errors.is_empty() {
+        let errors: Vec<String> = probe_errors.into_values().collect();
+        message.push_str(&format!(" (checking failed: {})", errors.join("; ")));
+    }
+    synthetic(ToolResultRecord::failure(
+        ErrorCode::ToolOutcomeUnknown,
+        message,
+    ))
+}
+
+fn synthetic(mut record: ToolResultRecord) -> ToolResultRecord {
+    record.synthetic = true;
+    record
+}
+
+fn is_tool_owned(data: &EventData) -> bool {
+    matches!(
+        data,
+        EventData::FsObserved(_)
+            | EventData::FsWriteIntent(_)
+            | EventData::Unknown(_)
+            | EventData::CodeDispatch(_)
+    )
+}
+
+fn repaired_event(calls: Vec<CallId>, torn_bytes_dropped: u64, note: &str) -> EventData {
+    EventData::RecoveryRepaired(RecoveryRepaired {
+        calls,
+        torn_bytes_dropped,
+        note: note.to_owned(),
+    })
+}
+
+async fn append(
+    sink: &dyn EventSink,
+    turn: Option<TurnId>,
+    step: Option<StepId>,
+    call_id: Option<CallId>,
+    data: EventData,
+) -> Result<u64, SinkError> {
+    let draft = EventDraft {
+        ts: Timestamp::now(),
+        turn,
+        step,
+        call_id,
+        data,
+    };
+    sink.append(draft, AppendUrgency::Durable).await
+}

@@ -1,0 +1,424 @@
+//! Recovery: every call the crash left open gets an honest synthetic result, in call order,
+//! then the turn is closed; a repaired log is left alone.
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::wildcard_enum_match_arm
+)]
+
+use std::sync::Arc;
+
+use toolrail_session_log::*;
+
+/// Builds a session in memory, event by event.
+struct Session {
+    sink: MemorySink,
+}
+
+impl Session {
+    fn new(idempotent: &[&str]) -> Self {
+        let session = Self {
+            sink: MemorySink::new(),
+        };
+        let tools = ["write", "read", "fetch"]
+            .into_iter()
+            .map(|name| ToolManifestEntry {
+                name: name.to_owned(),
+                source: ToolSource::Builtin,
+                version: "1".to_owned(),
+                read_only: false,
+                idempotent: idempotent.contains(&name),
+            })
+            .collect();
+        session.add(
+            None,
+            None,
+            EventData::SessionStart(SessionStart {
+                format_version: FORMAT_VERSION,
+                session_id: SessionId::new("s"),
+                tools,
+                meta: None,
+            }),
+        );
+        session
+    }
+
+    fn add(&self, turn: Option<u32>, call: Option<&str>, data: EventData) {
+        let draft = EventDraft {
+            ts: Timestamp::now(),
+            turn: turn.map(TurnId),
+            step: turn.map(|_| StepId(1)),
+            call_id: call.map(CallId::from),
+            data,
+        };
+        futures_lite_block_on(self.sink.append(draft, AppendUrgency::Buffered)).unwrap();
+    }
+
+    fn turn(&self, turn: u32, calls: &[(&str, &str)]) {
+        self.add(
+            Some(turn),
+            None,
+            EventData::TurnStart(TurnStart {
+                user: vec![ContentBlock::text("go")],
+            }),
+        );
+        let blocks = calls
+            .iter()
+            .map(|(id, name)| AssistantBlock::ToolCall {
+                call_id: CallId::from(*id),
+                name: (*name).to_owned(),
+                arguments_raw: "{}".to_owned(),
+            })
+            .collect();
+        self.add(
+            Some(turn),
+            None,
+            EventData::AssistantMessage(AssistantMessage {
+                blocks,
+                stop_reason: StopReason::ToolCalls,
+            }),
+        );
+    }
+
+    fn call(&self, turn: u32, id: &str, name: &str, started: bool) {
+        self.add(
+            Some(turn),
+            Some(id),
+            EventData::ToolCall(ToolCall {
+                index: 0,
+                name: name.to_owned(),
+                arguments_raw: "{}".to_owned(),
+                source: None,
+                version: None,
+            }),
+        );
+        if started {
+            self.add(
+                Some(turn),
+                Some(id),
+                EventData::ToolStart(ToolStart::default()),
+            );
+        }
+    }
+
+    fn result(&self, turn: u32, id: &str) {
+        self.add(
+            Some(turn),
+            Some(id),
+            EventData::ToolResult(Arc::new(ToolResultRecord::success(vec![
+                ContentBlock::text("ok"),
+            ]))),
+        );
+    }
+
+    fn end(&self, turn: u32) {
+        self.add(
+            Some(turn),
+            None,
+            EventData::TurnEnd(TurnEnd {
+                kind: TurnEndKind::Completed,
+                message: None,
+            }),
+        );
+    }
+
+    async fn recover(&self, probes: &[Arc<dyn EffectProbe>]) -> (RecoveryReport, Vec<Event>) {
+        let before = self.sink.len();
+        let report = recover(&self.sink.events(), 0, probes, &self.sink)
+            .await
+            .unwrap();
+        (report, self.sink.events()[before..].to_vec())
+    }
+}
+
+/// The memory sink answers at once; no runtime is needed to take its answer.
+fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(output) => output,
+        std::task::Poll::Pending => panic!("the memory sink never waits"),
+    }
+}
+
+fn codes(events: &[Event]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|event| {
+            let what = match &event.data {
+                EventData::ToolResult(record) => record
+                    .error_code()
+                    .map_or("completed".to_owned(), |code| code.to_string()),
+                EventData::TurnEnd(end) => format!("{:?}", end.kind),
+                other => other.kind().to_owned(),
+            };
+            (
+                event
+                    .call_id
+                    .as_ref()
+                    .map_or(String::new(), |id| id.to_string()),
+                what,
+            )
+        })
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn unanswered_calls_get_not_started_or_unknown_in_call_order() {
+    let session = Session::new(&[]);
+    session.turn(
+        1,
+        &[
+            ("c1", "write"),
+            ("c2", "write"),
+            ("c3", "write"),
+            ("c4", "write"),
+        ],
+    );
+    session.call(1, "c1", "write", true);
+    session.result(1, "c1");
+    session.call(1, "c2", "write", true); // started, no result
+    session.call(1, "c3", "write", false); // recorded, never started
+    // c4 was never even recorded.
+    let (report, appended) = session.recover(&[]).await;
+    assert_eq!(
+        codes(&appended),
+        pairs(&[
+            ("c2", "TOOL_OUTCOME_UNKNOWN"),
+            ("c3", "TOOL_NOT_STARTED"),
+            ("c4", "TOOL_NOT_STARTED"),
+            ("", "recovery/repaired"),
+            ("", "Interrupted"),
+        ])
+    );
+    assert_eq!(report.closed_turn, Some(TurnId(1)));
+    let EventData::ToolResult(unknown) = &appended[0].data else {
+        panic!()
+    };
+    assert!(unknown.synthetic);
+    assert!(
+        unknown.content[0]
+            .as_text()
+            .unwrap()
+            .contains("verify before retrying")
+    );
+    let EventData::RecoveryRepaired(repaired) = &appended[3].data else {
+        panic!()
+    };
+    assert_eq!(repaired.calls, ["c2", "c3", "c4"].map(CallId::from));
+}
+
+#[tokio::test]
+async fn an_idempotent_tool_is_safe_to_retry() {
+    let session = Session::new(&["fetch"]);
+    session.turn(1, &[("c1", "fetch")]);
+    session.call(1, "c1", "fetch", true);
+    let (_, appended) = session.recover(&[]).await;
+    let EventData::ToolResult(record) = &appended[0].data else {
+        panic!()
+    };
+    assert_eq!(record.error_code(), Some(&ErrorCode::ToolOutcomeUnknown));
+    assert!(
+        record.content[0]
+            .as_text()
+            .unwrap()
+            .contains("idempotent: safe to retry")
+    );
+}
+
+#[tokio::test]
+async fn closed_turns_are_untouched_and_a_repaired_log_is_left_alone() {
+    let session = Session::new(&[]);
+    session.turn(1, &[("a1", "write")]);
+    session.call(1, "a1", "write", true);
+    session.end(1); // closed, even though a1 has no result: not recovery's business
+    session.turn(2, &[("b1", "read")]);
+    session.call(2, "b1", "read", true);
+    let (report, appended) = session.recover(&[]).await;
+    assert_eq!(
+        report
+            .repaired
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>(),
+        ["b1"]
+    );
+    assert!(appended.iter().all(|event| event.turn == Some(TurnId(2))));
+
+    let (again, more) = session.recover(&[]).await;
+    assert!(again.is_empty(), "{again:?}");
+    assert!(more.is_empty());
+}
+
+#[tokio::test]
+async fn a_turn_without_a_message_is_closed_and_a_closed_session_is_not() {
+    let session = Session::new(&[]);
+    session.add(
+        Some(1),
+        None,
+        EventData::TurnStart(TurnStart { user: vec![] }),
+    );
+    let (report, appended) = session.recover(&[]).await;
+    assert!(report.repaired.is_empty());
+    assert_eq!(
+        codes(&appended),
+        pairs(&[("", "recovery/repaired"), ("", "Interrupted")])
+    );
+
+    let quiet = Session::new(&[]);
+    quiet.turn(1, &[]);
+    quiet.end(1);
+    let (report, appended) = quiet.recover(&[]).await;
+    assert!(report.is_empty() && appended.is_empty());
+}
+
+/// Decides from the call's name, like a probe that checks a file digest.
+struct NameProbe;
+
+impl EffectProbe for NameProbe {
+    fn probe(&self, call: &InterruptedCall<'_>) -> Result<Option<ProbeVerdict>, String> {
+        match call.call_id.as_str() {
+            "done" => Ok(Some(ProbeVerdict::Completed {
+                evidence: "digest equals the intent's after".into(),
+            })),
+            "undone" => Ok(Some(ProbeVerdict::DidNotHappen {
+                evidence: "digest equals the intent's before".into(),
+            })),
+            "broken" => Err("permission denied reading /w/a".into()),
+            _ => Ok(None),
+        }
+    }
+}
+
+#[tokio::test]
+async fn probes_turn_unknown_into_known_and_a_failing_probe_leaves_it_unknown() {
+    let session = Session::new(&[]);
+    session.turn(
+        1,
+        &[
+            ("done", "write"),
+            ("undone", "write"),
+            ("broken", "write"),
+            ("other", "write"),
+        ],
+    );
+    for id in ["done", "undone", "broken", "other"] {
+        session.call(1, id, "write", true);
+    }
+    let probes: Vec<Arc<dyn EffectProbe>> = vec![Arc::new(NameProbe)];
+    let (_, appended) = session.recover(&probes).await;
+    assert_eq!(
+        codes(&appended)[..4],
+        pairs(&[
+            ("done", "completed"),
+            ("undone", "TOOL_FAILED"),
+            ("broken", "TOOL_OUTCOME_UNKNOWN"),
+            ("other", "TOOL_OUTCOME_UNKNOWN")
+        ])
+    );
+    let text = |at: usize| match &appended[at].data {
+        EventData::ToolResult(record) => record.content[0].as_text().unwrap().to_owned(),
+        _ => panic!(),
+    };
+    assert!(text(0).contains("it completed (digest equals the intent's after)"));
+    assert!(text(1).contains("did not happen") && text(1).contains("Safe to retry"));
+    assert!(text(2).contains("checking failed: permission denied"));
+}
+
+#[tokio::test]
+async fn a_crashed_jsonl_session_is_repaired_durably_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log = store
+        .create(SessionStart {
+            format_version: FORMAT_VERSION,
+            session_id: SessionId::new("crash"),
+            tools: vec![],
+            meta: None,
+        })
+        .unwrap();
+    let add = |turn: u32, call: Option<&str>, data: EventData| EventDraft {
+        ts: Timestamp::now(),
+        turn: Some(TurnId(turn)),
+        step: Some(StepId(1)),
+        call_id: call.map(CallId::from),
+        data,
+    };
+    log.append(
+        add(1, None, EventData::TurnStart(TurnStart { user: vec![] })),
+        AppendUrgency::Durable,
+    )
+    .await
+    .unwrap();
+    let blocks = vec![AssistantBlock::ToolCall {
+        call_id: CallId::from("c1"),
+        name: "write".into(),
+        arguments_raw: "{}".into(),
+    }];
+    log.append(
+        add(
+            1,
+            None,
+            EventData::AssistantMessage(AssistantMessage {
+                blocks,
+                stop_reason: StopReason::ToolCalls,
+            }),
+        ),
+        AppendUrgency::Durable,
+    )
+    .await
+    .unwrap();
+    log.append(
+        add(1, Some("c1"), EventData::ToolStart(ToolStart::default())),
+        AppendUrgency::Durable,
+    )
+    .await
+    .unwrap();
+    let path = log.path().to_path_buf();
+    drop(log);
+    // The crash also tore a line.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut file, br#"{"seq":5,"ts":"2026-11"#).unwrap();
+    drop(file);
+
+    let opened = store.open(&SessionId::new("crash")).unwrap();
+    let report = recover(&opened.events, opened.torn_bytes_dropped, &[], &opened.log)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.repaired,
+        vec![(CallId::from("c1"), Some(ErrorCode::ToolOutcomeUnknown))]
+    );
+    drop(opened);
+
+    let reopened = store.open(&SessionId::new("crash")).unwrap();
+    let kinds: Vec<&str> = reopened
+        .events
+        .iter()
+        .map(|event| event.data.kind())
+        .collect();
+    assert_eq!(kinds[4..], ["tool/result", "recovery/repaired", "turn/end"]);
+    let EventData::RecoveryRepaired(repaired) = &reopened.events[5].data else {
+        panic!()
+    };
+    assert_eq!(repaired.torn_bytes_dropped, 22);
+    let again = recover(
+        &reopened.events,
+        reopened.torn_bytes_dropped,
+        &[],
+        &reopened.log,
+    )
+    .await
+    .unwrap();
+    assert!(again.is_empty(), "{again:?}");
+}
