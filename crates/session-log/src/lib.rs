@@ -11,6 +11,7 @@ mod event;
 mod ids;
 mod jsonl;
 mod recovery;
+mod replay;
 mod result;
 mod sink;
 mod time;
@@ -27,6 +28,7 @@ pub use event::{
 pub use ids::{CallId, SessionId, StepId, TurnId};
 pub use jsonl::{Durability, JsonlLog, JsonlStore, Opened, StoreError};
 pub use recovery::{EffectProbe, InterruptedCall, ProbeVerdict, RecoveryReport, recover};
+pub use replay::{CallRecord, ConversationItem, Dispatch, call_records, conversation};
 pub use result::{
     Effect, ErrorCode, InvalidErrorCode, Timing, ToolErrorInfo, ToolResultRecord, ToolSource,
 };

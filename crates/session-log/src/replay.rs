@@ -1,0 +1,238 @@
+//! Replay: what the model and the UI see, derived from the events alone (DESIGN §6). Both
+//! derivations are pure functions of the log, so a live session and a replayed one show the
+//! same conversation and the same cards.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::content::ContentBlock;
+use crate::event::{
+    ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantBlock, AssistantMessage, CodeDispatch,
+    CodeDispatchStart, Event, EventData,
+};
+use crate::ids::{CallId, StepId, TurnId};
+use crate::result::{ToolResultRecord, ToolSource};
+use crate::time::Timestamp;
+
+/// One item of the conversation sent to the model.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConversationItem {
+    User(Vec<ContentBlock>),
+    Assistant(AssistantMessage),
+    /// The answer to one tool call of the preceding assistant message.
+    ToolResult {
+        call_id: CallId,
+        record: Arc<ToolResultRecord>,
+    },
+    /// A message a hook added; it comes after every result of its batch.
+    Context {
+        source: String,
+        content: Vec<ContentBlock>,
+    },
+}
+
+/// The model conversation: user turns, assistant messages, then each tool call of a message
+/// answered by its result in call order, then the batch's context messages. A call without a
+/// result (a log that was not recovered) is left out; unknown kinds are ignored.
+pub fn conversation(events: &[Event]) -> Vec<ConversationItem> {
+    let mut items = Vec::new();
+    let mut batch = Batch::default();
+    for event in events {
+        match &event.data {
+            EventData::TurnStart(turn) => {
+                batch.flush(&mut items);
+                items.push(ConversationItem::User(turn.user.clone()));
+            }
+            EventData::AssistantMessage(message) => {
+                batch.flush(&mut items);
+                items.push(ConversationItem::Assistant(message.clone()));
+                batch.calls = message
+                    .blocks
+                    .iter()
+                    .filter_map(|block| match block {
+                        AssistantBlock::ToolCall { call_id, .. } => Some(call_id.clone()),
+                        AssistantBlock::Text { .. } | AssistantBlock::Thinking { .. } => None,
+                    })
+                    .collect();
+            }
+            EventData::ToolResult(record) => {
+                if let Some(call_id) = &event.call_id {
+                    batch.results.insert(call_id.clone(), Arc::clone(record));
+                }
+            }
+            EventData::ContextMessage(message) => {
+                batch.context.push(ConversationItem::Context {
+                    source: message.source.clone(),
+                    content: message.content.clone(),
+                });
+            }
+            EventData::SessionStart(_)
+            | EventData::StepStart(_)
+            | EventData::ToolCall(_)
+            | EventData::ArgsRewritten(_)
+            | EventData::ApprovalAsked(_)
+            | EventData::ApprovalDecided(_)
+            | EventData::ToolStart(_)
+            | EventData::CodeDispatchStart(_)
+            | EventData::CodeDispatch(_)
+            | EventData::TodoWrite(_)
+            | EventData::QuestionAsked(_)
+            | EventData::QuestionAnswered(_)
+            | EventData::FsObserved(_)
+            | EventData::FsWriteIntent(_)
+            | EventData::PlanMode(_)
+            | EventData::ToolsLoaded(_)
+            | EventData::StepEnd(_)
+            | EventData::TurnEnd(_)
+            | EventData::RecoveryRepaired(_)
+            | EventData::Unknown(_) => {}
+        }
+    }
+    batch.flush(&mut items);
+    items
+}
+
+/// The results and context messages of the latest assistant message's calls.
+#[derive(Default)]
+struct Batch {
+    calls: Vec<CallId>,
+    results: BTreeMap<CallId, Arc<ToolResultRecord>>,
+    context: Vec<ConversationItem>,
+}
+
+impl Batch {
+    fn flush(&mut self, items: &mut Vec<ConversationItem>) {
+        for call_id in self.calls.drain(..) {
+            if let Some(record) = self.results.remove(&call_id) {
+                items.push(ConversationItem::ToolResult { call_id, record });
+            }
+        }
+        self.results.clear();
+        items.append(&mut self.context);
+    }
+}
+
+/// Everything the log knows about one call, for presenters and timelines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallRecord {
+    pub call_id: CallId,
+    pub turn: Option<TurnId>,
+    pub step: Option<StepId>,
+    pub index: u32,
+    pub name: String,
+    pub arguments_raw: String,
+    pub source: Option<ToolSource>,
+    pub version: Option<Arc<str>>,
+    pub recorded_at: Timestamp,
+    pub rewritten: Option<ArgsRewritten>,
+    pub approval_asked: Option<ApprovalAsked>,
+    pub approval_decided: Option<ApprovalDecided>,
+    pub started_at: Option<Timestamp>,
+    pub result: Option<Arc<ToolResultRecord>>,
+    pub committed_at: Option<Timestamp>,
+    /// Code-mode sub-calls: what the program asked, and what each one returned.
+    pub dispatches: Vec<Dispatch>,
+    /// Other events that name the call: those the tool recorded itself (`fs/observed`,
+    /// `fs/write-intent`, …) and context messages hooks added for it.
+    pub own_events: Vec<Event>,
+}
+
+/// One code-mode sub-call of a `run_code` call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dispatch {
+    pub call_id: CallId,
+    pub started: Option<CodeDispatchStart>,
+    pub settled: Option<CodeDispatch>,
+}
+
+/// One record per `tool/call`, in the order the calls were recorded.
+pub fn call_records(events: &[Event]) -> Vec<CallRecord> {
+    let mut records: Vec<CallRecord> = Vec::new();
+    let mut by_id: BTreeMap<CallId, usize> = BTreeMap::new();
+    for event in events {
+        let Some(call_id) = &event.call_id else {
+            continue;
+        };
+        if let EventData::ToolCall(call) = &event.data {
+            by_id.insert(call_id.clone(), records.len());
+            records.push(CallRecord {
+                call_id: call_id.clone(),
+                turn: event.turn,
+                step: event.step,
+                index: call.index,
+                name: call.name.clone(),
+                arguments_raw: call.arguments_raw.clone(),
+                source: call.source.clone(),
+                version: call.version.clone(),
+                recorded_at: event.ts,
+                rewritten: None,
+                approval_asked: None,
+                approval_decided: None,
+                started_at: None,
+                result: None,
+                committed_at: None,
+                dispatches: Vec::new(),
+                own_events: Vec::new(),
+            });
+            continue;
+        }
+        // A code-mode sub-call's events belong to its parent's record.
+        let parent = if let EventData::CodeDispatchStart(start) = &event.data {
+            Some(&start.parent_call_id)
+        } else if let EventData::CodeDispatch(settled) = &event.data {
+            Some(&settled.parent_call_id)
+        } else {
+            None
+        };
+        if let Some(parent) = parent {
+            if let Some(record) = by_id.get(parent).and_then(|&at| records.get_mut(at)) {
+                attach_dispatch(record, call_id, &event.data);
+            }
+            continue;
+        }
+        let Some(record) = by_id.get(call_id).and_then(|&at| records.get_mut(at)) else {
+            continue;
+        };
+        // Pipeline facts fill their slots; whatever else names the call is the tool's own.
+        if let EventData::ArgsRewritten(rewritten) = &event.data {
+            record.rewritten = Some(rewritten.clone());
+        } else if let EventData::ApprovalAsked(asked) = &event.data {
+            record.approval_asked = Some(asked.clone());
+        } else if let EventData::ApprovalDecided(decided) = &event.data {
+            record.approval_decided = Some(decided.clone());
+        } else if let EventData::ToolStart(_) = &event.data {
+            record.started_at = Some(event.ts);
+        } else if let EventData::ToolResult(result) = &event.data {
+            record.result = Some(Arc::clone(result));
+            record.committed_at = Some(event.ts);
+        } else {
+            record.own_events.push(event.clone());
+        }
+    }
+    records
+}
+
+fn attach_dispatch(record: &mut CallRecord, call_id: &CallId, data: &EventData) {
+    let at = match record
+        .dispatches
+        .iter()
+        .position(|dispatch| &dispatch.call_id == call_id)
+    {
+        Some(at) => at,
+        None => {
+            record.dispatches.push(Dispatch {
+                call_id: call_id.clone(),
+                started: None,
+                settled: None,
+            });
+            record.dispatches.len() - 1
+        }
+    };
+    if let Some(dispatch) = record.dispatches.get_mut(at) {
+        if let EventData::CodeDispatchStart(start) = data {
+            dispatch.started = Some(start.clone());
+        } else if let EventData::CodeDispatch(settled) = data {
+            dispatch.settled = Some(settled.as_ref().clone());
+        }
+    }
+}
