@@ -9,11 +9,11 @@
 mod content;
 mod event;
 mod ids;
-mod jsonl;
 mod recovery;
 mod replay;
 mod result;
 mod sink;
+mod store;
 mod time;
 
 pub use content::ContentBlock;
@@ -26,7 +26,6 @@ pub use event::{
     TurnEndKind, TurnStart,
 };
 pub use ids::{CallId, SessionId, StepId, TurnId};
-pub use jsonl::{Durability, JsonlLog, JsonlStore, Opened, StoreError};
 pub use recovery::{EffectProbe, InterruptedCall, ProbeVerdict, RecoveryReport, recover};
 pub use replay::{CallRecord, ConversationItem, Dispatch, call_records, conversation};
 pub use result::{
@@ -35,4 +34,6 @@ pub use result::{
 pub use sink::{
     AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SinkError,
 };
+pub use store::jsonl::{JsonlLog, JsonlStore};
+pub use store::{Durability, Opened, SessionLog, SessionStore, StoreError, StoreLog};
 pub use time::{InvalidTimestamp, Timestamp, format_rfc3339_utc};

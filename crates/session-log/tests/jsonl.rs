@@ -126,7 +126,7 @@ async fn a_torn_last_line_is_cut_reported_and_gone_for_good() {
     let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
     let log = store.create(start("torn")).unwrap();
     log.append(draft(1), AppendUrgency::Durable).await.unwrap();
-    let path = log.path().to_path_buf();
+    let path = store.path_of(&SessionId::new("torn")).unwrap();
     drop(log);
     let clean_len = std::fs::metadata(&path).unwrap().len();
     let torn = br#"{"seq":3,"ts":"2026-11-30T17:48:29.123Z","kind":"tool/st"#;
@@ -155,7 +155,7 @@ async fn a_whole_event_without_its_newline_is_torn_too() {
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
     let log = store.create(start("nonl")).unwrap();
-    let path = log.path().to_path_buf();
+    let path = store.path_of(&SessionId::new("nonl")).unwrap();
     drop(log);
     append_raw(
         &path,
@@ -171,7 +171,7 @@ async fn a_corrupt_line_before_the_end_is_an_error_naming_it_and_changes_nothing
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
     let log = store.create(start("bad")).unwrap();
-    let path = log.path().to_path_buf();
+    let path = store.path_of(&SessionId::new("bad")).unwrap();
     drop(log);
     append_raw(&path, b"this is not json\n");
     append_raw(
@@ -200,7 +200,7 @@ async fn seq_gaps_and_repeats_are_corruption() {
     let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
     for (id, seq) in [("gap", 3), ("repeat", 1)] {
         let log = store.create(start(id)).unwrap();
-        let path = log.path().to_path_buf();
+        let path = store.path_of(&SessionId::new(id)).unwrap();
         drop(log);
         append_raw(&path, format!("{{\"seq\":{seq},\"ts\":\"2026-11-30T17:48:29.123Z\",\"kind\":\"step/end\",\"data\":{{}}}}\n").as_bytes());
         let error = store.open(&SessionId::new(id)).err().unwrap();
@@ -218,7 +218,7 @@ async fn unknown_kinds_are_kept() {
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
     let log = store.create(start("future")).unwrap();
-    let path = log.path().to_path_buf();
+    let path = store.path_of(&SessionId::new("future")).unwrap();
     drop(log);
     let line = r#"{"seq":2,"ts":"2026-11-30T17:48:29.123Z","kind":"x-next/thing","data":{"a":1}}"#;
     append_raw(&path, format!("{line}\n").as_bytes());

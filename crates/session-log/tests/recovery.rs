@@ -381,7 +381,7 @@ async fn a_crashed_jsonl_session_is_repaired_durably_once() {
     )
     .await
     .unwrap();
-    let path = log.path().to_path_buf();
+    let path = store.path_of(&SessionId::new("crash")).unwrap();
     drop(log);
     // The crash also tore a line.
     let mut file = std::fs::OpenOptions::new()

@@ -1,10 +1,9 @@
-//! The one writer of a session file: a thread that takes events in `seq` order, writes each
-//! group with one `write` and, when any event of the group (or a barrier) asks for it, one
-//! `fsync`, then answers every waiting appender. A thread, not an async task: file writes and
-//! `fsync` block, and the log must keep working whatever runtime its users run.
+//! The one writer of a session: a thread that takes events in `seq` order and commits each
+//! group to its medium (a file, a database) at once — one `write` or one transaction, and at
+//! most one sync when any event of the group (or a barrier) asks for it — then answers every
+//! waiting appender. A thread, not an async task: writes and syncs block, and the log must
+//! keep working whatever runtime its users run.
 
-use std::fs::File;
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 
@@ -17,8 +16,19 @@ use crate::sink::SinkError;
 /// Most events one group may hold, so acknowledgements are not held back forever under load.
 const MAX_GROUP: usize = 4096;
 
+/// Where a writer puts groups of events.
+///
+/// Implementors guarantee: `commit` stores all the events or reports an error; after
+/// `Ok` with `sync`, they survive a crash of the machine.
+pub(crate) trait Medium: Send + 'static {
+    fn commit(&mut self, events: &[&Event], sync: bool) -> Result<(), SinkError>;
+
+    /// Called once after the last group, before the thread ends.
+    fn close(&mut self);
+}
+
 pub(crate) enum Command {
-    /// Write the event; `sync` asks for an `fsync` before `ack` is answered.
+    /// Store the event; `sync` asks for durability before `ack` is answered.
     Append {
         event: Box<Event>,
         sync: bool,
@@ -39,9 +49,12 @@ pub(crate) struct Shared {
     pub closed: bool,
 }
 
-/// Runs until every sender is gone, then returns (the file is synced one last time).
-pub(crate) fn run(mut file: File, commands: Receiver<Command>, shared: Arc<Mutex<Shared>>) {
-    let mut buffer = Vec::with_capacity(64 * 1024);
+/// Runs until every sender is gone.
+pub(crate) fn run(
+    mut medium: impl Medium,
+    commands: Receiver<Command>,
+    shared: Arc<Mutex<Shared>>,
+) {
     let mut group = Vec::with_capacity(256);
     while let Ok(first) = commands.recv() {
         group.push(first);
@@ -51,43 +64,25 @@ pub(crate) fn run(mut file: File, commands: Receiver<Command>, shared: Arc<Mutex
                 Err(_) => break,
             }
         }
-        buffer.clear();
         let mut sync = false;
-        let mut encoded = Ok(());
+        let mut events = Vec::with_capacity(group.len());
         for command in &group {
             match command {
                 Command::Append {
                     event, sync: wants, ..
                 } => {
                     sync |= *wants;
-                    if encoded.is_ok() {
-                        encoded =
-                            serde_json::to_writer(&mut buffer, event.as_ref()).map_err(|error| {
-                                SinkError::Refused(format!(
-                                    "an event could not be encoded: {error}"
-                                ))
-                            });
-                        buffer.push(b'\n');
-                    }
+                    events.push(event.as_ref());
                 }
                 Command::Barrier { .. } => sync = true,
             }
         }
-        let outcome = previous_failure(&shared).map_or_else(
-            || {
-                encoded?;
-                file.write_all(&buffer).map_err(|error| {
-                    SinkError::Refused(format!("writing the session file failed: {error}"))
-                })?;
-                if sync {
-                    file.sync_data().map_err(|error| {
-                        SinkError::Refused(format!("syncing the session file failed: {error}"))
-                    })?;
-                }
-                Ok(())
-            },
-            Err,
-        );
+        let earlier = shared.lock().failed.clone();
+        let outcome = match earlier {
+            Some(failure) => Err(failure),
+            None => medium.commit(&events, sync),
+        };
+        drop(events);
         if let Err(error) = &outcome {
             shared.lock().failed.get_or_insert_with(|| error.clone());
         }
@@ -108,10 +103,5 @@ pub(crate) fn run(mut file: File, commands: Receiver<Command>, shared: Arc<Mutex
             }
         }
     }
-    // Best effort: the last writes reach the disk before the file is closed.
-    let _ = file.sync_data();
-}
-
-fn previous_failure(shared: &Mutex<Shared>) -> Option<SinkError> {
-    shared.lock().failed.clone()
+    medium.close();
 }

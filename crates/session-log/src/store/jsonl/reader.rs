@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use crate::event::Event;
-use crate::jsonl::StoreError;
+use crate::store::StoreError;
 
 /// What reading a file found.
 pub(crate) struct ReadLog {

@@ -1,0 +1,111 @@
+//! Session stores: where a session's events live between runs (DESIGN §6). Every store has
+//! one writer thread with group commit behind the same append side ([`StoreLog`]), the same
+//! durability modes and the same reading rules, so a store is a choice, not a format.
+
+pub mod jsonl;
+mod log;
+mod writer;
+
+use std::path::{Path, PathBuf};
+
+pub use log::{SessionLog, StoreLog};
+
+use crate::event::{Event, FORMAT_VERSION, SessionStart};
+use crate::ids::SessionId;
+
+/// When appends are made durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// A `Durable` append (a `tool/start` of a call that may act, a commit) returns after
+    /// its sync (the default).
+    #[default]
+    Strict,
+    /// Synced at each durable barrier (the scheduler's batch end).
+    Batched,
+    /// Synced only when a barrier asks.
+    None,
+}
+
+/// Why a store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path}, line {line}: {why}. Nothing was changed; repair or move it before resuming the session"
+    )]
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        why: String,
+    },
+    #[error("{path} already exists: a session id is used once; open it to resume")]
+    Exists { path: PathBuf },
+    #[error(
+        "`{id}` cannot name a session: use letters, digits, `.`, `_` and `-`, not starting with `.`"
+    )]
+    InvalidSessionId { id: String },
+    #[error("{path} is not a session log: its first event is `{kind}`, not `session/start`")]
+    NotASession { path: PathBuf, kind: String },
+    #[error(
+        "{path} was written by a newer toolrail (format {found}, this one reads up to {FORMAT_VERSION})"
+    )]
+    NewerFormat { path: PathBuf, found: u32 },
+    #[error("{path}: {message}")]
+    Database { path: PathBuf, message: String },
+}
+
+impl StoreError {
+    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// A session reopened from its store.
+pub struct Opened<L> {
+    pub log: L,
+    /// Every event, in `seq` order.
+    pub events: Vec<Event>,
+    /// Bytes of a torn last line that were cut off (0 if the session ended cleanly).
+    pub torn_bytes_dropped: u64,
+}
+
+/// A place sessions are kept.
+///
+/// Implementors guarantee: `create` makes `session/start` (seq 1, with the current format
+/// version) durable before it returns; `open` returns every event with `seq` dense from 1,
+/// cuts a torn tail (reporting it) and refuses anything else that is wrong with an error that
+/// names where; the returned log appends after the last event.
+pub trait SessionStore: Send + Sync {
+    type Log: SessionLog + 'static;
+
+    fn create(&self, start: SessionStart) -> Result<Self::Log, StoreError>;
+
+    fn open(&self, id: &SessionId) -> Result<Opened<Self::Log>, StoreError>;
+}
+
+/// A session id usable as a file stem or key: letters, digits, `.`, `_`, `-`, no leading dot.
+pub(crate) fn check_session_id(id: &SessionId) -> Result<(), StoreError> {
+    let text = id.as_str();
+    let valid = !text.is_empty()
+        && !text.starts_with('.')
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidSessionId {
+            id: text.to_owned(),
+        })
+    }
+}
