@@ -35,5 +35,6 @@ pub use sink::{
     AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SinkError,
 };
 pub use store::jsonl::{JsonlLog, JsonlStore};
+pub use store::sqlite::{SqliteLog, SqliteStore};
 pub use store::{Durability, Opened, SessionLog, SessionStore, StoreError, StoreLog};
 pub use time::{InvalidTimestamp, Timestamp, format_rfc3339_utc};

@@ -4,6 +4,7 @@
 
 pub mod jsonl;
 mod log;
+pub mod sqlite;
 mod writer;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,234 @@
+//! The SQLite store: many sessions in one database file, one row per event keyed by
+//! (session, seq), the same envelope as a JSONL line. WAL journal; `strict` commits with
+//! `synchronous = FULL`, `batched` and `none` sync at barriers with a full checkpoint.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::jsonl::{check_first, first_event};
+use super::writer::Medium;
+use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
+use crate::event::{Event, SessionStart};
+use crate::ids::SessionId;
+use crate::sink::SinkError;
+
+const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS events (
+        session TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        line TEXT NOT NULL,
+        PRIMARY KEY (session, seq)
+    ) WITHOUT ROWID;
+";
+
+/// A database of sessions.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    path: PathBuf,
+    durability: Durability,
+}
+
+/// The log of a SQLite session.
+pub type SqliteLog = StoreLog;
+
+impl SqliteStore {
+    /// A store in the database file `path` (created, with its schema, if missing).
+    pub fn new(path: impl Into<PathBuf>, durability: Durability) -> Result<Self, StoreError> {
+        let store = Self {
+            path: path.into(),
+            durability,
+        };
+        store.connect()?;
+        Ok(store)
+    }
+
+    fn connect(&self) -> Result<Connection, StoreError> {
+        let fail = |error: rusqlite::Error| database(&self.path, &error);
+        let conn = Connection::open(&self.path).map_err(fail)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(fail)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(fail)?;
+        conn.pragma_update(None, "synchronous", synchronous(self.durability))
+            .map_err(fail)?;
+        conn.execute_batch(SCHEMA).map_err(fail)?;
+        Ok(conn)
+    }
+
+    fn name(&self, id: &SessionId) -> String {
+        format!("{}#{}", self.path.display(), id.as_str())
+    }
+}
+
+fn synchronous(durability: Durability) -> &'static str {
+    match durability {
+        Durability::Strict => "FULL",
+        Durability::Batched => "NORMAL",
+        Durability::None => "OFF",
+    }
+}
+
+fn database(path: &Path, error: &rusqlite::Error) -> StoreError {
+    StoreError::Database {
+        path: path.to_path_buf(),
+        message: error.to_string(),
+    }
+}
+
+impl SessionStore for SqliteStore {
+    type Log = SqliteLog;
+
+    fn create(&self, start: SessionStart) -> Result<SqliteLog, StoreError> {
+        check_session_id(&start.session_id)?;
+        let id = start.session_id.clone();
+        let conn = self.connect()?;
+        let first = first_event(start);
+        let line = serde_json::to_string(&first)
+            .map_err(|error| StoreError::io("encoding", &self.path, error.into()))?;
+        // session/start is durable before create returns, whatever the mode.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|error| database(&self.path, &error))?;
+        let inserted = conn.execute(
+            "INSERT INTO events (session, seq, line) VALUES (?1, 1, ?2) ON CONFLICT DO NOTHING",
+            params![id.as_str(), line],
+        );
+        match inserted {
+            Ok(0) => {
+                return Err(StoreError::Exists {
+                    path: PathBuf::from(self.name(&id)),
+                });
+            }
+            Ok(_) => {}
+            Err(error) => return Err(database(&self.path, &error)),
+        }
+        conn.pragma_update(None, "synchronous", synchronous(self.durability))
+            .map_err(|error| database(&self.path, &error))?;
+        let medium = SqliteSession {
+            conn,
+            session: id.as_str().to_owned(),
+            durability: self.durability,
+        };
+        Ok(StoreLog::start(medium, self.name(&id), 2, self.durability))
+    }
+
+    fn open(&self, id: &SessionId) -> Result<Opened<SqliteLog>, StoreError> {
+        check_session_id(id)?;
+        let conn = self.connect()?;
+        let name = PathBuf::from(self.name(id));
+        let events = {
+            let mut statement = conn
+                .prepare("SELECT seq, line FROM events WHERE session = ?1 ORDER BY seq")
+                .map_err(|error| database(&self.path, &error))?;
+            let rows = statement
+                .query_map(params![id.as_str()], |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                })
+                .map_err(|error| database(&self.path, &error))?;
+            let mut events: Vec<Event> = Vec::new();
+            for (number, row) in rows.enumerate() {
+                let (seq, line) = row.map_err(|error| database(&self.path, &error))?;
+                let corrupt = |why: String| StoreError::Corrupt {
+                    path: name.clone(),
+                    line: number + 1,
+                    why,
+                };
+                let event: Event =
+                    serde_json::from_str(&line).map_err(|error| corrupt(error.to_string()))?;
+                let expected = events.len() as u64 + 1;
+                if u64::try_from(seq).ok() != Some(expected) || event.seq != expected {
+                    return Err(corrupt(format!(
+                        "seq {} (key {seq}) where {expected} was expected (a gap or a repeat)",
+                        event.seq
+                    )));
+                }
+                events.push(event);
+            }
+            events
+        };
+        if events.is_empty() {
+            let exists: Option<i64> = conn
+                .query_row(
+                    "SELECT 1 FROM events WHERE session = ?1 LIMIT 1",
+                    params![id.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(|error| database(&self.path, &error))?;
+            if exists.is_none() {
+                return Err(StoreError::io(
+                    "opening",
+                    &name,
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no such session in the database",
+                    ),
+                ));
+            }
+        }
+        check_first(&name, &events)?;
+        let next_seq = events.len() as u64 + 1;
+        let medium = SqliteSession {
+            conn,
+            session: id.as_str().to_owned(),
+            durability: self.durability,
+        };
+        Ok(Opened {
+            log: StoreLog::start(medium, self.name(id), next_seq, self.durability),
+            events,
+            torn_bytes_dropped: 0,
+        })
+    }
+}
+
+/// One session's writer connection: one transaction per group.
+struct SqliteSession {
+    conn: Connection,
+    session: String,
+    durability: Durability,
+}
+
+impl SqliteSession {
+    fn write(&mut self, events: &[&Event], sync: bool) -> Result<(), rusqlite::Error> {
+        let transaction = self.conn.transaction()?;
+        {
+            let mut insert = transaction
+                .prepare_cached("INSERT INTO events (session, seq, line) VALUES (?1, ?2, ?3)")?;
+            for event in events {
+                let line = serde_json::to_string(event)
+                    .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
+                let seq = i64::try_from(event.seq)
+                    .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
+                insert.execute(params![self.session, seq, line])?;
+            }
+        }
+        transaction.commit()?;
+        // Under `strict` every commit is already synced; otherwise a sync request moves the
+        // WAL into the database with every sync on, then restores the mode.
+        if sync && self.durability != Durability::Strict {
+            self.conn.pragma_update(None, "synchronous", "FULL")?;
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(FULL)", [], |_| Ok(()))?;
+            self.conn
+                .pragma_update(None, "synchronous", synchronous(self.durability))?;
+        }
+        Ok(())
+    }
+}
+
+impl Medium for SqliteSession {
+    fn commit(&mut self, events: &[&Event], sync: bool) -> Result<(), SinkError> {
+        self.write(events, sync).map_err(|error| {
+            SinkError::Refused(format!(
+                "writing session `{}` to SQLite failed: {error}",
+                self.session
+            ))
+        })
+    }
+
+    fn close(&mut self) {
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    }
+}
