@@ -23,18 +23,21 @@ pub use event::{
     EventDecodeError, FORMAT_VERSION, FsObserved, FsWriteIntent, PlanMode, QuestionAnswered,
     QuestionAsked, QuestionState, RecoveryRepaired, SessionStart, StepEnd, StepStart, StopReason,
     TodoItem, TodoStatus, TodoWrite, ToolCall, ToolManifestEntry, ToolStart, ToolsLoaded, TurnEnd,
-    TurnEndKind, TurnStart,
+    TurnEndKind, TurnStart, UnknownEvent,
 };
 pub use ids::{CallId, SessionId, StepId, TurnId};
 pub use recovery::{EffectProbe, InterruptedCall, ProbeVerdict, RecoveryReport, recover};
 pub use replay::{CallRecord, ConversationItem, Dispatch, call_records, conversation};
 pub use result::{
-    Effect, ErrorCode, InvalidErrorCode, Timing, ToolErrorInfo, ToolResultRecord, ToolSource,
+    BlobRef, CustomCode, Effect, ErrorCode, InvalidErrorCode, Timing, ToolErrorInfo,
+    ToolResultRecord, ToolSource, json_len,
 };
 pub use sink::{
     AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SinkError,
 };
 pub use store::jsonl::{JsonlLog, JsonlStore};
 pub use store::sqlite::{SqliteLog, SqliteStore};
-pub use store::{Durability, Opened, SessionLog, SessionStore, StoreError, StoreLog};
+pub use store::{
+    DEFAULT_BLOB_CAP, Durability, Opened, SessionLog, SessionStore, StoreError, StoreLog,
+};
 pub use time::{InvalidTimestamp, Timestamp, format_rfc3339_utc};

@@ -275,6 +275,26 @@ pub struct Timing {
     pub total_us: u64,
 }
 
+/// The length of a value's compact JSON text, without building the text.
+pub fn json_len(value: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing a Value to a counter cannot fail; treat the impossible as "larger than any cap".
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}
+
 /// Reads an optional JSON field so that a present `null` stays `Some(Null)`: only an absent
 /// field is `None`. Without it a tool's `null` value would not survive the log.
 pub(crate) fn present_value<'de, D: Deserializer<'de>>(
@@ -325,6 +345,21 @@ pub struct ToolResultRecord {
     /// Written by the runtime for a call that did not produce a result of its own.
     #[serde(default, skip_serializing_if = "is_false")]
     pub synthetic: bool,
+    /// Where a stored `value` over the size cap was put instead of the line (only in stored
+    /// form: reading a session loads the value back and clears this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_blob: Option<BlobRef>,
+    /// Like `value_blob`, for `details`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details_blob: Option<BlobRef>,
+}
+
+/// A large JSON value kept beside the log, named by the SHA-256 of its compact text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlobRef {
+    /// `sha256:<hex>`.
+    pub digest: String,
+    pub bytes: u64,
 }
 
 impl ToolResultRecord {
@@ -339,6 +374,8 @@ impl ToolResultRecord {
             error: None,
             timing: Timing::default(),
             synthetic: false,
+            value_blob: None,
+            details_blob: None,
         }
     }
 
@@ -354,6 +391,8 @@ impl ToolResultRecord {
             error: Some(ToolErrorInfo { code, message }),
             timing: Timing::default(),
             synthetic: false,
+            value_blob: None,
+            details_blob: None,
         }
     }
 

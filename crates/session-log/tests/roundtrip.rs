@@ -99,6 +99,11 @@ fn result_record() -> impl Strategy<Value = ToolResultRecord> {
                     total_us: t[4].into(),
                 },
                 synthetic,
+                value_blob: (t[0] % 3 == 0).then(|| BlobRef {
+                    digest: format!("sha256:{:064x}", t[1]),
+                    bytes: t[2].into(),
+                }),
+                details_blob: None,
             },
         )
 }

@@ -247,6 +247,44 @@ async fn names_and_existing_sessions<S: SessionStore>(store: S) {
     assert!(missing.to_string().contains("missing"), "{missing}");
 }
 
+async fn large_values_are_kept_beside_the_log_and_read_back<S: SessionStore>(store: S) {
+    let big = "x".repeat(5_000);
+    let record = ToolResultRecord {
+        value: Some(json!({ "text": big })),
+        details: Some(json!({ "kind": "read", "lines": [big.clone(), big.clone()] })),
+        ..ToolResultRecord::success(vec![ContentBlock::text("small stays inline")])
+    };
+    let log = store.create(start("big", &[])).unwrap();
+    let result = EventData::ToolResult(Arc::new(record.clone()));
+    log.append(draft(Some("c1"), result.clone()), AppendUrgency::Durable)
+        .await
+        .unwrap();
+    let dispatch = EventData::CodeDispatch(Box::new(CodeDispatch {
+        parent_call_id: CallId::from("c1"),
+        name: "read".into(),
+        result: record.clone(),
+    }));
+    log.append(
+        draft(Some("c1:code:1"), dispatch.clone()),
+        AppendUrgency::Durable,
+    )
+    .await
+    .unwrap();
+    // The same value twice is kept once (content addressing).
+    log.append(draft(Some("c2"), result.clone()), AppendUrgency::Durable)
+        .await
+        .unwrap();
+    drop(log);
+    let opened = store.open(&SessionId::new("big")).unwrap();
+    assert_eq!(opened.events[1].data, result, "the value came back whole");
+    assert_eq!(opened.events[2].data, dispatch);
+    assert_eq!(opened.events[3].data, result);
+    let EventData::ToolResult(loaded) = &opened.events[1].data else {
+        panic!()
+    };
+    assert_eq!(loaded.value_blob, None, "readers never see blob references");
+}
+
 macro_rules! contract {
     ($store:ident, $make:expr) => {
         mod $store {
@@ -270,6 +308,13 @@ macro_rules! contract {
             async fn recovery_cases() {
                 let dir = tempfile::tempdir().unwrap();
                 super::recovery_cases($make(dir.path(), Durability::Strict)).await;
+            }
+
+            #[tokio::test]
+            async fn large_values_are_kept_beside_the_log_and_read_back() {
+                let dir = tempfile::tempdir().unwrap();
+                let store = ($make)(dir.path(), Durability::Strict).with_blob_cap(1024);
+                super::large_values_are_kept_beside_the_log_and_read_back(store).await;
             }
 
             #[tokio::test]
@@ -319,4 +364,77 @@ async fn sqlite_names_a_corrupt_row_and_changes_nothing() {
         )
         .unwrap();
     assert_eq!(rows, 3);
+}
+
+#[tokio::test]
+async fn jsonl_lines_reference_large_values_and_a_missing_blob_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict)
+        .unwrap()
+        .with_blob_cap(1024);
+    let log = store.create(start("spill", &[])).unwrap();
+    let record = ToolResultRecord {
+        value: Some(json!("y".repeat(4_000))),
+        ..ToolResultRecord::success(vec![])
+    };
+    log.append(
+        draft(Some("c1"), EventData::ToolResult(Arc::new(record))),
+        AppendUrgency::Durable,
+    )
+    .await
+    .unwrap();
+    drop(log);
+    let text = std::fs::read_to_string(store.path_of(&SessionId::new("spill")).unwrap()).unwrap();
+    assert!(!text.contains("yyyy"), "the large value is not in the line");
+    assert!(
+        text.contains("\"value_blob\":{\"digest\":\"sha256:"),
+        "{text}"
+    );
+    let blobs: Vec<_> = std::fs::read_dir(dir.path().join("spill.blobs"))
+        .unwrap()
+        .collect();
+    assert_eq!(blobs.len(), 1);
+    std::fs::remove_dir_all(dir.path().join("spill.blobs")).unwrap();
+    let error = store.open(&SessionId::new("spill")).err().unwrap();
+    assert!(
+        matches!(error, StoreError::Corrupt { line: 2, .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("cannot be read"), "{error}");
+}
+
+#[tokio::test]
+async fn sqlite_keeps_large_values_in_the_blobs_table_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let store = SqliteStore::new(&path, Durability::Strict)
+        .unwrap()
+        .with_blob_cap(1024);
+    let log = store.create(start("spill", &[])).unwrap();
+    let record = Arc::new(ToolResultRecord {
+        value: Some(json!("z".repeat(4_000))),
+        ..ToolResultRecord::success(vec![])
+    });
+    for call in ["c1", "c2"] {
+        log.append(
+            draft(Some(call), EventData::ToolResult(Arc::clone(&record))),
+            AppendUrgency::Durable,
+        )
+        .await
+        .unwrap();
+    }
+    drop(log);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let blobs: i64 = conn
+        .query_row("SELECT COUNT(*) FROM blobs", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(blobs, 1);
+    let inline: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM events WHERE line LIKE '%zzzz%'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(inline, 0);
 }

@@ -4,8 +4,11 @@
 
 pub mod jsonl;
 mod log;
+mod spill;
 pub mod sqlite;
 mod writer;
+
+pub use spill::DEFAULT_BLOB_CAP;
 
 use std::path::{Path, PathBuf};
 

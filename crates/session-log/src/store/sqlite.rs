@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::jsonl::{check_first, first_event};
+use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, load_form, stored_form};
 use super::writer::Medium;
 use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
 use crate::event::{Event, SessionStart};
@@ -20,6 +21,10 @@ const SCHEMA: &str = "
         line TEXT NOT NULL,
         PRIMARY KEY (session, seq)
     ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS blobs (
+        digest TEXT PRIMARY KEY,
+        bytes BLOB NOT NULL
+    ) WITHOUT ROWID;
 ";
 
 /// A database of sessions.
@@ -27,6 +32,7 @@ const SCHEMA: &str = "
 pub struct SqliteStore {
     path: PathBuf,
     durability: Durability,
+    blob_cap: usize,
 }
 
 /// The log of a SQLite session.
@@ -38,9 +44,17 @@ impl SqliteStore {
         let store = Self {
             path: path.into(),
             durability,
+            blob_cap: DEFAULT_BLOB_CAP,
         };
         store.connect()?;
         Ok(store)
+    }
+
+    /// Values (and details) whose compact JSON is longer than `bytes` go to the `blobs`
+    /// table under their SHA-256, in the same transaction as their event.
+    pub fn with_blob_cap(mut self, bytes: usize) -> Self {
+        self.blob_cap = bytes;
+        self
     }
 
     fn connect(&self) -> Result<Connection, StoreError> {
@@ -108,6 +122,7 @@ impl SessionStore for SqliteStore {
             conn,
             session: id.as_str().to_owned(),
             durability: self.durability,
+            blob_cap: self.blob_cap,
         };
         Ok(StoreLog::start(medium, self.name(&id), 2, self.durability))
     }
@@ -142,6 +157,8 @@ impl SessionStore for SqliteStore {
                         event.seq
                     )));
                 }
+                let mut event = event;
+                load_form(&mut event, &TableShelf { conn: &conn }).map_err(corrupt)?;
                 events.push(event);
             }
             events
@@ -172,6 +189,7 @@ impl SessionStore for SqliteStore {
             conn,
             session: id.as_str().to_owned(),
             durability: self.durability,
+            blob_cap: self.blob_cap,
         };
         Ok(Opened {
             log: StoreLog::start(medium, self.name(id), next_seq, self.durability),
@@ -186,6 +204,34 @@ struct SqliteSession {
     conn: Connection,
     session: String,
     durability: Durability,
+    blob_cap: usize,
+}
+
+/// Large values as rows of `blobs`, written in the group's transaction.
+struct TableShelf<'a> {
+    conn: &'a Connection,
+}
+
+impl BlobShelf for TableShelf<'_> {
+    fn put(&mut self, digest: &str, bytes: &[u8]) -> Result<(), String> {
+        self.conn
+            .execute(
+                "INSERT OR IGNORE INTO blobs (digest, bytes) VALUES (?1, ?2)",
+                params![digest, bytes],
+            )
+            .map(drop)
+            .map_err(|error| format!("storing the large value {digest} failed: {error}"))
+    }
+
+    fn get(&self, digest: &str) -> Result<Vec<u8>, String> {
+        self.conn
+            .query_row(
+                "SELECT bytes FROM blobs WHERE digest = ?1",
+                params![digest],
+                |row| row.get(0),
+            )
+            .map_err(|error| format!("the large value {digest} cannot be read: {error}"))
+    }
 }
 
 impl SqliteSession {
@@ -194,8 +240,11 @@ impl SqliteSession {
         {
             let mut insert = transaction
                 .prepare_cached("INSERT INTO events (session, seq, line) VALUES (?1, ?2, ?3)")?;
+            let mut shelf = TableShelf { conn: &transaction };
             for event in events {
-                let line = serde_json::to_string(event)
+                let stored = stored_form(event, self.blob_cap, &mut shelf)
+                    .map_err(|error| rusqlite::Error::ToSqlConversionFailure(error.into()))?;
+                let line = serde_json::to_string(stored.as_ref())
                     .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
                 let seq = i64::try_from(event.seq)
                     .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;

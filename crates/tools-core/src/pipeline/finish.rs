@@ -1,7 +1,6 @@
 //! Stages 8–10: post-execute hooks, normalization and finalize, commit. Effects reported by
 //! the body are carried through every branch: no hook or later failure can drop them.
 
-use std::io;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -130,6 +129,8 @@ impl Pipeline {
             error: candidate.error,
             timing,
             synthetic,
+            value_blob: None,
+            details_blob: None,
         });
         for observer in &self.observers {
             match catch(|| observer.observe(&core.identity, &record)) {
@@ -241,7 +242,7 @@ impl Pipeline {
             };
         };
         let cap = spec.value_byte_cap().unwrap_or(self.config.max_value_bytes);
-        let size = serialized_len(value);
+        let size = toolrail_session_log::json_len(value);
         if size > cap {
             return Err(invalid(format!(
                 "the value of `{}` is {size} bytes, over the cap of {cap} bytes; the tool must return less",
@@ -268,24 +269,4 @@ fn post_hook_failure(hook: &str, message: &str) -> ToolErrorInfo {
             "post-execute hook `{hook}` failed: {message}; the tool did run and its effects are recorded"
         ),
     )
-}
-
-/// The length of a value's compact JSON, without building the text.
-fn serialized_len(value: &Value) -> usize {
-    struct Counter(usize);
-    impl io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    // Writing a Value to a counter cannot fail; treat the impossible as "over any cap".
-    match serde_json::to_writer(&mut counter, value) {
-        Ok(()) => counter.0,
-        Err(_) => usize::MAX,
-    }
 }

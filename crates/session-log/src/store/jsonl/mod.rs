@@ -6,6 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, load_form, stored_form};
 use super::writer::Medium;
 use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
 use crate::event::{Event, EventData, FORMAT_VERSION, SessionStart};
@@ -18,6 +19,7 @@ use crate::time::Timestamp;
 pub struct JsonlStore {
     dir: PathBuf,
     durability: Durability,
+    blob_cap: usize,
 }
 
 /// The log of a JSONL session.
@@ -28,7 +30,24 @@ impl JsonlStore {
     pub fn new(dir: impl Into<PathBuf>, durability: Durability) -> Result<Self, StoreError> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir).map_err(|source| StoreError::io("creating", &dir, source))?;
-        Ok(Self { dir, durability })
+        Ok(Self {
+            dir,
+            durability,
+            blob_cap: DEFAULT_BLOB_CAP,
+        })
+    }
+
+    /// Values (and details) whose compact JSON is longer than `bytes` are kept beside the
+    /// file, in `<session-id>.blobs/`, under their SHA-256.
+    pub fn with_blob_cap(mut self, bytes: usize) -> Self {
+        self.blob_cap = bytes;
+        self
+    }
+
+    fn shelf(&self, id: &SessionId) -> FileShelf {
+        FileShelf {
+            dir: self.dir.join(format!("{}.blobs", id.as_str())),
+        }
     }
 
     /// The file of a session.
@@ -54,6 +73,7 @@ impl SessionStore for JsonlStore {
                     StoreError::io("creating", &path, source)
                 }
             })?;
+        let shelf = self.shelf(&start.session_id);
         let first = first_event(start);
         let mut line = serde_json::to_vec(&first)
             .map_err(|error| StoreError::io("encoding", &path, error.into()))?;
@@ -65,7 +85,7 @@ impl SessionStore for JsonlStore {
         sync_dir(&self.dir)?;
         let name = path.display().to_string();
         Ok(StoreLog::start(
-            JsonlFile::new(file),
+            JsonlFile::new(file, shelf, self.blob_cap),
             name,
             2,
             self.durability,
@@ -74,8 +94,16 @@ impl SessionStore for JsonlStore {
 
     fn open(&self, id: &SessionId) -> Result<Opened<JsonlLog>, StoreError> {
         let path = self.path_of(id)?;
-        let read = reader::read_log(&path)?;
+        let mut read = reader::read_log(&path)?;
         check_first(&path, &read.events)?;
+        let shelf = self.shelf(id);
+        for event in &mut read.events {
+            load_form(event, &shelf).map_err(|why| StoreError::Corrupt {
+                path: path.clone(),
+                line: usize::try_from(event.seq).unwrap_or(usize::MAX),
+                why,
+            })?;
+        }
         let file = OpenOptions::new()
             .append(true)
             .open(&path)
@@ -89,7 +117,12 @@ impl SessionStore for JsonlStore {
         let next_seq = read.events.len() as u64 + 1;
         let name = path.display().to_string();
         Ok(Opened {
-            log: StoreLog::start(JsonlFile::new(file), name, next_seq, self.durability),
+            log: StoreLog::start(
+                JsonlFile::new(file, shelf, self.blob_cap),
+                name,
+                next_seq,
+                self.durability,
+            ),
             events: read.events,
             torn_bytes_dropped: read.torn_bytes,
         })
@@ -143,14 +176,61 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 struct JsonlFile {
     file: File,
     buffer: Vec<u8>,
+    shelf: FileShelf,
+    blob_cap: usize,
 }
 
 impl JsonlFile {
-    fn new(file: File) -> Self {
+    fn new(file: File, shelf: FileShelf, blob_cap: usize) -> Self {
         Self {
             file,
             buffer: Vec::with_capacity(64 * 1024),
+            shelf,
+            blob_cap,
         }
+    }
+}
+
+/// Large values as files `<hex>.json` in the session's blob folder, each written to a
+/// temporary name, synced and renamed, so a crash leaves either the whole blob or none.
+struct FileShelf {
+    dir: PathBuf,
+}
+
+impl FileShelf {
+    fn path(&self, digest: &str) -> PathBuf {
+        self.dir
+            .join(format!("{}.json", digest.trim_start_matches("sha256:")))
+    }
+}
+
+impl BlobShelf for FileShelf {
+    fn put(&mut self, digest: &str, bytes: &[u8]) -> Result<(), String> {
+        let target = self.path(digest);
+        if target.exists() {
+            return Ok(());
+        }
+        let fail =
+            |what: &str, error: std::io::Error| format!("{what} {}: {error}", target.display());
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|error| fail("creating the folder of", error))?;
+        let temporary = target.with_extension("tmp");
+        let mut file = File::create(&temporary).map_err(|error| fail("creating", error))?;
+        file.write_all(bytes)
+            .map_err(|error| fail("writing", error))?;
+        file.sync_all().map_err(|error| fail("syncing", error))?;
+        std::fs::rename(&temporary, &target).map_err(|error| fail("renaming into", error))?;
+        sync_dir(&self.dir).map_err(|error| error.to_string())
+    }
+
+    fn get(&self, digest: &str) -> Result<Vec<u8>, String> {
+        let path = self.path(digest);
+        std::fs::read(&path).map_err(|error| {
+            format!(
+                "the large value {digest} ({}) cannot be read: {error}",
+                path.display()
+            )
+        })
     }
 }
 
@@ -158,7 +238,9 @@ impl Medium for JsonlFile {
     fn commit(&mut self, events: &[&Event], sync: bool) -> Result<(), SinkError> {
         self.buffer.clear();
         for event in events {
-            serde_json::to_writer(&mut self.buffer, event).map_err(|error| {
+            let stored =
+                stored_form(event, self.blob_cap, &mut self.shelf).map_err(SinkError::Refused)?;
+            serde_json::to_writer(&mut self.buffer, stored.as_ref()).map_err(|error| {
                 SinkError::Refused(format!("an event could not be encoded: {error}"))
             })?;
             self.buffer.push(b'\n');
