@@ -11,6 +11,7 @@ use serde::de::Error as _;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::content::ContentBlock;
 use crate::ids::{CallId, SessionId, StepId, TurnId};
@@ -75,6 +76,19 @@ macro_rules! event_kinds {
                 match self {
                     $(Self::$variant(_) => Some($kind),)*
                     Self::Unknown(_) => None,
+                }
+            }
+
+            /// Decodes the raw `data` text of a stored line straight into its typed payload
+            /// (no intermediate JSON tree: this is replay's hot path).
+            pub fn from_raw(kind: &str, data: &RawValue) -> Result<Self, EventDecodeError> {
+                match kind {
+                    $($kind => serde_json::from_str(data.get())
+                        .map(Self::$variant)
+                        .map_err(|source| EventDecodeError { kind: kind.to_owned(), source }),)*
+                    _ => serde_json::from_str(data.get())
+                        .map(|data| Self::Unknown(UnknownEvent { kind: kind.to_owned(), data }))
+                        .map_err(|source| EventDecodeError { kind: kind.to_owned(), source }),
                 }
             }
 
@@ -205,10 +219,14 @@ impl<'de> Deserialize<'de> for Event {
             #[serde(default)]
             call_id: Option<CallId>,
             #[serde(default)]
-            data: Value,
+            data: Option<Box<RawValue>>,
         }
         let raw = RawEvent::deserialize(deserializer)?;
-        let data = EventData::from_parts(&raw.kind, raw.data).map_err(D::Error::custom)?;
+        let data = match &raw.data {
+            Some(data) => EventData::from_raw(&raw.kind, data),
+            None => EventData::from_parts(&raw.kind, Value::Null),
+        }
+        .map_err(D::Error::custom)?;
         Ok(Event {
             seq: raw.seq,
             ts: raw.ts,

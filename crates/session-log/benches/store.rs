@@ -1,0 +1,258 @@
+//! Session store throughput, each row beside its floor measured in the same run:
+//! appends with 8 concurrent appenders in `none`, `batched` and `strict` mode against raw
+//! writes of the same bytes (and, where the mode syncs, one `fsync` per group of the same
+//! size); replay of a large log against reading its lines without parsing. Per-event
+//! nanoseconds, so lower is better everywhere. Prints `BENCH_ROW {json}` for `cargo xtask bench`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use toolrail_session_log::*;
+
+const APPENDERS: u32 = 8;
+
+fn event_draft(n: u32) -> EventDraft {
+    let record = ToolResultRecord {
+        value: Some(json!({"path": format!("src/file_{n}.rs"), "lines": 120, "bytes": 4096})),
+        ..ToolResultRecord::success(vec![ContentBlock::text(format!(
+            "read src/file_{n}.rs: 120 lines"
+        ))])
+    };
+    EventDraft {
+        ts: Timestamp::now(),
+        turn: Some(TurnId(1)),
+        step: Some(StepId(1)),
+        call_id: Some(CallId::from(format!("c{n}"))),
+        data: EventData::ToolResult(Arc::new(record)),
+    }
+}
+
+fn start(id: &str) -> SessionStart {
+    SessionStart {
+        format_version: FORMAT_VERSION,
+        session_id: SessionId::new(id),
+        tools: vec![],
+        meta: None,
+    }
+}
+
+/// The bytes the store writes for `count` events, for the floors.
+fn lines(count: u32) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|n| {
+            let draft = event_draft(n);
+            let event = Event {
+                seq: u64::from(n) + 2,
+                ts: draft.ts,
+                turn: draft.turn,
+                step: draft.step,
+                call_id: draft.call_id,
+                data: draft.data,
+            };
+            let mut line = serde_json::to_vec(&event).unwrap();
+            line.push(b'\n');
+            line
+        })
+        .collect()
+}
+
+/// ns per event for `per_appender` events from each of 8 appenders; `barrier_every` makes
+/// each appender call a durable barrier after that many events (batched mode's batch end).
+fn appends(
+    durability: Durability,
+    per_appender: u32,
+    urgency: AppendUrgency,
+    barrier_every: Option<u32>,
+) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), durability).unwrap();
+    let log = Arc::new(store.create(start("bench")).unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    runtime.block_on(async {
+        let mut tasks = Vec::new();
+        for appender in 0..APPENDERS {
+            let log = Arc::clone(&log);
+            tasks.push(tokio::spawn(async move {
+                for n in 0..per_appender {
+                    log.append(event_draft(appender * per_appender + n), urgency)
+                        .await
+                        .unwrap();
+                    if barrier_every.is_some_and(|every| (n + 1) % every == 0) {
+                        log.durable_barrier().await.unwrap();
+                    }
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        log.durable_barrier().await.unwrap();
+    });
+    drop(log);
+    let elapsed = started.elapsed();
+    elapsed.as_nanos() as f64 / f64::from(APPENDERS * per_appender)
+}
+
+/// ns per event to write the same lines with one `write` per `group` lines, syncing after
+/// each group when asked.
+fn raw_writes(count: u32, group: usize, sync: bool) -> f64 {
+    let lines = lines(count);
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.path().join("raw.jsonl"))
+        .unwrap();
+    let started = Instant::now();
+    let mut buffer = Vec::new();
+    for chunk in lines.chunks(group) {
+        buffer.clear();
+        for line in chunk {
+            buffer.extend_from_slice(line);
+        }
+        file.write_all(&buffer).unwrap();
+        if sync {
+            file.sync_data().unwrap();
+        }
+    }
+    file.sync_data().unwrap();
+    started.elapsed().as_nanos() as f64 / f64::from(count)
+}
+
+/// (ns per event to open and parse, ns per event to read the lines, MB in the file).
+fn replay(count: u32) -> (f64, f64, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::None).unwrap();
+    let log = store.create(start("replay")).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for n in 0..count {
+            log.append(event_draft(n), AppendUrgency::Buffered)
+                .await
+                .unwrap();
+        }
+        log.durable_barrier().await.unwrap();
+    });
+    drop(log);
+    let path = store.path_of(&SessionId::new("replay")).unwrap();
+    let megabytes = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
+    // Warm the page cache for both, so neither pays for the disk alone.
+    let raw_lines = || {
+        let started = Instant::now();
+        let reader = BufReader::with_capacity(1 << 20, std::fs::File::open(&path).unwrap());
+        let mut count = 0u64;
+        for line in reader.split(b'\n') {
+            std::hint::black_box(line.unwrap());
+            count += 1;
+        }
+        (started.elapsed().as_nanos() as f64, count)
+    };
+    raw_lines();
+    let (raw_ns, raw_count) = raw_lines();
+    let started = Instant::now();
+    let opened = store.open(&SessionId::new("replay")).unwrap();
+    let parsed_ns = started.elapsed().as_nanos() as f64;
+    assert_eq!(opened.events.len() as u64, raw_count);
+    let total = f64::from(count + 1);
+    (parsed_ns / total, raw_ns / total, megabytes)
+}
+
+fn row(
+    name: &str,
+    ours: f64,
+    baseline_name: &str,
+    baseline: f64,
+    goal: &str,
+    goal_max: Option<f64>,
+    goal_max_ratio: Option<f64>,
+) {
+    let row = json!({
+        "row": name, "unit": "ns", "ours": ours, "baseline_name": baseline_name, "baseline": baseline,
+        "goal": goal, "goal_max": goal_max, "goal_max_ratio": goal_max_ratio,
+    });
+    println!("BENCH_ROW {row}");
+}
+
+fn main() {
+    let quick = std::env::args().any(|arg| arg == "--quick");
+    let (fast_events, strict_events, replay_events) = if quick {
+        (12_500, 50, 100_000)
+    } else {
+        (50_000, 250, 1_000_000)
+    };
+
+    let none = appends(Durability::None, fast_events, AppendUrgency::Buffered, None);
+    let none_floor = raw_writes(APPENDERS * fast_events, 256, false);
+    row(
+        "append, mode none, 8 appenders (ns per event)",
+        none,
+        "raw write of the same lines",
+        none_floor,
+        "≥ 1,000,000 events/s (≤ 1 µs per event)",
+        Some(1_000.0),
+        None,
+    );
+
+    let batched = appends(
+        Durability::Batched,
+        fast_events,
+        AppendUrgency::Durable,
+        Some(100),
+    );
+    let batched_floor = raw_writes(APPENDERS * fast_events, 800, true);
+    row(
+        "append, mode batched, 8 appenders, barrier per 100 (ns per event)",
+        batched,
+        "raw write + one fsync per 800 lines",
+        batched_floor,
+        "informational",
+        None,
+        None,
+    );
+
+    let strict = appends(
+        Durability::Strict,
+        strict_events,
+        AppendUrgency::Durable,
+        None,
+    );
+    let strict_floor = raw_writes(APPENDERS * strict_events, APPENDERS as usize, true);
+    row(
+        "append, mode strict, 8 appenders, every event durable (ns per event)",
+        strict,
+        "raw write + one fsync per 8 lines",
+        strict_floor,
+        "informational",
+        None,
+        None,
+    );
+
+    let (parsed, raw, megabytes) = replay(replay_events);
+    println!(
+        "store bench: replay of {} events ({megabytes:.0} MB): {:.0} events/s, {:.0} MB/s parsed; {:.0} MB/s raw line read",
+        replay_events + 1,
+        1e9 / parsed,
+        megabytes * 1e9 / (parsed * f64::from(replay_events + 1)),
+        megabytes * 1e9 / (raw * f64::from(replay_events + 1)),
+    );
+    row(
+        "replay: open and parse a session (ns per event)",
+        parsed,
+        "reading its lines without parsing",
+        raw,
+        "within 3× of the raw line read",
+        None,
+        Some(3.0),
+    );
+}
