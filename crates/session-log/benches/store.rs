@@ -185,7 +185,30 @@ fn row(
 }
 
 fn main() {
-    let quick = std::env::args().any(|arg| arg == "--quick");
+    // `--replay-only N`: only the replay row, for profilers.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|arg| arg == "--replay-only") {
+        let count = args
+            .get(at + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(100_000);
+        let (parsed, raw, _) = replay(count);
+        println!("replay: {parsed:.0} ns per event parsed, {raw:.0} ns raw");
+        return;
+    }
+    if args.iter().any(|arg| arg == "--parse-only") {
+        let lines = lines(100_000);
+        let started = Instant::now();
+        for line in &lines {
+            std::hint::black_box(serde_json::from_slice::<Event>(&line[..line.len() - 1]).unwrap());
+        }
+        println!(
+            "parse only: {:.0} ns per event",
+            started.elapsed().as_nanos() as f64 / 100_000.0
+        );
+        return;
+    }
+    let quick = args.iter().any(|arg| arg == "--quick");
     let (fast_events, strict_events, replay_events) = if quick {
         (12_500, 50, 100_000)
     } else {

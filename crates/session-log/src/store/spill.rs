@@ -24,8 +24,28 @@ pub(crate) trait BlobShelf {
     fn get(&self, digest: &str) -> Result<Vec<u8>, String>;
 }
 
+/// Appends the stored form of `event` to `out` as compact JSON. Most lines are shorter than
+/// the cap, and then no value in them can be over it: only a longer line is looked into.
+pub(crate) fn encode_stored(
+    event: &Event,
+    cap: usize,
+    shelf: &mut dyn BlobShelf,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let start = out.len();
+    serde_json::to_writer(&mut *out, event)
+        .map_err(|error| format!("an event could not be encoded: {error}"))?;
+    if out.len() - start <= cap {
+        return Ok(());
+    }
+    out.truncate(start);
+    let stored = stored_form(event, cap, shelf)?;
+    serde_json::to_writer(&mut *out, stored.as_ref())
+        .map_err(|error| format!("an event could not be encoded: {error}"))
+}
+
 /// The event as it is stored: large values moved to the shelf.
-pub(crate) fn stored_form<'a>(
+fn stored_form<'a>(
     event: &'a Event,
     cap: usize,
     shelf: &mut dyn BlobShelf,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::jsonl::{check_first, first_event};
-use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, load_form, stored_form};
+use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
 use super::writer::Medium;
 use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
 use crate::event::{Event, SessionStart};
@@ -241,14 +241,16 @@ impl SqliteSession {
             let mut insert = transaction
                 .prepare_cached("INSERT INTO events (session, seq, line) VALUES (?1, ?2, ?3)")?;
             let mut shelf = TableShelf { conn: &transaction };
+            let mut line = Vec::with_capacity(1024);
             for event in events {
-                let stored = stored_form(event, self.blob_cap, &mut shelf)
+                line.clear();
+                encode_stored(event, self.blob_cap, &mut shelf, &mut line)
                     .map_err(|error| rusqlite::Error::ToSqlConversionFailure(error.into()))?;
-                let line = serde_json::to_string(stored.as_ref())
+                let text = std::str::from_utf8(&line)
                     .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
                 let seq = i64::try_from(event.seq)
                     .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
-                insert.execute(params![self.session, seq, line])?;
+                insert.execute(params![self.session, seq, text])?;
             }
         }
         transaction.commit()?;

@@ -6,7 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, load_form, stored_form};
+use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
 use super::writer::Medium;
 use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
 use crate::event::{Event, EventData, FORMAT_VERSION, SessionStart};
@@ -238,11 +238,8 @@ impl Medium for JsonlFile {
     fn commit(&mut self, events: &[&Event], sync: bool) -> Result<(), SinkError> {
         self.buffer.clear();
         for event in events {
-            let stored =
-                stored_form(event, self.blob_cap, &mut self.shelf).map_err(SinkError::Refused)?;
-            serde_json::to_writer(&mut self.buffer, stored.as_ref()).map_err(|error| {
-                SinkError::Refused(format!("an event could not be encoded: {error}"))
-            })?;
+            encode_stored(event, self.blob_cap, &mut self.shelf, &mut self.buffer)
+                .map_err(SinkError::Refused)?;
             self.buffer.push(b'\n');
         }
         self.file.write_all(&self.buffer).map_err(|error| {
