@@ -7,11 +7,10 @@
 
 use std::sync::Arc;
 
-use serde::de::Error as _;
+use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::content::ContentBlock;
 use crate::ids::{CallId, SessionId, StepId, TurnId};
@@ -79,16 +78,14 @@ macro_rules! event_kinds {
                 }
             }
 
-            /// Decodes the raw `data` text of a stored line straight into its typed payload
-            /// (no intermediate JSON tree: this is replay's hot path).
-            pub fn from_raw(kind: &str, data: &RawValue) -> Result<Self, EventDecodeError> {
+            /// Decodes `data` of the given kind from any deserializer, straight into its
+            /// typed payload (replay's hot path: no intermediate tree, no second scan).
+            fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, data: D) -> Result<Self, D::Error> {
                 match kind {
-                    $($kind => serde_json::from_str(data.get())
-                        .map(Self::$variant)
-                        .map_err(|source| EventDecodeError { kind: kind.to_owned(), source }),)*
-                    _ => serde_json::from_str(data.get())
-                        .map(|data| Self::Unknown(UnknownEvent { kind: kind.to_owned(), data }))
-                        .map_err(|source| EventDecodeError { kind: kind.to_owned(), source }),
+                    $($kind => <$payload>::deserialize(data).map(Self::$variant).map_err(|error| {
+                        D::Error::custom(format_args!("event kind `{kind}` has malformed data: {error}"))
+                    }),)*
+                    _ => Value::deserialize(data).map(|data| Self::Unknown(UnknownEvent { kind: kind.to_owned(), data })),
                 }
             }
 
@@ -207,34 +204,85 @@ impl Serialize for Event {
 
 impl<'de> Deserialize<'de> for Event {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct RawEvent {
-            seq: u64,
-            ts: Timestamp,
-            kind: String,
-            #[serde(default)]
-            turn: Option<TurnId>,
-            #[serde(default)]
-            step: Option<StepId>,
-            #[serde(default)]
-            call_id: Option<CallId>,
-            #[serde(default)]
-            data: Option<Box<RawValue>>,
+        deserializer.deserialize_map(EventVisitor)
+    }
+}
+
+/// The envelope's fields; anything else is ignored (a newer writer may add fields).
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum Field {
+    Seq,
+    Ts,
+    Kind,
+    Turn,
+    Step,
+    CallId,
+    Data,
+    #[serde(other)]
+    Other,
+}
+
+/// Reads an envelope. Our writer puts `kind` before `data`, so `data` is decoded straight
+/// into its typed payload; a line from elsewhere with `data` first is buffered and decoded
+/// after.
+struct EventVisitor;
+
+impl<'de> Visitor<'de> for EventVisitor {
+    type Value = Event;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a session event object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
+        let (mut seq, mut ts, mut kind) = (None, None, None::<String>);
+        let (mut turn, mut step, mut call_id) = (None, None, None);
+        let (mut data, mut early_data) = (None, None::<Value>);
+        while let Some(field) = map.next_key::<Field>()? {
+            match field {
+                Field::Seq => seq = Some(map.next_value::<u64>()?),
+                Field::Ts => ts = Some(map.next_value::<Timestamp>()?),
+                Field::Kind => kind = Some(map.next_value::<String>()?),
+                Field::Turn => turn = map.next_value::<Option<TurnId>>()?,
+                Field::Step => step = map.next_value::<Option<StepId>>()?,
+                Field::CallId => call_id = map.next_value::<Option<CallId>>()?,
+                Field::Data => match &kind {
+                    Some(kind) => data = Some(map.next_value_seed(DataSeed { kind })?),
+                    None => early_data = Some(map.next_value::<Value>()?),
+                },
+                Field::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
         }
-        let raw = RawEvent::deserialize(deserializer)?;
-        let data = match &raw.data {
-            Some(data) => EventData::from_raw(&raw.kind, data),
-            None => EventData::from_parts(&raw.kind, Value::Null),
-        }
-        .map_err(D::Error::custom)?;
+        let kind = kind.ok_or_else(|| A::Error::missing_field("kind"))?;
+        let data = match data {
+            Some(data) => data,
+            None => EventData::from_parts(&kind, early_data.unwrap_or(Value::Null))
+                .map_err(A::Error::custom)?,
+        };
         Ok(Event {
-            seq: raw.seq,
-            ts: raw.ts,
-            turn: raw.turn,
-            step: raw.step,
-            call_id: raw.call_id,
+            seq: seq.ok_or_else(|| A::Error::missing_field("seq"))?,
+            ts: ts.ok_or_else(|| A::Error::missing_field("ts"))?,
+            turn,
+            step,
+            call_id,
             data,
         })
+    }
+}
+
+/// Decodes `data` for a kind already read.
+struct DataSeed<'k> {
+    kind: &'k str,
+}
+
+impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
+    type Value = EventData;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<EventData, D::Error> {
+        EventData::deserialize_kind(self.kind, deserializer)
     }
 }
 
