@@ -236,19 +236,23 @@ impl<'de> Visitor<'de> for EventVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
-        let (mut seq, mut ts, mut kind) = (None, None, None::<String>);
+        let (mut seq, mut ts, mut kind) = (None, None, None::<KindName>);
         let (mut turn, mut step, mut call_id) = (None, None, None);
         let (mut data, mut early_data) = (None, None::<Value>);
         while let Some(field) = map.next_key::<Field>()? {
             match field {
                 Field::Seq => seq = Some(map.next_value::<u64>()?),
                 Field::Ts => ts = Some(map.next_value::<Timestamp>()?),
-                Field::Kind => kind = Some(map.next_value::<String>()?),
+                Field::Kind => kind = Some(map.next_value::<KindName>()?),
                 Field::Turn => turn = map.next_value::<Option<TurnId>>()?,
                 Field::Step => step = map.next_value::<Option<StepId>>()?,
                 Field::CallId => call_id = map.next_value::<Option<CallId>>()?,
                 Field::Data => match &kind {
-                    Some(kind) => data = Some(map.next_value_seed(DataSeed { kind })?),
+                    Some(kind) => {
+                        data = Some(map.next_value_seed(DataSeed {
+                            kind: kind.as_str(),
+                        })?)
+                    }
                     None => early_data = Some(map.next_value::<Value>()?),
                 },
                 Field::Other => {
@@ -259,7 +263,7 @@ impl<'de> Visitor<'de> for EventVisitor {
         let kind = kind.ok_or_else(|| A::Error::missing_field("kind"))?;
         let data = match data {
             Some(data) => data,
-            None => EventData::from_parts(&kind, early_data.unwrap_or(Value::Null))
+            None => EventData::from_parts(kind.as_str(), early_data.unwrap_or(Value::Null))
                 .map_err(A::Error::custom)?,
         };
         Ok(Event {
@@ -270,6 +274,42 @@ impl<'de> Visitor<'de> for EventVisitor {
             call_id,
             data,
         })
+    }
+}
+
+/// A kind string as read: known kinds without an allocation.
+enum KindName {
+    Known(&'static str),
+    Other(String),
+}
+
+impl KindName {
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Known(kind) => kind,
+            Self::Other(kind) => kind,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for KindName {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KindVisitor;
+        impl Visitor<'_> for KindVisitor {
+            type Value = KindName;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("an event kind")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<KindName, E> {
+                Ok(
+                    match EventData::KNOWN_KINDS.iter().find(|kind| **kind == text) {
+                        Some(kind) => KindName::Known(kind),
+                        None => KindName::Other(text.to_owned()),
+                    },
+                )
+            }
+        }
+        deserializer.deserialize_str(KindVisitor)
     }
 }
 

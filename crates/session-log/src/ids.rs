@@ -8,13 +8,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 /// The id of one session; also the file stem of its log.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct SessionId(Arc<str>);
 
 /// The id of one tool call, as the model named it (`c1`), or derived for a code-mode
 /// sub-call (`c1:code:3`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct CallId(Arc<str>);
 
@@ -35,6 +35,23 @@ macro_rules! text_id {
         impl fmt::Display for $ty {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(&self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                // Straight into the shared text: one allocation, not a String and then an Arc.
+                struct IdVisitor;
+                impl serde::de::Visitor<'_> for IdVisitor {
+                    type Value = $ty;
+                    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        formatter.write_str("an id string")
+                    }
+                    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<$ty, E> {
+                        Ok($ty::new(text))
+                    }
+                }
+                deserializer.deserialize_str(IdVisitor)
             }
         }
 

@@ -233,8 +233,18 @@ impl Serialize for Timestamp {
 
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        Self::parse(&text).map_err(serde::de::Error::custom)
+        // A visitor, so the text is parsed where it lies instead of being copied first.
+        struct TimestampVisitor;
+        impl serde::de::Visitor<'_> for TimestampVisitor {
+            type Value = Timestamp;
+            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                formatter.write_str("an RFC 3339 timestamp")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Timestamp, E> {
+                Timestamp::parse(text).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_str(TimestampVisitor)
     }
 }
 
