@@ -10,10 +10,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::content::ContentBlock;
-use crate::event::{AssistantBlock, Event, EventData, RecoveryRepaired, TurnEnd, TurnEndKind};
+use crate::event::{
+    AssistantBlock, Event, EventData, RecoveryRepaired, StopReason, TurnEnd, TurnEndKind,
+};
 use crate::ids::{CallId, StepId, TurnId};
 use crate::result::{ErrorCode, ToolResultRecord};
-use crate::sink::{AppendUrgency, EventDraft, EventSink, SinkError};
+use crate::sink::{AppendUrgency, EventDraft, SinkError};
+use crate::store::SessionLog;
 use crate::time::Timestamp;
 
 /// What recovery knows about a call that started and has no result.
@@ -63,168 +66,208 @@ impl RecoveryReport {
     }
 }
 
-/// Repairs `events` (a whole session, as read back) by appending to `sink`.
+/// Repairs `events` (a whole session, as read back) by appending to `log`, then makes the
+/// repairs durable with a barrier, whatever the log's durability mode.
+///
+/// The turn repaired is the last one: open (a crash), or ended with `error` (an internal
+/// failure ended it and left the classification to recovery, DESIGN §5) while calls of its
+/// last assistant message had no result.
 pub async fn recover(
     events: &[Event],
     torn_bytes_dropped: u64,
     probes: &[Arc<dyn EffectProbe>],
-    sink: &dyn EventSink,
+    log: &dyn SessionLog,
 ) -> Result<RecoveryReport, SinkError> {
     let mut report = RecoveryReport {
         torn_bytes_dropped,
         ..RecoveryReport::default()
     };
-    let Some(turn) = open_turn(events) else {
+    let turn = last_turn(events);
+    let in_turn: Vec<&Event> = match &turn {
+        Some(turn) => events
+            .iter()
+            .filter(|event| event.turn == Some(turn.id))
+            .collect(),
+        None => Vec::new(),
+    };
+    let batch = last_batch(&in_turn);
+    let needs_repair = match (&turn, &batch) {
+        (Some(turn), _) if !turn.ended => true,
+        (Some(_), Some(batch)) => !batch.unanswered.is_empty(),
+        (Some(_), None) | (None, _) => false,
+    };
+    let (Some(turn), true) = (turn, needs_repair) else {
         if torn_bytes_dropped > 0 {
+            let note = "cut a torn last line; no turn needed repair";
             append(
-                sink,
+                log,
                 None,
                 None,
                 None,
-                repaired_event(
-                    Vec::new(),
-                    torn_bytes_dropped,
-                    "cut a torn last line; no turn was open",
-                ),
+                repaired_event(Vec::new(), torn_bytes_dropped, note),
             )
             .await?;
+            log.barrier().await?;
         }
         return Ok(report);
     };
-    let in_turn: Vec<&Event> = events
-        .iter()
-        .filter(|event| event.turn == Some(turn.id))
-        .collect();
     let idempotent = idempotent_tools(events);
     let mut repaired_ids = Vec::new();
     let mut notes = Vec::new();
-    for call in unanswered_calls(&in_turn) {
-        let started = in_turn.iter().any(|event| {
-            event.call_id.as_ref() == Some(call.call_id)
-                && matches!(event.data, EventData::ToolStart(_))
-        });
-        let record = if started {
-            let interrupted = InterruptedCall {
-                call_id: call.call_id,
-                name: call.name,
-                arguments_raw: call.arguments_raw,
-                own_events: in_turn
-                    .iter()
-                    .copied()
-                    .filter(|event| {
-                        event.call_id.as_ref() == Some(call.call_id) && is_tool_owned(&event.data)
-                    })
-                    .collect(),
+    if let Some(batch) = &batch {
+        // Only what happened after the message counts: call ids may repeat across steps.
+        let since = &in_turn[batch.at..];
+        for call in &batch.unanswered {
+            let names_call = |event: &&Event| {
+                event
+                    .call_id
+                    .as_ref()
+                    .is_some_and(|id| id == call.call_id || is_sub_call_of(id, call.call_id))
             };
-            started_record(&interrupted, probes, idempotent.contains(call.name))
-        } else {
-            synthetic(ToolResultRecord::failure(
-                ErrorCode::ToolNotStarted,
-                "the session stopped before this call started; it did not run. Safe to retry if still needed.",
-            ))
-        };
-        let code = record.error_code().cloned();
-        notes.push(format!(
-            "{}: {}",
-            call.call_id,
-            code.as_ref().map_or("completed (probe)", ErrorCode::as_str)
-        ));
-        append(
-            sink,
-            Some(turn.id),
-            call.step,
-            Some(call.call_id.clone()),
-            EventData::ToolResult(Arc::new(record)),
-        )
-        .await?;
-        repaired_ids.push(call.call_id.clone());
-        report.repaired.push((call.call_id.clone(), code));
+            let started = since.iter().any(|event| {
+                event.call_id.as_ref() == Some(call.call_id)
+                    && matches!(event.data, EventData::ToolStart(_))
+            });
+            let record = if batch.truncated {
+                synthetic(ToolResultRecord::failure(
+                    ErrorCode::TruncatedCall,
+                    "the assistant message was cut off by the output-length limit; this call was not run. Send it again (smaller, if needed).",
+                ))
+            } else if started {
+                let interrupted = InterruptedCall {
+                    call_id: call.call_id,
+                    name: call.name,
+                    arguments_raw: call.arguments_raw,
+                    own_events: since
+                        .iter()
+                        .copied()
+                        .filter(names_call)
+                        .filter(|event| is_tool_owned(&event.data))
+                        .collect(),
+                };
+                started_record(&interrupted, probes, idempotent.contains(call.name))
+            } else {
+                synthetic(ToolResultRecord::failure(
+                    ErrorCode::ToolNotStarted,
+                    "the session stopped before this call started; it did not run. Safe to retry if still needed.",
+                ))
+            };
+            let code = record.error_code().cloned();
+            notes.push(format!(
+                "{}: {}",
+                call.call_id,
+                code.as_ref().map_or("completed (probe)", ErrorCode::as_str)
+            ));
+            append(
+                log,
+                Some(turn.id),
+                batch.step,
+                Some(call.call_id.clone()),
+                EventData::ToolResult(Arc::new(record)),
+            )
+            .await?;
+            repaired_ids.push(call.call_id.clone());
+            report.repaired.push((call.call_id.clone(), code));
+        }
     }
     let note = if notes.is_empty() {
         "closed an interrupted turn that had no unanswered calls".to_owned()
     } else {
         format!(
-            "answered the calls the crash left open: {}",
+            "answered the calls the stop left open: {}",
             notes.join(", ")
         )
     };
     append(
-        sink,
+        log,
         Some(turn.id),
         turn.step,
         None,
         repaired_event(repaired_ids, torn_bytes_dropped, &note),
     )
     .await?;
-    let end = TurnEnd {
-        kind: TurnEndKind::Interrupted,
-        message: Some("the session stopped before the turn ended".to_owned()),
-    };
-    append(
-        sink,
-        Some(turn.id),
-        turn.step,
-        None,
-        EventData::TurnEnd(end),
-    )
-    .await?;
-    report.closed_turn = Some(turn.id);
+    if !turn.ended {
+        let end = TurnEnd {
+            kind: TurnEndKind::Interrupted,
+            message: Some("the session stopped before the turn ended".to_owned()),
+        };
+        append(log, Some(turn.id), turn.step, None, EventData::TurnEnd(end)).await?;
+        report.closed_turn = Some(turn.id);
+    }
+    log.barrier().await?;
     Ok(report)
 }
 
-struct OpenTurn {
-    id: TurnId,
-    step: Option<StepId>,
+/// Whether `id` names a code-mode sub-call of `parent` (`<parent>:code:<n>`).
+fn is_sub_call_of(id: &CallId, parent: &CallId) -> bool {
+    id.as_str()
+        .strip_prefix(parent.as_str())
+        .is_some_and(|rest| rest.starts_with(":code:"))
 }
 
-/// The last turn that started and did not end.
-fn open_turn(events: &[Event]) -> Option<OpenTurn> {
-    let mut open: Option<OpenTurn> = None;
+struct LastTurn {
+    id: TurnId,
+    step: Option<StepId>,
+    /// Ended, with kind `error` (a turn that ended any other way is never repaired).
+    ended: bool,
+}
+
+/// The last turn, if it is open or ended with `error`.
+fn last_turn(events: &[Event]) -> Option<LastTurn> {
+    let mut last: Option<LastTurn> = None;
+    let mut closed_cleanly = false;
     for event in events {
         if let EventData::TurnStart(_) = &event.data {
-            open = event.turn.map(|id| OpenTurn {
+            last = event.turn.map(|id| LastTurn {
                 id,
                 step: event.step,
+                ended: false,
             });
+            closed_cleanly = false;
             continue;
         }
-        let Some(turn) = open.as_mut().filter(|turn| Some(turn.id) == event.turn) else {
+        let Some(turn) = last.as_mut().filter(|turn| Some(turn.id) == event.turn) else {
             continue;
         };
-        if let EventData::TurnEnd(_) = &event.data {
-            open = None;
+        if let EventData::TurnEnd(end) = &event.data {
+            turn.ended = true;
+            closed_cleanly = end.kind != TurnEndKind::Error;
         } else if let Some(step) = event.step {
             turn.step = Some(step);
         }
     }
-    open
+    if closed_cleanly { None } else { last }
 }
 
 struct PendingCall<'a> {
     call_id: &'a CallId,
     name: &'a str,
     arguments_raw: &'a str,
-    step: Option<StepId>,
 }
 
-/// The tool calls of the turn's last assistant message that have no result, in call order.
-fn unanswered_calls<'a>(in_turn: &[&'a Event]) -> Vec<PendingCall<'a>> {
-    let last_message = in_turn.iter().enumerate().rev().find_map(|(at, event)| {
+/// The turn's last assistant message and its calls without a result.
+struct LastBatch<'a> {
+    /// Position of the message in the turn's events.
+    at: usize,
+    step: Option<StepId>,
+    truncated: bool,
+    unanswered: Vec<PendingCall<'a>>,
+}
+
+fn last_batch<'a>(in_turn: &[&'a Event]) -> Option<LastBatch<'a>> {
+    let (at, message, step) = in_turn.iter().enumerate().rev().find_map(|(at, event)| {
         if let EventData::AssistantMessage(message) = &event.data {
             Some((at, message, event.step))
         } else {
             None
         }
-    });
-    let Some((at, message, step)) = last_message else {
-        return Vec::new();
-    };
+    })?;
     let answered: BTreeSet<&CallId> = in_turn[at..]
         .iter()
         .filter(|event| matches!(event.data, EventData::ToolResult(_)))
         .filter_map(|event| event.call_id.as_ref())
         .collect();
-    message
+    let unanswered = message
         .blocks
         .iter()
         .filter_map(|block| {
@@ -239,13 +282,18 @@ fn unanswered_calls<'a>(in_turn: &[&'a Event]) -> Vec<PendingCall<'a>> {
                     call_id,
                     name,
                     arguments_raw,
-                    step,
                 })
             } else {
                 None
             }
         })
-        .collect()
+        .collect();
+    Some(LastBatch {
+        at,
+        step,
+        truncated: message.stop_reason == StopReason::Length,
+        unanswered,
+    })
 }
 
 /// Tool names the session's tool set marks idempotent.
@@ -336,7 +384,7 @@ fn repaired_event(calls: Vec<CallId>, torn_bytes_dropped: u64, note: &str) -> Ev
 }
 
 async fn append(
-    sink: &dyn EventSink,
+    sink: &dyn SessionLog,
     turn: Option<TurnId>,
     step: Option<StepId>,
     call_id: Option<CallId>,

@@ -145,17 +145,58 @@ pub struct Dispatch {
     pub settled: Option<CodeDispatch>,
 }
 
-/// One record per `tool/call`, in the order the calls were recorded.
+/// One record per tool call the model made (from its assistant message, completed by the
+/// call's `tool/call`) or the pipeline recorded, in order.
 pub fn call_records(events: &[Event]) -> Vec<CallRecord> {
     let mut records: Vec<CallRecord> = Vec::new();
     let mut by_id: BTreeMap<CallId, usize> = BTreeMap::new();
+    // Calls seen in an assistant message whose `tool/call` has not come yet: every call the
+    // model made gets a record, even one a crash kept from being recorded.
+    let mut awaiting_record: BTreeMap<CallId, usize> = BTreeMap::new();
     for event in events {
+        if let EventData::AssistantMessage(message) = &event.data {
+            let calls = message.blocks.iter().filter_map(|block| {
+                if let AssistantBlock::ToolCall {
+                    call_id,
+                    name,
+                    arguments_raw,
+                } = block
+                {
+                    Some((call_id, name, arguments_raw))
+                } else {
+                    None
+                }
+            });
+            for (index, (call_id, name, arguments_raw)) in calls.enumerate() {
+                by_id.insert(call_id.clone(), records.len());
+                awaiting_record.insert(call_id.clone(), records.len());
+                records.push(CallRecord {
+                    call_id: call_id.clone(),
+                    turn: event.turn,
+                    step: event.step,
+                    index: u32::try_from(index).unwrap_or(u32::MAX),
+                    name: name.clone(),
+                    arguments_raw: arguments_raw.clone(),
+                    source: None,
+                    version: None,
+                    recorded_at: event.ts,
+                    rewritten: None,
+                    approval_asked: None,
+                    approval_decided: None,
+                    started_at: None,
+                    result: None,
+                    committed_at: None,
+                    dispatches: Vec::new(),
+                    own_events: Vec::new(),
+                });
+            }
+            continue;
+        }
         let Some(call_id) = &event.call_id else {
             continue;
         };
         if let EventData::ToolCall(call) = &event.data {
-            by_id.insert(call_id.clone(), records.len());
-            records.push(CallRecord {
+            let record = CallRecord {
                 call_id: call_id.clone(),
                 turn: event.turn,
                 step: event.step,
@@ -173,7 +214,17 @@ pub fn call_records(events: &[Event]) -> Vec<CallRecord> {
                 committed_at: None,
                 dispatches: Vec::new(),
                 own_events: Vec::new(),
-            });
+            };
+            match awaiting_record
+                .remove(call_id)
+                .and_then(|at| records.get_mut(at))
+            {
+                Some(seeded) => *seeded = record,
+                None => {
+                    by_id.insert(call_id.clone(), records.len());
+                    records.push(record);
+                }
+            }
             continue;
         }
         // A code-mode sub-call's events belong to its parent's record.

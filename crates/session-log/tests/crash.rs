@@ -137,6 +137,7 @@ async fn killed_writers_lose_nothing_they_reported_and_recovery_tells_the_truth(
     let mut rng = Rng(0x7001_2A11_5EED);
     let started = Instant::now();
     let mut unknown_seen = 0;
+    let mut effective = 0;
     for iteration in 0..ITERATIONS {
         assert!(
             started.elapsed() < Duration::from_secs(240),
@@ -181,6 +182,9 @@ async fn killed_writers_lose_nothing_they_reported_and_recovery_tells_the_truth(
             Err(error) => panic!("iteration {iteration}: {error}"),
         };
         let last = opened.events.len() as u64;
+        if !reported.is_empty() {
+            effective += 1;
+        }
         for seq in &reported {
             assert!(
                 *seq <= last,
@@ -243,4 +247,8 @@ async fn killed_writers_lose_nothing_they_reported_and_recovery_tells_the_truth(
     // With 100 random kills some must land between a start and its result, or the test
     // would not be testing what it claims.
     assert!(unknown_seen > 0, "no kill landed inside a running call");
+    assert!(
+        effective >= ITERATIONS / 2,
+        "only {effective} of {ITERATIONS} kills came after the child had appended"
+    );
 }

@@ -264,3 +264,65 @@ async fn the_pipeline_writes_through_the_store_like_any_sink() {
     let seq = log.append(draft(7), AppendUrgency::Durable).await.unwrap();
     assert_eq!(seq, 2);
 }
+
+#[tokio::test]
+async fn a_failed_group_is_taken_back_and_every_later_append_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict)
+        .unwrap()
+        .with_blob_cap(64);
+    let log = store.create(start("fail")).unwrap();
+    assert_eq!(log.append(draft(1), AppendUrgency::Durable).await, Ok(2));
+    // Where the large values would go is a file, so the next group cannot be written.
+    std::fs::write(dir.path().join("fail.blobs"), b"in the way").unwrap();
+    let big = ToolResultRecord {
+        value: Some(serde_json::json!("x".repeat(500))),
+        ..ToolResultRecord::success(vec![])
+    };
+    let big = EventDraft {
+        data: EventData::ToolResult(Arc::new(big)),
+        ..draft(2)
+    };
+    let refused = log.append(big, AppendUrgency::Durable).await.unwrap_err();
+    assert!(refused.to_string().contains("fail.blobs"), "{refused}");
+    assert!(
+        log.append(draft(3), AppendUrgency::Buffered).await.is_err(),
+        "sticky"
+    );
+    assert!(log.durable_barrier().await.is_err());
+    drop(log);
+    let opened = store.open(&SessionId::new("fail")).unwrap();
+    assert_eq!(
+        opened.events.len(),
+        2,
+        "nothing of the failed group came back"
+    );
+}
+
+#[tokio::test]
+async fn a_session_is_open_in_one_log_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log = store.create(start("one")).unwrap();
+    let second = store.open(&SessionId::new("one")).err().unwrap();
+    assert!(matches!(second, StoreError::Locked { .. }), "{second}");
+    drop(log);
+    let opened = store.open(&SessionId::new("one")).unwrap();
+    assert!(matches!(
+        store.open(&SessionId::new("one")),
+        Err(StoreError::Locked { .. })
+    ));
+    drop(opened);
+}
+
+#[tokio::test]
+async fn a_damaged_last_line_with_its_newline_is_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    drop(store.create(start("garbage")).unwrap());
+    let path = store.path_of(&SessionId::new("garbage")).unwrap();
+    append_raw(&path, b"\0\0\0\0\0\0\0\0\n");
+    let opened = store.open(&SessionId::new("garbage")).unwrap();
+    assert_eq!(opened.torn_bytes_dropped, 9);
+    assert_eq!(opened.events.len(), 1);
+}

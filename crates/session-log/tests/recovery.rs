@@ -422,3 +422,130 @@ async fn a_crashed_jsonl_session_is_repaired_durably_once() {
     .unwrap();
     assert!(again.is_empty(), "{again:?}");
 }
+
+#[tokio::test]
+async fn only_events_after_the_last_message_count_when_call_ids_repeat() {
+    let session = Session::new(&[]);
+    session.turn(1, &[("c1", "write")]);
+    session.call(1, "c1", "write", true);
+    session.result(1, "c1");
+    // The model reuses the id in its next message; this time the call never started.
+    let blocks = vec![AssistantBlock::ToolCall {
+        call_id: CallId::from("c1"),
+        name: "write".into(),
+        arguments_raw: "{}".into(),
+    }];
+    session.add(
+        Some(1),
+        None,
+        EventData::AssistantMessage(AssistantMessage {
+            blocks,
+            stop_reason: StopReason::ToolCalls,
+        }),
+    );
+    session.call(1, "c1", "write", false);
+    let (report, _) = session.recover(&[]).await;
+    assert_eq!(
+        report.repaired,
+        vec![(CallId::from("c1"), Some(ErrorCode::ToolNotStarted))]
+    );
+}
+
+/// Completed when the call (or one of its code-mode sub-calls) logged a write intent.
+struct IntentProbe;
+
+impl EffectProbe for IntentProbe {
+    fn probe(&self, call: &InterruptedCall<'_>) -> Result<Option<ProbeVerdict>, String> {
+        let intents = call
+            .own_events
+            .iter()
+            .filter(|event| event.data.kind() == "fs/write-intent")
+            .count();
+        Ok((intents > 0).then(|| ProbeVerdict::Completed {
+            evidence: format!("{intents} intent(s)"),
+        }))
+    }
+}
+
+#[tokio::test]
+async fn probes_see_the_events_of_code_mode_sub_calls() {
+    let session = Session::new(&[]);
+    session.turn(1, &[("c1", "run_code")]);
+    session.call(1, "c1", "run_code", true);
+    let intent = FsWriteIntent {
+        path: "/w/a".into(),
+        before: None,
+        after: "d".into(),
+    };
+    session.add(Some(1), Some("c1:code:1"), EventData::FsWriteIntent(intent));
+    let probes: Vec<Arc<dyn EffectProbe>> = vec![Arc::new(IntentProbe)];
+    let (report, _) = session.recover(&probes).await;
+    assert_eq!(
+        report.repaired,
+        vec![(CallId::from("c1"), None)],
+        "the sub-call's intent decided it"
+    );
+}
+
+#[tokio::test]
+async fn calls_of_a_cut_off_message_are_truncated_not_merely_unstarted() {
+    let session = Session::new(&[]);
+    session.add(
+        Some(1),
+        None,
+        EventData::TurnStart(TurnStart { user: vec![] }),
+    );
+    let blocks = vec![AssistantBlock::ToolCall {
+        call_id: CallId::from("c1"),
+        name: "write".into(),
+        arguments_raw: "{\"pa".into(),
+    }];
+    session.add(
+        Some(1),
+        None,
+        EventData::AssistantMessage(AssistantMessage {
+            blocks,
+            stop_reason: StopReason::Length,
+        }),
+    );
+    let (report, _) = session.recover(&[]).await;
+    assert_eq!(
+        report.repaired,
+        vec![(CallId::from("c1"), Some(ErrorCode::TruncatedCall))]
+    );
+}
+
+#[tokio::test]
+async fn a_turn_ended_by_an_internal_failure_gets_its_open_calls_answered_once() {
+    let session = Session::new(&[]);
+    session.turn(1, &[("c1", "write"), ("c2", "write")]);
+    session.call(1, "c1", "write", true);
+    session.result(1, "c1");
+    session.call(1, "c2", "write", true);
+    session.add(
+        Some(1),
+        None,
+        EventData::TurnEnd(TurnEnd {
+            kind: TurnEndKind::Error,
+            message: Some("log refused".into()),
+        }),
+    );
+    let (report, appended) = session.recover(&[]).await;
+    assert_eq!(
+        report.repaired,
+        vec![(CallId::from("c2"), Some(ErrorCode::ToolOutcomeUnknown))]
+    );
+    assert_eq!(report.closed_turn, None, "the turn had ended already");
+    assert_eq!(
+        codes(&appended),
+        pairs(&[("c2", "TOOL_OUTCOME_UNKNOWN"), ("", "recovery/repaired")])
+    );
+    let (again, more) = session.recover(&[]).await;
+    assert!(again.is_empty() && more.is_empty());
+    // Every call of the conversation is answered now.
+    let answered = conversation(&session.sink.events())
+        .iter()
+        .filter(|item| matches!(item, ConversationItem::ToolResult { .. }))
+        .count();
+    assert_eq!(answered, 2);
+}

@@ -122,9 +122,13 @@ async fn concurrent_appenders_keep_seq_dense<S: SessionStore>(store: S) {
         }));
     }
     let mut all = Vec::new();
-    for task in tasks {
+    let mut sent = std::collections::BTreeMap::new();
+    for (appender, task) in tasks.into_iter().enumerate() {
         let seqs = task.await.unwrap();
         assert!(seqs.windows(2).all(|pair| pair[0] < pair[1]));
+        for (n, seq) in seqs.iter().enumerate() {
+            sent.insert(*seq, (appender * 1000 + n) as u64);
+        }
         all.extend(seqs);
     }
     all.sort_unstable();
@@ -133,6 +137,18 @@ async fn concurrent_appenders_keep_seq_dense<S: SessionStore>(store: S) {
     drop(log);
     let opened = store.open(&SessionId::new("many")).unwrap();
     assert_eq!(opened.events.len(), 801);
+    // Each stored event is the one its appender was given that seq for.
+    for event in &opened.events[1..] {
+        let EventData::ToolStart(start) = &event.data else {
+            panic!("{:?}", event.data)
+        };
+        assert_eq!(
+            start.timeout_ms,
+            sent.get(&event.seq).copied(),
+            "seq {}",
+            event.seq
+        );
+    }
 }
 
 /// A crash is a log dropped mid-turn: recovery through the store answers what is open.

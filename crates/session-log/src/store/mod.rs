@@ -62,6 +62,8 @@ pub enum StoreError {
     NewerFormat { path: PathBuf, found: u32 },
     #[error("{path}: {message}")]
     Database { path: PathBuf, message: String },
+    #[error("{path} is open in another log (this process or another); close that one first")]
+    Locked { path: PathBuf },
 }
 
 impl StoreError {

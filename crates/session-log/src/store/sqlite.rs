@@ -1,6 +1,8 @@
 //! The SQLite store: many sessions in one database file, one row per event keyed by
 //! (session, seq), the same envelope as a JSONL line. WAL journal; `strict` commits with
-//! `synchronous = FULL`, `batched` and `none` sync at barriers with a full checkpoint.
+//! `synchronous = FULL`; `batched` and `none` commit with `NORMAL` and make a group durable,
+//! when asked, by committing it with `FULL`. The busy timeout (60 s) is how a writer waits
+//! for another session's writer in the same file.
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +23,7 @@ const SCHEMA: &str = "
         line TEXT NOT NULL,
         PRIMARY KEY (session, seq)
     ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS sync_marks (n INTEGER);
     CREATE TABLE IF NOT EXISTS blobs (
         digest TEXT PRIMARY KEY,
         bytes BLOB NOT NULL
@@ -60,7 +63,7 @@ impl SqliteStore {
     fn connect(&self) -> Result<Connection, StoreError> {
         let fail = |error: rusqlite::Error| database(&self.path, &error);
         let conn = Connection::open(&self.path).map_err(fail)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
+        conn.busy_timeout(std::time::Duration::from_secs(60))
             .map_err(fail)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(fail)?;
@@ -79,7 +82,9 @@ fn synchronous(durability: Durability) -> &'static str {
     match durability {
         Durability::Strict => "FULL",
         Durability::Batched => "NORMAL",
-        Durability::None => "OFF",
+        // Not OFF: in WAL mode OFF also skips the syncs of checkpoints, which would put
+        // commits that other sessions in the same file were told are durable at risk.
+        Durability::None => "NORMAL",
     }
 }
 
@@ -235,7 +240,28 @@ impl BlobShelf for TableShelf<'_> {
 }
 
 impl SqliteSession {
+    /// One transaction per group. A group that must be durable (any mode but `strict`, whose
+    /// every commit is synced already) commits with `synchronous = FULL`, which syncs the WAL
+    /// and so every earlier commit too; a barrier with no events writes and removes a mark so
+    /// that there is a commit to sync.
     fn write(&mut self, events: &[&Event], sync: bool) -> Result<(), rusqlite::Error> {
+        let raise = sync && self.durability != Durability::Strict;
+        if raise {
+            self.conn.pragma_update(None, "synchronous", "FULL")?;
+        }
+        let written = self.write_group(events, raise);
+        if raise {
+            let restored =
+                self.conn
+                    .pragma_update(None, "synchronous", synchronous(self.durability));
+            written?;
+            restored?;
+            return Ok(());
+        }
+        written
+    }
+
+    fn write_group(&mut self, events: &[&Event], mark: bool) -> Result<(), rusqlite::Error> {
         let transaction = self.conn.transaction()?;
         {
             let mut insert = transaction
@@ -253,17 +279,11 @@ impl SqliteSession {
                 insert.execute(params![self.session, seq, text])?;
             }
         }
-        transaction.commit()?;
-        // Under `strict` every commit is already synced; otherwise a sync request moves the
-        // WAL into the database with every sync on, then restores the mode.
-        if sync && self.durability != Durability::Strict {
-            self.conn.pragma_update(None, "synchronous", "FULL")?;
-            self.conn
-                .query_row("PRAGMA wal_checkpoint(FULL)", [], |_| Ok(()))?;
-            self.conn
-                .pragma_update(None, "synchronous", synchronous(self.durability))?;
+        if mark && events.is_empty() {
+            transaction.execute("INSERT INTO sync_marks (n) VALUES (1)", [])?;
+            transaction.execute("DELETE FROM sync_marks", [])?;
         }
-        Ok(())
+        transaction.commit()
     }
 }
 

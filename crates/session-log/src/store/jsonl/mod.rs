@@ -73,6 +73,7 @@ impl SessionStore for JsonlStore {
                     StoreError::io("creating", &path, source)
                 }
             })?;
+        lock(&file, &path)?;
         let shelf = self.shelf(&start.session_id);
         let first = first_event(start);
         let mut line = serde_json::to_vec(&first)
@@ -85,7 +86,7 @@ impl SessionStore for JsonlStore {
         sync_dir(&self.dir)?;
         let name = path.display().to_string();
         Ok(StoreLog::start(
-            JsonlFile::new(file, shelf, self.blob_cap),
+            JsonlFile::new(file, line.len() as u64, shelf, self.blob_cap),
             name,
             2,
             self.durability,
@@ -94,6 +95,12 @@ impl SessionStore for JsonlStore {
 
     fn open(&self, id: &SessionId) -> Result<Opened<JsonlLog>, StoreError> {
         let path = self.path_of(id)?;
+        // The lock comes first: a session another log holds is not even read.
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|source| StoreError::io("opening", &path, source))?;
+        lock(&file, &path)?;
         let mut read = reader::read_log(&path)?;
         check_first(&path, &read.events)?;
         let shelf = self.shelf(id);
@@ -104,10 +111,6 @@ impl SessionStore for JsonlStore {
                 why,
             })?;
         }
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|source| StoreError::io("opening", &path, source))?;
         if read.torn_bytes > 0 {
             file.set_len(read.good_len)
                 .map_err(|source| StoreError::io("truncating", &path, source))?;
@@ -118,7 +121,7 @@ impl SessionStore for JsonlStore {
         let name = path.display().to_string();
         Ok(Opened {
             log: StoreLog::start(
-                JsonlFile::new(file, shelf, self.blob_cap),
+                JsonlFile::new(file, read.good_len, shelf, self.blob_cap),
                 name,
                 next_seq,
                 self.durability,
@@ -165,6 +168,17 @@ pub(crate) fn check_first(path: &Path, events: &[Event]) -> Result<(), StoreErro
     }
 }
 
+/// One log per session file at a time, across processes too (an advisory lock held for as
+/// long as the writer has the file open).
+fn lock(file: &File, path: &Path) -> Result<(), StoreError> {
+    file.try_lock().map_err(|error| match error {
+        std::fs::TryLockError::WouldBlock => StoreError::Locked {
+            path: path.to_path_buf(),
+        },
+        std::fs::TryLockError::Error(source) => StoreError::io("locking", path, source),
+    })
+}
+
 /// Makes a new directory entry durable (the file exists after a crash, not only its data).
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)
@@ -175,15 +189,18 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 /// A session file as a writer medium: one `write` per group, `fdatasync` when asked.
 struct JsonlFile {
     file: File,
+    /// Length of the file up to the last group that was written whole.
+    len: u64,
     buffer: Vec<u8>,
     shelf: FileShelf,
     blob_cap: usize,
 }
 
 impl JsonlFile {
-    fn new(file: File, shelf: FileShelf, blob_cap: usize) -> Self {
+    fn new(file: File, len: u64, shelf: FileShelf, blob_cap: usize) -> Self {
         Self {
             file,
+            len,
             buffer: Vec::with_capacity(64 * 1024),
             shelf,
             blob_cap,
@@ -242,15 +259,33 @@ impl Medium for JsonlFile {
                 .map_err(SinkError::Refused)?;
             self.buffer.push(b'\n');
         }
-        self.file.write_all(&self.buffer).map_err(|error| {
+        let written = self.file.write_all(&self.buffer).map_err(|error| {
             SinkError::Refused(format!("writing the session file failed: {error}"))
-        })?;
-        if sync {
-            self.file.sync_data().map_err(|error| {
-                SinkError::Refused(format!("syncing the session file failed: {error}"))
-            })?;
+        });
+        let synced = written.and_then(|()| {
+            if sync {
+                self.file.sync_data().map_err(|error| {
+                    SinkError::Refused(format!("syncing the session file failed: {error}"))
+                })
+            } else {
+                Ok(())
+            }
+        });
+        match synced {
+            Ok(()) => {
+                self.len += self.buffer.len() as u64;
+                Ok(())
+            }
+            Err(error) => {
+                // The appenders of this group are told it failed: none of its lines may come
+                // back when the session is reopened.
+                let _ = self
+                    .file
+                    .set_len(self.len)
+                    .and_then(|()| self.file.sync_data());
+                Err(error)
+            }
         }
-        Ok(())
     }
 
     fn close(&mut self) {

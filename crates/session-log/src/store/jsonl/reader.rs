@@ -18,8 +18,9 @@ pub(crate) struct ReadLog {
     pub torn_bytes: u64,
 }
 
-/// Reads every event of `path`. A last line without its newline is torn: it is reported, not
-/// returned. Any other line that does not parse, or breaks the `seq` order, is corruption.
+/// Reads every event of `path`. A last line that is cut (no newline) or damaged (does not
+/// parse) is torn: it is reported, not returned. Any other line that does not parse, or breaks
+/// the `seq` order, is corruption.
 pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
     let file = File::open(path).map_err(|source| StoreError::io("opening", path, source))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -50,13 +51,30 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
                 torn_bytes: read as u64,
             });
         }
-        let event = serde_json::from_slice::<Event>(trim_newline(&line)).map_err(|error| {
-            StoreError::Corrupt {
-                path: path.to_path_buf(),
-                line: number,
-                why: error.to_string(),
+        let event = match serde_json::from_slice::<Event>(trim_newline(&line)) {
+            Ok(event) => event,
+            Err(error) => {
+                // A damaged last line (a power loss can bring back unsynced blocks as garbage,
+                // newline and all) was never acknowledged either: torn. Anything before the
+                // last line is corruption.
+                let last = reader
+                    .fill_buf()
+                    .map_err(|source| StoreError::io("reading", path, source))?
+                    .is_empty();
+                if last {
+                    return Ok(ReadLog {
+                        events,
+                        good_len,
+                        torn_bytes: read as u64,
+                    });
+                }
+                return Err(StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    line: number,
+                    why: error.to_string(),
+                });
             }
-        })?;
+        };
         let expected = events.len() as u64 + 1;
         if event.seq != expected {
             return Err(StoreError::Corrupt {
