@@ -137,6 +137,31 @@ pub struct CallRecord {
     pub own_events: Vec<Event>,
 }
 
+impl CallRecord {
+    /// A record with nothing but what the call was.
+    fn new(call_id: &CallId, event: &Event, index: u32, name: &str, arguments_raw: &str) -> Self {
+        Self {
+            call_id: call_id.clone(),
+            turn: event.turn,
+            step: event.step,
+            index,
+            name: name.to_owned(),
+            arguments_raw: arguments_raw.to_owned(),
+            source: None,
+            version: None,
+            recorded_at: event.ts,
+            rewritten: None,
+            approval_asked: None,
+            approval_decided: None,
+            started_at: None,
+            result: None,
+            committed_at: None,
+            dispatches: Vec::new(),
+            own_events: Vec::new(),
+        }
+    }
+}
+
 /// One code-mode sub-call of a `run_code` call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dispatch {
@@ -170,25 +195,13 @@ pub fn call_records(events: &[Event]) -> Vec<CallRecord> {
             for (index, (call_id, name, arguments_raw)) in calls.enumerate() {
                 by_id.insert(call_id.clone(), records.len());
                 awaiting_record.insert(call_id.clone(), records.len());
-                records.push(CallRecord {
-                    call_id: call_id.clone(),
-                    turn: event.turn,
-                    step: event.step,
-                    index: u32::try_from(index).unwrap_or(u32::MAX),
-                    name: name.clone(),
-                    arguments_raw: arguments_raw.clone(),
-                    source: None,
-                    version: None,
-                    recorded_at: event.ts,
-                    rewritten: None,
-                    approval_asked: None,
-                    approval_decided: None,
-                    started_at: None,
-                    result: None,
-                    committed_at: None,
-                    dispatches: Vec::new(),
-                    own_events: Vec::new(),
-                });
+                records.push(CallRecord::new(
+                    call_id,
+                    event,
+                    u32::try_from(index).unwrap_or(u32::MAX),
+                    name,
+                    arguments_raw,
+                ));
             }
             continue;
         }
@@ -197,23 +210,9 @@ pub fn call_records(events: &[Event]) -> Vec<CallRecord> {
         };
         if let EventData::ToolCall(call) = &event.data {
             let record = CallRecord {
-                call_id: call_id.clone(),
-                turn: event.turn,
-                step: event.step,
-                index: call.index,
-                name: call.name.clone(),
-                arguments_raw: call.arguments_raw.clone(),
                 source: call.source.clone(),
                 version: call.version.clone(),
-                recorded_at: event.ts,
-                rewritten: None,
-                approval_asked: None,
-                approval_decided: None,
-                started_at: None,
-                result: None,
-                committed_at: None,
-                dispatches: Vec::new(),
-                own_events: Vec::new(),
+                ..CallRecord::new(call_id, event, call.index, &call.name, &call.arguments_raw)
             };
             match awaiting_record
                 .remove(call_id)
