@@ -50,6 +50,9 @@ pub enum PipelineError {
         #[source]
         source: SinkError,
     },
+    /// A bug in the runtime itself (a task that should not fail did).
+    #[error("internal failure: {0}")]
+    Internal(String),
 }
 
 /// One tool call as the model asked for it.

@@ -123,14 +123,33 @@ impl Pipeline {
         tools: &ToolSet,
         request: CallRequest,
     ) -> Result<SettledCall, PipelineError> {
+        let message = "the assistant message was cut off by the output-length limit before this call was complete; it was not run. Send the call again (smaller, if needed).";
+        self.record_unprepared(tools, request, info(ErrorCode::TruncatedCall, message))
+            .await
+    }
+
+    /// Records a call the batch will never prepare (it was cancelled, or an earlier call
+    /// stopped it) and settles it as `NOT_EXECUTED` with `reason`. Finish it in model order.
+    pub async fn record_not_executed(
+        &self,
+        tools: &ToolSet,
+        request: CallRequest,
+        reason: impl Into<String>,
+    ) -> Result<SettledCall, PipelineError> {
+        self.record_unprepared(tools, request, info(ErrorCode::NotExecuted, reason))
+            .await
+    }
+
+    async fn record_unprepared(
+        &self,
+        tools: &ToolSet,
+        request: CallRequest,
+        error: ToolErrorInfo,
+    ) -> Result<SettledCall, PipelineError> {
         let (mut core, _) = self
             .record(tools, request, CancellationToken::new(), Parsing::Skip)
             .await?;
         core.marks.prepared = Instant::now();
-        let error = info(
-            ErrorCode::TruncatedCall,
-            "the assistant message was cut off by the output-length limit before this call was complete; it was not run. Send the call again (smaller, if needed).",
-        );
         Ok(SettledCall::refused(core, error))
     }
 
