@@ -212,7 +212,7 @@ impl Scheduler {
                         continue;
                     };
                     let concurrency = self.concurrency_of(&ready);
-                    if !self.may_start(&slots, next_commit, index, &concurrency) {
+                    if !self.may_start(&slots, running, next_commit, index, &concurrency) {
                         slots[index] = Slot::Ready(ready);
                         continue;
                     }
@@ -330,14 +330,16 @@ impl Scheduler {
     fn may_start(
         &self,
         slots: &[Slot],
+        running: usize,
         next_commit: usize,
         index: usize,
         concurrency: &Concurrency,
     ) -> bool {
         let earlier = &slots[next_commit..index];
         match concurrency {
-            // Every earlier call has committed; it then runs alone.
-            Concurrency::Exclusive => earlier.is_empty(),
+            // Every earlier call has committed and nothing runs (a later call may have
+            // started while this one still looked shared): then it runs alone.
+            Concurrency::Exclusive => earlier.is_empty() && running == 0,
             // No earlier unfinished call is exclusive or holds a conflicting claim.
             Concurrency::Shared(_) => earlier.iter().all(|slot| match slot {
                 Slot::Running(theirs) => concurrency.may_overlap(theirs),

@@ -27,6 +27,8 @@ use toolrail_tools_core::{
 /// Bodies that tell the test they started and wait for it to release them.
 #[derive(Default)]
 struct Gates {
+    /// Calls with `"exclusive_if_flag": true` turn exclusive once this is set.
+    flag: std::sync::atomic::AtomicBool,
     release: Mutex<HashMap<String, Arc<Notify>>>,
     started: Mutex<Vec<String>>,
     started_tx: Mutex<Option<mpsc::UnboundedSender<String>>>,
@@ -53,7 +55,9 @@ impl Tool for Gated {
     }
 
     fn concurrency(&self, args: &Value) -> Concurrency {
-        if args["exclusive"].as_bool() == Some(true) {
+        let turned = args["exclusive_if_flag"].as_bool() == Some(true)
+            && self.gates.flag.load(std::sync::atomic::Ordering::SeqCst);
+        if args["exclusive"].as_bool() == Some(true) || turned {
             return Concurrency::Exclusive;
         }
         let claims = args["write"]
@@ -75,6 +79,9 @@ impl Tool for Gated {
             self.gates.started.lock().push(gate.clone());
             if let Some(tx) = self.gates.started_tx.lock().as_ref() {
                 let _ = tx.send(gate.clone());
+            }
+            for step in 0..args["progress"].as_u64().unwrap_or(0) {
+                ctx.progress(json!({ "step": step }));
             }
             let release = self.gates.gate(&gate);
             if args["ignore_cancel"].as_bool() == Some(true) {
@@ -578,4 +585,148 @@ async fn an_internal_failure_fabricates_no_result() {
         "a start that was not recorded never runs"
     );
     assert_eq!(s.sink.kinds(), ["tool/call"], "no result was fabricated");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_turns_exclusive_before_its_start_becomes_a_barrier_there() {
+    let mut s = setup();
+    let scheduler = scheduler(
+        &s.sink,
+        SchedulerConfig::default(),
+        PipelineConfig::default(),
+    );
+    let calls = vec![
+        call("c1", json!({"gate": "a", "write": ["K"]})),
+        // Shared when prepared, but it must wait for c1's claim on K...
+        call(
+            "c2",
+            json!({"gate": "x", "write": ["K"], "exclusive_if_flag": true}),
+        ),
+        call("c3", json!({"gate": "c"})),
+    ];
+    let tools = s.tools.clone();
+    let batch = tokio::spawn({
+        let scheduler = Arc::clone(&scheduler);
+        async move {
+            scheduler
+                .run_batch(&tools, calls, CancellationToken::new(), None)
+                .await
+        }
+    });
+    wait_started_all(&mut s.started, &["a", "c"]).await;
+    // ...and by the time it could start it is exclusive: it waits for c3 too, then runs alone.
+    s.gates
+        .flag
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    s.gates.open("a");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        started_set(&s.gates),
+        ["a", "c"],
+        "c2 must not start beside the running c3"
+    );
+    s.gates.open("c");
+    wait_started(&mut s.started, "x").await;
+    s.gates.open("x");
+    let outcome = batch.await.unwrap().unwrap();
+    assert!(outcome.results.iter().all(|r| !r.record.is_error));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_cancelled_before_any_start_records_and_answers_every_call() {
+    let s = setup();
+    let scheduler = scheduler(
+        &s.sink,
+        SchedulerConfig::default(),
+        PipelineConfig::default(),
+    );
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let calls = vec![
+        call("c1", json!({"gate": "a"})),
+        call("c2", json!({"gate": "b"})),
+    ];
+    let outcome = scheduler
+        .run_batch(&s.tools, calls, cancel, None)
+        .await
+        .unwrap();
+    assert!(
+        outcome
+            .results
+            .iter()
+            .all(|r| r.record.error_code() == Some(&ErrorCode::NotExecuted) && r.record.synthetic)
+    );
+    assert!(s.gates.started.lock().is_empty());
+    assert_eq!(
+        s.sink.kinds(),
+        ["tool/call", "tool/result", "tool/call", "tool/result"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_in_a_batch_is_a_timeout_and_the_batch_goes_on() {
+    let s = setup();
+    let pipeline = PipelineConfig {
+        cancel_grace: Duration::from_millis(100),
+        ..PipelineConfig::default()
+    };
+    let scheduler = scheduler(&s.sink, SchedulerConfig::default(), pipeline);
+    let slow = call("c1", json!({"gate": "never"})).with_timeout(Duration::from_millis(50));
+    let quick = call("c2", json!({"gate": "q"}));
+    s.gates.open("q");
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(5),
+        scheduler.run_batch(&s.tools, vec![slow, quick], CancellationToken::new(), None),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        outcome.results[0].record.error_code(),
+        Some(&ErrorCode::ToolTimeout)
+    );
+    assert!(!outcome.results[1].record.is_error);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reaches_the_ui_before_the_call_finishes() {
+    let s = setup();
+    let scheduler = scheduler(
+        &s.sink,
+        SchedulerConfig::default(),
+        PipelineConfig::default(),
+    );
+    let (live_tx, mut live) = mpsc::unbounded_channel();
+    s.gates.open("p");
+    scheduler
+        .run_batch(
+            &s.tools,
+            vec![call("c1", json!({"gate": "p", "progress": 3}))],
+            CancellationToken::new(),
+            Some(live_tx),
+        )
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while let Ok(event) = live.try_recv() {
+        seen.push(match event {
+            LiveEvent::Prepared { .. } => "prepared".to_owned(),
+            LiveEvent::Started { .. } => "started".to_owned(),
+            LiveEvent::Progress { data, .. } => format!("progress {}", data["step"]),
+            LiveEvent::Finished { .. } => "finished".to_owned(),
+            LiveEvent::Committed { .. } => "committed".to_owned(),
+        });
+    }
+    assert_eq!(
+        seen,
+        [
+            "prepared",
+            "started",
+            "progress 0",
+            "progress 1",
+            "progress 2",
+            "finished",
+            "committed"
+        ]
+    );
 }
