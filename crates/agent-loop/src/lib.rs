@@ -1,11 +1,15 @@
-//! The agent loop's batch scheduler (DESIGN §5): the calls of one assistant message are
-//! prepared one at a time in model order, started as soon as their concurrency allows, and
-//! committed strictly in model order — with an honest outcome for every call whatever
-//! happens.
+//! The agent loop and its batch scheduler (DESIGN §5): the calls of one assistant message
+//! are prepared one at a time in model order, started as soon as their concurrency allows,
+//! and committed strictly in model order — with an honest outcome for every call whatever
+//! happens; the loop asks the model, runs its batches and feeds the results back.
 //!
 //! Depends on `toolrail-tools-core` (the single-call pipeline it drives) and
-//! `toolrail-session-log`. The agent loop, model clients and scripted models build on it.
+//! `toolrail-session-log`. Model clients and scripted models implement [`ModelClient`].
 
+mod agent;
+mod model;
 mod scheduler;
 
+pub use agent::{AgentLoop, LoopConfig, LoopError};
+pub use model::{ModelClient, ModelError, ModelRequest, ModelResponse, ToolDefinition};
 pub use scheduler::{BatchOutcome, LiveEvent, Scheduler, SchedulerConfig};

@@ -1,0 +1,309 @@
+//! The agent loop: a user turn is a series of steps — ask the model, record its message, run
+//! the batch of tool calls it asked for, feed the results back — until the model ends the
+//! turn, the step limit is reached, the message is cut off, or the turn is cancelled. Every
+//! fact goes to the session log; the conversation sent to the model is the one replay derives.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use toolrail_session_log::{
+    AppendUrgency, AssistantBlock, ContentBlock, ConversationItem, EventData, EventDraft,
+    SessionLog, SinkError, StepEnd, StepId, StepStart, StopReason, Timestamp, TurnEnd, TurnEndKind,
+    TurnId, TurnStart,
+};
+use toolrail_tools_core::{CallRequest, PipelineError, Registry};
+
+use crate::model::{ModelClient, ModelError, ModelRequest, ToolDefinition};
+use crate::scheduler::{LiveEvent, Scheduler};
+
+/// Settings of the loop.
+#[derive(Clone, Debug)]
+pub struct LoopConfig {
+    pub system: Option<String>,
+    /// Model requests per turn at most.
+    pub max_steps: u32,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        Self {
+            system: None,
+            max_steps: 50,
+        }
+    }
+}
+
+/// Why a turn could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    #[error("the session log refused a write: {0}")]
+    Log(#[from] SinkError),
+    #[error(transparent)]
+    Model(ModelError),
+}
+
+/// Runs turns of one session.
+pub struct AgentLoop {
+    registry: Registry,
+    scheduler: Scheduler,
+    log: Arc<dyn SessionLog>,
+    model: Arc<dyn ModelClient>,
+    config: LoopConfig,
+    conversation: Vec<ConversationItem>,
+    next_turn: u32,
+}
+
+impl AgentLoop {
+    /// A loop over a fresh conversation.
+    pub fn new(
+        registry: Registry,
+        scheduler: Scheduler,
+        log: Arc<dyn SessionLog>,
+        model: Arc<dyn ModelClient>,
+        config: LoopConfig,
+    ) -> Self {
+        Self {
+            registry,
+            scheduler,
+            log,
+            model,
+            config,
+            conversation: Vec::new(),
+            next_turn: 1,
+        }
+    }
+
+    /// Continues a session whose events were read back (and recovered): the next request
+    /// carries everything the log holds, synthetic results included.
+    pub fn resume(mut self, events: &[toolrail_session_log::Event]) -> Self {
+        self.conversation = toolrail_session_log::conversation(events);
+        self.next_turn = events
+            .iter()
+            .filter_map(|event| event.turn.map(|turn| turn.0))
+            .max()
+            .unwrap_or(0)
+            + 1;
+        self
+    }
+
+    /// The conversation as the next request will carry it.
+    pub fn conversation(&self) -> &[ConversationItem] {
+        &self.conversation
+    }
+
+    /// Runs one user turn to its end and says how it ended.
+    pub async fn run_turn(
+        &mut self,
+        user: Vec<ContentBlock>,
+        cancel: CancellationToken,
+        live: Option<mpsc::UnboundedSender<LiveEvent>>,
+    ) -> Result<TurnEndKind, LoopError> {
+        let turn = TurnId(self.next_turn);
+        self.next_turn += 1;
+        self.append(
+            turn,
+            None,
+            EventData::TurnStart(TurnStart { user: user.clone() }),
+        )
+        .await?;
+        self.conversation.push(ConversationItem::User(user));
+        for number in 1..=self.config.max_steps {
+            let step = StepId(number);
+            self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
+                .await?;
+            let tools = self.registry.snapshot();
+            let request = ModelRequest {
+                system: self.config.system.clone(),
+                messages: self.conversation.clone(),
+                tools: tools
+                    .offered()
+                    .map(|entry| ToolDefinition {
+                        name: entry.name().to_owned(),
+                        description: entry.spec().description().to_owned(),
+                        input_schema: entry.spec().input_schema().clone(),
+                    })
+                    .collect(),
+            };
+            let response = tokio::select! {
+                biased;
+                () = cancel.cancelled() => Err(ModelError::Cancelled),
+                response = self.model.complete(&request, &cancel) => response,
+            };
+            let response = match response {
+                Ok(response) => response,
+                Err(ModelError::Cancelled) => {
+                    return self
+                        .end(
+                            turn,
+                            step,
+                            TurnEndKind::Aborted,
+                            "cancelled while the model was answering",
+                        )
+                        .await;
+                }
+                Err(error) => {
+                    self.end(turn, step, TurnEndKind::Error, &error.to_string())
+                        .await?;
+                    return Err(LoopError::Model(error));
+                }
+            };
+            let message = response.message;
+            self.append(
+                turn,
+                Some(step),
+                EventData::AssistantMessage(message.clone()),
+            )
+            .await?;
+            self.conversation
+                .push(ConversationItem::Assistant(message.clone()));
+            let calls: Vec<CallRequest> = message
+                .blocks
+                .iter()
+                .filter_map(|block| match block {
+                    AssistantBlock::ToolCall {
+                        call_id,
+                        name,
+                        arguments_raw,
+                    } => Some((call_id, name, arguments_raw)),
+                    AssistantBlock::Text { .. } | AssistantBlock::Thinking { .. } => None,
+                })
+                .enumerate()
+                .map(|(index, (call_id, name, arguments_raw))| {
+                    CallRequest::new(
+                        call_id.clone(),
+                        u32::try_from(index).unwrap_or(u32::MAX),
+                        name.as_str(),
+                        arguments_raw.as_str(),
+                    )
+                    .in_step(turn, step)
+                })
+                .collect();
+            if message.stop_reason == StopReason::Length {
+                let outcome = self.scheduler.run_truncated(&tools, calls).await?;
+                self.answer(&outcome.results);
+                self.append(
+                    turn,
+                    Some(step),
+                    EventData::StepEnd(StepEnd {
+                        usage: response.usage,
+                    }),
+                )
+                .await?;
+                return self
+                    .end(
+                        turn,
+                        step,
+                        TurnEndKind::Truncated,
+                        "the answer was cut off by the output-length limit",
+                    )
+                    .await;
+            }
+            if calls.is_empty() {
+                self.append(
+                    turn,
+                    Some(step),
+                    EventData::StepEnd(StepEnd {
+                        usage: response.usage,
+                    }),
+                )
+                .await?;
+                return self.end(turn, step, TurnEndKind::Completed, "").await;
+            }
+            let outcome = match self
+                .scheduler
+                .run_batch(&tools, calls, cancel.child_token(), live.clone())
+                .await
+            {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    // Nothing was fabricated; recovery classifies the open calls later.
+                    let _ = self
+                        .end(turn, step, TurnEndKind::Error, &error.to_string())
+                        .await;
+                    return Err(error.into());
+                }
+            };
+            self.answer(&outcome.results);
+            self.append(
+                turn,
+                Some(step),
+                EventData::StepEnd(StepEnd {
+                    usage: response.usage,
+                }),
+            )
+            .await?;
+            if cancel.is_cancelled() {
+                return self
+                    .end(
+                        turn,
+                        step,
+                        TurnEndKind::Aborted,
+                        "cancelled during the batch",
+                    )
+                    .await;
+            }
+        }
+        let step = StepId(self.config.max_steps);
+        self.end(
+            turn,
+            step,
+            TurnEndKind::MaxSteps,
+            "the step limit was reached",
+        )
+        .await
+    }
+
+    fn answer(&mut self, results: &[toolrail_tools_core::CommittedResult]) {
+        for committed in results {
+            self.conversation.push(ConversationItem::ToolResult {
+                call_id: committed.identity.call_id.clone(),
+                record: Arc::clone(&committed.record),
+            });
+        }
+        for committed in results {
+            for message in &committed.context {
+                self.conversation.push(ConversationItem::Context {
+                    source: message.source.clone(),
+                    content: message.content.clone(),
+                });
+            }
+        }
+    }
+
+    async fn end(
+        &self,
+        turn: TurnId,
+        step: StepId,
+        kind: TurnEndKind,
+        message: &str,
+    ) -> Result<TurnEndKind, LoopError> {
+        let message = (!message.is_empty()).then(|| message.to_owned());
+        self.append(
+            turn,
+            Some(step),
+            EventData::TurnEnd(TurnEnd { kind, message }),
+        )
+        .await?;
+        self.log.barrier().await?;
+        Ok(kind)
+    }
+
+    async fn append(
+        &self,
+        turn: TurnId,
+        step: Option<StepId>,
+        data: EventData,
+    ) -> Result<u64, SinkError> {
+        let draft = EventDraft {
+            ts: Timestamp::now(),
+            turn: Some(turn),
+            step,
+            call_id: None,
+            data,
+        };
+        self.log.append(draft, AppendUrgency::Buffered).await
+    }
+}

@@ -1,0 +1,398 @@
+//! The agent loop with a scripted model: turns and steps in the log, the conversation each
+//! request carries, truncation, the step limit, cancellation and resuming a recovered session.
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::wildcard_enum_match_arm
+)]
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolrail_agent_loop::*;
+use toolrail_session_log::*;
+use toolrail_tools_core::{
+    Pipeline, Registry, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec,
+};
+
+/// Answers with the scripted messages in order (and with "done" once they run out),
+/// remembering every request.
+struct ScriptedModel {
+    script: Mutex<VecDeque<AssistantMessage>>,
+    requests: Mutex<Vec<ModelRequest>>,
+    hang: bool,
+}
+
+impl ScriptedModel {
+    fn new(script: Vec<AssistantMessage>) -> Arc<Self> {
+        Arc::new(Self {
+            script: Mutex::new(script.into()),
+            requests: Mutex::new(Vec::new()),
+            hang: false,
+        })
+    }
+}
+
+impl ModelClient for ScriptedModel {
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            self.requests.lock().push(request.clone());
+            if self.hang {
+                cancel.cancelled().await;
+                return Err(ModelError::Cancelled);
+            }
+            let message = self
+                .script
+                .lock()
+                .pop_front()
+                .unwrap_or_else(|| text("done"));
+            Ok(ModelResponse {
+                message,
+                usage: None,
+            })
+        })
+    }
+}
+
+fn text(text: &str) -> AssistantMessage {
+    AssistantMessage {
+        blocks: vec![AssistantBlock::Text { text: text.into() }],
+        stop_reason: StopReason::EndTurn,
+    }
+}
+
+fn calls(calls: &[(&str, &str, &str)], stop_reason: StopReason) -> AssistantMessage {
+    let blocks = calls
+        .iter()
+        .map(|(id, name, args)| AssistantBlock::ToolCall {
+            call_id: CallId::from(*id),
+            name: (*name).into(),
+            arguments_raw: (*args).into(),
+        })
+        .collect();
+    AssistantMessage {
+        blocks,
+        stop_reason,
+    }
+}
+
+struct Echo(ToolSpec, Mutex<usize>);
+
+impl Tool for Echo {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn execute<'a>(&'a self, _ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            *self.1.lock() += 1;
+            Ok(ToolOutput::text(format!(
+                "echo {}",
+                args["say"].as_str().unwrap_or_default()
+            )))
+        })
+    }
+}
+
+fn registry() -> (Registry, Arc<Echo>) {
+    let echo = Arc::new(Echo(
+        ToolSpec::new("echo", "Says it back.", json!({"type": "object"})),
+        Mutex::new(0),
+    ));
+    let zeta = Arc::new(Echo(
+        ToolSpec::new("zeta", "Last by name.", json!({"type": "object"})),
+        Mutex::new(0),
+    ));
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(zeta)
+        .builtin(echo.clone())
+        .build()
+        .unwrap();
+    (registry, echo)
+}
+
+fn agent(
+    log: Arc<dyn SessionLog>,
+    model: Arc<ScriptedModel>,
+    registry: Registry,
+    max_steps: u32,
+) -> AgentLoop {
+    let pipeline = Arc::new(Pipeline::builder(log.clone()).build());
+    let scheduler = Scheduler::new(pipeline, SchedulerConfig::default());
+    AgentLoop::new(
+        registry,
+        scheduler,
+        log,
+        model,
+        LoopConfig {
+            system: Some("be brief".into()),
+            max_steps,
+        },
+    )
+}
+
+#[tokio::test]
+async fn a_turn_runs_the_batch_and_feeds_the_results_back() {
+    let log = Arc::new(MemorySink::new());
+    let model = ScriptedModel::new(vec![
+        calls(
+            &[
+                ("c1", "echo", r#"{"say":"hi"}"#),
+                ("c2", "echo", r#"{"say":"there"}"#),
+            ],
+            StopReason::ToolCalls,
+        ),
+        text("all said"),
+    ]);
+    let (registry, echo) = registry();
+    let mut agent = agent(log.clone(), model.clone(), registry, 10);
+    let ended = agent
+        .run_turn(
+            vec![ContentBlock::text("say hi there")],
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended, TurnEndKind::Completed);
+    assert_eq!(*echo.1.lock(), 2);
+    let kinds = log.kinds();
+    let n = kinds.len();
+    assert_eq!(
+        kinds[..3],
+        ["turn/start", "step/start", "assistant/message"]
+    );
+    assert_eq!(
+        kinds[n - 5..],
+        [
+            "step/end",
+            "step/start",
+            "assistant/message",
+            "step/end",
+            "turn/end"
+        ]
+    );
+    // The batch: calls recorded, bodies started and results committed; how starts of bodies
+    // running as tasks interleave with commits is up to the runtime, the commit order is not.
+    let mut batch: Vec<&str> = kinds[3..n - 5].iter().map(String::as_str).collect();
+    batch.sort_unstable();
+    assert_eq!(
+        batch,
+        [
+            "tool/call",
+            "tool/call",
+            "tool/result",
+            "tool/result",
+            "tool/start",
+            "tool/start"
+        ]
+    );
+    let committed: Vec<String> = log
+        .events()
+        .iter()
+        .filter(|e| e.data.kind() == "tool/result")
+        .map(|e| e.call_id.as_ref().unwrap().to_string())
+        .collect();
+    assert_eq!(committed, ["c1", "c2"]);
+    let requests = model.requests.lock();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[0]
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["echo", "zeta"],
+        "stable order"
+    );
+    assert_eq!(requests[0].system.as_deref(), Some("be brief"));
+    let second: Vec<String> = requests[1]
+        .messages
+        .iter()
+        .map(|item| match item {
+            ConversationItem::User(_) => "user".to_owned(),
+            ConversationItem::Assistant(_) => "assistant".to_owned(),
+            ConversationItem::ToolResult { call_id, record } => {
+                format!("{call_id}: {}", record.content[0].as_text().unwrap())
+            }
+            ConversationItem::Context { .. } => "context".to_owned(),
+        })
+        .collect();
+    assert_eq!(
+        second,
+        ["user", "assistant", "c1: echo hi", "c2: echo there"]
+    );
+    // The conversation the loop keeps is the one replay derives from the log.
+    assert_eq!(agent.conversation(), conversation(&log.events()).as_slice());
+    let turn_events: Vec<Option<u32>> = log.events().iter().map(|e| e.turn.map(|t| t.0)).collect();
+    assert!(turn_events.iter().all(|turn| *turn == Some(1)));
+}
+
+#[tokio::test]
+async fn a_cut_off_message_executes_nothing_and_ends_the_turn_truncated() {
+    let log = Arc::new(MemorySink::new());
+    let model = ScriptedModel::new(vec![calls(
+        &[("c1", "echo", r#"{"say":"h"#)],
+        StopReason::Length,
+    )]);
+    let (registry, echo) = registry();
+    let mut agent = agent(log.clone(), model, registry, 10);
+    let ended = agent
+        .run_turn(
+            vec![ContentBlock::text("go")],
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended, TurnEndKind::Truncated);
+    assert_eq!(*echo.1.lock(), 0);
+    let results: Vec<Option<ErrorCode>> = log
+        .events()
+        .iter()
+        .filter_map(|e| match &e.data {
+            EventData::ToolResult(record) => Some(record.error_code().cloned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [Some(ErrorCode::TruncatedCall)]);
+}
+
+#[tokio::test]
+async fn the_step_limit_ends_a_turn_that_keeps_calling_tools() {
+    let log = Arc::new(MemorySink::new());
+    let model = ScriptedModel::new(
+        (0..10)
+            .map(|n| calls(&[(&format!("c{n}"), "echo", "{}")], StopReason::ToolCalls))
+            .collect(),
+    );
+    let (registry, echo) = registry();
+    let mut agent = agent(log.clone(), model.clone(), registry, 3);
+    let ended = agent
+        .run_turn(
+            vec![ContentBlock::text("loop")],
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended, TurnEndKind::MaxSteps);
+    assert_eq!(*echo.1.lock(), 3);
+    assert_eq!(model.requests.lock().len(), 3);
+}
+
+#[tokio::test]
+async fn cancelling_while_the_model_answers_aborts_the_turn() {
+    let log = Arc::new(MemorySink::new());
+    let model = Arc::new(ScriptedModel {
+        script: Mutex::new(VecDeque::new()),
+        requests: Mutex::new(Vec::new()),
+        hang: true,
+    });
+    let (registry, _) = registry();
+    let mut agent = agent(log.clone(), model, registry, 3);
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        canceller.cancel();
+    });
+    let ended = agent
+        .run_turn(vec![ContentBlock::text("go")], cancel, None)
+        .await
+        .unwrap();
+    assert_eq!(ended, TurnEndKind::Aborted);
+    assert_eq!(log.kinds().last().map(String::as_str), Some("turn/end"));
+}
+
+#[tokio::test]
+async fn a_resumed_session_carries_the_synthetic_results_of_its_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log = store
+        .create(SessionStart {
+            format_version: FORMAT_VERSION,
+            session_id: SessionId::new("resume"),
+            tools: vec![],
+            meta: None,
+        })
+        .unwrap();
+    let add = |call: Option<&str>, data: EventData| EventDraft {
+        ts: Timestamp::now(),
+        turn: Some(TurnId(1)),
+        step: Some(StepId(1)),
+        call_id: call.map(CallId::from),
+        data,
+    };
+    for (call, data) in [
+        (
+            None,
+            EventData::TurnStart(TurnStart {
+                user: vec![ContentBlock::text("write it")],
+            }),
+        ),
+        (
+            None,
+            EventData::AssistantMessage(calls(&[("c1", "echo", "{}")], StopReason::ToolCalls)),
+        ),
+        (Some("c1"), EventData::ToolStart(ToolStart::default())),
+    ] {
+        log.append(add(call, data), AppendUrgency::Durable)
+            .await
+            .unwrap();
+    }
+    drop(log); // the crash
+
+    let opened = store.open(&SessionId::new("resume")).unwrap();
+    recover(&opened.events, opened.torn_bytes_dropped, &[], &opened.log)
+        .await
+        .unwrap();
+    drop(opened);
+    let opened = store.open(&SessionId::new("resume")).unwrap();
+    let model = ScriptedModel::new(vec![text("I see the write may have happened")]);
+    let (registry, _) = registry();
+    let log: Arc<dyn SessionLog> = Arc::new(opened.log);
+    let mut agent = agent(log, model.clone(), registry, 3).resume(&opened.events);
+    let ended = agent
+        .run_turn(
+            vec![ContentBlock::text("did it work?")],
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended, TurnEndKind::Completed);
+    let request = &model.requests.lock()[0];
+    let unknown = request.messages.iter().find_map(|item| match item {
+        ConversationItem::ToolResult { call_id, record } if call_id.as_str() == "c1" => {
+            record.error_code().cloned()
+        }
+        _ => None,
+    });
+    assert_eq!(
+        unknown,
+        Some(ErrorCode::ToolOutcomeUnknown),
+        "the next request answers c1 honestly"
+    );
+    drop(agent);
+    let reopened = store.open(&SessionId::new("resume")).unwrap();
+    let turns: Vec<u32> = reopened
+        .events
+        .iter()
+        .filter(|e| e.data.kind() == "turn/start")
+        .filter_map(|e| e.turn.map(|t| t.0))
+        .collect();
+    assert_eq!(
+        turns,
+        [1, 2],
+        "the resumed turn is numbered after the recovered one"
+    );
+}
