@@ -86,7 +86,10 @@ impl Pipeline {
         }
         let ReadyCall { mut core, entry } = ready;
         let spec = entry.spec();
-        let timeout = core_timeout(&core, spec.default_timeout());
+        let timeout = core_timeout(
+            &core,
+            spec.default_timeout().or(self.config.default_timeout),
+        );
 
         // Stage 6: the start is a fact before the body may act; durable for calls that may
         // change the world, so recovery can tell "never started" from "may have acted".

@@ -137,6 +137,8 @@ pub struct PipelineConfig {
     pub execution: BodyExecution,
     /// How long a cancelled or timed-out body may take to settle before it is abandoned.
     pub cancel_grace: Duration,
+    /// The deadline of a call whose request and tool set none.
+    pub default_timeout: Option<Duration>,
     /// How long to wait for an approval answer (`None`: as long as the service takes).
     pub approval_timeout: Option<Duration>,
     /// Cap on a value's serialized size, unless the tool sets its own.
@@ -150,6 +152,7 @@ impl Default for PipelineConfig {
         Self {
             execution: BodyExecution::Inline,
             cancel_grace: Duration::from_secs(5),
+            default_timeout: None,
             approval_timeout: None,
             max_value_bytes: 1024 * 1024,
             workspace: None,

@@ -1,0 +1,16 @@
+//! What toolrail's own tests (and users' conformance tests) drive the runtime with: a
+//! scripted model, a `probe` tool configured per call by its arguments, gated tools whose
+//! bodies wait for the test, and scenario files that run whole sessions.
+//!
+//! May depend on every library crate; the others use it as a dev-dependency.
+
+mod model;
+mod probe;
+mod scenario;
+
+pub use model::ScriptedModel;
+pub use probe::{Probe, ProbeArgs};
+pub use scenario::{
+    ApprovalSpec, ModelStep, Scenario, ScenarioConfig, ScenarioError, ScenarioReport, ToolCallSpec,
+    TurnSpec, WorkspaceSpec,
+};

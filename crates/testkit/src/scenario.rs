@@ -1,0 +1,337 @@
+//! Scenario files: a whole session — tools, settings, workspace files, and per turn the
+//! user's message and the model's scripted answers — as JSON, run against the real runtime
+//! with its log written to a folder. Unknown fields are errors that name the field.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+use toolrail_agent_loop::{AgentLoop, LoopConfig, LoopError, Scheduler, SchedulerConfig};
+use toolrail_session_log::{
+    AssistantBlock, AssistantMessage, BoxFuture, CallId, ContentBlock, Durability, FORMAT_VERSION,
+    JsonlStore, SessionId, SessionLog, SessionStart, SessionStore, StopReason, StoreError,
+    TurnEndKind,
+};
+use toolrail_tools_core::{
+    ApprovalAnswer, ApprovalRequest, ApprovalService, CallView, HookError, Pipeline,
+    PipelineConfig, PreExecuteDecision, PreExecuteHook, PreNext, RegistryBuilder, RegistryError,
+};
+
+use crate::{Probe, ScriptedModel};
+
+/// A scenario file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Tool names: `probe`, `probe_idem`.
+    pub toolset: Vec<String>,
+    #[serde(default)]
+    pub config: ScenarioConfig,
+    #[serde(default)]
+    pub workspace: WorkspaceSpec,
+    pub turns: Vec<TurnSpec>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioConfig {
+    pub max_parallel: Option<usize>,
+    pub cancel_grace_ms: Option<u64>,
+    pub default_timeout_ms: Option<u64>,
+    /// `strict`, `batched` or `none`.
+    pub durability: Option<String>,
+    pub stop_batch_on_reject: Option<bool>,
+    /// When present, every call is asked, and answered from this script.
+    pub approval: Option<ApprovalSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSpec {
+    /// Only `scripted`.
+    pub mode: String,
+    /// `allowed_once`, `allowed_for_session`, `rejected`, `cancelled`, `expired`,
+    /// `unavailable`, in order; once they run out the service is unavailable.
+    pub answers: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceSpec {
+    /// Relative path → content, written before the session starts.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnSpec {
+    pub user: String,
+    pub cancel_after_ms: Option<u64>,
+    pub model: Vec<ModelStep>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelStep {
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCallSpec>,
+    pub text: Option<String>,
+    /// `end_turn`, `tool_use` or `length`.
+    pub stop_reason: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallSpec {
+    pub id: String,
+    pub name: String,
+    /// The raw argument text, exactly as a model would send it.
+    pub arguments: String,
+}
+
+/// Why a scenario could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("the scenario is not valid: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Loop(#[from] LoopError),
+    #[error("writing the workspace: {0}")]
+    Workspace(#[from] std::io::Error),
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct ScenarioReport {
+    pub log_path: PathBuf,
+    pub marker_dir: PathBuf,
+    pub turn_ends: Vec<TurnEndKind>,
+}
+
+impl Scenario {
+    /// Reads a scenario from JSON text; an unknown field is an error naming it.
+    pub fn from_json(text: &str) -> Result<Self, ScenarioError> {
+        serde_json::from_str(text).map_err(|error| ScenarioError::Invalid(error.to_string()))
+    }
+
+    /// Runs every turn; the log goes to `<session_dir>/scenario.jsonl`, markers to
+    /// `<session_dir>/markers/`, workspace files to `<session_dir>/workspace/`.
+    pub async fn run(&self, session_dir: &Path) -> Result<ScenarioReport, ScenarioError> {
+        let marker_dir = session_dir.join("markers");
+        std::fs::create_dir_all(&marker_dir)?;
+        let workspace = session_dir.join("workspace");
+        for (relative, content) in &self.workspace.files {
+            if Path::new(relative).is_absolute() || relative.split('/').any(|part| part == "..") {
+                return Err(ScenarioError::Invalid(format!(
+                    "workspace file `{relative}` must stay inside the workspace"
+                )));
+            }
+            let path = workspace.join(relative);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(path, content)?;
+        }
+
+        let mut builder = RegistryBuilder::new();
+        for name in &self.toolset {
+            builder = match name.as_str() {
+                "probe" => builder.builtin(Probe::new(Some(marker_dir.clone()))),
+                "probe_idem" => builder.builtin(Probe::idempotent(Some(marker_dir.clone()))),
+                other => {
+                    return Err(ScenarioError::Invalid(format!(
+                        "unknown tool `{other}` in toolset; known: probe, probe_idem"
+                    )));
+                }
+            };
+        }
+        let (registry, _) = builder.build()?;
+
+        let durability = match self.config.durability.as_deref() {
+            None | Some("strict") => Durability::Strict,
+            Some("batched") => Durability::Batched,
+            Some("none") => Durability::None,
+            Some(other) => {
+                return Err(ScenarioError::Invalid(format!(
+                    "durability `{other}`: use strict, batched or none"
+                )));
+            }
+        };
+        let store = JsonlStore::new(session_dir, durability)?;
+        let start = SessionStart {
+            format_version: FORMAT_VERSION,
+            session_id: SessionId::new("scenario"),
+            tools: registry.snapshot().manifest(),
+            meta: None,
+        };
+        let log: Arc<dyn SessionLog> = Arc::new(store.create(start)?);
+        let log_path = store.path_of(&SessionId::new("scenario"))?;
+
+        let mut pipeline = Pipeline::builder(log.clone()).config(PipelineConfig {
+            cancel_grace: Duration::from_millis(self.config.cancel_grace_ms.unwrap_or(5_000)),
+            default_timeout: self.config.default_timeout_ms.map(Duration::from_millis),
+            ..PipelineConfig::default()
+        });
+        if let Some(approval) = &self.config.approval {
+            if approval.mode != "scripted" {
+                return Err(ScenarioError::Invalid(format!(
+                    "approval mode `{}`: only `scripted` is known",
+                    approval.mode
+                )));
+            }
+            let answers = approval
+                .answers
+                .iter()
+                .map(|answer| parse_answer(answer))
+                .collect::<Result<_, _>>()?;
+            pipeline =
+                pipeline
+                    .pre_hook(Arc::new(AskEveryCall))
+                    .approval(Arc::new(ScriptedApprover {
+                        answers: Mutex::new(answers),
+                    }));
+        }
+        let scheduler = Scheduler::new(
+            Arc::new(pipeline.build()),
+            SchedulerConfig {
+                max_parallel: self.config.max_parallel.unwrap_or(8),
+                stop_batch_on_reject: self.config.stop_batch_on_reject.unwrap_or(true),
+                sequential: false,
+            },
+        );
+        let model = Arc::new(ScriptedModel::new([]));
+        let mut agent = AgentLoop::new(
+            registry,
+            scheduler,
+            log,
+            model.clone(),
+            LoopConfig::default(),
+        );
+        let mut turn_ends = Vec::new();
+        for turn in &self.turns {
+            model.load(
+                turn.model
+                    .iter()
+                    .map(assistant_message)
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+            let cancel = CancellationToken::new();
+            if let Some(ms) = turn.cancel_after_ms {
+                let cancel = cancel.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    cancel.cancel();
+                });
+            }
+            turn_ends.push(
+                agent
+                    .run_turn(vec![ContentBlock::text(&turn.user)], cancel, None)
+                    .await?,
+            );
+        }
+        Ok(ScenarioReport {
+            log_path,
+            marker_dir,
+            turn_ends,
+        })
+    }
+}
+
+fn assistant_message(step: &ModelStep) -> Result<AssistantMessage, ScenarioError> {
+    let stop_reason = match step.stop_reason.as_str() {
+        "end_turn" => StopReason::EndTurn,
+        "tool_use" => StopReason::ToolCalls,
+        "length" => StopReason::Length,
+        other => {
+            return Err(ScenarioError::Invalid(format!(
+                "stop_reason `{other}`: use end_turn, tool_use or length"
+            )));
+        }
+    };
+    let mut blocks: Vec<AssistantBlock> = step
+        .text
+        .iter()
+        .map(|text| AssistantBlock::Text { text: text.clone() })
+        .collect();
+    blocks.extend(step.tool_calls.iter().map(|call| AssistantBlock::ToolCall {
+        call_id: CallId::new(&call.id),
+        name: call.name.clone(),
+        arguments_raw: call.arguments.clone(),
+    }));
+    Ok(AssistantMessage {
+        blocks,
+        stop_reason,
+    })
+}
+
+fn parse_answer(answer: &str) -> Result<ApprovalAnswer, ScenarioError> {
+    Ok(match answer {
+        "allowed_once" => ApprovalAnswer::AllowedOnce,
+        "allowed_for_session" => ApprovalAnswer::AllowedForSession {
+            key: "scenario".to_owned(),
+        },
+        "rejected" => ApprovalAnswer::Rejected { reason: None },
+        "cancelled" => ApprovalAnswer::Cancelled,
+        "expired" => ApprovalAnswer::Expired,
+        "unavailable" => ApprovalAnswer::Unavailable,
+        other => {
+            return Err(ScenarioError::Invalid(format!(
+                "approval answer `{other}` is not known"
+            )));
+        }
+    })
+}
+
+/// Asks for every call (a scenario with an approval script tests the approval path).
+struct AskEveryCall;
+
+impl PreExecuteHook for AskEveryCall {
+    fn name(&self) -> &str {
+        "scenario-approval"
+    }
+
+    fn decide<'a>(
+        &'a self,
+        call: &'a CallView<'a>,
+        _next: PreNext<'a>,
+    ) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>> {
+        let reason = format!(
+            "the scenario asks before every call ({})",
+            call.identity.name
+        );
+        Box::pin(async move {
+            Ok(PreExecuteDecision::Ask {
+                reason,
+                session_key: None,
+            })
+        })
+    }
+}
+
+struct ScriptedApprover {
+    answers: Mutex<VecDeque<ApprovalAnswer>>,
+}
+
+impl ApprovalService for ScriptedApprover {
+    fn request<'a>(
+        &'a self,
+        _request: &'a ApprovalRequest,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ApprovalAnswer> {
+        let answer = self
+            .answers
+            .lock()
+            .pop_front()
+            .unwrap_or(ApprovalAnswer::Unavailable);
+        Box::pin(std::future::ready(answer))
+    }
+}

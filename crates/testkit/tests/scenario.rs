@@ -1,0 +1,136 @@
+//! Scenario files run whole sessions against the real runtime.
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::wildcard_enum_match_arm
+)]
+
+use std::path::Path;
+
+use toolrail_session_log::{
+    Durability, ErrorCode, EventData, JsonlStore, SessionId, SessionStore, TurnEndKind,
+};
+use toolrail_testkit::{Scenario, ScenarioError};
+
+fn results(dir: &Path) -> Vec<(String, Option<ErrorCode>)> {
+    let store = JsonlStore::new(dir, Durability::Strict).unwrap();
+    let opened = store.open(&SessionId::new("scenario")).unwrap();
+    opened
+        .events
+        .iter()
+        .filter_map(|event| match &event.data {
+            EventData::ToolResult(record) => Some((
+                event.call_id.as_ref().unwrap().to_string(),
+                record.error_code().cloned(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_scenario_runs_with_markers_and_approvals() {
+    let text = r#"{
+      "toolset": ["probe"],
+      "config": {"max_parallel": 8, "cancel_grace_ms": 5000, "default_timeout_ms": 120000,
+                 "durability": "strict", "stop_batch_on_reject": true,
+                 "approval": {"mode": "scripted", "answers": ["allowed_once", "rejected"]}},
+      "workspace": {"files": {"notes.txt": "hello\n"}},
+      "turns": [
+        {"user": "start",
+         "cancel_after_ms": null,
+         "model": [
+           {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{\"sleep_ms\": 20, \"marker\": true}"},
+                           {"id": "c2", "name": "probe", "arguments": "{\"marker\": true}"},
+                           {"id": "c3", "name": "probe", "arguments": "{\"marker\": true}"}],
+            "stop_reason": "tool_use"},
+           {"text": "done", "stop_reason": "end_turn"}]}]
+    }"#;
+    let dir = tempfile::tempdir().unwrap();
+    let report = Scenario::from_json(text)
+        .unwrap()
+        .run(dir.path())
+        .await
+        .unwrap();
+    assert_eq!(report.turn_ends, [TurnEndKind::Completed]);
+    assert_eq!(
+        results(dir.path()),
+        [
+            ("c1".to_owned(), None),
+            ("c2".to_owned(), Some(ErrorCode::ApprovalRejected)),
+            ("c3".to_owned(), Some(ErrorCode::NotExecuted)),
+        ]
+    );
+    assert!(report.marker_dir.join("c1").exists());
+    assert!(
+        !report.marker_dir.join("c2").exists() && !report.marker_dir.join("c3").exists(),
+        "refused calls left no marker"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("workspace/notes.txt")).unwrap(),
+        "hello\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_during_a_batch_aborts_the_turn_with_honest_results() {
+    let text = r#"{
+      "toolset": ["probe"],
+      "config": {"cancel_grace_ms": 200},
+      "turns": [{"user": "go", "cancel_after_ms": 50, "model": [
+        {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{\"sleep_ms\": 60000}"},
+                        {"id": "c2", "name": "probe", "arguments": "{\"sleep_ms\": 60000, \"ignore_cancel\": true}"}],
+         "stop_reason": "tool_use"}]}]
+    }"#;
+    let dir = tempfile::tempdir().unwrap();
+    let report = Scenario::from_json(text)
+        .unwrap()
+        .run(dir.path())
+        .await
+        .unwrap();
+    assert_eq!(report.turn_ends, [TurnEndKind::Aborted]);
+    assert_eq!(
+        results(dir.path()),
+        [
+            ("c1".to_owned(), Some(ErrorCode::Aborted)),
+            ("c2".to_owned(), Some(ErrorCode::ToolOutcomeUnknown))
+        ]
+    );
+}
+
+#[test]
+fn unknown_fields_are_errors_that_name_the_field() {
+    let error =
+        Scenario::from_json(r#"{"toolset": [], "turns": [], "colour": "blue"}"#).unwrap_err();
+    assert!(matches!(error, ScenarioError::Invalid(_)));
+    assert!(error.to_string().contains("colour"), "{error}");
+    let nested = Scenario::from_json(r#"{"toolset": [], "turns": [{"user": "x", "model": [{"stop_reason": "end_turn", "temperature": 1}]}]}"#).unwrap_err();
+    assert!(nested.to_string().contains("temperature"), "{nested}");
+}
+
+#[tokio::test]
+async fn unknown_tools_and_values_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let error = Scenario::from_json(r#"{"toolset": ["hammer"], "turns": []}"#)
+        .unwrap()
+        .run(dir.path())
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("unknown tool `hammer`"),
+        "{error}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let error = Scenario::from_json(
+        r#"{"toolset": [], "config": {"durability": "sometimes"}, "turns": []}"#,
+    )
+    .unwrap()
+    .run(dir.path())
+    .await
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("durability `sometimes`"),
+        "{error}"
+    );
+}
