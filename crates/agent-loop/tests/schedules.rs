@@ -114,11 +114,13 @@ proptest! {
     fn every_schedule_keeps_the_rules(
         calls in proptest::collection::vec(planned_call(), 1..8),
         cap in 1usize..4,
+        cancel_after_ms in proptest::option::weighted(0.3, 0u64..8),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
         let tool = Arc::new(Timed { spec: ToolSpec::new("timed", "t", json!({"type": "object"})), clock: AtomicU64::new(0), spans: Mutex::new(Vec::new()) });
         let (registry, _) = RegistryBuilder::new().external(ToolSource::Extension("t".into()), tool.clone()).build().unwrap();
-        let pipeline = Arc::new(Pipeline::builder(Arc::new(MemorySink::new())).build());
+        let sink = Arc::new(MemorySink::new());
+        let pipeline = Arc::new(Pipeline::builder(sink.clone()).build());
         let scheduler = Scheduler::new(pipeline, SchedulerConfig { max_parallel: cap, ..SchedulerConfig::default() });
         let requests: Vec<CallRequest> = calls
             .iter()
@@ -126,16 +128,44 @@ proptest! {
             .map(|(index, call)| CallRequest::new(format!("c{index}"), index as u32, "timed", args(index, call).to_string()))
             .collect();
         let tools = registry.snapshot();
-        let outcome = runtime.block_on(scheduler.run_batch(&tools, requests.clone(), CancellationToken::new(), None)).unwrap();
+        let cancel = CancellationToken::new();
+        let outcome = runtime.block_on(async {
+            if let Some(ms) = cancel_after_ms {
+                let cancel = cancel.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    cancel.cancel();
+                });
+            }
+            scheduler.run_batch(&tools, requests.clone(), cancel.clone(), None).await
+        }).unwrap();
 
-        // Every call answered, in model order, none failed.
+        // Every call answered, in model order.
         let order: Vec<String> = outcome.results.iter().map(|r| r.identity.call_id.to_string()).collect();
         prop_assert_eq!(order, (0..calls.len()).map(|i| format!("c{i}")).collect::<Vec<_>>());
-        prop_assert!(outcome.results.iter().all(|r| !r.record.is_error));
         let mut spans = tool.spans.lock().clone();
         spans.sort();
-        prop_assert_eq!(spans.len(), calls.len());
+        // Exactly one tool/result per call, after its tool/call.
+        let events = sink.events();
+        for index in 0..calls.len() {
+            let id = format!("c{index}");
+            let of = |kind: &str| events.iter().filter(|e| e.data.kind() == kind && e.call_id.as_ref().map(|c| c.as_str()) == Some(id.as_str())).map(|e| e.seq).collect::<Vec<_>>();
+            let (recorded, results) = (of("tool/call"), of("tool/result"));
+            prop_assert_eq!(results.len(), 1, "{} has {} results", id, results.len());
+            prop_assert!(recorded.len() == 1 && recorded[0] < results[0]);
+            // A call reported as not executed never ran; one that ran is not reported so.
+            let not_executed = outcome.results[index].record.error_code() == Some(&toolrail_session_log::ErrorCode::NotExecuted);
+            let ran = !of("tool/start").is_empty() || spans.iter().any(|span| span.0 as usize == index);
+            prop_assert!(!(not_executed && ran), "{} is NOT_EXECUTED but started", id);
+            if cancel_after_ms.is_none() {
+                prop_assert!(!outcome.results[index].record.is_error);
+            }
+        }
+        if cancel_after_ms.is_none() {
+            prop_assert_eq!(spans.len(), calls.len());
+        }
 
+        // Bodies that were abandoned or stopped early have no span; the rules hold for the rest.
         let overlap = |a: &(u32, u64, u64), b: &(u32, u64, u64)| a.1 < b.2 && b.1 < a.2;
         for a in &spans {
             // The cap: how many bodies were running at this one's start.
