@@ -8,9 +8,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendUrgency, AssistantBlock, ContentBlock, ConversationItem, EventData, EventDraft,
-    SessionLog, SinkError, StepEnd, StepId, StepStart, StopReason, Timestamp, TurnEnd, TurnEndKind,
-    TurnId, TurnStart,
+    AppendUrgency, AssistantBlock, ContentBlock, ContextMessage, ConversationItem, EventData,
+    EventDraft, SessionLog, SinkError, StepEnd, StepId, StepStart, StopReason, Timestamp, TurnEnd,
+    TurnEndKind, TurnId, TurnStart,
 };
 use toolrail_tools_core::{CallRequest, PipelineError, Registry};
 
@@ -54,6 +54,22 @@ pub struct AgentLoop {
     config: LoopConfig,
     conversation: Vec<ConversationItem>,
     next_turn: u32,
+    steering_tx: mpsc::UnboundedSender<Vec<ContentBlock>>,
+    steering_rx: mpsc::UnboundedReceiver<Vec<ContentBlock>>,
+}
+
+/// Sends the user's messages into a running turn; they are delivered after the current batch
+/// (logged as `context/message` from `user`, after the batch's results).
+#[derive(Clone, Debug)]
+pub struct Steering {
+    sender: mpsc::UnboundedSender<Vec<ContentBlock>>,
+}
+
+impl Steering {
+    /// Queues a message; `false` if the loop is gone.
+    pub fn send(&self, message: Vec<ContentBlock>) -> bool {
+        self.sender.send(message).is_ok()
+    }
 }
 
 impl AgentLoop {
@@ -65,6 +81,7 @@ impl AgentLoop {
         model: Arc<dyn ModelClient>,
         config: LoopConfig,
     ) -> Self {
+        let (steering_tx, steering_rx) = mpsc::unbounded_channel();
         Self {
             registry,
             scheduler,
@@ -73,6 +90,8 @@ impl AgentLoop {
             config,
             conversation: Vec::new(),
             next_turn: 1,
+            steering_tx,
+            steering_rx,
         }
     }
 
@@ -87,6 +106,13 @@ impl AgentLoop {
             .unwrap_or(0)
             + 1;
         self
+    }
+
+    /// A handle for steering messages from outside the loop.
+    pub fn steering(&self) -> Steering {
+        Steering {
+            sender: self.steering_tx.clone(),
+        }
     }
 
     /// The conversation as the next request will carry it.
@@ -227,6 +253,7 @@ impl AgentLoop {
                 }
             };
             self.answer(&outcome.results);
+            self.deliver_steering(turn, step).await?;
             self.append(
                 turn,
                 Some(step),
@@ -271,6 +298,23 @@ impl AgentLoop {
                 });
             }
         }
+    }
+
+    /// Messages the user sent while the batch ran, after its results.
+    async fn deliver_steering(&mut self, turn: TurnId, step: StepId) -> Result<(), LoopError> {
+        while let Ok(content) = self.steering_rx.try_recv() {
+            let message = ContextMessage {
+                source: "user".to_owned(),
+                content,
+            };
+            self.append(turn, Some(step), EventData::ContextMessage(message.clone()))
+                .await?;
+            self.conversation.push(ConversationItem::Context {
+                source: message.source,
+                content: message.content,
+            });
+        }
+        Ok(())
     }
 
     async fn end(

@@ -10,6 +10,6 @@ mod agent;
 mod model;
 mod scheduler;
 
-pub use agent::{AgentLoop, LoopConfig, LoopError};
+pub use agent::{AgentLoop, LoopConfig, LoopError, Steering};
 pub use model::{ModelClient, ModelError, ModelRequest, ModelResponse, ToolDefinition};
 pub use scheduler::{BatchOutcome, LiveEvent, Scheduler, SchedulerConfig};

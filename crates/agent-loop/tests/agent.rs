@@ -396,3 +396,72 @@ async fn a_resumed_session_carries_the_synthetic_results_of_its_recovery() {
         "the resumed turn is numbered after the recovered one"
     );
 }
+
+/// Blocks until released, so the test can steer while the batch runs.
+struct Waiter(ToolSpec, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>);
+
+impl Tool for Waiter {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            self.1.notify_one();
+            self.2.notified().await;
+            Ok(ToolOutput::text("waited"))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steering_sent_during_a_batch_arrives_after_its_results() {
+    let log = Arc::new(MemorySink::new());
+    let (started, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let waiter = Arc::new(Waiter(
+        ToolSpec::new("wait", "w", json!({"type": "object"})),
+        started.clone(),
+        release.clone(),
+    ));
+    let (registry, _) = RegistryBuilder::new().builtin(waiter).build().unwrap();
+    let model = ScriptedModel::new(vec![
+        calls(&[("c1", "wait", "{}")], StopReason::ToolCalls),
+        text("ok, switching"),
+    ]);
+    let mut agent = agent(log.clone(), model.clone(), registry, 5);
+    let steering = agent.steering();
+    let turn = tokio::spawn(async move {
+        let ended = agent
+            .run_turn(
+                vec![ContentBlock::text("go")],
+                CancellationToken::new(),
+                None,
+            )
+            .await;
+        (ended, agent)
+    });
+    started.notified().await;
+    assert!(steering.send(vec![ContentBlock::text("actually, do it the other way")]));
+    release.notify_one();
+    let (ended, agent) = turn.await.unwrap();
+    assert_eq!(ended.unwrap(), TurnEndKind::Completed);
+    let second = &model.requests.lock()[1];
+    let tail: Vec<String> = second.messages[2..]
+        .iter()
+        .map(|item| match item {
+            ConversationItem::ToolResult { call_id, .. } => format!("result {call_id}"),
+            ConversationItem::Context { source, content } => {
+                format!("{source}: {}", content[0].as_text().unwrap())
+            }
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(tail, ["result c1", "user: actually, do it the other way"]);
+    assert_eq!(
+        agent.conversation(),
+        conversation(&log.events()).as_slice(),
+        "the log says the same"
+    );
+}
