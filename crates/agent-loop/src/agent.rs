@@ -99,6 +99,13 @@ impl AgentLoop {
     /// carries everything the log holds, synthetic results included.
     pub fn resume(mut self, events: &[toolrail_session_log::Event]) -> Self {
         self.conversation = toolrail_session_log::conversation(events);
+        // Tools loaded through tool_search stay loaded.
+        for event in events {
+            if let EventData::ToolsLoaded(loaded) = &event.data {
+                let names: Vec<&str> = loaded.names.iter().map(String::as_str).collect();
+                self.registry.load_deferred(&names);
+            }
+        }
         self.next_turn = events
             .iter()
             .filter_map(|event| event.turn.map(|turn| turn.0))

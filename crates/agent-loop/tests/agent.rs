@@ -465,3 +465,115 @@ async fn steering_sent_during_a_batch_arrives_after_its_results() {
         "the log says the same"
     );
 }
+
+#[tokio::test]
+async fn tool_search_makes_a_deferred_tool_callable_from_the_next_request() {
+    use toolrail_tools_core::{Exposure, ReservedName, Typed};
+    let deploy = Arc::new(Echo(
+        ToolSpec::new(
+            "deploy",
+            "Ships the service to production.",
+            json!({"type": "object"}),
+        )
+        .exposure(Exposure::Deferred),
+        Mutex::new(0),
+    ));
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(deploy.clone())
+        .build()
+        .unwrap();
+    registry
+        .install_runtime_tool(
+            ReservedName::ToolSearch,
+            Arc::new(Typed::new(ToolSearch::new(registry.clone()))),
+        )
+        .unwrap();
+    let log = Arc::new(MemorySink::new());
+    let model = ScriptedModel::new(vec![
+        // The search and a call in the same message: deploy is not in this request's tool set.
+        calls(
+            &[
+                ("c1", "tool_search", r#"{"query":"ship production"}"#),
+                ("c2", "deploy", "{}"),
+            ],
+            StopReason::ToolCalls,
+        ),
+        calls(
+            &[("c3", "deploy", r#"{"say":"v2"}"#)],
+            StopReason::ToolCalls,
+        ),
+        text("shipped"),
+    ]);
+    let mut agent = agent(log.clone(), model.clone(), registry.clone(), 5);
+    agent
+        .run_turn(
+            vec![ContentBlock::text("ship it")],
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    let codes: Vec<(String, Option<ErrorCode>)> = log
+        .events()
+        .iter()
+        .filter_map(|e| match &e.data {
+            EventData::ToolResult(record) => Some((
+                e.call_id.as_ref().unwrap().to_string(),
+                record.error_code().cloned(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("c1".to_owned(), None),
+            ("c2".to_owned(), Some(ErrorCode::UnknownTool)),
+            ("c3".to_owned(), None)
+        ]
+    );
+    assert_eq!(*deploy.1.lock(), 1);
+    let loaded: Vec<Vec<String>> = log
+        .events()
+        .iter()
+        .filter_map(|e| match &e.data {
+            EventData::ToolsLoaded(loaded) => Some(loaded.names.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(loaded, [vec!["deploy".to_owned()]]);
+    let requests = model.requests.lock();
+    let names = |at: usize| {
+        requests[at]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(0), ["tool_search"]);
+    assert_eq!(names(1), ["deploy", "tool_search"]);
+
+    // A resumed session (a fresh registry) sees the tools its log says were loaded.
+    let deploy2 = Arc::new(Echo(
+        ToolSpec::new(
+            "deploy",
+            "Ships the service to production.",
+            json!({"type": "object"}),
+        )
+        .exposure(Exposure::Deferred),
+        Mutex::new(0),
+    ));
+    let (fresh, _) = RegistryBuilder::new().builtin(deploy2).build().unwrap();
+    let resumed = agent_with(
+        Arc::new(MemorySink::new()),
+        ScriptedModel::new(vec![]),
+        fresh.clone(),
+    )
+    .resume(&log.events());
+    drop(resumed);
+    assert!(fresh.snapshot().names().contains(&"deploy"));
+}
+
+fn agent_with(log: Arc<MemorySink>, model: Arc<ScriptedModel>, registry: Registry) -> AgentLoop {
+    agent(log, model, registry, 5)
+}

@@ -308,6 +308,23 @@ impl Registry {
         self.mutate(|state| state.insert(source, tool, None))
     }
 
+    /// Installs one of the runtime's own tools after the registry was built (a tool that
+    /// needs the registry itself, like `tool_search`). Visible from the next snapshot.
+    pub fn install_runtime_tool(
+        &self,
+        reserved: ReservedName,
+        tool: Arc<dyn Tool>,
+    ) -> Result<(), RegistryError> {
+        if tool.spec().name() != reserved.as_str() {
+            return Err(RegistryError::ReservedMismatch {
+                expected: reserved.as_str(),
+                actual: tool.spec().name().to_owned(),
+            });
+        }
+        self.mutate(|state| state.insert(ToolSource::Runtime, tool, Some(reserved)))
+            .map(drop)
+    }
+
     /// Removes every tool of a source (an MCP server left); returns their names. A built-in
     /// that one of them had overridden comes back.
     pub fn remove_source(&self, source: &ToolSource) -> Vec<String> {
