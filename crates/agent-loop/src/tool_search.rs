@@ -49,7 +49,7 @@ fn rank<'a>(
                         + u32::from(description_lower.contains(word.as_str()))
                 })
                 .sum();
-            if words.iter().any(|word| *word == name_lower) {
+            if words.contains(&name_lower) {
                 score += 10;
             }
             (score > 0).then_some((score, name))
