@@ -3,16 +3,17 @@
 //! One driver task owns all the batch's state (no locks): it prepares the next call, starts
 //! every prepared call whose concurrency allows, commits every settled call whose turn has
 //! come, and otherwise waits for the next thing to happen (a preparation, a body settling,
-//! the cancel, a progress update). Bodies run as tasks of their own, so they overlap and a
-//! body that blocks its thread does not stop the driver.
+//! the cancel, a progress update). Bodies are polled by the driver itself (no task per call:
+//! a spawn costs as much as the rest of a trivial call); a body that must not share the
+//! driver's thread runs as a task of its own through the pipeline's `BodyExecution::Task`.
 
 use std::collections::HashSet;
 use std::future::{Future, pending};
 use std::pin::Pin;
 use std::sync::Arc;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{CallId, ErrorCode};
 use toolrail_tools_core::{
@@ -73,15 +74,19 @@ pub struct Scheduler {
 enum Slot {
     Waiting(CallRequest),
     Preparing,
-    Ready(ReadyCall),
+    /// Prepared, with its concurrency as last read.
+    Ready(ReadyCall, Concurrency),
     Running(Concurrency),
     Settled(SettledCall),
+    Committing,
     Committed,
     /// Its dispatch failed inside the pipeline: no result is fabricated.
     Lost,
 }
 
 type Preparing<'a> = Pin<Box<dyn Future<Output = Result<Preparation, PipelineError>> + Send + 'a>>;
+type Committing<'a> =
+    Pin<Box<dyn Future<Output = Result<CommittedResult, PipelineError>> + Send + 'a>>;
 
 const CANCELLED: &str = "the batch was cancelled before this call started; it did not run";
 const REJECTED: &str =
@@ -131,11 +136,15 @@ impl Scheduler {
         let mut slots: Vec<Slot> = calls.into_iter().map(Slot::Waiting).collect();
         let (mut next_prepare, mut next_commit, mut running) = (0usize, 0usize, 0usize);
         let mut preparing: Option<Preparing<'_>> = None;
-        let mut bodies: JoinSet<(usize, Result<SettledCall, PipelineError>)> = JoinSet::new();
+        let mut committing: Option<Committing<'_>> = None;
+        let mut bodies = FuturesUnordered::new();
         let mut stop_reason: Option<&'static str> = None;
         let mut failure: Option<PipelineError> = None;
         let mut finished: HashSet<CallId> = HashSet::new();
         let mut results = Vec::with_capacity(total);
+        // Calls found exclusive (when prepared or when started) pause preparation until they
+        // commit: they may change what later calls see.
+        let mut exclusive = vec![false; total];
 
         loop {
             if stop_reason.is_none() && cancel.is_cancelled() {
@@ -144,76 +153,66 @@ impl Scheduler {
             if let Some(reason) = stop_reason {
                 // Prepared calls that never started settle at once, as not executed.
                 for slot in &mut slots {
-                    if let Slot::Ready(_) = slot
-                        && let Slot::Ready(ready) = std::mem::replace(slot, Slot::Preparing)
+                    if let Slot::Ready(..) = slot
+                        && let Slot::Ready(ready, _) = std::mem::replace(slot, Slot::Preparing)
                     {
                         *slot = Slot::Settled(ready.not_executed(reason));
                     }
                 }
             }
 
-            // Commit, strictly in model order.
-            while next_commit < total && failure.is_none() {
-                let settled = match std::mem::replace(&mut slots[next_commit], Slot::Committed) {
-                    Slot::Settled(settled) => settled,
+            // Commit, strictly in model order. The commit runs inside the wait below, so bodies
+            // keep running while a commit waits for its sync.
+            if committing.is_none() && next_commit < total && failure.is_none() {
+                match std::mem::replace(&mut slots[next_commit], Slot::Committing) {
+                    Slot::Settled(settled) => {
+                        committing = Some(Box::pin(self.pipeline.finish(settled)))
+                    }
                     Slot::Waiting(request) if stop_reason.is_some() => {
                         let reason = stop_reason.unwrap_or(CANCELLED);
-                        match self
-                            .pipeline
-                            .record_not_executed(tools, request, reason)
-                            .await
-                        {
-                            Ok(settled) => settled,
-                            Err(error) => {
-                                failure = Some(error);
-                                break;
-                            }
-                        }
+                        let pipeline = &self.pipeline;
+                        committing = Some(Box::pin(async move {
+                            let settled =
+                                pipeline.record_not_executed(tools, request, reason).await?;
+                            pipeline.finish(settled).await
+                        }));
                     }
                     other @ (Slot::Waiting(_)
                     | Slot::Preparing
-                    | Slot::Ready(_)
+                    | Slot::Ready(..)
                     | Slot::Running(_)
+                    | Slot::Committing
                     | Slot::Committed
-                    | Slot::Lost) => {
-                        slots[next_commit] = other;
-                        break;
-                    }
-                };
-                match self.pipeline.finish(settled).await {
-                    Ok(committed) => {
-                        emit(LiveEvent::Committed {
-                            call_id: committed.identity.call_id.clone(),
-                            seq: committed.seq,
-                        });
-                        results.push(committed);
-                        next_commit += 1;
-                    }
-                    Err(error) => failure = Some(error),
+                    | Slot::Lost) => slots[next_commit] = other,
                 }
             }
             if next_commit == total {
                 break;
             }
-            if failure.is_some() && running == 0 && preparing.is_none() {
+            if failure.is_some() && running == 0 && preparing.is_none() && committing.is_none() {
                 break;
             }
 
             // Start what may start.
             if stop_reason.is_none() && failure.is_none() {
                 for index in next_commit..next_prepare {
-                    if !matches!(slots[index], Slot::Ready(_))
-                        || running >= self.config.max_parallel
-                    {
+                    if running >= self.config.max_parallel {
+                        break;
+                    }
+                    if !matches!(slots[index], Slot::Ready(..)) {
                         continue;
                     }
-                    let Slot::Ready(ready) = std::mem::replace(&mut slots[index], Slot::Preparing)
+                    let Slot::Ready(ready, _) =
+                        std::mem::replace(&mut slots[index], Slot::Preparing)
                     else {
                         continue;
                     };
+                    // Concurrency is re-read right before the start; a call that turned
+                    // exclusive becomes a barrier here.
                     let concurrency = self.concurrency_of(&ready);
+                    exclusive[index] |= concurrency == Concurrency::Exclusive;
                     if !self.may_start(&slots, running, next_commit, index, &concurrency) {
-                        slots[index] = Slot::Ready(ready);
+                        slots[index] = Slot::Ready(ready, concurrency);
                         continue;
                     }
                     emit(LiveEvent::Started {
@@ -221,28 +220,28 @@ impl Scheduler {
                     });
                     slots[index] = Slot::Running(concurrency);
                     running += 1;
-                    let (pipeline, control) = (Arc::clone(&self.pipeline), control.clone());
-                    bodies.spawn(async move { (index, pipeline.dispatch(ready, &control).await) });
+                    let (pipeline, control) = (&self.pipeline, &control);
+                    bodies.push(async move { (index, pipeline.dispatch(ready, control).await) });
                 }
             }
 
-            // Prepare the next call, unless an exclusive call must commit first.
-            let paused = slots[next_commit..next_prepare]
-                .iter()
-                .any(|slot| match slot {
-                    Slot::Ready(ready) => self.concurrency_of(ready) == Concurrency::Exclusive,
-                    Slot::Running(concurrency) => *concurrency == Concurrency::Exclusive,
-                    Slot::Waiting(_)
-                    | Slot::Preparing
-                    | Slot::Settled(_)
-                    | Slot::Committed
-                    | Slot::Lost => false,
-                });
+            // Prepare the next call, unless an exclusive call must commit first; preparation
+            // runs ahead of execution by at most the cap, so the window stays small.
+            let paused = exclusive
+                .get(next_commit..next_prepare)
+                .is_some_and(|marks| marks.iter().any(|is| *is));
+            let waiting_to_start = slots.get(next_commit..next_prepare).map_or(0, |window| {
+                window
+                    .iter()
+                    .filter(|slot| matches!(slot, Slot::Ready(..)))
+                    .count()
+            });
             if preparing.is_none()
                 && stop_reason.is_none()
                 && failure.is_none()
                 && next_prepare < total
                 && !paused
+                && waiting_to_start < self.config.max_parallel.max(1)
             {
                 if let Slot::Waiting(request) =
                     std::mem::replace(&mut slots[next_prepare], Slot::Preparing)
@@ -253,13 +252,32 @@ impl Scheduler {
             }
 
             tokio::select! {
+                committed = next_commit_of(&mut committing) => {
+                    committing = None;
+                    match committed {
+                        Ok(committed) => {
+                            emit(LiveEvent::Committed { call_id: committed.identity.call_id.clone(), seq: committed.seq });
+                            results.push(committed);
+                            slots[next_commit] = Slot::Committed;
+                            next_commit += 1;
+                            // A stopped batch commits calls it never prepared.
+                            next_prepare = next_prepare.max(next_commit);
+                        }
+                        Err(error) => {
+                            slots[next_commit] = Slot::Lost;
+                            failure.get_or_insert(error);
+                        }
+                    }
+                }
                 prepared = next_of(&mut preparing) => {
                     preparing = None;
                     let index = next_prepare - 1;
                     match prepared {
                         Ok(Preparation::Ready(ready)) => {
+                            let concurrency = self.concurrency_of(&ready);
+                            exclusive[index] = concurrency == Concurrency::Exclusive;
                             emit(LiveEvent::Prepared { call_id: ready.identity().call_id.clone(), index: ready.identity().index });
-                            slots[index] = Slot::Ready(ready);
+                            slots[index] = Slot::Ready(ready, concurrency);
                         }
                         Ok(Preparation::Refused(refused)) => {
                             if self.config.stop_batch_on_reject && refused.error_code() == Some(&ErrorCode::ApprovalRejected) {
@@ -274,10 +292,10 @@ impl Scheduler {
                         }
                     }
                 }
-                Some(joined) = bodies.join_next(), if !bodies.is_empty() => {
+                Some(joined) = bodies.next(), if !bodies.is_empty() => {
                     running -= 1;
                     match joined {
-                        Ok((index, Ok(settled))) => {
+                        (index, Ok(settled)) => {
                             let call_id = settled.identity().call_id.clone();
                             // Progress sent before the body settled is delivered first.
                             drain_progress(&mut progress_rx, &finished, &emit);
@@ -285,15 +303,9 @@ impl Scheduler {
                             emit(LiveEvent::Finished { call_id });
                             slots[index] = Slot::Settled(settled);
                         }
-                        Ok((index, Err(error))) => {
+                        (index, Err(error)) => {
                             slots[index] = Slot::Lost;
                             failure.get_or_insert(error);
-                        }
-                        Err(join_error) => {
-                            // The pipeline catches panics of user code; a dispatch task that
-                            // still dies is a bug of ours: treat it as an internal failure.
-                            tracing::error!("a dispatch task ended abnormally: {join_error}");
-                            failure.get_or_insert(PipelineError::Internal(format!("a dispatch task ended abnormally: {join_error}")));
                         }
                     }
                 }
@@ -308,7 +320,7 @@ impl Scheduler {
 
         // Drain whatever still runs after an internal failure; its results are not committed
         // out of order, and none is fabricated: recovery classifies those calls later.
-        while bodies.join_next().await.is_some() {}
+        while bodies.next().await.is_some() {}
         if let Some(error) = failure {
             return Err(error);
         }
@@ -335,7 +347,7 @@ impl Scheduler {
         index: usize,
         concurrency: &Concurrency,
     ) -> bool {
-        let earlier = &slots[next_commit..index];
+        let earlier = slots.get(next_commit..index).unwrap_or_default();
         match concurrency {
             // Every earlier call has committed and nothing runs (a later call may have
             // started while this one still looked shared): then it runs alone.
@@ -343,11 +355,20 @@ impl Scheduler {
             // No earlier unfinished call is exclusive or holds a conflicting claim.
             Concurrency::Shared(_) => earlier.iter().all(|slot| match slot {
                 Slot::Running(theirs) => concurrency.may_overlap(theirs),
-                Slot::Ready(ready) => concurrency.may_overlap(&self.concurrency_of(ready)),
+                Slot::Ready(_, theirs) => concurrency.may_overlap(theirs),
                 Slot::Waiting(_) | Slot::Preparing => false,
-                Slot::Settled(_) | Slot::Committed | Slot::Lost => true,
+                Slot::Settled(_) | Slot::Committing | Slot::Committed | Slot::Lost => true,
             }),
         }
+    }
+}
+
+async fn next_commit_of(
+    committing: &mut Option<Committing<'_>>,
+) -> Result<CommittedResult, PipelineError> {
+    match committing {
+        Some(future) => future.as_mut().await,
+        None => pending().await,
     }
 }
 

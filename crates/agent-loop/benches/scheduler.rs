@@ -1,0 +1,183 @@
+//! The scheduler side by side with its floors, in one run: (a) 10,000 no-op calls through
+//! scheduler, pipeline and in-memory log against a bare `tokio::spawn` per call; (b) 64
+//! calls sleeping 20 ms with `max_parallel = 8` against the ideal 160 ms; (c) (b) with the
+//! JSONL store in `strict` mode. Prints `BENCH_ROW {json}` lines for `cargo xtask bench`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolrail_agent_loop::{Scheduler, SchedulerConfig};
+use toolrail_session_log::{
+    BoxFuture, Durability, EventSink, FORMAT_VERSION, JsonlStore, MemorySink, SessionId,
+    SessionStart, SessionStore, ToolSource,
+};
+use toolrail_tools_core::{
+    CallRequest, Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult,
+    ToolSet, ToolSpec,
+};
+
+struct Sleepy(ToolSpec);
+
+impl Tool for Sleepy {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::shared()
+    }
+    fn execute<'a>(&'a self, _ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            if let Some(ms) = args["sleep_ms"].as_u64() {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            Ok(ToolOutput::text("ok"))
+        })
+    }
+}
+
+fn tools() -> ToolSet {
+    let tool = Sleepy(ToolSpec::new("sleepy", "sleeps", json!({"type": "object"})));
+    let (registry, _) = RegistryBuilder::new()
+        .external(ToolSource::Extension("bench".into()), Arc::new(tool))
+        .build()
+        .unwrap();
+    registry.snapshot()
+}
+
+fn calls(count: usize, args: &str) -> Vec<CallRequest> {
+    (0..count)
+        .map(|n| CallRequest::new(format!("c{n}"), n as u32, "sleepy", args))
+        .collect()
+}
+
+fn batch(
+    runtime: &tokio::runtime::Runtime,
+    sink: Arc<dyn EventSink>,
+    tools: &ToolSet,
+    calls: Vec<CallRequest>,
+) -> Duration {
+    let scheduler = Scheduler::new(
+        Arc::new(Pipeline::builder(sink).build()),
+        SchedulerConfig::default(),
+    );
+    runtime.block_on(async {
+        let started = Instant::now();
+        let outcome = scheduler
+            .run_batch(tools, calls, CancellationToken::new(), None)
+            .await
+            .unwrap();
+        assert!(outcome.results.iter().all(|r| !r.record.is_error));
+        started.elapsed()
+    })
+}
+
+fn spawn_each(runtime: &tokio::runtime::Runtime, count: usize) -> Duration {
+    runtime.block_on(async {
+        let started = Instant::now();
+        for n in 0..count {
+            tokio::spawn(async move { std::hint::black_box(n) })
+                .await
+                .unwrap();
+        }
+        started.elapsed()
+    })
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn row(
+    name: &str,
+    ours: f64,
+    baseline_name: &str,
+    baseline: f64,
+    goal: &str,
+    goal_max: Option<f64>,
+    goal_max_ratio: Option<f64>,
+) {
+    let row = json!({
+        "row": name, "unit": "ns", "ours": ours, "baseline_name": baseline_name, "baseline": baseline,
+        "goal": goal, "goal_max": goal_max, "goal_max_ratio": goal_max_ratio,
+    });
+    println!("BENCH_ROW {row}");
+}
+
+fn main() {
+    let quick = std::env::args().any(|arg| arg == "--quick");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tools = tools();
+
+    // (a) per-call overhead of a large batch, on one thread: the floor then measures a
+    // spawn, not a cross-thread wake-up.
+    let single = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let count = if quick { 2_000 } else { 10_000 };
+    let samples = if quick { 3 } else { 7 };
+    let (mut ours, mut floor) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let sink: Arc<dyn EventSink> = Arc::new(MemorySink::new());
+        ours.push(
+            batch(&runtime, sink, &tools, calls(count, "{}")).as_nanos() as f64 / count as f64,
+        );
+        floor.push(spawn_each(&runtime, count).as_nanos() as f64 / count as f64);
+    }
+    row(
+        &format!("batch of {count} no-op calls: scheduler + pipeline + in-memory log (per call)"),
+        median(ours),
+        "tokio::spawn per call",
+        median(floor),
+        "≤ 2 µs per call",
+        Some(2_000.0),
+        None,
+    );
+
+    // (b) and (c): 64 calls of 20 ms, 8 at a time: ideally 8 waves of 20 ms.
+    let ideal = Duration::from_millis(160).as_nanos() as f64;
+    let sleepy = || calls(64, r#"{"sleep_ms": 20}"#);
+    let memory: Vec<f64> = (0..samples)
+        .map(|_| batch(&runtime, Arc::new(MemorySink::new()), &tools, sleepy()).as_nanos() as f64)
+        .collect();
+    row(
+        "64 × 20 ms calls, max_parallel 8, in-memory log: makespan",
+        median(memory),
+        "ideal (8 waves × 20 ms)",
+        ideal,
+        "≤ 1.05 × ideal",
+        None,
+        Some(1.05),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let strict: Vec<f64> = (0..samples)
+        .map(|sample| {
+            let start = SessionStart {
+                format_version: FORMAT_VERSION,
+                session_id: SessionId::new(format!("s{sample}")),
+                tools: vec![],
+                meta: None,
+            };
+            let log: Arc<dyn EventSink> = Arc::new(store.create(start).unwrap());
+            batch(&runtime, log, &tools, sleepy()).as_nanos() as f64
+        })
+        .collect();
+    row(
+        "64 × 20 ms calls, max_parallel 8, JSONL strict: makespan",
+        median(strict),
+        "ideal (8 waves × 20 ms)",
+        ideal,
+        "≤ 1.05 × ideal",
+        None,
+        Some(1.05),
+    );
+}
