@@ -128,9 +128,9 @@ fn main() {
     for _ in 0..samples {
         let sink: Arc<dyn EventSink> = Arc::new(MemorySink::new());
         ours.push(
-            batch(&runtime, sink, &tools, calls(count, "{}")).as_nanos() as f64 / count as f64,
+            batch(&single, sink, &tools, calls(count, "{}")).as_nanos() as f64 / count as f64,
         );
-        floor.push(spawn_each(&runtime, count).as_nanos() as f64 / count as f64);
+        floor.push(spawn_each(&single, count).as_nanos() as f64 / count as f64);
     }
     row(
         &format!("batch of {count} no-op calls: scheduler + pipeline + in-memory log (per call)"),
