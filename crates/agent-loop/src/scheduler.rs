@@ -12,6 +12,8 @@ use std::future::{Future, pending};
 use std::pin::Pin;
 use std::sync::Arc;
 
+use std::task::{Context, Poll, Waker};
+
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -251,12 +253,26 @@ impl Scheduler {
                 next_prepare += 1;
             }
 
-            tokio::select! {
-                committed = next_commit_of(&mut committing) => {
+            // What is ready at once (most work of trivial calls) is taken without the wait.
+            let wake = match ready_now(&mut committing, &mut preparing, &mut bodies) {
+                Some(wake) => wake,
+                None => tokio::select! {
+                    committed = next_commit_of(&mut committing) => Wake::Committed(committed),
+                    prepared = next_of(&mut preparing) => Wake::Prepared(prepared),
+                    Some(joined) = bodies.next(), if !bodies.is_empty() => Wake::Body(joined),
+                    Some(update) = progress_rx.recv() => Wake::Progress(update),
+                    () = cancel.cancelled(), if stop_reason.is_none() => Wake::Cancelled,
+                },
+            };
+            match wake {
+                Wake::Committed(committed) => {
                     committing = None;
                     match committed {
                         Ok(committed) => {
-                            emit(LiveEvent::Committed { call_id: committed.identity.call_id.clone(), seq: committed.seq });
+                            emit(LiveEvent::Committed {
+                                call_id: committed.identity.call_id.clone(),
+                                seq: committed.seq,
+                            });
                             results.push(committed);
                             slots[next_commit] = Slot::Committed;
                             next_commit += 1;
@@ -269,21 +285,29 @@ impl Scheduler {
                         }
                     }
                 }
-                prepared = next_of(&mut preparing) => {
+                Wake::Prepared(prepared) => {
                     preparing = None;
                     let index = next_prepare - 1;
                     match prepared {
                         Ok(Preparation::Ready(ready)) => {
                             let concurrency = self.concurrency_of(&ready);
                             exclusive[index] = concurrency == Concurrency::Exclusive;
-                            emit(LiveEvent::Prepared { call_id: ready.identity().call_id.clone(), index: ready.identity().index });
+                            emit(LiveEvent::Prepared {
+                                call_id: ready.identity().call_id.clone(),
+                                index: ready.identity().index,
+                            });
                             slots[index] = Slot::Ready(ready, concurrency);
                         }
                         Ok(Preparation::Refused(refused)) => {
-                            if self.config.stop_batch_on_reject && refused.error_code() == Some(&ErrorCode::ApprovalRejected) {
+                            if self.config.stop_batch_on_reject
+                                && refused.error_code() == Some(&ErrorCode::ApprovalRejected)
+                            {
                                 stop_reason.get_or_insert(REJECTED);
                             }
-                            emit(LiveEvent::Prepared { call_id: refused.identity().call_id.clone(), index: refused.identity().index });
+                            emit(LiveEvent::Prepared {
+                                call_id: refused.identity().call_id.clone(),
+                                index: refused.identity().index,
+                            });
                             slots[index] = Slot::Settled(refused);
                         }
                         Err(error) => {
@@ -292,10 +316,10 @@ impl Scheduler {
                         }
                     }
                 }
-                Some(joined) = bodies.next(), if !bodies.is_empty() => {
+                Wake::Body((index, settled)) => {
                     running -= 1;
-                    match joined {
-                        (index, Ok(settled)) => {
+                    match settled {
+                        Ok(settled) => {
                             let call_id = settled.identity().call_id.clone();
                             // Progress sent before the body settled is delivered first.
                             drain_progress(&mut progress_rx, &finished, &emit);
@@ -303,18 +327,21 @@ impl Scheduler {
                             emit(LiveEvent::Finished { call_id });
                             slots[index] = Slot::Settled(settled);
                         }
-                        (index, Err(error)) => {
+                        Err(error) => {
                             slots[index] = Slot::Lost;
                             failure.get_or_insert(error);
                         }
                     }
                 }
-                Some(update) = progress_rx.recv() => {
+                Wake::Progress(update) => {
                     if !finished.contains(&update.call_id) {
-                        emit(LiveEvent::Progress { call_id: update.call_id, data: update.data });
+                        emit(LiveEvent::Progress {
+                            call_id: update.call_id,
+                            data: update.data,
+                        });
                     }
                 }
-                () = cancel.cancelled(), if stop_reason.is_none() => {}
+                Wake::Cancelled => {}
             }
         }
 
@@ -361,6 +388,45 @@ impl Scheduler {
             }),
         }
     }
+}
+
+/// What woke the driver.
+enum Wake {
+    Committed(Result<CommittedResult, PipelineError>),
+    Prepared(Result<Preparation, PipelineError>),
+    Body((usize, Result<SettledCall, PipelineError>)),
+    Progress(ProgressUpdate),
+    Cancelled,
+}
+
+/// Polls the commit, the preparation and the bodies once without a waker of ours. Anything
+/// still pending is polled again by the wait that follows, which registers the real waker,
+/// so no wake-up is lost.
+fn ready_now<B>(
+    committing: &mut Option<Committing<'_>>,
+    preparing: &mut Option<Preparing<'_>>,
+    bodies: &mut FuturesUnordered<B>,
+) -> Option<Wake>
+where
+    B: Future<Output = (usize, Result<SettledCall, PipelineError>)>,
+{
+    let mut cx = Context::from_waker(Waker::noop());
+    if let Some(future) = committing.as_mut()
+        && let Poll::Ready(committed) = future.as_mut().poll(&mut cx)
+    {
+        return Some(Wake::Committed(committed));
+    }
+    if let Some(future) = preparing.as_mut()
+        && let Poll::Ready(prepared) = future.as_mut().poll(&mut cx)
+    {
+        return Some(Wake::Prepared(prepared));
+    }
+    if !bodies.is_empty()
+        && let Poll::Ready(Some(settled)) = bodies.poll_next_unpin(&mut cx)
+    {
+        return Some(Wake::Body(settled));
+    }
+    None
 }
 
 async fn next_commit_of(
