@@ -730,3 +730,96 @@ async fn progress_reaches_the_ui_before_the_call_finishes() {
         ]
     );
 }
+
+/// Never answers until the batch is cancelled.
+struct SilentApprover;
+
+impl ApprovalService for SilentApprover {
+    fn request<'a>(
+        &'a self,
+        _request: &'a ApprovalRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ApprovalAnswer> {
+        Box::pin(async move {
+            cancel.cancelled().await;
+            ApprovalAnswer::Cancelled
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_during_preparation_refuses_the_asked_call_and_never_runs_the_rest() {
+    let s = setup();
+    let pipeline = Pipeline::builder(s.sink.clone())
+        .pre_hook(Arc::new(AskAll))
+        .approval(Arc::new(SilentApprover))
+        .build();
+    let scheduler = Scheduler::new(Arc::new(pipeline), SchedulerConfig::default());
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        canceller.cancel();
+    });
+    let calls = vec![
+        call("c1", json!({"gate": "a"})),
+        call("c2", json!({"gate": "b"})),
+    ];
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(5),
+        scheduler.run_batch(&s.tools, calls, cancel, None),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let codes: Vec<Option<ErrorCode>> = outcome
+        .results
+        .iter()
+        .map(|r| r.record.error_code().cloned())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            Some(ErrorCode::ApprovalCancelled),
+            Some(ErrorCode::NotExecuted)
+        ]
+    );
+    assert!(s.gates.started.lock().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_during_a_barrier_settles_the_exclusive_call_and_skips_those_behind_it() {
+    let mut s = setup();
+    let scheduler = scheduler(
+        &s.sink,
+        SchedulerConfig::default(),
+        PipelineConfig::default(),
+    );
+    let cancel = CancellationToken::new();
+    let calls = vec![
+        call("c1", json!({"gate": "x", "exclusive": true})),
+        call("c2", json!({"gate": "b"})),
+    ];
+    let tools = s.tools.clone();
+    let batch = tokio::spawn({
+        let (scheduler, cancel) = (Arc::clone(&scheduler), cancel.clone());
+        async move { scheduler.run_batch(&tools, calls, cancel, None).await }
+    });
+    wait_started(&mut s.started, "x").await;
+    cancel.cancel();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), batch)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let codes: Vec<Option<ErrorCode>> = outcome
+        .results
+        .iter()
+        .map(|r| r.record.error_code().cloned())
+        .collect();
+    assert_eq!(
+        codes,
+        [Some(ErrorCode::Aborted), Some(ErrorCode::NotExecuted)]
+    );
+    assert_eq!(started_set(&s.gates), ["x"]);
+}
