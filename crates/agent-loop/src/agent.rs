@@ -279,6 +279,20 @@ impl AgentLoop {
                     )
                     .await;
             }
+            if outcome
+                .results
+                .iter()
+                .any(|committed| committed.record.concludes_turn)
+            {
+                return self
+                    .end(
+                        turn,
+                        step,
+                        TurnEndKind::Completed,
+                        "a tool concluded the turn",
+                    )
+                    .await;
+            }
         }
         let step = StepId(self.config.max_steps);
         self.end(

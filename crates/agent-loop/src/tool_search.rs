@@ -129,6 +129,7 @@ impl TypedTool for ToolSearch {
             ))],
             value: Some(json!({ "loaded": found })),
             details: None,
+            concludes_turn: false,
         })
     }
 }

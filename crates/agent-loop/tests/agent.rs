@@ -577,3 +577,57 @@ async fn tool_search_makes_a_deferred_tool_callable_from_the_next_request() {
 fn agent_with(log: Arc<MemorySink>, model: Arc<ScriptedModel>, registry: Registry) -> AgentLoop {
     agent(log, model, registry, 5)
 }
+
+/// Ends the turn with its answer.
+struct Finish(ToolSpec);
+
+impl Tool for Finish {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async { Ok(ToolOutput::text("final answer given").concluding()) })
+    }
+}
+
+#[tokio::test]
+async fn a_tool_may_conclude_the_turn() {
+    let finish = Arc::new(Finish(ToolSpec::new(
+        "finish",
+        "Gives the final answer.",
+        json!({"type": "object"}),
+    )));
+    let (registry, echo) = registry();
+    registry
+        .register_external(ToolSource::Extension("answers".into()), finish)
+        .unwrap();
+    let log = Arc::new(MemorySink::new());
+    let model = ScriptedModel::new(vec![
+        calls(
+            &[("c1", "echo", "{}"), ("c2", "finish", "{}")],
+            StopReason::ToolCalls,
+        ),
+        text("this must never be asked for"),
+    ]);
+    let mut agent = agent(log.clone(), model.clone(), registry, 5);
+    let ended = agent
+        .run_turn(
+            vec![ContentBlock::text("answer")],
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended, TurnEndKind::Completed);
+    assert_eq!(
+        model.requests.lock().len(),
+        1,
+        "no request after the concluding result"
+    );
+    assert_eq!(*echo.1.lock(), 1, "the rest of the batch still ran");
+    let concluded = log
+        .events()
+        .iter()
+        .any(|e| matches!(&e.data, EventData::ToolResult(r) if r.concludes_turn));
+    assert!(concluded, "the log says which result ended the turn");
+}

@@ -345,6 +345,10 @@ pub struct ToolResultRecord {
     /// Written by the runtime for a call that did not produce a result of its own.
     #[serde(default, skip_serializing_if = "is_false")]
     pub synthetic: bool,
+    /// The tool ended the turn with this result (a final answer, leaving plan mode): the loop
+    /// asks the model nothing more in this turn.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub concludes_turn: bool,
     /// Where a stored `value` over the size cap was put instead of the line (only in stored
     /// form: reading a session loads the value back and clears this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -374,6 +378,7 @@ impl ToolResultRecord {
             error: None,
             timing: Timing::default(),
             synthetic: false,
+            concludes_turn: false,
             value_blob: None,
             details_blob: None,
         }
@@ -391,6 +396,7 @@ impl ToolResultRecord {
             error: Some(ToolErrorInfo { code, message }),
             timing: Timing::default(),
             synthetic: false,
+            concludes_turn: false,
             value_blob: None,
             details_blob: None,
         }

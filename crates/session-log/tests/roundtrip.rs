@@ -99,6 +99,7 @@ fn result_record() -> impl Strategy<Value = ToolResultRecord> {
                     total_us: t[4].into(),
                 },
                 synthetic,
+                concludes_turn: t[4] % 2 == 0,
                 value_blob: (t[0] % 3 == 0).then(|| BlobRef {
                     digest: format!("sha256:{:064x}", t[1]),
                     bytes: t[2].into(),

@@ -21,6 +21,9 @@ pub struct ToolOutput {
     pub value: Option<Value>,
     /// UI-only data, never sent to the model.
     pub details: Option<Value>,
+    /// This result ends the turn: the loop asks the model nothing more (a successful result
+    /// only).
+    pub concludes_turn: bool,
 }
 
 impl ToolOutput {
@@ -30,6 +33,7 @@ impl ToolOutput {
             content: vec![ContentBlock::text(text)],
             value: None,
             details: None,
+            concludes_turn: false,
         }
     }
 
@@ -39,6 +43,7 @@ impl ToolOutput {
             content: vec![ContentBlock::text(value.to_string())],
             value: Some(value),
             details: None,
+            concludes_turn: false,
         }
     }
 
@@ -49,6 +54,12 @@ impl ToolOutput {
             .map_err(|error| {
                 ToolFailure::new(format!("the tool's value could not be serialized: {error}"))
             })
+    }
+
+    /// Marks the result as ending the turn.
+    pub fn concluding(mut self) -> Self {
+        self.concludes_turn = true;
+        self
     }
 
     /// Adds UI-only details.

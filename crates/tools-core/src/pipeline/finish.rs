@@ -26,6 +26,8 @@ struct Candidate {
     value: Option<Value>,
     details: Option<Value>,
     error: Option<ToolErrorInfo>,
+    /// The body asked to end the turn (honoured only for a successful result).
+    concludes: bool,
 }
 
 impl Candidate {
@@ -35,6 +37,7 @@ impl Candidate {
             value: None,
             details: None,
             error: Some(error),
+            concludes: false,
         }
     }
 
@@ -69,6 +72,7 @@ impl Pipeline {
                         value: output.value,
                         details: output.details,
                         error: None,
+                        concludes: output.concludes_turn,
                     },
                     Err(error) => Candidate::from_error(error),
                 };
@@ -120,6 +124,7 @@ impl Pipeline {
             },
             total_us: micros(committed_at.saturating_duration_since(marks.recorded)),
         };
+        let concludes_turn = candidate.concludes && candidate.error.is_none();
         let record = Arc::new(ToolResultRecord {
             content: candidate.content,
             value: candidate.value,
@@ -129,6 +134,7 @@ impl Pipeline {
             error: candidate.error,
             timing,
             synthetic,
+            concludes_turn,
             value_blob: None,
             details_blob: None,
         });

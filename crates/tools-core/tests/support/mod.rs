@@ -109,6 +109,7 @@ impl Tool for Probe {
                     content: vec![ContentBlock::text("ok")],
                     value: Some(json!({"ok": true})),
                     details: None,
+                    concludes_turn: false,
                 }),
                 Behaviour::Value(value) => Ok(ToolOutput::value(value.clone())),
                 Behaviour::Fail(message) => Err(ToolFailure::new(message.clone())),
