@@ -4,6 +4,7 @@
 //! The agent loop, replay and the session page arrive with later issues.
 
 mod demo;
+mod run;
 
 use std::process::ExitCode;
 
@@ -14,6 +15,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("toolrail demo: {error:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Some("run") => match run::run(args.get(1..).unwrap_or_default()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("toolrail run: {error:#}");
                 ExitCode::FAILURE
             }
         },
@@ -29,5 +37,5 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> &'static str {
-    "usage: toolrail <command>\n\ncommands:\n  demo [--jsonl]   run a fixed set of calls through the pipeline and show the outcomes\n                   (--jsonl prints the session log as JSON lines instead of a summary)\n"
+    "usage: toolrail <command>\n\ncommands:\n  demo [--jsonl]   run a fixed set of calls through the pipeline and show the outcomes\n                   (--jsonl prints the session log as JSON lines instead of a summary)\n  run SCENARIO.json [--dir DIR]\n                   run a scenario file (a scripted session) and write its log to DIR\n"
 }
