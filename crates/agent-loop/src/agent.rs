@@ -217,14 +217,7 @@ impl AgentLoop {
             if message.stop_reason == StopReason::Length {
                 let outcome = self.scheduler.run_truncated(&tools, calls).await?;
                 self.answer(&outcome.results);
-                self.append(
-                    turn,
-                    Some(step),
-                    EventData::StepEnd(StepEnd {
-                        usage: response.usage,
-                    }),
-                )
-                .await?;
+                self.end_step(turn, step, response.usage.clone()).await?;
                 return self
                     .end(
                         turn,
@@ -235,14 +228,7 @@ impl AgentLoop {
                     .await;
             }
             if calls.is_empty() {
-                self.append(
-                    turn,
-                    Some(step),
-                    EventData::StepEnd(StepEnd {
-                        usage: response.usage,
-                    }),
-                )
-                .await?;
+                self.end_step(turn, step, response.usage.clone()).await?;
                 return self.end(turn, step, TurnEndKind::Completed, "").await;
             }
             let outcome = match self
@@ -261,14 +247,7 @@ impl AgentLoop {
             };
             self.answer(&outcome.results);
             self.deliver_steering(turn, step).await?;
-            self.append(
-                turn,
-                Some(step),
-                EventData::StepEnd(StepEnd {
-                    usage: response.usage,
-                }),
-            )
-            .await?;
+            self.end_step(turn, step, response.usage.clone()).await?;
             if cancel.is_cancelled() {
                 return self
                     .end(
@@ -319,6 +298,16 @@ impl AgentLoop {
                 });
             }
         }
+    }
+
+    async fn end_step(
+        &self,
+        turn: TurnId,
+        step: StepId,
+        usage: Option<serde_json::Value>,
+    ) -> Result<u64, SinkError> {
+        self.append(turn, Some(step), EventData::StepEnd(StepEnd { usage }))
+            .await
     }
 
     /// Messages the user sent while the batch ran, after its results.
