@@ -8,9 +8,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendUrgency, AssistantBlock, ContentBlock, ContextMessage, ConversationItem, EventData,
-    EventDraft, SessionLog, SinkError, StepEnd, StepId, StepStart, StopReason, Timestamp, TurnEnd,
-    TurnEndKind, TurnId, TurnStart,
+    AppendUrgency, ContentBlock, ContextMessage, ConversationItem, EventData, EventDraft,
+    SessionLog, SinkError, StepEnd, StepId, StepStart, StopReason, Timestamp, TurnEnd, TurnEndKind,
+    TurnId, TurnStart,
 };
 use toolrail_tools_core::{CallRequest, PipelineError, Registry};
 
@@ -183,41 +183,32 @@ impl AgentLoop {
                     return Err(LoopError::Model(error));
                 }
             };
-            let message = response.message;
+            let (message, usage) = (response.message, response.usage);
+            let calls: Vec<CallRequest> = message
+                .tool_calls()
+                .enumerate()
+                .map(|(index, (call_id, name, arguments_raw))| {
+                    CallRequest::new(
+                        call_id.clone(),
+                        u32::try_from(index).unwrap_or(u32::MAX),
+                        name,
+                        arguments_raw,
+                    )
+                    .in_step(turn, step)
+                })
+                .collect();
+            let truncated = message.stop_reason == StopReason::Length;
             self.append(
                 turn,
                 Some(step),
                 EventData::AssistantMessage(message.clone()),
             )
             .await?;
-            self.conversation
-                .push(ConversationItem::Assistant(message.clone()));
-            let calls: Vec<CallRequest> = message
-                .blocks
-                .iter()
-                .filter_map(|block| match block {
-                    AssistantBlock::ToolCall {
-                        call_id,
-                        name,
-                        arguments_raw,
-                    } => Some((call_id, name, arguments_raw)),
-                    AssistantBlock::Text { .. } | AssistantBlock::Thinking { .. } => None,
-                })
-                .enumerate()
-                .map(|(index, (call_id, name, arguments_raw))| {
-                    CallRequest::new(
-                        call_id.clone(),
-                        u32::try_from(index).unwrap_or(u32::MAX),
-                        name.as_str(),
-                        arguments_raw.as_str(),
-                    )
-                    .in_step(turn, step)
-                })
-                .collect();
-            if message.stop_reason == StopReason::Length {
+            self.conversation.push(ConversationItem::Assistant(message));
+            if truncated {
                 let outcome = self.scheduler.run_truncated(&tools, calls).await?;
                 self.answer(&outcome.results);
-                self.end_step(turn, step, response.usage.clone()).await?;
+                self.end_step(turn, step, usage).await?;
                 return self
                     .end(
                         turn,
@@ -228,7 +219,7 @@ impl AgentLoop {
                     .await;
             }
             if calls.is_empty() {
-                self.end_step(turn, step, response.usage.clone()).await?;
+                self.end_step(turn, step, usage).await?;
                 return self.end(turn, step, TurnEndKind::Completed, "").await;
             }
             let outcome = match self
@@ -247,7 +238,7 @@ impl AgentLoop {
             };
             self.answer(&outcome.results);
             self.deliver_steering(turn, step).await?;
-            self.end_step(turn, step, response.usage.clone()).await?;
+            self.end_step(turn, step, usage).await?;
             if cancel.is_cancelled() {
                 return self
                     .end(

@@ -11,7 +11,6 @@ use std::collections::HashSet;
 use std::future::{Future, pending};
 use std::pin::Pin;
 use std::sync::Arc;
-
 use std::task::{Context, Poll, Waker};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -86,9 +85,10 @@ enum Slot {
     Lost,
 }
 
-type Preparing<'a> = Pin<Box<dyn Future<Output = Result<Preparation, PipelineError>> + Send + 'a>>;
-type Committing<'a> =
-    Pin<Box<dyn Future<Output = Result<CommittedResult, PipelineError>> + Send + 'a>>;
+/// The one preparation or the one commit in flight.
+type InFlight<'a, T> = Pin<Box<dyn Future<Output = Result<T, PipelineError>> + Send + 'a>>;
+type Preparing<'a> = InFlight<'a, Preparation>;
+type Committing<'a> = InFlight<'a, CommittedResult>;
 
 const CANCELLED: &str = "the batch was cancelled before this call started; it did not run";
 const REJECTED: &str =
@@ -153,8 +153,9 @@ impl Scheduler {
                 stop_reason = Some(CANCELLED);
             }
             if let Some(reason) = stop_reason {
-                // Prepared calls that never started settle at once, as not executed.
-                for slot in &mut slots {
+                // Prepared calls that never started settle at once, as not executed; they
+                // all stand between the next commit and the next preparation.
+                for slot in slots.get_mut(next_commit..next_prepare).unwrap_or_default() {
                     if let Slot::Ready(..) = slot
                         && let Slot::Ready(ready, _) = std::mem::replace(slot, Slot::Preparing)
                     {
@@ -257,7 +258,7 @@ impl Scheduler {
             let wake = match ready_now(&mut committing, &mut preparing, &mut bodies) {
                 Some(wake) => wake,
                 None => tokio::select! {
-                    committed = next_commit_of(&mut committing) => Wake::Committed(committed),
+                    committed = next_of(&mut committing) => Wake::Committed(committed),
                     prepared = next_of(&mut preparing) => Wake::Prepared(prepared),
                     Some(joined) = bodies.next(), if !bodies.is_empty() => Wake::Body(joined),
                     Some(update) = progress_rx.recv() => Wake::Progress(update),
@@ -333,14 +334,7 @@ impl Scheduler {
                         }
                     }
                 }
-                Wake::Progress(update) => {
-                    if !finished.contains(&update.call_id) {
-                        emit(LiveEvent::Progress {
-                            call_id: update.call_id,
-                            data: update.data,
-                        });
-                    }
-                }
+                Wake::Progress(update) => forward_progress(update, &finished, &emit),
                 Wake::Cancelled => {}
             }
         }
@@ -429,17 +423,9 @@ where
     None
 }
 
-async fn next_commit_of(
-    committing: &mut Option<Committing<'_>>,
-) -> Result<CommittedResult, PipelineError> {
-    match committing {
-        Some(future) => future.as_mut().await,
-        None => pending().await,
-    }
-}
-
-async fn next_of(preparing: &mut Option<Preparing<'_>>) -> Result<Preparation, PipelineError> {
-    match preparing {
+/// The outcome of the future in flight; never, while there is none.
+async fn next_of<T>(in_flight: &mut Option<InFlight<'_, T>>) -> Result<T, PipelineError> {
+    match in_flight {
         Some(future) => future.as_mut().await,
         None => pending().await,
     }
@@ -451,11 +437,16 @@ fn drain_progress(
     emit: &impl Fn(LiveEvent),
 ) {
     while let Ok(update) = progress.try_recv() {
-        if !finished.contains(&update.call_id) {
-            emit(LiveEvent::Progress {
-                call_id: update.call_id,
-                data: update.data,
-            });
-        }
+        forward_progress(update, finished, emit);
+    }
+}
+
+/// Progress of a call that has finished is dropped: the UI must not see it after the end.
+fn forward_progress(update: ProgressUpdate, finished: &HashSet<CallId>, emit: &impl Fn(LiveEvent)) {
+    if !finished.contains(&update.call_id) {
+        emit(LiveEvent::Progress {
+            call_id: update.call_id,
+            data: update.data,
+        });
     }
 }

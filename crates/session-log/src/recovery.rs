@@ -6,13 +6,11 @@
 //! turn. Everything is appended, durably; history is never rewritten. A repaired log has no
 //! open turn, so recovering it again does nothing.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::content::ContentBlock;
-use crate::event::{
-    AssistantBlock, Event, EventData, RecoveryRepaired, StopReason, TurnEnd, TurnEndKind,
-};
+use crate::event::{Event, EventData, RecoveryRepaired, StopReason, TurnEnd, TurnEndKind};
 use crate::ids::{CallId, StepId, TurnId};
 use crate::result::{ErrorCode, ToolResultRecord};
 use crate::sink::{AppendUrgency, EventDraft, SinkError};
@@ -268,24 +266,12 @@ fn last_batch<'a>(in_turn: &[&'a Event]) -> Option<LastBatch<'a>> {
         .filter_map(|event| event.call_id.as_ref())
         .collect();
     let unanswered = message
-        .blocks
-        .iter()
-        .filter_map(|block| {
-            if let AssistantBlock::ToolCall {
-                call_id,
-                name,
-                arguments_raw,
-            } = block
-                && !answered.contains(call_id)
-            {
-                Some(PendingCall {
-                    call_id,
-                    name,
-                    arguments_raw,
-                })
-            } else {
-                None
-            }
+        .tool_calls()
+        .filter(|(call_id, ..)| !answered.contains(call_id))
+        .map(|(call_id, name, arguments_raw)| PendingCall {
+            call_id,
+            name,
+            arguments_raw,
         })
         .collect();
     Some(LastBatch {
@@ -318,15 +304,15 @@ fn started_record(
     probes: &[Arc<dyn EffectProbe>],
     idempotent: bool,
 ) -> ToolResultRecord {
-    let mut probe_errors = BTreeMap::new();
-    for (index, probe) in probes.iter().enumerate() {
+    let mut probe_errors: Vec<String> = Vec::new();
+    for probe in probes {
         match probe.probe(call) {
             Ok(Some(ProbeVerdict::Completed { evidence })) => {
-                let mut record = ToolResultRecord::success(vec![ContentBlock::text(format!(
-                    "The session stopped while this call was running. Recovery checked: it completed ({evidence}). Its output was not kept."
-                ))]);
-                record.synthetic = true;
-                return record;
+                return synthetic(ToolResultRecord::success(vec![ContentBlock::text(
+                    format!(
+                        "The session stopped while this call was running. Recovery checked: it completed ({evidence}). Its output was not kept."
+                    ),
+                )]));
             }
             Ok(Some(ProbeVerdict::DidNotHappen { evidence })) => {
                 return synthetic(ToolResultRecord::failure(
@@ -338,7 +324,7 @@ fn started_record(
             }
             Ok(None) => {}
             Err(error) => {
-                probe_errors.insert(index, error);
+                probe_errors.push(error);
             }
         }
     }
@@ -351,8 +337,7 @@ fn started_record(
         "the session stopped while this call was running and its outcome is unknown — {advice}"
     );
     if !probe_errors.is_empty() {
-        let errors: Vec<String> = probe_errors.into_values().collect();
-        message.push_str(&format!(" (checking failed: {})", errors.join("; ")));
+        message.push_str(&format!(" (checking failed: {})", probe_errors.join("; ")));
     }
     synthetic(ToolResultRecord::failure(
         ErrorCode::ToolOutcomeUnknown,

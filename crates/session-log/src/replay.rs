@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::content::ContentBlock;
 use crate::event::{
-    ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantBlock, AssistantMessage, CodeDispatch,
+    ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantMessage, CodeDispatch,
     CodeDispatchStart, Event, EventData,
 };
 use crate::ids::{CallId, StepId, TurnId};
@@ -47,12 +47,8 @@ pub fn conversation(events: &[Event]) -> Vec<ConversationItem> {
                 batch.flush(&mut items);
                 items.push(ConversationItem::Assistant(message.clone()));
                 batch.calls = message
-                    .blocks
-                    .iter()
-                    .filter_map(|block| match block {
-                        AssistantBlock::ToolCall { call_id, .. } => Some(call_id.clone()),
-                        AssistantBlock::Text { .. } | AssistantBlock::Thinking { .. } => None,
-                    })
+                    .tool_calls()
+                    .map(|(call_id, ..)| call_id.clone())
                     .collect();
             }
             EventData::ToolResult(record) => {
@@ -180,19 +176,7 @@ pub fn call_records(events: &[Event]) -> Vec<CallRecord> {
     let mut awaiting_record: BTreeMap<CallId, usize> = BTreeMap::new();
     for event in events {
         if let EventData::AssistantMessage(message) = &event.data {
-            let calls = message.blocks.iter().filter_map(|block| {
-                if let AssistantBlock::ToolCall {
-                    call_id,
-                    name,
-                    arguments_raw,
-                } = block
-                {
-                    Some((call_id, name, arguments_raw))
-                } else {
-                    None
-                }
-            });
-            for (index, (call_id, name, arguments_raw)) in calls.enumerate() {
+            for (index, (call_id, name, arguments_raw)) in message.tool_calls().enumerate() {
                 by_id.insert(call_id.clone(), records.len());
                 awaiting_record.insert(call_id.clone(), records.len());
                 records.push(CallRecord::new(

@@ -76,18 +76,15 @@ fn spill_record(
     shelf: &mut dyn BlobShelf,
 ) -> Result<Option<ToolResultRecord>, String> {
     let large = |value: &Option<Value>| value.as_ref().is_some_and(|value| json_len(value) > cap);
-    if !large(&record.value) && !large(&record.details) {
+    let (large_value, large_details) = (large(&record.value), large(&record.details));
+    if !large_value && !large_details {
         return Ok(None);
     }
     let mut stored = record.clone();
-    if large(&stored.value)
-        && let Some(value) = stored.value.take()
-    {
+    if large_value && let Some(value) = stored.value.take() {
         stored.value_blob = Some(shelve(&value, shelf)?);
     }
-    if large(&stored.details)
-        && let Some(details) = stored.details.take()
-    {
+    if large_details && let Some(details) = stored.details.take() {
         stored.details_blob = Some(shelve(&details, shelf)?);
     }
     Ok(Some(stored))

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::jsonl::{check_first, first_event};
 use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
@@ -76,6 +76,17 @@ impl SqliteStore {
     fn name(&self, id: &SessionId) -> String {
         format!("{}#{}", self.path.display(), id.as_str())
     }
+
+    /// The writer of session `id` on `conn`, whose next event gets `next_seq`.
+    fn start_log(&self, conn: Connection, id: &SessionId, next_seq: u64) -> SqliteLog {
+        let medium = SqliteSession {
+            conn,
+            session: id.as_str().to_owned(),
+            durability: self.durability,
+            blob_cap: self.blob_cap,
+        };
+        StoreLog::start(medium, self.name(id), next_seq, self.durability)
+    }
 }
 
 fn synchronous(durability: Durability) -> &'static str {
@@ -123,13 +134,7 @@ impl SessionStore for SqliteStore {
         }
         conn.pragma_update(None, "synchronous", synchronous(self.durability))
             .map_err(|error| database(&self.path, &error))?;
-        let medium = SqliteSession {
-            conn,
-            session: id.as_str().to_owned(),
-            durability: self.durability,
-            blob_cap: self.blob_cap,
-        };
-        Ok(StoreLog::start(medium, self.name(&id), 2, self.durability))
+        Ok(self.start_log(conn, &id, 2))
     }
 
     fn open(&self, id: &SessionId) -> Result<Opened<SqliteLog>, StoreError> {
@@ -168,36 +173,21 @@ impl SessionStore for SqliteStore {
             }
             events
         };
+        // A session has at least its `session/start` row: none means there is no such session.
         if events.is_empty() {
-            let exists: Option<i64> = conn
-                .query_row(
-                    "SELECT 1 FROM events WHERE session = ?1 LIMIT 1",
-                    params![id.as_str()],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(|error| database(&self.path, &error))?;
-            if exists.is_none() {
-                return Err(StoreError::io(
-                    "opening",
-                    &name,
-                    std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        "no such session in the database",
-                    ),
-                ));
-            }
+            return Err(StoreError::io(
+                "opening",
+                &name,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such session in the database",
+                ),
+            ));
         }
         check_first(&name, &events)?;
         let next_seq = events.len() as u64 + 1;
-        let medium = SqliteSession {
-            conn,
-            session: id.as_str().to_owned(),
-            durability: self.durability,
-            blob_cap: self.blob_cap,
-        };
         Ok(Opened {
-            log: StoreLog::start(medium, self.name(id), next_seq, self.durability),
+            log: self.start_log(conn, id, next_seq),
             events,
             torn_bytes_dropped: 0,
         })
