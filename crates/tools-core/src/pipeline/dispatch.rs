@@ -8,10 +8,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use serde_json::Value;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use toolrail_session_log::{
     AppendUrgency, BoxFuture, ErrorCode, EventData, ToolErrorInfo, ToolStart,
 };
@@ -86,10 +85,10 @@ impl Pipeline {
         }
         let ReadyCall { mut core, entry } = ready;
         let spec = entry.spec();
-        let timeout = core_timeout(
-            &core,
-            spec.default_timeout().or(self.config.default_timeout),
-        );
+        let timeout = core
+            .timeout
+            .or(spec.default_timeout())
+            .or(self.config.default_timeout);
 
         // Stage 6: the start is a fact before the body may act; durable for calls that may
         // change the world, so recovery can tell "never started" from "may have acted".
@@ -273,10 +272,6 @@ fn tool_failure(failure: ToolFailure) -> ToolErrorInfo {
     }
 }
 
-fn core_timeout(core: &CallCore, default: Option<Duration>) -> Option<Duration> {
-    core.timeout.or(default)
-}
-
 /// The outcome of a body that settled within the grace after an interrupt.
 fn interrupted_outcome(
     interrupt: Interrupt,
@@ -341,17 +336,9 @@ fn human(duration: Duration) -> String {
 }
 
 /// Sleeps until `at`, or forever without a deadline (no timer is created then).
-async fn sleep_until(at: Option<Instant>) {
+pub(super) async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
-        None => pending().await,
-    }
-}
-
-/// Sleeps for `duration`, or forever when there is none.
-pub(super) async fn sleep_for(duration: Option<Duration>) {
-    match duration {
-        Some(duration) => tokio::time::sleep(duration).await,
         None => pending().await,
     }
 }

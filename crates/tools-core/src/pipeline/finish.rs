@@ -2,9 +2,9 @@
 //! the body are carried through every branch: no hook or later failure can drop them.
 
 use std::sync::Arc;
-use tokio::time::Instant;
 
 use serde_json::Value;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
     AppendUrgency, ContentBlock, ContextMessage, Effect, ErrorCode, EventData, Timing,

@@ -7,15 +7,13 @@ use std::sync::{Arc, LazyLock};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
     AppendUrgency, ApprovalAsked, ApprovalDecided, ArgsRewritten, ErrorCode, EventData, ToolCall,
     ToolErrorInfo,
 };
-
-use tokio_util::sync::CancellationToken;
 
 use super::{
     BatchControl, CallCore, CallRequest, Pipeline, PipelineError, SettledCall, TimingMarks,
@@ -365,7 +363,11 @@ impl Pipeline {
                     session_key,
                 };
                 let asking = CatchUnwind::start(|| service.request(&request, &control.cancel));
-                let timeout = self.config.approval_timeout;
+                // A wait too long to represent is no limit.
+                let expires = self
+                    .config
+                    .approval_timeout
+                    .and_then(|limit| Instant::now().checked_add(limit));
                 tokio::select! {
                     biased;
                     () = control.cancel.cancelled() => ApprovalAnswer::Cancelled,
@@ -373,7 +375,7 @@ impl Pipeline {
                         tracing::warn!(call_id = %core.identity.call_id, "approval service panicked: {panic}");
                         ApprovalAnswer::Unavailable
                     }),
-                    () = super::dispatch::sleep_for(timeout) => ApprovalAnswer::Expired,
+                    () = super::dispatch::sleep_until(expires) => ApprovalAnswer::Expired,
                 }
             }
         };
