@@ -1,37 +1,36 @@
-//! `toolrail`: the command-line face of toolrail. For now it has one subcommand, `demo`,
-//! which runs a fixed set of tool calls through the full pipeline (policy hook, approval
-//! seam, guard, enforced timeout) and prints each committed result and the session log.
-//! The agent loop, replay and the session page arrive with later issues.
+//! `toolrail`: the command-line face of toolrail. `demo` runs a fixed set of tool calls
+//! through the full pipeline (policy hook, approval seam, guard, enforced timeout) and prints
+//! each committed result and the session log; `run` plays a scenario file (a scripted
+//! session) through the agent loop and writes its log. Replay and the session page arrive
+//! with later issues.
 
 mod demo;
 mod run;
 
 use std::process::ExitCode;
 
+type Command = fn(&[String]) -> anyhow::Result<()>;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("demo") => match demo::run(args.get(1..).unwrap_or_default()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("toolrail demo: {error:#}");
-                ExitCode::FAILURE
-            }
-        },
-        Some("run") => match run::run(args.get(1..).unwrap_or_default()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("toolrail run: {error:#}");
-                ExitCode::FAILURE
-            }
-        },
+    let rest = args.get(1..).unwrap_or_default();
+    let (name, command): (&str, Command) = match args.first().map(String::as_str) {
+        Some("demo") => ("demo", demo::run),
+        Some("run") => ("run", run::run),
         Some("-h" | "--help" | "help") | None => {
             print!("{}", usage());
-            ExitCode::SUCCESS
+            return ExitCode::SUCCESS;
         }
         Some(other) => {
             eprintln!("toolrail: unknown command `{other}`\n\n{}", usage());
-            ExitCode::from(2)
+            return ExitCode::from(2);
+        }
+    };
+    match command(rest) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("toolrail {name}: {error:#}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -126,6 +126,13 @@ impl Scenario {
     /// Runs every turn; the log goes to `<session_dir>/scenario.jsonl`, markers to
     /// `<session_dir>/markers/`, workspace files to `<session_dir>/workspace/`.
     pub async fn run(&self, session_dir: &Path) -> Result<ScenarioReport, ScenarioError> {
+        // Every model answer is checked before anything is written or run: a mistake in a
+        // late turn does not leave a half-run session behind.
+        let scripts = self
+            .turns
+            .iter()
+            .map(|turn| turn.model.iter().map(assistant_message).collect())
+            .collect::<Result<Vec<Vec<AssistantMessage>>, ScenarioError>>()?;
         let marker_dir = session_dir.join("markers");
         std::fs::create_dir_all(&marker_dir)?;
         let workspace = session_dir.join("workspace");
@@ -167,14 +174,15 @@ impl Scenario {
             }
         };
         let store = JsonlStore::new(session_dir, durability)?;
+        let session_id = SessionId::new("scenario");
+        let log_path = store.path_of(&session_id)?;
         let start = SessionStart {
             format_version: FORMAT_VERSION,
-            session_id: SessionId::new("scenario"),
+            session_id,
             tools: registry.snapshot().manifest(),
             meta: None,
         };
         let log: Arc<dyn SessionLog> = Arc::new(store.create(start)?);
-        let log_path = store.path_of(&SessionId::new("scenario"))?;
 
         let mut pipeline = Pipeline::builder(log.clone()).config(PipelineConfig {
             cancel_grace: Duration::from_millis(self.config.cancel_grace_ms.unwrap_or(5_000)),
@@ -217,13 +225,8 @@ impl Scenario {
             LoopConfig::default(),
         );
         let mut turn_ends = Vec::new();
-        for turn in &self.turns {
-            model.load(
-                turn.model
-                    .iter()
-                    .map(assistant_message)
-                    .collect::<Result<Vec<_>, _>>()?,
-            );
+        for (turn, script) in self.turns.iter().zip(scripts) {
+            model.load(script);
             let cancel = CancellationToken::new();
             if let Some(ms) = turn.cancel_after_ms {
                 let cancel = cancel.clone();
