@@ -16,9 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use serde_json::Value;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
     AppendUrgency, CallId, ContextMessage, EventData, EventDraft, EventSink, SinkError, StepId,
