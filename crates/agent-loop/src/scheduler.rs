@@ -7,7 +7,7 @@
 //! a spawn costs as much as the rest of a trivial call); a body that must not share the
 //! driver's thread runs as a task of its own through the pipeline's `BodyExecution::Task`.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::future::{Future, pending};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,8 +18,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{CallId, ErrorCode};
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Concurrency, Pipeline, PipelineError, Preparation,
-    ProgressSink, ProgressUpdate, ReadyCall, SettledCall, ToolSet,
+    BatchControl, CallRequest, CommittedResult, Concurrency, PendingCommit, Pipeline,
+    PipelineError, Preparation, ProgressSink, ProgressUpdate, ReadyCall, SettledCall, ToolSet,
 };
 
 /// How a batch runs.
@@ -85,10 +85,11 @@ enum Slot {
     Lost,
 }
 
-/// The one preparation or the one commit in flight.
+/// The one preparation or the one commit being handed to the log.
 type InFlight<'a, T> = Pin<Box<dyn Future<Output = Result<T, PipelineError>> + Send + 'a>>;
 type Preparing<'a> = InFlight<'a, Preparation>;
-type Committing<'a> = InFlight<'a, CommittedResult>;
+/// A commit up to the moment its result is handed to the log.
+type Committing<'a> = InFlight<'a, PendingCommit<'a>>;
 
 const CANCELLED: &str = "the batch was cancelled before this call started; it did not run";
 const REJECTED: &str =
@@ -139,6 +140,10 @@ impl Scheduler {
         let (mut next_prepare, mut next_commit, mut running) = (0usize, 0usize, 0usize);
         let mut preparing: Option<Preparing<'_>> = None;
         let mut committing: Option<Committing<'_>> = None;
+        // Results in the log's order that wait to be durable: the next commit does not wait
+        // for the previous one's sync, so one sync covers many commits. Their answers come
+        // in `seq` order, so only the front is watched.
+        let mut durable: VecDeque<PendingCommit<'_>> = VecDeque::new();
         let mut bodies = FuturesUnordered::new();
         let mut stop_reason: Option<&'static str> = None;
         let mut failure: Option<PipelineError> = None;
@@ -165,11 +170,15 @@ impl Scheduler {
             }
 
             // Commit, strictly in model order. The commit runs inside the wait below, so bodies
-            // keep running while a commit waits for its sync.
+            // keep running while commits wait for their sync.
             if committing.is_none() && next_commit < total && failure.is_none() {
                 match std::mem::replace(&mut slots[next_commit], Slot::Committing) {
                     Slot::Settled(settled) => {
-                        committing = Some(Box::pin(self.pipeline.finish(settled)))
+                        let pipeline = &self.pipeline;
+                        committing =
+                            Some(Box::pin(
+                                async move { Ok(pipeline.begin_commit(settled).await) },
+                            ))
                     }
                     Slot::Waiting(request) if stop_reason.is_some() => {
                         let reason = stop_reason.unwrap_or(CANCELLED);
@@ -177,7 +186,7 @@ impl Scheduler {
                         committing = Some(Box::pin(async move {
                             let settled =
                                 pipeline.record_not_executed(tools, request, reason).await?;
-                            pipeline.finish(settled).await
+                            Ok(pipeline.begin_commit(settled).await)
                         }));
                     }
                     other @ (Slot::Waiting(_)
@@ -189,10 +198,15 @@ impl Scheduler {
                     | Slot::Lost) => slots[next_commit] = other,
                 }
             }
-            if next_commit == total {
+            if next_commit == total && durable.is_empty() {
                 break;
             }
-            if failure.is_some() && running == 0 && preparing.is_none() && committing.is_none() {
+            if failure.is_some()
+                && running == 0
+                && preparing.is_none()
+                && committing.is_none()
+                && durable.is_empty()
+            {
                 break;
             }
 
@@ -255,10 +269,11 @@ impl Scheduler {
             }
 
             // What is ready at once (most work of trivial calls) is taken without the wait.
-            let wake = match ready_now(&mut committing, &mut preparing, &mut bodies) {
+            let wake = match ready_now(&mut durable, &mut committing, &mut preparing, &mut bodies) {
                 Some(wake) => wake,
                 None => tokio::select! {
-                    committed = next_of(&mut committing) => Wake::Committed(committed),
+                    committed = next_durable(&mut durable) => Wake::Durable(committed),
+                    handed = next_of(&mut committing) => Wake::Committing(handed),
                     prepared = next_of(&mut preparing) => Wake::Prepared(prepared),
                     Some(joined) = bodies.next(), if !bodies.is_empty() => Wake::Body(joined),
                     Some(update) = progress_rx.recv() => Wake::Progress(update),
@@ -266,15 +281,11 @@ impl Scheduler {
                 },
             };
             match wake {
-                Wake::Committed(committed) => {
+                Wake::Committing(handed) => {
                     committing = None;
-                    match committed {
-                        Ok(committed) => {
-                            emit(LiveEvent::Committed {
-                                call_id: committed.identity.call_id.clone(),
-                                seq: committed.seq,
-                            });
-                            results.push(committed);
+                    match handed {
+                        Ok(pending) => {
+                            durable.push_back(pending);
                             slots[next_commit] = Slot::Committed;
                             next_commit += 1;
                             // A stopped batch commits calls it never prepared.
@@ -286,6 +297,18 @@ impl Scheduler {
                         }
                     }
                 }
+                Wake::Durable(committed) => match committed {
+                    Ok(committed) => {
+                        emit(LiveEvent::Committed {
+                            call_id: committed.identity.call_id.clone(),
+                            seq: committed.seq,
+                        });
+                        results.push(committed);
+                    }
+                    Err(error) => {
+                        failure.get_or_insert(error);
+                    }
+                },
                 Wake::Prepared(prepared) => {
                     preparing = None;
                     let index = next_prepare - 1;
@@ -385,30 +408,40 @@ impl Scheduler {
 }
 
 /// What woke the driver.
-enum Wake {
-    Committed(Result<CommittedResult, PipelineError>),
+enum Wake<'a> {
+    /// A commit handed its result to the log.
+    Committing(Result<PendingCommit<'a>, PipelineError>),
+    /// The oldest handed result is durable: committed.
+    Durable(Result<CommittedResult, PipelineError>),
     Prepared(Result<Preparation, PipelineError>),
     Body((usize, Result<SettledCall, PipelineError>)),
     Progress(ProgressUpdate),
     Cancelled,
 }
 
-/// Polls the commit, the preparation and the bodies once without a waker of ours. Anything
-/// still pending is polled again by the wait that follows, which registers the real waker,
-/// so no wake-up is lost.
-fn ready_now<B>(
-    committing: &mut Option<Committing<'_>>,
+/// Polls the oldest pending commit, the commit, the preparation and the bodies once without
+/// a waker of ours. Anything still pending is polled again by the wait that follows, which
+/// registers the real waker, so no wake-up is lost.
+fn ready_now<'a, B>(
+    durable: &mut VecDeque<PendingCommit<'a>>,
+    committing: &mut Option<Committing<'a>>,
     preparing: &mut Option<Preparing<'_>>,
     bodies: &mut FuturesUnordered<B>,
-) -> Option<Wake>
+) -> Option<Wake<'a>>
 where
     B: Future<Output = (usize, Result<SettledCall, PipelineError>)>,
 {
     let mut cx = Context::from_waker(Waker::noop());
-    if let Some(future) = committing.as_mut()
-        && let Poll::Ready(committed) = future.as_mut().poll(&mut cx)
+    if let Some(pending) = durable.front_mut()
+        && let Poll::Ready(committed) = Pin::new(pending).poll(&mut cx)
     {
-        return Some(Wake::Committed(committed));
+        durable.pop_front();
+        return Some(Wake::Durable(committed));
+    }
+    if let Some(future) = committing.as_mut()
+        && let Poll::Ready(handed) = future.as_mut().poll(&mut cx)
+    {
+        return Some(Wake::Committing(handed));
     }
     if let Some(future) = preparing.as_mut()
         && let Poll::Ready(prepared) = future.as_mut().poll(&mut cx)
@@ -421,6 +454,20 @@ where
         return Some(Wake::Body(settled));
     }
     None
+}
+
+/// The oldest pending commit, once durable; never, while there is none.
+async fn next_durable(
+    durable: &mut VecDeque<PendingCommit<'_>>,
+) -> Result<CommittedResult, PipelineError> {
+    match durable.front_mut() {
+        Some(pending) => {
+            let committed = pending.await;
+            durable.pop_front();
+            committed
+        }
+        None => pending().await,
+    }
 }
 
 /// The outcome of the future in flight; never, while there is none.

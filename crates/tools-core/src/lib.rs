@@ -31,8 +31,8 @@ pub use guard::{Guard, GuardVerdict};
 pub use layer::{ExecNext, ExecuteLayer};
 pub use observer::{ObserverError, ResultObserver};
 pub use pipeline::{
-    BatchControl, BodyExecution, CallRequest, CommittedResult, Pipeline, PipelineBuilder,
-    PipelineConfig, PipelineError, Preparation, ReadyCall, SettledCall,
+    BatchControl, BodyExecution, CallRequest, CommittedResult, PendingCommit, Pipeline,
+    PipelineBuilder, PipelineConfig, PipelineError, Preparation, ReadyCall, SettledCall,
 };
 pub use post_hook::{PostExecuteAction, PostExecuteDecision, PostExecuteHook, ResultView};
 pub use pre_hook::{PreExecuteDecision, PreExecuteHook, PreNext, PreNextFuture};

@@ -1,19 +1,23 @@
 //! Stages 8–10: post-execute hooks, normalization and finalize, commit. Effects reported by
 //! the body are carried through every branch: no hook or later failure can drop them.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendUrgency, ContentBlock, ContextMessage, Effect, ErrorCode, EventData, Timing,
-    ToolErrorInfo, ToolResultRecord,
+    AppendFuture, AppendUrgency, ContentBlock, ContextMessage, Effect, ErrorCode, EventData,
+    Timing, ToolErrorInfo, ToolResultRecord,
 };
 
 use super::prepare::{info, micros};
 use super::{CommittedResult, Pipeline, PipelineError, SettledCall, Settlement};
 use crate::arguments::{ArgumentError, check_schema};
+use crate::context::CallIdentity;
 use crate::post_hook::{PostExecuteAction, ResultView};
 use crate::registry::ToolEntry;
 use crate::tool::FinalizeView;
@@ -53,9 +57,57 @@ fn error_content(error: &ToolErrorInfo) -> Vec<ContentBlock> {
     vec![ContentBlock::text(format!("Error: {}", error.message))]
 }
 
+/// A result whose `tool/result` event has its place in the log (its `seq` order is fixed)
+/// but may not be durable yet: await it for the committed result. Commits of later calls may
+/// be appended meanwhile, so one sync of the log can cover several commits of a batch.
+#[must_use = "a commit is only done when its pending future has been awaited"]
+pub struct PendingCommit<'a> {
+    appended: AppendFuture<'a>,
+    /// Taken when the append is answered.
+    parts: Option<(
+        Arc<CallIdentity>,
+        Arc<ToolResultRecord>,
+        Vec<ContextMessage>,
+    )>,
+}
+
+impl Future for PendingCommit<'_> {
+    type Output = Result<CommittedResult, PipelineError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let answer = std::task::ready!(Pin::new(&mut self.appended).poll(cx));
+        let Some((identity, record, context)) = self.parts.take() else {
+            return Poll::Ready(Err(PipelineError::Internal(
+                "a pending commit was polled after it completed".to_owned(),
+            )));
+        };
+        Poll::Ready(match answer {
+            Ok(seq) => Ok(CommittedResult {
+                identity,
+                seq,
+                record,
+                context,
+            }),
+            Err(source) => Err(PipelineError::Log {
+                call_id: identity.call_id.clone(),
+                kind: "tool/result",
+                source,
+            }),
+        })
+    }
+}
+
 impl Pipeline {
-    /// Stages 8–10: commit the call's result. Call in model order.
+    /// Stages 8–10: commit the call's result and wait until it is as durable as the log's
+    /// mode promises. Call in model order.
     pub async fn finish(&self, settled: SettledCall) -> Result<CommittedResult, PipelineError> {
+        self.begin_commit(settled).await.await
+    }
+
+    /// Stages 8–10 up to the moment the `tool/result` event is handed to the log. The next
+    /// call's commit may begin as soon as this returns; the result is committed when the
+    /// returned future resolves. Call in model order.
+    pub async fn begin_commit(&self, settled: SettledCall) -> PendingCommit<'_> {
         let SettledCall { core, settlement } = settled;
         let (mut candidate, effects, synthetic, ran) = match settlement {
             Settlement::Refused { error, synthetic } => {
@@ -149,20 +201,16 @@ impl Pipeline {
                 }
             }
         }
-        let seq = self
-            .append(
-                &core.identity,
-                committed_at,
-                EventData::ToolResult(Arc::clone(&record)),
-                AppendUrgency::Durable,
-            )
-            .await?;
-        Ok(CommittedResult {
-            identity: core.identity,
-            seq,
-            record,
-            context,
-        })
+        let appended = self.append_now(
+            &core.identity,
+            committed_at,
+            EventData::ToolResult(Arc::clone(&record)),
+            AppendUrgency::Durable,
+        );
+        PendingCommit {
+            appended,
+            parts: Some((core.identity, record, context)),
+        }
     }
 
     async fn post_execute(

@@ -20,11 +20,12 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendUrgency, CallId, ContextMessage, EventData, EventDraft, EventSink, SinkError, StepId,
-    Timestamp, ToolErrorInfo, ToolResultRecord, TurnId,
+    AppendFuture, AppendUrgency, CallId, ContextMessage, EventData, EventDraft, EventSink,
+    SinkError, StepId, Timestamp, ToolErrorInfo, ToolResultRecord, TurnId,
 };
 
 pub use dispatch::SettledCall;
+pub use finish::PendingCommit;
 pub use prepare::{Preparation, ReadyCall};
 
 use crate::approval::ApprovalService;
@@ -274,6 +275,25 @@ impl Pipeline {
         Ok(())
     }
 
+    /// Hands one event of a call to the sink, which fixes its place in the log at once; the
+    /// returned future answers when it is as durable as `urgency` asks.
+    fn append_now(
+        &self,
+        identity: &CallIdentity,
+        at: Instant,
+        data: EventData,
+        urgency: AppendUrgency,
+    ) -> AppendFuture<'_> {
+        let draft = EventDraft {
+            ts: Timestamp::from_instant(at.into_std()),
+            turn: identity.turn,
+            step: identity.step,
+            call_id: Some(identity.call_id.clone()),
+            data,
+        };
+        self.sink.append(draft, urgency)
+    }
+
     /// Appends one event of a call, stamped with `at` (a clock read the caller already made
     /// for its timing). The draft goes to the sink at once; only the sink's answer is awaited.
     fn append(
@@ -285,14 +305,7 @@ impl Pipeline {
     ) -> impl Future<Output = Result<u64, PipelineError>> + Send + '_ {
         let kind = data.known_kind().unwrap_or("unknown");
         let call_id = identity.call_id.clone();
-        let draft = EventDraft {
-            ts: Timestamp::from_instant(at.into_std()),
-            turn: identity.turn,
-            step: identity.step,
-            call_id: Some(call_id.clone()),
-            data,
-        };
-        let appended = self.sink.append(draft, urgency);
+        let appended = self.append_now(identity, at, data, urgency);
         async move {
             appended.await.map_err(|source| PipelineError::Log {
                 call_id,
