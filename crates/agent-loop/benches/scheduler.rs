@@ -143,7 +143,30 @@ fn row(
 }
 
 fn main() {
-    let quick = std::env::args().any(|arg| arg == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    // `--noop-only N`: one batch of N no-op calls and nothing else, for profilers.
+    if let Some(at) = args.iter().position(|arg| arg == "--noop-only") {
+        let count = args
+            .get(at + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000);
+        let single = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let elapsed = batch(
+            &single,
+            Arc::new(MemorySink::new()),
+            &tools(),
+            calls(count, "{}"),
+        );
+        println!(
+            "{:.0} ns per no-op call",
+            elapsed.as_nanos() as f64 / count as f64
+        );
+        return;
+    }
+    let quick = args.iter().any(|arg| arg == "--quick");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

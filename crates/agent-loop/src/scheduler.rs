@@ -147,7 +147,7 @@ impl Scheduler {
         let mut bodies = FuturesUnordered::new();
         let mut stop_reason: Option<&'static str> = None;
         let mut failure: Option<PipelineError> = None;
-        let mut finished: HashSet<CallId> = HashSet::new();
+        let mut finished = Finished::default();
         let mut results = Vec::with_capacity(total);
         // Calls found exclusive (when prepared or when started) pause preparation until they
         // commit: they may change what later calls see.
@@ -346,8 +346,8 @@ impl Scheduler {
                         Ok(settled) => {
                             let call_id = settled.identity().call_id.clone();
                             // Progress sent before the body settled is delivered first.
-                            drain_progress(&mut progress_rx, &finished, &emit);
-                            finished.insert(call_id.clone());
+                            drain_progress(&mut progress_rx, &mut finished, &emit);
+                            finished.insert(&call_id);
                             emit(LiveEvent::Finished { call_id });
                             slots[index] = Slot::Settled(settled);
                         }
@@ -357,7 +357,7 @@ impl Scheduler {
                         }
                     }
                 }
-                Wake::Progress(update) => forward_progress(update, &finished, &emit),
+                Wake::Progress(update) => forward_progress(update, &mut finished, &emit),
                 Wake::Cancelled => {}
             }
         }
@@ -478,9 +478,35 @@ async fn next_of<T>(in_flight: &mut Option<InFlight<'_, T>>) -> Result<T, Pipeli
     }
 }
 
+/// The calls whose bodies have settled. Most batches see no progress at all, so the ids are
+/// only listed (a push per call) until the first update asks; from then on a set answers.
+#[derive(Default)]
+struct Finished {
+    listed: Vec<CallId>,
+    set: Option<HashSet<CallId>>,
+}
+
+impl Finished {
+    fn insert(&mut self, call_id: &CallId) {
+        match &mut self.set {
+            Some(set) => {
+                set.insert(call_id.clone());
+            }
+            None => self.listed.push(call_id.clone()),
+        }
+    }
+
+    fn contains(&mut self, call_id: &CallId) -> bool {
+        let listed = &mut self.listed;
+        self.set
+            .get_or_insert_with(|| listed.drain(..).collect())
+            .contains(call_id)
+    }
+}
+
 fn drain_progress(
     progress: &mut mpsc::UnboundedReceiver<ProgressUpdate>,
-    finished: &HashSet<CallId>,
+    finished: &mut Finished,
     emit: &impl Fn(LiveEvent),
 ) {
     while let Ok(update) = progress.try_recv() {
@@ -489,7 +515,7 @@ fn drain_progress(
 }
 
 /// Progress of a call that has finished is dropped: the UI must not see it after the end.
-fn forward_progress(update: ProgressUpdate, finished: &HashSet<CallId>, emit: &impl Fn(LiveEvent)) {
+fn forward_progress(update: ProgressUpdate, finished: &mut Finished, emit: &impl Fn(LiveEvent)) {
     if !finished.contains(&update.call_id) {
         emit(LiveEvent::Progress {
             call_id: update.call_id,
