@@ -75,16 +75,23 @@ fn appends(
         .enable_all()
         .build()
         .unwrap();
+    // The events are built before the clock starts, as the floor's lines are: the rows
+    // compare appending, not making test data.
+    let drafts: Vec<Vec<EventDraft>> = (0..APPENDERS)
+        .map(|appender| {
+            (0..per_appender)
+                .map(|n| event_draft(appender * per_appender + n))
+                .collect()
+        })
+        .collect();
     let started = Instant::now();
     runtime.block_on(async {
         let mut tasks = Vec::new();
-        for appender in 0..APPENDERS {
+        for drafts in drafts {
             let log = Arc::clone(&log);
             tasks.push(tokio::spawn(async move {
-                for n in 0..per_appender {
-                    log.append(event_draft(appender * per_appender + n), urgency)
-                        .await
-                        .unwrap();
+                for (n, draft) in (0u32..).zip(drafts) {
+                    log.append(draft, urgency).await.unwrap();
                     if barrier_every.is_some_and(|every| (n + 1) % every == 0) {
                         log.durable_barrier().await.unwrap();
                     }
