@@ -193,7 +193,7 @@ async fn run_calls(folder: PathBuf, jsonl: bool) -> Result<()> {
             let status = record
                 .error
                 .as_ref()
-                .map_or("ok".to_owned(), |error| error.code.to_string());
+                .map_or_else(|| "ok".to_owned(), |error| error.code.to_string());
             let text: Vec<&str> = record
                 .content
                 .iter()

@@ -66,9 +66,11 @@ impl Future for AppendFuture<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
-            Self::Done(result) => Poll::Ready(result.take().unwrap_or(Err(SinkError::Refused(
-                "an append future was polled after it completed".to_owned(),
-            )))),
+            Self::Done(result) => Poll::Ready(result.take().unwrap_or_else(|| {
+                Err(SinkError::Refused(
+                    "an append future was polled after it completed".to_owned(),
+                ))
+            })),
             Self::Waiting(future) => future.as_mut().poll(cx),
         }
     }

@@ -149,7 +149,7 @@ fn codes(events: &[Event]) -> Vec<(String, String)> {
             let what = match &event.data {
                 EventData::ToolResult(record) => record
                     .error_code()
-                    .map_or("completed".to_owned(), |code| code.to_string()),
+                    .map_or_else(|| "completed".to_owned(), |code| code.to_string()),
                 EventData::TurnEnd(end) => format!("{:?}", end.kind),
                 other => other.kind().to_owned(),
             };
