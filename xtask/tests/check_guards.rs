@@ -120,3 +120,43 @@ fn a_missing_source_directory_is_an_error() {
     let error = check_guard_crate(&fixture("no-such-crate/src")).unwrap_err();
     assert!(error.to_string().contains("could not list"), "{error}");
 }
+
+fn policy_guards_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/policy-guards/src")
+}
+
+#[test]
+fn the_real_policy_guards_crate_passes() {
+    assert_eq!(check_guard_crate(&policy_guards_src()).unwrap(), vec![]);
+}
+
+#[test]
+fn a_violation_planted_in_a_copy_of_policy_guards_is_found_at_its_line() {
+    let copy = tempfile::tempdir().unwrap();
+    let mut stack = vec![(policy_guards_src(), copy.path().to_path_buf())];
+    while let Some((from, to)) = stack.pop() {
+        fs::create_dir_all(&to).unwrap();
+        for entry in fs::read_dir(&from).unwrap() {
+            let path = entry.unwrap().path();
+            let target = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                stack.push((path, target));
+            } else {
+                fs::copy(&path, &target).unwrap();
+            }
+        }
+    }
+    let plan = copy.path().join("plan.rs");
+    let mut text = fs::read_to_string(&plan).unwrap();
+    let planted_line = text.lines().count() + 2;
+    text.push_str(
+        "\nfn sneak() -> toolrail_tools_core::PreExecuteDecision { toolrail_tools_core::PreExecuteDecision::Allow }\n",
+    );
+    fs::write(&plan, text).unwrap();
+    let findings = check_guard_crate(copy.path()).unwrap();
+    assert_eq!(
+        located(&findings),
+        vec![(plan, planted_line)],
+        "{findings:#?}"
+    );
+}

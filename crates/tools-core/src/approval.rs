@@ -12,6 +12,8 @@ use crate::context::CallIdentity;
 pub struct ApprovalRequest {
     pub identity: CallIdentity,
     pub tool_kind: &'static str,
+    /// The call's subject (the command, the path), when its tool declares one.
+    pub subject: Option<String>,
     /// The effective arguments (after any rewrite).
     pub arguments: Value,
     pub reason: String,

@@ -14,6 +14,7 @@ mod guard;
 mod layer;
 mod observer;
 mod pipeline;
+mod plan_mode;
 mod post_hook;
 mod pre_hook;
 mod registry;
@@ -34,16 +35,20 @@ pub use pipeline::{
     BatchControl, BodyExecution, CallRequest, CommittedResult, PendingCommit, Pipeline,
     PipelineBuilder, PipelineConfig, PipelineError, Preparation, ReadyCall, SettledCall,
 };
+pub use plan_mode::PlanModeSwitch;
 pub use post_hook::{PostExecuteAction, PostExecuteDecision, PostExecuteHook, ResultView};
 pub use pre_hook::{PreExecuteDecision, PreExecuteHook, PreNext, PreNextFuture};
 pub use registry::{
     CallOrigin, NamePattern, Registry, RegistryBuilder, RegistryError, RegistryWarning,
     ReservedName, ScopeBuilder, SnapshotSource, ToolEntry, ToolScope, ToolSet,
 };
-pub use spec::{ClaimMode, Concurrency, Exposure, ResourceClaim, ResourceKey, ToolKind, ToolSpec};
+pub use spec::{
+    ClaimMode, Concurrency, Exposure, ResourceClaim, ResourceKey, SubjectField, SubjectKind,
+    ToolKind, ToolSpec,
+};
 pub use tool::{FinalizeView, Tool, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool};
 pub use tracing_layer::TracingLayer;
-pub use view::{CallView, HookError};
+pub use view::{CallView, HookError, Subject};
 
 /// The cancellation token of batches and calls (approval services and tools watch it).
 pub use tokio_util::sync::CancellationToken;

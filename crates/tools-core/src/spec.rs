@@ -124,6 +124,39 @@ impl Concurrency {
     }
 }
 
+/// What a tool's subject is: the one argument permission rules match on (the command of a
+/// shell tool, the path of a file tool).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubjectKind {
+    /// A file path, relative to the workspace or absolute. Globs match it with `/` as a
+    /// separator (`*` stays inside one folder, `**` crosses folders).
+    Path,
+    /// A command line. Globs match it as plain text (`*` matches anything, `/` included).
+    Command,
+    /// A URL, matched as plain text.
+    Url,
+    /// Anything else, matched as plain text.
+    Text,
+}
+
+impl SubjectKind {
+    /// Whether `*` in a glob over this subject stops at `/`.
+    pub fn separates_on_slash(self) -> bool {
+        match self {
+            Self::Path => true,
+            Self::Command | Self::Url | Self::Text => false,
+        }
+    }
+}
+
+/// The argument a tool declares as its subject.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubjectField {
+    /// A top-level property of the arguments holding a string.
+    pub field: String,
+    pub kind: SubjectKind,
+}
+
 /// The definition of a tool (DESIGN §4). Built with [`ToolSpec::new`] or
 /// [`ToolSpec::for_args`] and the chained setters; read through the getters.
 #[derive(Clone, Debug)]
@@ -139,6 +172,7 @@ pub struct ToolSpec {
     default_timeout: Option<Duration>,
     exposure: Exposure,
     max_value_bytes: Option<usize>,
+    subject: Option<SubjectField>,
 }
 
 impl ToolSpec {
@@ -161,6 +195,7 @@ impl ToolSpec {
             default_timeout: None,
             exposure: Exposure::Direct,
             max_value_bytes: None,
+            subject: None,
         }
     }
 
@@ -269,6 +304,21 @@ impl ToolSpec {
 
     pub fn value_byte_cap(&self) -> Option<usize> {
         self.max_value_bytes
+    }
+
+    /// Declares the string argument `field` as the tool's subject, which permission rules
+    /// and guards match on (`bash(git status*)`, `write(src/**)`).
+    pub fn subject(mut self, field: impl Into<String>, kind: SubjectKind) -> Self {
+        self.subject = Some(SubjectField {
+            field: field.into(),
+            kind,
+        });
+        self
+    }
+
+    /// The declared subject argument, if any.
+    pub fn subject_field(&self) -> Option<&SubjectField> {
+        self.subject.as_ref()
     }
 }
 

@@ -4,7 +4,7 @@ use serde_json::Value;
 use toolrail_session_log::ToolSource;
 
 use crate::context::CallIdentity;
-use crate::spec::ToolSpec;
+use crate::spec::{SubjectKind, ToolSpec};
 
 /// A call as policy stages see it: no setters, so no stage can change it in place.
 #[derive(Clone, Copy, Debug)]
@@ -14,6 +14,26 @@ pub struct CallView<'a> {
     pub source: &'a ToolSource,
     /// The arguments as they stand at this stage (after any rewrite).
     pub arguments: &'a Value,
+}
+
+impl<'a> CallView<'a> {
+    /// The call's subject: the string its tool declares as the subject argument. `None`
+    /// when the tool declares none, or the argument is missing or not a string.
+    pub fn subject(&self) -> Option<Subject<'a>> {
+        let declared = self.spec.subject_field()?;
+        let text = self.arguments.get(&declared.field)?.as_str()?;
+        Some(Subject {
+            kind: declared.kind,
+            text,
+        })
+    }
+}
+
+/// The subject of one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Subject<'a> {
+    pub kind: SubjectKind,
+    pub text: &'a str,
 }
 
 /// A failure of a hook. The call fails with `HOOK_FAILED` and never runs.

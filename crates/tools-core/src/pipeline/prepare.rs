@@ -358,6 +358,10 @@ impl Pipeline {
                 let request = ApprovalRequest {
                     identity: core.identity.as_ref().clone(),
                     tool_kind: entry.spec().tool_kind().as_str(),
+                    subject: core
+                        .view(entry)
+                        .subject()
+                        .map(|subject| subject.text.to_owned()),
                     arguments: core.arguments.as_ref().clone(),
                     reason,
                     session_key,

@@ -1,0 +1,23 @@
+//! Deny-only guards (DESIGN §2, stage 5): each can refuse a call and nothing here can allow
+//! one. `cargo xtask check-guards` keeps it so: this crate never names the pre-execute allow
+//! decision and never implements the pre-execute hook trait.
+//!
+//! - [`WorkspacePathGuard`]: a path subject must lead inside the workspace roots, after `..`
+//!   and symlinks are resolved.
+//! - [`PlanModeGuard`]: while plan mode is on, only read-only tools run.
+//! - [`DenyListGuard`]: (tool pattern, subject pattern, reason) entries no call may match;
+//!   `permissions` enforces its deny rules a second time through it.
+//!
+//! Depends on `tools-core` only.
+
+mod deny_list;
+mod path;
+mod pattern;
+mod plan;
+
+pub use deny_list::{DenyEntry, DenyListGuard};
+pub use path::{RootError, WorkspacePathGuard, WorkspaceRoots};
+pub use pattern::{
+    PatternError, SubjectPattern, ToolPattern, lexical_clean, path_spellings, resolve,
+};
+pub use plan::{EXIT_PLAN_MODE, PlanModeGuard};

@@ -1,0 +1,279 @@
+//! Patterns over tool names and call subjects, shared by the deny-list guard and the
+//! permission rules (which build on this crate), so a rule and its second enforcement match
+//! exactly the same calls.
+//!
+//! A tool pattern is a glob over the tool's name (`bash`, `mcp__github__*`). A subject pattern
+//! is a glob over the call's subject: over a path with `/` as a separator (`src/*` stays in one
+//! folder, `src/**` crosses folders), over a command, URL or text as plain text (`git status*`
+//! matches `git status --short`).
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use globset::{Glob, GlobBuilder, GlobMatcher};
+use toolrail_tools_core::Subject;
+
+/// A pattern that is not a valid glob.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{pattern}` is not a valid pattern: {why}")]
+pub struct PatternError {
+    pub pattern: String,
+    pub why: String,
+}
+
+fn compile(pattern: &str, literal_separator: bool) -> Result<GlobMatcher, PatternError> {
+    GlobBuilder::new(pattern)
+        .literal_separator(literal_separator)
+        .backslash_escape(true)
+        .empty_alternates(true)
+        .build()
+        .map(|glob: Glob| glob.compile_matcher())
+        .map_err(|error| PatternError {
+            pattern: pattern.to_owned(),
+            why: error.kind().to_string(),
+        })
+}
+
+/// A glob over tool names.
+#[derive(Clone, Debug)]
+pub struct ToolPattern {
+    text: String,
+    matcher: GlobMatcher,
+}
+
+impl ToolPattern {
+    pub fn new(pattern: &str) -> Result<Self, PatternError> {
+        if pattern.trim().is_empty() {
+            return Err(PatternError {
+                pattern: pattern.to_owned(),
+                why: "a tool pattern cannot be empty (use `*` for every tool)".to_owned(),
+            });
+        }
+        Ok(Self {
+            text: pattern.to_owned(),
+            matcher: compile(pattern, false)?,
+        })
+    }
+
+    pub fn matches(&self, tool: &str) -> bool {
+        self.matcher.is_match(tool)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// How many literal characters the pattern has: a pattern naming a tool exactly is more
+    /// specific than one with wildcards.
+    pub fn specificity(&self) -> usize {
+        literal_len(&self.text)
+    }
+}
+
+impl fmt::Display for ToolPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A glob over a call's subject, compiled for both kinds of subject: paths (with `/` as a
+/// separator) and plain text.
+#[derive(Clone, Debug)]
+pub struct SubjectPattern {
+    text: String,
+    as_path: GlobMatcher,
+    as_text: GlobMatcher,
+}
+
+impl SubjectPattern {
+    pub fn new(pattern: &str) -> Result<Self, PatternError> {
+        Ok(Self {
+            text: pattern.to_owned(),
+            as_path: compile(&normalize_path_pattern(pattern), true)?,
+            as_text: compile(pattern, false)?,
+        })
+    }
+
+    /// Whether the subject matches. A path subject matches when any of its spellings
+    /// ([`path_spellings`]) does, so `.env`, `./.env`, `<root>/.env` and a symlink pointing at
+    /// it are the same file to a rule.
+    pub fn matches(&self, subject: &Subject<'_>, roots: &[PathBuf]) -> bool {
+        if subject.kind.separates_on_slash() {
+            path_spellings(subject.text, roots)
+                .iter()
+                .any(|spelling| self.as_path.is_match(spelling))
+        } else {
+            self.as_text.is_match(subject.text.trim())
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub fn specificity(&self) -> usize {
+        literal_len(&self.text)
+    }
+}
+
+impl fmt::Display for SubjectPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+fn literal_len(pattern: &str) -> usize {
+    pattern
+        .chars()
+        .filter(|c| !matches!(c, '*' | '?' | '[' | ']' | '{' | '}'))
+        .count()
+}
+
+/// `./src/**` and `src/**` mean the same folder.
+fn normalize_path_pattern(pattern: &str) -> String {
+    pattern.trim_start_matches("./").to_owned()
+}
+
+/// Every spelling of a path a rule should see: as written (cleaned of `.` and `..`), relative
+/// to each workspace root it lies in, and the same for where it really leads once symlinks
+/// are resolved.
+pub fn path_spellings(text: &str, roots: &[PathBuf]) -> Vec<String> {
+    let written = Path::new(text);
+    let mut spellings = Vec::with_capacity(4);
+    let mut add = |path: &Path| {
+        for spelling in relative_spellings(path, roots) {
+            if !spellings.contains(&spelling) {
+                spellings.push(spelling);
+            }
+        }
+    };
+    add(&lexical_clean(written));
+    let anchored = match (written.is_absolute(), roots.first()) {
+        (true, _) | (false, None) => written.to_path_buf(),
+        (false, Some(root)) => root.join(written),
+    };
+    add(&resolve(&anchored));
+    spellings
+}
+
+fn relative_spellings(path: &Path, roots: &[PathBuf]) -> Vec<String> {
+    let mut spellings = vec![display(path)];
+    for root in roots {
+        if let Ok(inside) = path.strip_prefix(root) {
+            spellings.push(display(inside));
+        }
+    }
+    spellings
+}
+
+fn display(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// Removes `.` and folds `..` into the component before it, without touching the disk.
+pub fn lexical_clean(path: &Path) -> PathBuf {
+    let mut clean = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let folded = matches!(clean.components().next_back(), Some(Component::Normal(_)));
+                if folded {
+                    clean.pop();
+                } else if !clean.has_root() {
+                    clean.push("..");
+                }
+            }
+            Component::Prefix(_) | Component::RootDir | Component::Normal(_) => {
+                clean.push(component)
+            }
+        }
+    }
+    clean
+}
+
+/// Where an absolute path really leads: each existing prefix is resolved with its symlinks
+/// before the next component is applied, so `link/..` goes up from the link's target, as the
+/// kernel would. Components that do not exist (a file about to be written) are kept as they
+/// are; nothing that does not exist can be a symlink.
+pub fn resolve(path: &Path) -> PathBuf {
+    let mut resolved = PathBuf::new();
+    let mut exists = true;
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                resolved.pop();
+            }
+            Component::Prefix(_) | Component::RootDir => resolved.push(component),
+            Component::Normal(name) => {
+                resolved.push(name);
+                if exists {
+                    match std::fs::canonicalize(&resolved) {
+                        Ok(real) => resolved = real,
+                        Err(_) => exists = false,
+                    }
+                }
+            }
+        }
+    }
+    resolved
+}
+
+#[cfg(test)]
+mod tests {
+    use toolrail_tools_core::SubjectKind;
+
+    use super::*;
+
+    fn path_subject(text: &str) -> Subject<'_> {
+        Subject {
+            kind: SubjectKind::Path,
+            text,
+        }
+    }
+
+    fn command(text: &str) -> Subject<'_> {
+        Subject {
+            kind: SubjectKind::Command,
+            text,
+        }
+    }
+
+    #[test]
+    fn path_globs_respect_folders_and_command_globs_do_not() {
+        let one_level = SubjectPattern::new("src/*").unwrap();
+        assert!(one_level.matches(&path_subject("src/main.rs"), &[]));
+        assert!(!one_level.matches(&path_subject("src/a/b.rs"), &[]));
+        let deep = SubjectPattern::new("src/**").unwrap();
+        assert!(deep.matches(&path_subject("src/a/b.rs"), &[]));
+        assert!(deep.matches(&path_subject("./src/a/../b.rs"), &[]));
+        let rm = SubjectPattern::new("rm -rf *").unwrap();
+        assert!(rm.matches(&command("rm -rf /tmp/x"), &[]));
+        assert!(!rm.matches(&command("rm -r /tmp/x"), &[]));
+    }
+
+    #[test]
+    fn absolute_paths_match_relative_rules_inside_a_root() {
+        let env = SubjectPattern::new("**/.env").unwrap();
+        let roots = [PathBuf::from("/work/project")];
+        assert!(env.matches(&path_subject("/work/project/.env"), &roots));
+        assert!(env.matches(&path_subject(".env"), &roots));
+        let src = SubjectPattern::new("src/**").unwrap();
+        assert!(src.matches(&path_subject("/work/project/src/x.rs"), &roots));
+    }
+
+    #[test]
+    fn lexical_clean_folds_dots() {
+        assert_eq!(lexical_clean(Path::new("./a/b/../c")), PathBuf::from("a/c"));
+        assert_eq!(lexical_clean(Path::new("../a")), PathBuf::from("../a"));
+        assert_eq!(lexical_clean(Path::new("/../a")), PathBuf::from("/a"));
+    }
+
+    #[test]
+    fn bad_globs_are_errors_naming_the_pattern() {
+        let error = SubjectPattern::new("src/[").unwrap_err();
+        assert_eq!(error.pattern, "src/[");
+        assert!(ToolPattern::new(" ").is_err());
+    }
+}
