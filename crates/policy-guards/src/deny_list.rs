@@ -6,38 +6,13 @@ use std::path::PathBuf;
 
 use toolrail_tools_core::{CallView, Guard, GuardVerdict};
 
-use crate::pattern::{SubjectPattern, ToolPattern};
+use crate::pattern::CallPattern;
 
-/// One entry: calls of tools matching `tool` (and, when given, whose subject matches
-/// `subject`) are refused with `reason`.
+/// One entry: calls its pattern matches are refused with `reason`.
 #[derive(Clone, Debug)]
 pub struct DenyEntry {
-    pub tool: ToolPattern,
-    pub subject: Option<SubjectPattern>,
+    pub pattern: CallPattern,
     pub reason: String,
-}
-
-impl DenyEntry {
-    /// Whether the entry covers the call. An entry with a subject pattern covers only calls
-    /// that have a subject; a call whose tool declares none is not matched by it.
-    pub fn matches(&self, call: &CallView<'_>, roots: &[PathBuf]) -> bool {
-        if !self.tool.matches(call.spec.name()) {
-            return false;
-        }
-        match (&self.subject, call.subject()) {
-            (None, _) => true,
-            (Some(pattern), Some(subject)) => pattern.matches(&subject, roots),
-            (Some(_), None) => false,
-        }
-    }
-
-    /// `tool(subject)` or `tool`, as rules are written.
-    pub fn rule_text(&self) -> String {
-        match &self.subject {
-            Some(subject) => format!("{}({subject})", self.tool),
-            None => self.tool.to_string(),
-        }
-    }
 }
 
 /// Refuses every call an entry matches; the first matching entry gives the reason.
@@ -67,10 +42,10 @@ impl Guard for DenyListGuard {
         match self
             .entries
             .iter()
-            .find(|entry| entry.matches(call, &self.roots))
+            .find(|entry| entry.pattern.matches(call, &self.roots))
         {
             Some(entry) => GuardVerdict::Deny {
-                reason: format!("denied by `deny {}`: {}", entry.rule_text(), entry.reason),
+                reason: format!("denied by `deny {}`: {}", entry.pattern, entry.reason),
             },
             None => GuardVerdict::Abstain,
         }

@@ -18,6 +18,6 @@ mod plan;
 pub use deny_list::{DenyEntry, DenyListGuard};
 pub use path::{RootError, WorkspacePathGuard, WorkspaceRoots};
 pub use pattern::{
-    PatternError, SubjectPattern, ToolPattern, lexical_clean, path_spellings, resolve,
+    CallPattern, PatternError, SubjectPattern, ToolPattern, lexical_clean, path_spellings, resolve,
 };
 pub use plan::{EXIT_PLAN_MODE, PlanModeGuard};

@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
-use toolrail_tools_core::Subject;
+use toolrail_tools_core::{CallView, Subject};
 
 /// A pattern that is not a valid glob.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -119,6 +119,78 @@ impl SubjectPattern {
 impl fmt::Display for SubjectPattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
+    }
+}
+
+/// A tool pattern with an optional subject pattern, written `tool` or `tool(subject)`:
+/// `bash(git status*)`, `write(src/**)`, `mcp__github__*`.
+#[derive(Clone, Debug)]
+pub struct CallPattern {
+    pub tool: ToolPattern,
+    pub subject: Option<SubjectPattern>,
+}
+
+impl CallPattern {
+    /// Reads `tool` or `tool(subject)`; the subject runs to the last `)`, so it may hold
+    /// parentheses of its own.
+    pub fn parse(text: &str) -> Result<Self, PatternError> {
+        let text = text.trim();
+        let invalid = |why: &str| PatternError {
+            pattern: text.to_owned(),
+            why: why.to_owned(),
+        };
+        let (tool, subject) = match text.split_once('(') {
+            None => (text, None),
+            Some((tool, rest)) => {
+                let subject = rest
+                    .strip_suffix(')')
+                    .ok_or_else(|| invalid("a subject opened with `(` must end with `)`"))?;
+                if subject.trim().is_empty() {
+                    return Err(invalid(
+                        "the subject in `()` is empty; write the tool alone to cover all its calls",
+                    ));
+                }
+                (tool.trim(), Some(subject))
+            }
+        };
+        if tool.chars().any(char::is_whitespace) {
+            return Err(invalid(
+                "a tool name has no spaces; write `tool(subject)`, e.g. `bash(git status*)`",
+            ));
+        }
+        Ok(Self {
+            tool: ToolPattern::new(tool)?,
+            subject: subject.map(SubjectPattern::new).transpose()?,
+        })
+    }
+
+    /// Whether the pattern covers the call. A pattern with a subject covers only calls that
+    /// have one; a call whose tool declares no subject is not matched by it.
+    pub fn matches(&self, call: &CallView<'_>, roots: &[PathBuf]) -> bool {
+        if !self.tool.matches(call.spec.name()) {
+            return false;
+        }
+        match (&self.subject, call.subject()) {
+            (None, _) => true,
+            (Some(pattern), Some(subject)) => pattern.matches(&subject, roots),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Orders patterns from general to specific: a subject beats none, then more literal
+    /// characters beat fewer.
+    pub fn specificity(&self) -> (bool, usize) {
+        let subject = self.subject.as_ref().map_or(0, SubjectPattern::specificity);
+        (self.subject.is_some(), subject + self.tool.specificity())
+    }
+}
+
+impl fmt::Display for CallPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.subject {
+            Some(subject) => write!(f, "{}({subject})", self.tool),
+            None => write!(f, "{}", self.tool),
+        }
     }
 }
 
@@ -268,6 +340,22 @@ mod tests {
         assert_eq!(lexical_clean(Path::new("./a/b/../c")), PathBuf::from("a/c"));
         assert_eq!(lexical_clean(Path::new("../a")), PathBuf::from("../a"));
         assert_eq!(lexical_clean(Path::new("/../a")), PathBuf::from("/a"));
+    }
+
+    #[test]
+    fn call_patterns_read_tool_and_subject() {
+        let pattern = CallPattern::parse(" bash(echo (hi) *) ").unwrap();
+        assert_eq!(pattern.tool.as_str(), "bash");
+        assert_eq!(pattern.subject.unwrap().as_str(), "echo (hi) *");
+        assert!(CallPattern::parse("read").unwrap().subject.is_none());
+        for bad in ["bash(", "bash()", "git status", "(x)", "src/["] {
+            assert!(CallPattern::parse(bad).is_err(), "{bad}");
+        }
+        let exact = CallPattern::parse("bash(git status)").unwrap();
+        let wide = CallPattern::parse("bash(git *)").unwrap();
+        let bare = CallPattern::parse("bash").unwrap();
+        assert!(exact.specificity() > wide.specificity());
+        assert!(wide.specificity() > bare.specificity());
     }
 
     #[test]

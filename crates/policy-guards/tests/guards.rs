@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use toolrail_policy_guards::{
-    DenyEntry, DenyListGuard, PlanModeGuard, SubjectPattern, ToolPattern, WorkspacePathGuard,
-    WorkspaceRoots,
+    CallPattern, DenyEntry, DenyListGuard, PlanModeGuard, WorkspacePathGuard, WorkspaceRoots,
 };
 use toolrail_tools_core::log::{BoxFuture, ErrorCode, MemorySink, ToolSource};
 use toolrail_tools_core::{
@@ -166,10 +165,9 @@ fn plan_mode_denies_a_write_allows_a_read_and_names_the_way_out() {
     assert_eq!(verdict(&guard, &write, args), GuardVerdict::Abstain);
 }
 
-fn entry(tool: &str, subject: Option<&str>, reason: &str) -> DenyEntry {
+fn entry(pattern: &str, reason: &str) -> DenyEntry {
     DenyEntry {
-        tool: ToolPattern::new(tool).unwrap(),
-        subject: subject.map(|subject| SubjectPattern::new(subject).unwrap()),
+        pattern: CallPattern::parse(pattern).unwrap(),
         reason: reason.to_owned(),
     }
 }
@@ -186,9 +184,9 @@ fn deny_lists_match_tool_and_subject_and_give_the_entry_and_reason() {
     .unwrap();
     let guard = DenyListGuard::new(
         vec![
-            entry("bash", Some("rm -rf *"), "no recursive deletes"),
-            entry("read", Some("**/.env"), "secrets stay secret"),
-            entry("mcp__*", None, "no MCP tools here"),
+            entry("bash(rm -rf *)", "no recursive deletes"),
+            entry("read(**/.env)", "secrets stay secret"),
+            entry("mcp__*", "no MCP tools here"),
         ],
         roots.as_slice().to_vec(),
     );

@@ -59,3 +59,14 @@ pub trait ApprovalService: Send + Sync {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ApprovalAnswer>;
 }
+
+/// A shared service is a service: the same approver can sit behind several wrappers.
+impl<T: ApprovalService + ?Sized> ApprovalService for std::sync::Arc<T> {
+    fn request<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ApprovalAnswer> {
+        (**self).request(request, cancel)
+    }
+}

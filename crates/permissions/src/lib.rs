@@ -1,0 +1,23 @@
+//! Permission rules (DESIGN §2): `allow`, `ask` or `deny` a tool, optionally matched on the
+//! call's subject with a glob — `deny bash(rm -rf *)`, `allow bash(git status*)`,
+//! `ask write(src/**)`, `deny read(**/.env)`. Deny beats ask beats allow; the most specific
+//! matching rule is named in the reason. Presets decide what no rule covers. An "approve for
+//! session" answer is remembered (and rebuilt from the log on resume).
+//!
+//! The rules run as a pre-execute hook ([`Permissions::hook`]); their deny rules run again
+//! as a guard ([`Permissions::deny_guard`]), so no hook, approval or session key undoes a
+//! deny.
+//!
+//! Depends on `policy-guards` and `tools-core`.
+
+mod file;
+mod policy;
+mod preset;
+mod rule;
+mod session;
+
+pub use file::{RuleFile, RulesError};
+pub use policy::{PermissionHook, Permissions, Verdict};
+pub use preset::Preset;
+pub use rule::{Rule, RuleEffect, RuleOrigin};
+pub use session::{RememberApprovals, SessionApprovals};
