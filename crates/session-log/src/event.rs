@@ -536,6 +536,13 @@ pub struct QuestionAsked {
     pub question: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
+    /// Several options may be chosen.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub multi_select: bool,
+    /// The digest of the workspace's tracked files when the question was asked: on resume a
+    /// question whose workspace changed is withdrawn instead of asked again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_digest: Option<String>,
 }
 
 /// The final state of a question. Expiry never answers.

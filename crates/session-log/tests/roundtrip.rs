@@ -274,13 +274,24 @@ fn event_data() -> impl Strategy<Value = EventData> {
         )),
         proptest::collection::vec(todo_item(), 0..4)
             .prop_map(|items| EventData::TodoWrite(TodoWrite { items })),
-        (text(), text(), proptest::collection::vec(text(), 0..3)).prop_map(
-            |(question_id, question, options)| EventData::QuestionAsked(QuestionAsked {
-                question_id,
-                question,
-                options
-            })
-        ),
+        (
+            text(),
+            text(),
+            proptest::collection::vec(text(), 0..3),
+            any::<bool>(),
+            proptest::option::of(text())
+        )
+            .prop_map(
+                |(question_id, question, options, multi_select, workspace_digest)| {
+                    EventData::QuestionAsked(QuestionAsked {
+                        question_id,
+                        question,
+                        options,
+                        multi_select,
+                        workspace_digest,
+                    })
+                }
+            ),
         (
             text(),
             proptest::sample::select(vec![

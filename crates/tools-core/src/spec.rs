@@ -173,6 +173,7 @@ pub struct ToolSpec {
     exposure: Exposure,
     max_value_bytes: Option<usize>,
     subject: Option<SubjectField>,
+    always_ask: Option<String>,
 }
 
 impl ToolSpec {
@@ -196,6 +197,7 @@ impl ToolSpec {
             exposure: Exposure::Direct,
             max_value_bytes: None,
             subject: None,
+            always_ask: None,
         }
     }
 
@@ -314,6 +316,19 @@ impl ToolSpec {
             kind,
         });
         self
+    }
+
+    /// Every call of this tool asks the approval service, whatever the hooks decide, and no
+    /// session approval covers it (leaving plan mode is the person's decision each time).
+    /// With no approval service the call does not run.
+    pub fn always_ask(mut self, reason: impl Into<String>) -> Self {
+        self.always_ask = Some(reason.into());
+        self
+    }
+
+    /// Why every call asks, for a tool that always asks.
+    pub fn always_ask_reason(&self) -> Option<&str> {
+        self.always_ask.as_deref()
     }
 
     /// The declared subject argument, if any.

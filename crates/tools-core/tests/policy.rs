@@ -590,3 +590,45 @@ async fn cancelling_while_a_hook_hangs_leaves_the_call_not_executed() {
         "virtual time spent deciding"
     );
 }
+
+#[tokio::test]
+async fn a_tool_that_always_asks_asks_even_when_every_hook_allows() {
+    for (answer, expected) in [
+        (ApprovalAnswer::AllowedOnce, None),
+        (
+            ApprovalAnswer::Rejected { reason: None },
+            Some("APPROVAL_REJECTED"),
+        ),
+    ] {
+        let spec = ToolSpec::new("leave", "leaves a mode", json!({"type": "object"}))
+            .always_ask("leaving the mode is the user's call");
+        let probe = Probe::with_spec(spec, Behaviour::Succeed);
+        let h = Harness::new(vec![probe.clone()]);
+        let approver = FixedApprover::new(Some(answer));
+        let pipeline = h
+            .pipeline()
+            .pre_hook(FixedHook::new(
+                "rules",
+                HookBehaviour::Decide(PreExecuteDecision::Allow),
+            ))
+            .approval(approver.clone())
+            .build();
+        let result = h.run(&pipeline, "leave", "{}").await;
+        assert_eq!(code(&result), expected);
+        assert_eq!(probe.runs(), usize::from(expected.is_none()));
+        let requests = approver.requests.lock();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].reason, "leaving the mode is the user's call");
+        assert_eq!(
+            requests[0].session_key, None,
+            "no session approval covers it"
+        );
+    }
+    // With no one to ask, it does not run.
+    let spec = ToolSpec::new("leave", "leaves a mode", json!({"type": "object"})).always_ask("?");
+    let probe = Probe::with_spec(spec, Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let result = h.run(&h.pipeline().build(), "leave", "{}").await;
+    assert_eq!(code(&result), Some("APPROVAL_UNAVAILABLE"));
+    assert_eq!(probe.runs(), 0);
+}

@@ -297,6 +297,15 @@ impl Pipeline {
             }
             ask = state.ask;
         }
+        // A tool that always asks (leaving plan mode) asks whatever the hooks decided, and
+        // no "approve for session" answer covers its next call.
+        if let Some(reason) = entry.spec().always_ask_reason() {
+            let reason = match ask {
+                Some((_, hooks_reason, _)) => format!("{reason}; {hooks_reason}"),
+                None => reason.to_owned(),
+            };
+            ask = Some((name.to_owned(), reason, None));
+        }
 
         // Stage 4: approval, only on ask.
         if let Some((_, reason, session_key)) = ask {
