@@ -7,6 +7,7 @@
 //! recovery build on these types.
 
 mod content;
+mod digest;
 mod event;
 mod ids;
 mod recovery;
@@ -17,6 +18,7 @@ mod store;
 mod time;
 
 pub use content::ContentBlock;
+pub use digest::{DigestBuilder, digest_of};
 pub use event::{
     ApprovalAnswerRecord, ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantBlock,
     AssistantMessage, CodeDispatch, CodeDispatchStart, ContextMessage, Event, EventData,

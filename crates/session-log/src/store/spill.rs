@@ -6,8 +6,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::digest::digest_of;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::event::{Event, EventData};
 use crate::result::{BlobRef, ToolResultRecord, json_len};
@@ -100,20 +100,6 @@ fn shelve(value: &Value, shelf: &mut dyn BlobShelf) -> Result<BlobRef, String> {
         bytes: bytes.len() as u64,
     })
 }
-
-/// `sha256:<hex>` of `bytes`.
-pub(crate) fn digest_of(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
-    let mut text = String::with_capacity(7 + 64);
-    text.push_str("sha256:");
-    for byte in hash.iter() {
-        text.push(char::from(HEX[usize::from(byte >> 4)]));
-        text.push(char::from(HEX[usize::from(byte & 0x0f)]));
-    }
-    text
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Puts shelved values back into a stored event, checking their digests.
 pub(crate) fn load_form(event: &mut Event, shelf: &dyn BlobShelf) -> Result<(), String> {

@@ -1,0 +1,11 @@
+//! Approval services: scripted answers for scenarios and tests, a channel for UIs, and an
+//! interactive terminal. Every one is closed by default: nothing that cannot be asked is an
+//! approval.
+
+mod channel;
+mod scripted;
+mod terminal;
+
+pub use channel::{ApprovalInbox, ChannelApprovals, PendingApproval};
+pub use scripted::ScriptedApprovals;
+pub use terminal::TerminalApprovals;

@@ -1,0 +1,61 @@
+//! Answers from a list, in order, for scenarios and tests. When the list runs out the
+//! answer is `Unavailable`: a script that did not foresee a question never approves it. A
+//! scripted `AllowedForSession` with an empty key stands for the key the request offers.
+
+use std::collections::VecDeque;
+
+use parking_lot::Mutex;
+use toolrail_tools_core::log::BoxFuture;
+use toolrail_tools_core::{ApprovalAnswer, ApprovalRequest, ApprovalService, CancellationToken};
+
+#[derive(Debug, Default)]
+pub struct ScriptedApprovals {
+    answers: Mutex<VecDeque<ApprovalAnswer>>,
+    asked: Mutex<Vec<ApprovalRequest>>,
+}
+
+impl ScriptedApprovals {
+    pub fn new(answers: impl IntoIterator<Item = ApprovalAnswer>) -> Self {
+        Self {
+            answers: Mutex::new(answers.into_iter().collect()),
+            asked: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every request so far, in the order asked.
+    pub fn asked(&self) -> Vec<ApprovalRequest> {
+        self.asked.lock().clone()
+    }
+
+    /// The answers not used yet.
+    pub fn remaining(&self) -> usize {
+        self.answers.lock().len()
+    }
+}
+
+impl ApprovalService for ScriptedApprovals {
+    fn request<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ApprovalAnswer> {
+        self.asked.lock().push(request.clone());
+        let answer = if cancel.is_cancelled() {
+            ApprovalAnswer::Cancelled
+        } else {
+            match self.answers.lock().pop_front() {
+                Some(ApprovalAnswer::AllowedForSession { key }) if key.is_empty() => {
+                    ApprovalAnswer::AllowedForSession {
+                        key: request
+                            .session_key
+                            .clone()
+                            .unwrap_or_else(|| request.identity.name.clone()),
+                    }
+                }
+                Some(answer) => answer,
+                None => ApprovalAnswer::Unavailable,
+            }
+        };
+        Box::pin(std::future::ready(answer))
+    }
+}
