@@ -29,5 +29,17 @@ pub fn run(args: &[String]) -> Result<()> {
         println!("turn {}: {end:?}", number + 1);
     }
     println!("log: {}", report.log_path.display());
+    if !report.mismatches.is_empty() {
+        for mismatch in &report.mismatches {
+            eprintln!("expected otherwise: {mismatch}");
+        }
+        bail!(
+            "the run differs from the scenario's expectations in {} ways",
+            report.mismatches.len()
+        );
+    }
+    if scenario.expect.is_some() {
+        println!("the run meets the scenario's expectations");
+    }
     Ok(())
 }

@@ -53,3 +53,50 @@ fn a_bad_scenario_names_what_is_wrong() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_shipped_plan_mode_scenario_meets_its_expectations_and_a_wrong_one_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testkit/scenarios/plan_mode.json"
+    );
+    let output = Command::cargo_bin("toolrail")
+        .unwrap()
+        .args([
+            "run",
+            shipped,
+            "--dir",
+            dir.path().join("a").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("meets the scenario's expectations"));
+
+    let wrong = std::fs::read_to_string(shipped)
+        .unwrap()
+        .replace(r#""c1": "GUARD_DENIED""#, r#""c1": "ok""#);
+    let file = dir.path().join("wrong.json");
+    std::fs::write(&file, wrong).unwrap();
+    let output = Command::cargo_bin("toolrail")
+        .unwrap()
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--dir",
+            dir.path().join("b").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("call `c1`: expected ok, found GUARD_DENIED"),
+        "{stderr}"
+    );
+}

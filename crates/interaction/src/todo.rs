@@ -166,8 +166,11 @@ impl Tool for TodoWriteTool {
                 count(TodoStatus::Pending),
             );
             let summary = format!(
-                "Todo list updated: {} items ({completed} completed, {in_progress} in progress, {pending} pending).",
-                items.len()
+                "Todo list updated: {} ({completed} completed, {in_progress} in progress, {pending} pending).",
+                match items.len() {
+                    1 => "1 item".to_owned(),
+                    count => format!("{count} items"),
+                }
             );
             *self.board.items.write() = items;
             Ok(ToolOutput {

@@ -11,6 +11,6 @@ mod scenario;
 pub use model::ScriptedModel;
 pub use probe::{Probe, ProbeArgs};
 pub use scenario::{
-    ApprovalSpec, ModelStep, Scenario, ScenarioConfig, ScenarioError, ScenarioReport, ToolCallSpec,
-    TurnSpec, WorkspaceSpec,
+    ApprovalSpec, Expectations, ModelStep, Scenario, ScenarioConfig, ScenarioError, ScenarioReport,
+    ToolCallSpec, TurnSpec, WorkspaceSpec,
 };

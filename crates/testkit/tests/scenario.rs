@@ -134,3 +134,63 @@ async fn unknown_tools_and_values_are_named() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_shipped_scenario_file_meets_its_expectations() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "json")
+        })
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "{files:?}");
+    for file in files {
+        let scenario = Scenario::from_json(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let expect = scenario
+            .expect
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} must say what it expects", file.display()));
+        assert!(expect.event_kinds.is_some() && !expect.results.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let report = scenario.run(dir.path()).await.unwrap();
+        assert!(
+            report.mismatches.is_empty(),
+            "{}:\n{}",
+            file.display(),
+            report.mismatches.join("\n")
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_differs_from_its_expectations_reports_each_difference() {
+    let text = r#"{
+      "toolset": ["probe"],
+      "config": {"durability": "none"},
+      "turns": [{"user": "go", "model": [
+        {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{\"fail\": \"boom\"}"}],
+         "stop_reason": "tool_use"},
+        {"text": "done", "stop_reason": "end_turn"}]}],
+      "expect": {"event_kinds": ["session/start"], "results": {"c1": "ok", "c9": "ok"}}
+    }"#;
+    let dir = tempfile::tempdir().unwrap();
+    let report = Scenario::from_json(text)
+        .unwrap()
+        .run(dir.path())
+        .await
+        .unwrap();
+    assert_eq!(report.mismatches.len(), 3, "{:#?}", report.mismatches);
+    assert!(report.mismatches[0].starts_with("event kinds differ"));
+    assert_eq!(
+        report.mismatches[1],
+        "call `c1`: expected ok, found TOOL_FAILED"
+    );
+    assert_eq!(
+        report.mismatches[2],
+        "call `c9`: expected ok, but it has no result"
+    );
+}

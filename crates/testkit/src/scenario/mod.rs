@@ -2,26 +2,29 @@
 //! user's message and the model's scripted answers — as JSON, run against the real runtime
 //! with its log written to a folder. Unknown fields are errors that name the field.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{AgentLoop, LoopConfig, LoopError, Scheduler, SchedulerConfig};
 use toolrail_session_log::{
-    AssistantBlock, AssistantMessage, BoxFuture, CallId, ContentBlock, Durability, FORMAT_VERSION,
-    JsonlStore, SessionId, SessionLog, SessionStart, SessionStore, StopReason, StoreError,
-    TurnEndKind,
+    AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, FORMAT_VERSION, JsonlStore,
+    SessionId, SessionLog, SessionStart, SessionStore, StopReason, StoreError, TurnEndKind,
 };
-use toolrail_tools_core::{
-    ApprovalAnswer, ApprovalRequest, ApprovalService, CallView, HookError, Pipeline,
-    PipelineConfig, PreExecuteDecision, PreExecuteHook, PreNext, RegistryBuilder, RegistryError,
-};
+use toolrail_tools_core::{Pipeline, PipelineConfig, RegistryBuilder, RegistryError};
+
+use toolrail_interaction::{AskUser, TodoBoard, TodoWriteTool};
 
 use crate::{Probe, ScriptedModel};
+
+mod expect;
+mod people;
+
+pub use expect::Expectations;
+use people::People;
 
 /// A scenario file.
 #[derive(Clone, Debug, Deserialize)]
@@ -34,6 +37,8 @@ pub struct Scenario {
     #[serde(default)]
     pub workspace: WorkspaceSpec,
     pub turns: Vec<TurnSpec>,
+    /// What the run must produce; a run that differs reports each difference.
+    pub expect: Option<Expectations>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -45,8 +50,17 @@ pub struct ScenarioConfig {
     /// `strict`, `batched` or `none`.
     pub durability: Option<String>,
     pub stop_batch_on_reject: Option<bool>,
-    /// When present, every call is asked, and answered from this script.
+    /// The approver's answers. Without `permissions`, every call is asked.
     pub approval: Option<ApprovalSpec>,
+    /// Permission rules in the rule-file shape (`preset`, `allow`, `ask`, `deny`); with them
+    /// the workspace path guard and the deny guard are installed too.
+    pub permissions: Option<serde_json::Value>,
+    /// The session starts in plan mode (the plan-mode guard and `exit_plan_mode` join).
+    #[serde(default)]
+    pub plan_mode: bool,
+    /// Answers for `ask_user`, in order: text, or `null` for a question that expires.
+    #[serde(default)]
+    pub questions: Vec<Option<String>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -54,8 +68,9 @@ pub struct ScenarioConfig {
 pub struct ApprovalSpec {
     /// Only `scripted`.
     pub mode: String,
-    /// `allowed_once`, `allowed_for_session`, `rejected`, `cancelled`, `expired`,
-    /// `unavailable`, in order; once they run out the service is unavailable.
+    /// `allowed_once`, `allowed_for_session` (for the key the request offers), `rejected`,
+    /// `cancelled`, `expired`, `unavailable`, in order; once they run out the service is
+    /// unavailable.
     pub answers: Vec<String>,
 }
 
@@ -115,6 +130,9 @@ pub struct ScenarioReport {
     pub log_path: PathBuf,
     pub marker_dir: PathBuf,
     pub turn_ends: Vec<TurnEndKind>,
+    /// Every way the run differed from the scenario's `expect` (empty when it matched or
+    /// expected nothing).
+    pub mismatches: Vec<String>,
 }
 
 impl Scenario {
@@ -136,6 +154,7 @@ impl Scenario {
         let marker_dir = session_dir.join("markers");
         std::fs::create_dir_all(&marker_dir)?;
         let workspace = session_dir.join("workspace");
+        std::fs::create_dir_all(&workspace)?;
         for (relative, content) in &self.workspace.files {
             if Path::new(relative).is_absolute() || relative.split('/').any(|part| part == "..") {
                 return Err(ScenarioError::Invalid(format!(
@@ -149,17 +168,23 @@ impl Scenario {
             std::fs::write(path, content)?;
         }
 
+        let people = People::new(&self.config, &workspace)?;
         let mut builder = RegistryBuilder::new();
         for name in &self.toolset {
             builder = match name.as_str() {
                 "probe" => builder.builtin(Probe::new(Some(marker_dir.clone()))),
                 "probe_idem" => builder.builtin(Probe::idempotent(Some(marker_dir.clone()))),
+                "todo_write" => builder.builtin(TodoWriteTool::new(TodoBoard::new())),
+                "ask_user" => builder.builtin(AskUser::new(people.questions.clone())),
                 other => {
                     return Err(ScenarioError::Invalid(format!(
-                        "unknown tool `{other}` in toolset; known: probe, probe_idem"
+                        "unknown tool `{other}` in toolset; known: probe, probe_idem, todo_write, ask_user (exit_plan_mode joins with plan_mode)"
                     )));
                 }
             };
+        }
+        if self.config.plan_mode {
+            builder = builder.builtin(people.plan.exit_tool());
         }
         let (registry, _) = builder.build()?;
 
@@ -184,30 +209,18 @@ impl Scenario {
         };
         let log: Arc<dyn SessionLog> = Arc::new(store.create(start)?);
 
-        let mut pipeline = Pipeline::builder(log.clone()).config(PipelineConfig {
+        let pipeline = Pipeline::builder(log.clone()).config(PipelineConfig {
             cancel_grace: Duration::from_millis(self.config.cancel_grace_ms.unwrap_or(5_000)),
             default_timeout: self.config.default_timeout_ms.map(Duration::from_millis),
+            workspace: Some(Arc::from(workspace.as_path())),
             ..PipelineConfig::default()
         });
-        if let Some(approval) = &self.config.approval {
-            if approval.mode != "scripted" {
-                return Err(ScenarioError::Invalid(format!(
-                    "approval mode `{}`: only `scripted` is known",
-                    approval.mode
-                )));
-            }
-            let answers = approval
-                .answers
-                .iter()
-                .map(|answer| parse_answer(answer))
-                .collect::<Result<_, _>>()?;
-            pipeline =
-                pipeline
-                    .pre_hook(Arc::new(AskEveryCall))
-                    .approval(Arc::new(ScriptedApprover {
-                        answers: Mutex::new(answers),
-                    }));
+        if self.config.plan_mode {
+            people.plan.enter(log.as_ref()).await.map_err(|error| {
+                ScenarioError::Invalid(format!("could not log entering plan mode: {error}"))
+            })?;
         }
+        let pipeline = people.install(pipeline, &self.config);
         let scheduler = Scheduler::new(
             Arc::new(pipeline.build()),
             SchedulerConfig {
@@ -220,7 +233,7 @@ impl Scenario {
         let mut agent = AgentLoop::new(
             registry,
             scheduler,
-            log,
+            log.clone(),
             model.clone(),
             LoopConfig::default(),
         );
@@ -241,10 +254,20 @@ impl Scenario {
                     .await?,
             );
         }
+        drop(agent);
+        // Everything the run appended is in the file before it is checked.
+        log.barrier().await.map_err(|error| {
+            ScenarioError::Invalid(format!("the session log could not be synced: {error}"))
+        })?;
+        let mismatches = match &self.expect {
+            Some(expect) => expect.check(&log_path)?,
+            None => Vec::new(),
+        };
         Ok(ScenarioReport {
             log_path,
             marker_dir,
             turn_ends,
+            mismatches,
         })
     }
 }
@@ -274,67 +297,4 @@ fn assistant_message(step: &ModelStep) -> Result<AssistantMessage, ScenarioError
         blocks,
         stop_reason,
     })
-}
-
-fn parse_answer(answer: &str) -> Result<ApprovalAnswer, ScenarioError> {
-    Ok(match answer {
-        "allowed_once" => ApprovalAnswer::AllowedOnce,
-        "allowed_for_session" => ApprovalAnswer::AllowedForSession {
-            key: "scenario".to_owned(),
-        },
-        "rejected" => ApprovalAnswer::Rejected { reason: None },
-        "cancelled" => ApprovalAnswer::Cancelled,
-        "expired" => ApprovalAnswer::Expired,
-        "unavailable" => ApprovalAnswer::Unavailable,
-        other => {
-            return Err(ScenarioError::Invalid(format!(
-                "approval answer `{other}` is not known"
-            )));
-        }
-    })
-}
-
-/// Asks for every call (a scenario with an approval script tests the approval path).
-struct AskEveryCall;
-
-impl PreExecuteHook for AskEveryCall {
-    fn name(&self) -> &str {
-        "scenario-approval"
-    }
-
-    fn decide<'a>(
-        &'a self,
-        call: &'a CallView<'a>,
-        _next: PreNext<'a>,
-    ) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>> {
-        let reason = format!(
-            "the scenario asks before every call ({})",
-            call.identity.name
-        );
-        Box::pin(async move {
-            Ok(PreExecuteDecision::Ask {
-                reason,
-                session_key: None,
-            })
-        })
-    }
-}
-
-struct ScriptedApprover {
-    answers: Mutex<VecDeque<ApprovalAnswer>>,
-}
-
-impl ApprovalService for ScriptedApprover {
-    fn request<'a>(
-        &'a self,
-        _request: &'a ApprovalRequest,
-        _cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ApprovalAnswer> {
-        let answer = self
-            .answers
-            .lock()
-            .pop_front()
-            .unwrap_or(ApprovalAnswer::Unavailable);
-        Box::pin(std::future::ready(answer))
-    }
 }
