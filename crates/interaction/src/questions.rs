@@ -159,8 +159,10 @@ impl AskUser {
             "Ask the user one or more questions and wait for the answers. Use it when a decision is the user's to make or the task is ambiguous. Each question has an id, the question, and optionally options (with multi_select to allow several). A question that expires or is cancelled has no answer: decide without it or ask again.",
         )
         .kind(ToolKind::Think)
-        // It changes nothing in the workspace, so plan mode lets it through.
-        .read_only();
+        // It changes nothing in the workspace, so plan mode lets it through, and asking
+        // again after a crash is safe.
+        .read_only()
+        .idempotent();
         Self { spec, service }
     }
 }
@@ -316,40 +318,58 @@ pub fn unanswered_questions(events: &[Event]) -> Vec<UnansweredQuestion> {
 pub struct ResumedQuestions {
     /// Withdrawn because the workspace changed since they were asked (logged `cancelled`).
     pub withdrawn: Vec<UnansweredQuestion>,
-    /// Still valid: ask them again.
-    pub ask_again: Vec<UnansweredQuestion>,
+    /// Asked again, with how each ended (logged). The call that asked them was answered by
+    /// recovery, so the embedder passes these answers on (e.g. in the next user message).
+    pub asked_again: Vec<(UnansweredQuestion, QuestionOutcome)>,
 }
 
 /// On resume, a question that was waiting is withdrawn (logged as `cancelled`) when the
 /// workspace no longer has the digest it had when the question was asked, since the answer
-/// may no longer fit; otherwise it is to be asked again. A question asked without a digest
-/// is withdrawn: nothing shows the world stayed the same.
+/// may no longer fit; otherwise it is asked again through `service` and its outcome logged.
+/// A question asked without a digest is withdrawn: nothing shows the world stayed the same.
 pub async fn resume_questions(
     events: &[Event],
     workspace: &Path,
     log: &dyn EventSink,
+    service: &dyn QuestionService,
+    cancel: &CancellationToken,
 ) -> Result<ResumedQuestions, SinkError> {
     let current = workspace_digest(workspace).ok();
     let mut resumed = ResumedQuestions::default();
-    for question in unanswered_questions(events) {
-        let unchanged = current.is_some() && question.asked.workspace_digest == current;
-        if unchanged {
-            resumed.ask_again.push(question);
-            continue;
-        }
+    for waiting in unanswered_questions(events) {
+        let unchanged = current.is_some() && waiting.asked.workspace_digest == current;
+        let outcome = if unchanged {
+            let question = Question {
+                id: waiting.asked.question_id.clone(),
+                question: waiting.asked.question.clone(),
+                options: waiting.asked.options.clone(),
+                multi_select: waiting.asked.multi_select,
+            };
+            Some(service.ask(&question, cancel).await)
+        } else {
+            None
+        };
+        let (state, answer) = match &outcome {
+            Some(QuestionOutcome::Answered(text)) => (QuestionState::Answered, Some(text.clone())),
+            Some(QuestionOutcome::Expired) => (QuestionState::Expired, None),
+            Some(QuestionOutcome::Cancelled) | None => (QuestionState::Cancelled, None),
+        };
         let draft = EventDraft {
             ts: Timestamp::now(),
             turn: None,
             step: None,
-            call_id: question.call_id.clone(),
+            call_id: waiting.call_id.clone(),
             data: EventData::QuestionAnswered(QuestionAnswered {
-                question_id: question.asked.question_id.clone(),
-                state: QuestionState::Cancelled,
-                answer: None,
+                question_id: waiting.asked.question_id.clone(),
+                state,
+                answer,
             }),
         };
         log.append(draft, AppendUrgency::Durable).await?;
-        resumed.withdrawn.push(question);
+        match outcome {
+            Some(outcome) => resumed.asked_again.push((waiting, outcome)),
+            None => resumed.withdrawn.push(waiting),
+        }
     }
     Ok(resumed)
 }

@@ -20,8 +20,8 @@ use toolrail_tools_core::log::{
     ErrorCode, EventData, MemorySink, QuestionState, TodoItem, TodoStatus,
 };
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Pipeline, PipelineBuilder, PipelineConfig,
-    RegistryBuilder, Tool, ToolSet,
+    BatchControl, CallRequest, CancellationToken, CommittedResult, Pipeline, PipelineBuilder,
+    PipelineConfig, RegistryBuilder, Tool, ToolSet,
 };
 
 struct Setup {
@@ -208,22 +208,43 @@ async fn resumed_questions_are_withdrawn_when_the_workspace_changed() {
         .collect();
     assert_eq!(unanswered_questions(&waiting).len(), 1);
 
-    // Unchanged workspace: ask again, nothing logged.
+    // Unchanged workspace: asked again, and the new answer is logged for the same call.
     let log = MemorySink::new();
-    let resumed = resume_questions(&waiting, s.workspace.path(), &log)
+    let again = ScriptedQuestions::new([QuestionOutcome::Answered("yes".to_owned())]);
+    let cancel = CancellationToken::new();
+    let resumed = resume_questions(&waiting, s.workspace.path(), &log, &again, &cancel)
         .await
         .unwrap();
-    assert_eq!(resumed.ask_again.len(), 1);
     assert!(resumed.withdrawn.is_empty());
-    assert!(log.is_empty());
+    assert_eq!(resumed.asked_again.len(), 1);
+    assert_eq!(
+        resumed.asked_again[0].1,
+        QuestionOutcome::Answered("yes".to_owned())
+    );
+    assert_eq!(again.asked()[0].question, "Keep going?");
+    let logged = log.events();
+    assert_eq!(logged.len(), 1);
+    match &logged[0].data {
+        EventData::QuestionAnswered(answered) => {
+            assert_eq!(answered.state, QuestionState::Answered);
+            assert_eq!(answered.answer.as_deref(), Some("yes"));
+        }
+        other => panic!("{other:?}"),
+    }
 
     // Changed workspace: withdrawn, logged as cancelled for the same call.
     std::fs::write(s.workspace.path().join("notes.txt"), "v2\n").unwrap();
-    let resumed = resume_questions(&waiting, s.workspace.path(), &log)
+    let log = MemorySink::new();
+    let never = ScriptedQuestions::new([]);
+    let resumed = resume_questions(&waiting, s.workspace.path(), &log, &never, &cancel)
         .await
         .unwrap();
-    assert!(resumed.ask_again.is_empty());
+    assert!(resumed.asked_again.is_empty());
     assert_eq!(resumed.withdrawn.len(), 1);
+    assert!(
+        never.asked().is_empty(),
+        "a withdrawn question is not asked"
+    );
     let logged = log.events();
     assert_eq!(logged.len(), 1);
     assert_eq!(logged[0].call_id.as_ref().map(|id| id.as_str()), Some("c1"));
