@@ -16,8 +16,8 @@ mod pattern;
 mod plan;
 
 pub use deny_list::{DenyEntry, DenyListGuard};
-pub use path::{RootError, WorkspacePathGuard, WorkspaceRoots};
-pub use pattern::{
-    CallPattern, PatternError, SubjectPattern, ToolPattern, lexical_clean, path_spellings, resolve,
-};
+pub use path::WorkspacePathGuard;
+pub use pattern::{CallPattern, PatternError, SubjectPattern, ToolPattern, path_spellings};
 pub use plan::{EXIT_PLAN_MODE, PlanModeGuard};
+/// Where the roots live (tools-core), re-exported for users of the guards.
+pub use toolrail_tools_core::{RootError, WorkspaceRoots};

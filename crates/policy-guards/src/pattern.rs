@@ -8,10 +8,10 @@
 //! matches `git status --short`).
 
 use std::fmt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
-use toolrail_tools_core::{CallView, Subject};
+use toolrail_tools_core::{CallView, Subject, lexical_clean, resolve};
 
 /// A pattern that is not a valid glob.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -242,56 +242,6 @@ fn display(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// Removes `.` and folds `..` into the component before it, without touching the disk.
-pub fn lexical_clean(path: &Path) -> PathBuf {
-    let mut clean = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                let folded = matches!(clean.components().next_back(), Some(Component::Normal(_)));
-                if folded {
-                    clean.pop();
-                } else if !clean.has_root() {
-                    clean.push("..");
-                }
-            }
-            Component::Prefix(_) | Component::RootDir | Component::Normal(_) => {
-                clean.push(component)
-            }
-        }
-    }
-    clean
-}
-
-/// Where an absolute path really leads: each existing prefix is resolved with its symlinks
-/// before the next component is applied, so `link/..` goes up from the link's target, as the
-/// kernel would. Components that do not exist (a file about to be written) are kept as they
-/// are; nothing that does not exist can be a symlink.
-pub fn resolve(path: &Path) -> PathBuf {
-    let mut resolved = PathBuf::new();
-    let mut exists = true;
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                resolved.pop();
-            }
-            Component::Prefix(_) | Component::RootDir => resolved.push(component),
-            Component::Normal(name) => {
-                resolved.push(name);
-                if exists {
-                    match std::fs::canonicalize(&resolved) {
-                        Ok(real) => resolved = real,
-                        Err(_) => exists = false,
-                    }
-                }
-            }
-        }
-    }
-    resolved
-}
-
 #[cfg(test)]
 mod tests {
     use toolrail_tools_core::SubjectKind;
@@ -333,13 +283,6 @@ mod tests {
         assert!(env.matches(&path_subject(".env"), &roots));
         let src = SubjectPattern::new("src/**").unwrap();
         assert!(src.matches(&path_subject("/work/project/src/x.rs"), &roots));
-    }
-
-    #[test]
-    fn lexical_clean_folds_dots() {
-        assert_eq!(lexical_clean(Path::new("./a/b/../c")), PathBuf::from("a/c"));
-        assert_eq!(lexical_clean(Path::new("../a")), PathBuf::from("../a"));
-        assert_eq!(lexical_clean(Path::new("/../a")), PathBuf::from("/a"));
     }
 
     #[test]

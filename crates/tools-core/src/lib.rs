@@ -24,6 +24,7 @@ mod tool;
 mod tracing_layer;
 mod unwind;
 mod view;
+mod workspace;
 
 pub use approval::{ApprovalAnswer, ApprovalRequest, ApprovalService};
 pub use arguments::{ArgumentError, check_schema, parse_arguments};
@@ -49,6 +50,7 @@ pub use spec::{
 pub use tool::{FinalizeView, Tool, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool};
 pub use tracing_layer::TracingLayer;
 pub use view::{CallView, HookError, Subject};
+pub use workspace::{RootError, WorkspaceRoots, lexical_clean, resolve};
 
 /// The cancellation token of batches and calls (approval services and tools watch it).
 pub use tokio_util::sync::CancellationToken;
