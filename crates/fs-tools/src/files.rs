@@ -1,0 +1,185 @@
+//! What every file tool shares: the workspace roots, the versions the session has observed,
+//! the limits, and how a path argument becomes a real path (or a refusal) before anything is
+//! touched.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use toolrail_tools_core::log::{ErrorCode, Event, EventData};
+use toolrail_tools_core::{
+    ClaimMode, Concurrency, ResourceClaim, ResourceKey, ToolFailure, WorkspaceRoots,
+};
+
+/// Output caps, stated in the tools' descriptions.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Lines `read` returns when no limit is given.
+    pub read_lines: usize,
+    /// Characters of one line `read` shows before cutting it.
+    pub line_chars: usize,
+    /// Bytes of text one `read` returns at most.
+    pub read_bytes: usize,
+    /// Paths `glob` lists at most.
+    pub glob_results: usize,
+    /// Matching lines (or files, or counts) `grep` returns at most.
+    pub grep_results: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            read_lines: 2_000,
+            line_chars: 2_000,
+            read_bytes: 256 * 1024,
+            glob_results: 200,
+            grep_results: 200,
+        }
+    }
+}
+
+/// A path argument resolved inside the workspace.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Where it really leads, symlinks resolved: the key for claims and observations.
+    pub real: PathBuf,
+    /// How to name it to the model: relative to its root.
+    pub shown: String,
+}
+
+/// The state the file tools share. Clones share it.
+#[derive(Clone, Debug)]
+pub struct FileTools {
+    pub(crate) roots: WorkspaceRoots,
+    pub(crate) observed: Observations,
+    pub(crate) limits: Limits,
+}
+
+impl FileTools {
+    pub fn new(roots: WorkspaceRoots) -> Self {
+        Self {
+            roots,
+            observed: Observations::default(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// The tools of a resumed session: the versions observed before are read back from its
+    /// `fs/observed` events (and the versions its writes left, from `fs/write-intent`).
+    pub fn resumed(roots: WorkspaceRoots, events: &[Event]) -> Self {
+        let tools = Self::new(roots);
+        for event in events {
+            if let EventData::FsObserved(observed) = &event.data {
+                tools
+                    .observed
+                    .set(PathBuf::from(&observed.path), observed.digest.clone());
+            }
+        }
+        tools
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn roots(&self) -> &WorkspaceRoots {
+        &self.roots
+    }
+
+    /// The digest the session last saw of `real`, if it read or wrote it.
+    pub fn observed(&self, real: &Path) -> Option<String> {
+        self.observed.get(real)
+    }
+
+    /// Resolves a path argument; anything leading outside the roots is refused, untouched.
+    pub(crate) fn target(&self, path: &str) -> Result<Target, ToolFailure> {
+        match self.roots.confine(path) {
+            Ok(real) => {
+                let shown = self
+                    .roots
+                    .as_slice()
+                    .iter()
+                    .find_map(|root| real.strip_prefix(root).ok())
+                    .map(|inside| inside.display().to_string())
+                    .filter(|inside| !inside.is_empty())
+                    .unwrap_or_else(|| ".".to_owned());
+                Ok(Target { real, shown })
+            }
+            Err(real) => Err(failure(
+                OUTSIDE_WORKSPACE,
+                format!(
+                    "`{path}` leads to `{}`, outside the workspace; nothing was touched. Use a path inside {}",
+                    real.display(),
+                    self.roots
+                        .as_slice()
+                        .iter()
+                        .map(|root| format!("`{}`", root.display()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// A claim on the real path, so the scheduler runs readers of a file together and its
+    /// writers one at a time, in model order. A path that does not resolve claims nothing:
+    /// its call is refused before it touches anything.
+    pub(crate) fn claim(
+        &self,
+        args: &serde_json::Value,
+        field: &str,
+        mode: ClaimMode,
+    ) -> Concurrency {
+        let path = args
+            .get(field)
+            .and_then(|value| value.as_str())
+            .unwrap_or(".");
+        match self.roots.confine(path) {
+            Ok(real) => Concurrency::Shared(vec![ResourceClaim {
+                key: ResourceKey::Path(real),
+                mode,
+            }]),
+            Err(_) => Concurrency::Shared(Vec::new()),
+        }
+    }
+}
+
+/// The digests the session has seen, per real path.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Observations {
+    seen: Arc<Mutex<HashMap<PathBuf, String>>>,
+}
+
+impl Observations {
+    pub(crate) fn get(&self, real: &Path) -> Option<String> {
+        self.seen.lock().get(real).cloned()
+    }
+
+    pub(crate) fn set(&self, real: PathBuf, digest: String) {
+        self.seen.lock().insert(real, digest);
+    }
+}
+
+pub(crate) const OUTSIDE_WORKSPACE: &str = "FS_OUTSIDE_WORKSPACE";
+pub(crate) const NOT_OBSERVED: &str = "FS_NOT_OBSERVED";
+pub(crate) const STALE_VERSION: &str = "FS_STALE_VERSION";
+pub(crate) const NOT_FOUND: &str = "FS_NOT_FOUND";
+pub(crate) const BINARY: &str = "FS_BINARY_FILE";
+pub(crate) const EDIT_FAILED: &str = "FS_EDIT_FAILED";
+
+/// A failure with one of the file tools' own codes. The codes above are well formed, so
+/// the fallback to `TOOL_FAILED` never happens; it keeps library paths free of panics.
+pub(crate) fn failure(code: &str, message: impl Into<String>) -> ToolFailure {
+    let code = ErrorCode::custom(code).unwrap_or(ErrorCode::ToolFailed);
+    ToolFailure::with_code(code, message)
+}
+
+/// An I/O error while acting on `target`.
+pub(crate) fn io_failure(what: &str, target: &Target, error: &std::io::Error) -> ToolFailure {
+    if error.kind() == std::io::ErrorKind::NotFound {
+        return failure(NOT_FOUND, format!("`{}` does not exist", target.shown));
+    }
+    ToolFailure::new(format!("{what} `{}` failed: {error}", target.shown))
+}

@@ -1,0 +1,181 @@
+//! `glob {pattern, path?}`: the files under a folder whose relative path matches, honouring
+//! `.gitignore`, newest first, capped with a count of what was left out.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use globset::{Glob, GlobBuilder, GlobMatcher};
+use ignore::WalkBuilder;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolrail_tools_core::log::BoxFuture;
+use toolrail_tools_core::{
+    ClaimMode, Concurrency, SubjectKind, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput,
+    ToolResult, ToolSpec,
+};
+
+use crate::files::{FileTools, Target};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GlobArgs {
+    /// A glob over paths relative to `path`: `*.rs` (this folder), `**/*.rs` (any depth),
+    /// `src/{a,b}/*.toml`.
+    pub pattern: String,
+    /// The folder to search (default: the workspace root).
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+pub struct GlobTool {
+    spec: ToolSpec,
+    files: FileTools,
+}
+
+impl GlobTool {
+    pub const NAME: &'static str = "glob";
+
+    pub fn new(files: FileTools) -> Self {
+        let description = format!(
+            "List files whose path (relative to `path`, default the workspace root) matches a glob: `*` stays in one folder, `**` crosses folders. Files ignored by .gitignore are left out; newest first; at most {} paths, with a count of the rest.",
+            files.limits.glob_results
+        );
+        let spec = ToolSpec::for_args::<GlobArgs>(Self::NAME, description)
+            .kind(ToolKind::Search)
+            .read_only()
+            .idempotent()
+            .subject("path", SubjectKind::Path);
+        Self { spec, files }
+    }
+}
+
+pub(crate) fn path_glob(pattern: &str) -> Result<GlobMatcher, String> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map(|glob: Glob| glob.compile_matcher())
+        .map_err(|error| format!("`{pattern}` is not a valid glob: {}", error.kind()))
+}
+
+/// A walk under `base` honouring ignore files (also outside a git repository), with hidden
+/// files included and `.git` itself skipped.
+pub(crate) fn walker(base: &Path) -> WalkBuilder {
+    let mut walk = WalkBuilder::new(base);
+    walk.hidden(false)
+        .require_git(false)
+        .filter_entry(|entry| entry.file_name() != ".git");
+    walk
+}
+
+impl Tool for GlobTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn concurrency(&self, args: &Value) -> Concurrency {
+        self.files.claim(args, "path", ClaimMode::Read)
+    }
+
+    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
+        let pattern = args
+            .get("pattern")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        path_glob(pattern)
+            .map(|_| ())
+            .map_err(|why| vec![format!("/pattern: {why}")])
+    }
+
+    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let args: GlobArgs = serde_json::from_value(args.clone())
+                .map_err(|error| ToolFailure::new(format!("invalid arguments: {error}")))?;
+            let base = self.files.target(args.path.as_deref().unwrap_or("."))?;
+            let matcher = path_glob(&args.pattern).map_err(ToolFailure::new)?;
+            let files = self.files.clone();
+            let cancel = ctx.cancellation().clone();
+            let walked = base.clone();
+            let found = tokio::task::spawn_blocking(move || {
+                let base = walked;
+                let mut found: Vec<(SystemTime, String)> = Vec::new();
+                for entry in walker(&base.real).build().flatten() {
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                    if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+                        continue;
+                    }
+                    let Ok(relative) = entry.path().strip_prefix(&base.real) else {
+                        continue;
+                    };
+                    if matcher.is_match(relative) {
+                        let modified = entry
+                            .metadata()
+                            .ok()
+                            .and_then(|metadata| metadata.modified().ok())
+                            .unwrap_or(SystemTime::UNIX_EPOCH);
+                        found.push((modified, shown(&files, &base, relative)));
+                    }
+                }
+                found
+            })
+            .await
+            .map_err(|error| ToolFailure::new(format!("the search stopped: {error}")))?;
+            if ctx.cancellation().is_cancelled() {
+                return Err(ToolFailure::new("cancelled while listing files"));
+            }
+            Ok(listing(
+                found,
+                &args.pattern,
+                &base,
+                self.files.limits.glob_results,
+            ))
+        })
+    }
+}
+
+/// A found path as the model names it: relative to the workspace root.
+pub(crate) fn shown(files: &FileTools, base: &Target, relative: &Path) -> String {
+    let real = base.real.join(relative);
+    files
+        .roots()
+        .as_slice()
+        .iter()
+        .find_map(|root| real.strip_prefix(root).ok())
+        .unwrap_or(relative)
+        .display()
+        .to_string()
+}
+
+fn listing(
+    mut found: Vec<(SystemTime, String)>,
+    pattern: &str,
+    base: &Target,
+    cap: usize,
+) -> ToolOutput {
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let total = found.len();
+    let omitted = total.saturating_sub(cap);
+    let paths: Vec<String> = found.into_iter().take(cap).map(|(_, path)| path).collect();
+    let mut text = if paths.is_empty() {
+        format!("No files under `{}` match `{pattern}`.", base.shown)
+    } else {
+        paths.join("\n")
+    };
+    if omitted > 0 {
+        text.push_str(&format!(
+            "\n[{omitted} more files match; narrow the pattern]"
+        ));
+    }
+    ToolOutput {
+        value: Some(json!({"paths": paths, "total": total, "omitted": omitted})),
+        ..ToolOutput::text(text)
+    }
+    .with_details(json!({
+        "type": "search",
+        "pattern": pattern,
+        "files": paths.iter().map(|path| json!({"path": path})).collect::<Vec<_>>(),
+        "omitted_files": omitted,
+    }))
+}

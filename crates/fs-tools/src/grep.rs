@@ -1,0 +1,340 @@
+//! `grep {pattern, path?, glob?, case_insensitive?, context?, output?}` with ripgrep's own
+//! libraries, in-process: a parallel walk honouring `.gitignore`, binary files skipped,
+//! matches grouped by file, capped with counts of what was left out.
+
+use std::io;
+use std::path::PathBuf;
+
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use ignore::WalkState;
+use parking_lot::Mutex;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolrail_tools_core::log::BoxFuture;
+use toolrail_tools_core::{
+    CancellationToken, ClaimMode, Concurrency, SubjectKind, Tool, ToolContext, ToolFailure,
+    ToolKind, ToolOutput, ToolResult, ToolSpec,
+};
+
+use crate::files::{FileTools, Target};
+use crate::glob::{path_glob, shown, walker};
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum GrepOutput {
+    /// Matching lines with their numbers, grouped by file.
+    #[default]
+    Content,
+    /// Only the files that match.
+    Files,
+    /// The number of matching lines per file.
+    Count,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrepArgs {
+    /// A regular expression (Rust regex syntax, as ripgrep's).
+    pub pattern: String,
+    /// The folder or file to search (default: the workspace root).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Only files whose path relative to `path` matches this glob, e.g. `**/*.rs`.
+    #[serde(default)]
+    pub glob: Option<String>,
+    #[serde(default)]
+    pub case_insensitive: bool,
+    /// Lines of context before and after each match (content output only).
+    #[serde(default)]
+    pub context: Option<usize>,
+    #[serde(default)]
+    pub output: GrepOutput,
+}
+
+pub struct GrepTool {
+    spec: ToolSpec,
+    files: FileTools,
+}
+
+impl GrepTool {
+    pub const NAME: &'static str = "grep";
+
+    pub fn new(files: FileTools) -> Self {
+        let description = format!(
+            "Search file contents with a regular expression (ripgrep's engine and rules): files ignored by .gitignore and binary files are skipped. `output` is content (matching lines with numbers, grouped by file; `context` adds lines around them), files (the matching files) or count (matching lines per file). At most {} results, with counts of what was left out.",
+            files.limits.grep_results
+        );
+        let spec = ToolSpec::for_args::<GrepArgs>(Self::NAME, description)
+            .kind(ToolKind::Search)
+            .read_only()
+            .idempotent()
+            .subject("path", SubjectKind::Path);
+        Self { spec, files }
+    }
+}
+
+fn matcher(pattern: &str, case_insensitive: bool) -> Result<RegexMatcher, String> {
+    RegexMatcherBuilder::new()
+        .case_insensitive(case_insensitive)
+        .line_terminator(Some(b'\n'))
+        .build(pattern)
+        .map_err(|error| format!("not a valid regular expression: {error}"))
+}
+
+impl Tool for GrepTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn concurrency(&self, args: &Value) -> Concurrency {
+        self.files.claim(args, "path", ClaimMode::Read)
+    }
+
+    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
+        let args: GrepArgs =
+            serde_json::from_value(args.clone()).map_err(|error| vec![error.to_string()])?;
+        let mut problems = Vec::new();
+        if let Err(why) = matcher(&args.pattern, args.case_insensitive) {
+            problems.push(format!("/pattern: {why}"));
+        }
+        if let Some(Err(why)) = args.glob.as_deref().map(path_glob) {
+            problems.push(format!("/glob: {why}"));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let args: GrepArgs = serde_json::from_value(args.clone())
+                .map_err(|error| ToolFailure::new(format!("invalid arguments: {error}")))?;
+            let base = self.files.target(args.path.as_deref().unwrap_or("."))?;
+            let search = Search {
+                matcher: matcher(&args.pattern, args.case_insensitive).map_err(ToolFailure::new)?,
+                glob: args
+                    .glob
+                    .as_deref()
+                    .map(path_glob)
+                    .transpose()
+                    .map_err(ToolFailure::new)?,
+                context: if args.output == GrepOutput::Content {
+                    args.context.unwrap_or(0).min(20)
+                } else {
+                    0
+                },
+                output: args.output,
+                base: base.clone(),
+                files: self.files.clone(),
+                cancel: ctx.cancellation().clone(),
+            };
+            let found = tokio::task::spawn_blocking(move || search.run())
+                .await
+                .map_err(|error| ToolFailure::new(format!("the search stopped: {error}")))?;
+            if ctx.cancellation().is_cancelled() {
+                return Err(ToolFailure::new("cancelled while searching"));
+            }
+            Ok(report(found, &args, &base, &self.files))
+        })
+    }
+}
+
+/// One file's hits.
+struct FileHits {
+    path: String,
+    /// `(line number, text, is a match)`, in file order.
+    lines: Vec<(u64, String, bool)>,
+    matches: usize,
+}
+
+struct Search {
+    matcher: RegexMatcher,
+    glob: Option<globset::GlobMatcher>,
+    context: usize,
+    output: GrepOutput,
+    base: Target,
+    files: FileTools,
+    cancel: CancellationToken,
+}
+
+impl Search {
+    fn run(self) -> Vec<FileHits> {
+        let found = Mutex::new(Vec::new());
+        let single_file = self.base.real.is_file();
+        walker(&self.base.real).build_parallel().run(|| {
+            let mut searcher = SearcherBuilder::new()
+                .binary_detection(BinaryDetection::quit(0))
+                .line_number(true)
+                .before_context(self.context)
+                .after_context(self.context)
+                .build();
+            let found = &found;
+            let this = &self;
+            Box::new(move |entry| {
+                if this.cancel.is_cancelled() {
+                    return WalkState::Quit;
+                }
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+                    return WalkState::Continue;
+                }
+                let path: PathBuf = entry.path().to_path_buf();
+                let relative = path.strip_prefix(&this.base.real).unwrap_or(&path);
+                if !single_file
+                    && this
+                        .glob
+                        .as_ref()
+                        .is_some_and(|glob| !glob.is_match(relative))
+                {
+                    return WalkState::Continue;
+                }
+                let mut sink = Collect {
+                    lines: Vec::new(),
+                    matches: 0,
+                    keep_lines: this.output == GrepOutput::Content,
+                    first_only: this.output == GrepOutput::Files,
+                    line_chars: this.files.limits.line_chars,
+                };
+                if searcher
+                    .search_path(&this.matcher, &path, &mut sink)
+                    .is_ok()
+                    && sink.matches > 0
+                {
+                    let shown = if single_file {
+                        this.base.shown.clone()
+                    } else {
+                        shown(&this.files, &this.base, relative)
+                    };
+                    found.lock().push(FileHits {
+                        path: shown,
+                        lines: sink.lines,
+                        matches: sink.matches,
+                    });
+                }
+                WalkState::Continue
+            })
+        });
+        let mut found = found.into_inner();
+        found.sort_by(|a, b| a.path.cmp(&b.path));
+        found
+    }
+}
+
+struct Collect {
+    lines: Vec<(u64, String, bool)>,
+    matches: usize,
+    keep_lines: bool,
+    first_only: bool,
+    line_chars: usize,
+}
+
+impl Collect {
+    fn keep(&mut self, number: Option<u64>, bytes: &[u8], is_match: bool) {
+        if !self.keep_lines {
+            return;
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let text = text.trim_end_matches(['\n', '\r']);
+        let text = if text.chars().count() > self.line_chars {
+            let kept: String = text.chars().take(self.line_chars).collect();
+            format!("{kept}… [line cut]")
+        } else {
+            text.to_owned()
+        };
+        self.lines.push((number.unwrap_or(0), text, is_match));
+    }
+}
+
+impl Sink for Collect {
+    type Error = io::Error;
+
+    fn matched(&mut self, _searcher: &Searcher, found: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        self.matches += 1;
+        self.keep(found.line_number(), found.bytes(), true);
+        Ok(!self.first_only)
+    }
+
+    fn context(
+        &mut self,
+        _searcher: &Searcher,
+        context: &SinkContext<'_>,
+    ) -> Result<bool, io::Error> {
+        self.keep(context.line_number(), context.bytes(), false);
+        Ok(true)
+    }
+}
+
+fn report(found: Vec<FileHits>, args: &GrepArgs, base: &Target, files: &FileTools) -> ToolOutput {
+    let cap = files.limits.grep_results;
+    let total_files = found.len();
+    let total_matches: usize = found.iter().map(|hits| hits.matches).sum();
+    let mut text = String::new();
+    let mut shown_files = Vec::new();
+    let (mut budget, mut omitted_matches, mut omitted_files) = (cap, 0usize, 0usize);
+    for hits in &found {
+        if budget == 0 {
+            omitted_files += 1;
+            omitted_matches += hits.matches;
+            continue;
+        }
+        match args.output {
+            GrepOutput::Files => {
+                text.push_str(&format!("{}\n", hits.path));
+                budget -= 1;
+                shown_files.push(json!({"path": hits.path}));
+            }
+            GrepOutput::Count => {
+                text.push_str(&format!("{}: {}\n", hits.path, hits.matches));
+                budget -= 1;
+                shown_files.push(json!({"path": hits.path, "count": hits.matches}));
+            }
+            GrepOutput::Content => {
+                text.push_str(&format!("{}\n", hits.path));
+                let mut lines = Vec::new();
+                let mut kept_matches = 0;
+                for (number, line, is_match) in &hits.lines {
+                    if *is_match {
+                        if budget == 0 {
+                            break;
+                        }
+                        budget -= 1;
+                        kept_matches += 1;
+                    }
+                    let mark = if *is_match { ':' } else { '-' };
+                    text.push_str(&format!("{number:>6}{mark} {line}\n"));
+                    lines.push(json!({"line": number, "text": line, "match": is_match}));
+                }
+                omitted_matches += hits.matches - kept_matches;
+                shown_files.push(json!({"path": hits.path, "lines": lines}));
+            }
+        }
+    }
+    if found.is_empty() {
+        text = format!("No matches for `{}` under `{}`.", args.pattern, base.shown);
+    }
+    if omitted_files > 0 || omitted_matches > 0 {
+        text.push_str(&format!(
+            "[{omitted_matches} more matching lines in {omitted_files} more files not shown; narrow the search]\n"
+        ));
+    }
+    ToolOutput {
+        value: Some(json!({
+            "files": total_files, "matches": total_matches,
+            "omitted_files": omitted_files, "omitted_matches": omitted_matches,
+        })),
+        ..ToolOutput::text(text.trim_end().to_owned())
+    }
+    .with_details(json!({
+        "type": "search",
+        "pattern": args.pattern,
+        "files": shown_files,
+        "omitted_files": omitted_files,
+        "omitted_matches": omitted_matches,
+    }))
+}

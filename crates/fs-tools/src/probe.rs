@@ -1,0 +1,55 @@
+//! Recovery for the file tools: a `write` or `edit` that started and has no result logged
+//! its `fs/write-intent` first, so the file itself tells whether the change happened.
+
+use std::path::Path;
+
+use toolrail_tools_core::log::{EffectProbe, EventData, InterruptedCall, ProbeVerdict};
+
+use crate::version::file_digest;
+
+/// Compares the file named by a call's last write intent with the intent's digests: equal to
+/// `after`, the call completed; equal to `before` (or absent when it did not exist), it did
+/// not happen; anything else stays unknown.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FsEffectProbe;
+
+impl EffectProbe for FsEffectProbe {
+    fn probe(&self, call: &InterruptedCall<'_>) -> Result<Option<ProbeVerdict>, String> {
+        let Some(intent) = call.own_events.iter().rev().find_map(|event| {
+            if let EventData::FsWriteIntent(intent) = &event.data {
+                Some(intent)
+            } else {
+                None
+            }
+        }) else {
+            return Ok(None);
+        };
+        let now = file_digest(Path::new(&intent.path))
+            .map_err(|error| format!("`{}` cannot be read: {error}", intent.path))?;
+        let shown = |digest: &Option<String>| digest.clone().unwrap_or_else(|| "absent".to_owned());
+        if now.as_deref() == Some(intent.after.as_str()) {
+            return Ok(Some(ProbeVerdict::Completed {
+                evidence: format!(
+                    "`{}` has the digest the write intended ({})",
+                    intent.path, intent.after
+                ),
+            }));
+        }
+        if now == intent.before {
+            return Ok(Some(ProbeVerdict::DidNotHappen {
+                evidence: format!(
+                    "`{}` is as it was before the write ({})",
+                    intent.path,
+                    shown(&intent.before)
+                ),
+            }));
+        }
+        Err(format!(
+            "`{}` is neither as before ({}) nor as intended ({}): now {}",
+            intent.path,
+            shown(&intent.before),
+            intent.after,
+            shown(&now)
+        ))
+    }
+}

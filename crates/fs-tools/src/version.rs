@@ -1,0 +1,77 @@
+//! File versions: a content digest, what the session observed, and the read-before-edit rule.
+
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::path::Path;
+
+use toolrail_tools_core::log::{AppendUrgency, DigestBuilder, EventData, FsObserved};
+use toolrail_tools_core::{ToolContext, ToolFailure};
+
+use crate::files::{FileTools, NOT_OBSERVED, STALE_VERSION, Target, failure};
+
+/// The digest of a file's content; `None` when it does not exist.
+pub fn file_digest(path: &Path) -> std::io::Result<Option<String>> {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let mut digest = DigestBuilder::new();
+    let mut buffer = vec![0u8; 256 * 1024];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        digest.update(buffer.get(..read).unwrap_or_default());
+    }
+    Ok(Some(digest.finish()))
+}
+
+impl FileTools {
+    /// Remembers that the session saw this version, in memory and in the log.
+    pub(crate) async fn observe(
+        &self,
+        ctx: &ToolContext,
+        target: &Target,
+        digest: &str,
+    ) -> Result<(), ToolFailure> {
+        self.observed.set(target.real.clone(), digest.to_owned());
+        let event = EventData::FsObserved(FsObserved {
+            path: target.real.display().to_string(),
+            digest: digest.to_owned(),
+        });
+        ctx.record(event, AppendUrgency::Buffered)
+            .await
+            .map(|_| ())
+            .map_err(|error| ToolFailure::new(format!("could not log the observation: {error}")))
+    }
+
+    /// An existing file may be changed only in the version the session last saw.
+    pub(crate) fn check_version(
+        &self,
+        target: &Target,
+        current: Option<&str>,
+    ) -> Result<(), ToolFailure> {
+        let Some(current) = current else {
+            return Ok(());
+        };
+        match self.observed.get(&target.real) {
+            None => Err(failure(
+                NOT_OBSERVED,
+                format!(
+                    "`{}` exists and this session has not read it; read it first, then change it",
+                    target.shown
+                ),
+            )),
+            Some(seen) if seen != current => Err(failure(
+                STALE_VERSION,
+                format!(
+                    "`{}` changed since you last read it; read it again and redo the change against what is there now",
+                    target.shown
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+}
