@@ -76,6 +76,34 @@ impl GrepTool {
 }
 
 fn matcher(pattern: &str, case_insensitive: bool) -> Result<RegexMatcher, String> {
+    // The pattern as written is checked first, so an error names its place in what the
+    // model wrote (the matcher reports it inside its own wrapping of the pattern).
+    if let Err(error) = regex_syntax::Parser::new().parse(pattern) {
+        let (span, kind) = match &error {
+            regex_syntax::Error::Parse(error) => (Some(*error.span()), error.kind().to_string()),
+            regex_syntax::Error::Translate(error) => {
+                (Some(*error.span()), error.kind().to_string())
+            }
+            _ => (None, error.to_string()),
+        };
+        return Err(match span {
+            Some(span) => format!(
+                "not a valid regular expression: {kind} at character {} (`{}`)",
+                span.start.column,
+                pattern
+                    .get(
+                        span.start.offset
+                            ..span
+                                .end
+                                .offset
+                                .max(span.start.offset + 1)
+                                .min(pattern.len())
+                    )
+                    .unwrap_or_default()
+            ),
+            None => format!("not a valid regular expression: {kind}"),
+        });
+    }
     RegexMatcherBuilder::new()
         .case_insensitive(case_insensitive)
         .line_terminator(Some(b'\n'))

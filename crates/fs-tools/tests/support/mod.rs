@@ -1,0 +1,115 @@
+//! A workspace on disk beside a folder outside it, the file tools over it, and a pipeline
+//! that runs their calls into a memory log.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolrail_fs_tools::FileTools;
+use toolrail_tools_core::log::{ErrorCode, Event, MemorySink};
+use toolrail_tools_core::{
+    BatchControl, CallRequest, CommittedResult, Pipeline, PipelineConfig, RegistryBuilder, ToolSet,
+    WorkspaceRoots,
+};
+
+pub struct Bench {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub outside: PathBuf,
+    pub files: FileTools,
+    pub tools: ToolSet,
+    pub sink: Arc<MemorySink>,
+    pub pipeline: Pipeline,
+}
+
+pub fn bench() -> Bench {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("workspace");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "secret\n").unwrap();
+    let roots = WorkspaceRoots::new([&root]).unwrap();
+    let files = FileTools::new(roots);
+    with_files(dir, root, outside, files)
+}
+
+pub fn with_files(
+    dir: tempfile::TempDir,
+    root: PathBuf,
+    outside: PathBuf,
+    files: FileTools,
+) -> Bench {
+    let mut builder = RegistryBuilder::new();
+    for tool in files.tools() {
+        builder = builder.external(toolrail_tools_core::log::ToolSource::Builtin, tool);
+    }
+    let (registry, _) = builder.build().unwrap();
+    let sink = Arc::new(MemorySink::new());
+    let pipeline = Pipeline::builder(sink.clone())
+        .config(PipelineConfig {
+            workspace: Some(Arc::from(root.as_path())),
+            ..PipelineConfig::default()
+        })
+        .build();
+    let root = std::fs::canonicalize(&root).unwrap();
+    Bench {
+        _dir: dir,
+        root,
+        outside,
+        files,
+        tools: registry.snapshot(),
+        sink,
+        pipeline,
+    }
+}
+
+impl Bench {
+    pub async fn call(&self, tool: &str, args: Value) -> CommittedResult {
+        let id = format!("c{}", self.sink.len());
+        self.pipeline
+            .execute_one(
+                &self.tools,
+                CallRequest::new(id, 0, tool, args.to_string()),
+                &BatchControl::default(),
+            )
+            .await
+            .unwrap()
+    }
+
+    pub fn write(&self, relative: &str, content: impl AsRef<[u8]>) {
+        let path = self.root.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+
+    pub fn read(&self, relative: &str) -> Vec<u8> {
+        std::fs::read(self.root.join(relative)).unwrap()
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.sink.events()
+    }
+
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.root.join(relative)
+    }
+}
+
+pub fn text(result: &CommittedResult) -> String {
+    result
+        .record
+        .content
+        .iter()
+        .filter_map(|block| block.as_text())
+        .collect()
+}
+
+pub fn code(result: &CommittedResult) -> Option<String> {
+    result.record.error_code().map(ErrorCode::to_string)
+}
+
+pub fn exists(path: &Path) -> bool {
+    path.exists()
+}
