@@ -126,6 +126,7 @@ pub async fn recover(
                 event.call_id.as_ref() == Some(call.call_id)
                     && matches!(event.data, EventData::ToolStart(_))
             });
+            let mut evidence = None;
             let record = if batch.truncated {
                 synthetic(ToolResultRecord::failure(
                     ErrorCode::TruncatedCall,
@@ -143,7 +144,10 @@ pub async fn recover(
                         .filter(|event| is_tool_owned(&event.data))
                         .collect(),
                 };
-                started_record(&interrupted, probes, idempotent.contains(call.name))
+                let (record, found) =
+                    started_record(&interrupted, probes, idempotent.contains(call.name));
+                evidence = found;
+                record
             } else {
                 synthetic(ToolResultRecord::failure(
                     ErrorCode::ToolNotStarted,
@@ -151,11 +155,13 @@ pub async fn recover(
                 ))
             };
             let code = record.error_code().cloned();
-            notes.push(format!(
-                "{}: {}",
-                call.call_id,
-                code.as_ref().map_or("completed (probe)", ErrorCode::as_str)
-            ));
+            let outcome = match (&code, &evidence) {
+                (None, Some(evidence)) => format!("completed ({evidence})"),
+                (None, None) => "completed".to_owned(),
+                (Some(code), Some(evidence)) => format!("{code}, did not happen ({evidence})"),
+                (Some(code), None) => code.to_string(),
+            };
+            notes.push(format!("{}: {outcome}", call.call_id));
             append(
                 log,
                 Some(turn.id),
@@ -299,28 +305,31 @@ fn idempotent_tools(events: &[Event]) -> BTreeSet<&str> {
     names
 }
 
+/// The synthetic record of a call that started, and the evidence a probe gave, if any.
 fn started_record(
     call: &InterruptedCall<'_>,
     probes: &[Arc<dyn EffectProbe>],
     idempotent: bool,
-) -> ToolResultRecord {
+) -> (ToolResultRecord, Option<String>) {
     let mut probe_errors: Vec<String> = Vec::new();
     for probe in probes {
         match probe.probe(call) {
             Ok(Some(ProbeVerdict::Completed { evidence })) => {
-                return synthetic(ToolResultRecord::success(vec![ContentBlock::text(
+                let record = synthetic(ToolResultRecord::success(vec![ContentBlock::text(
                     format!(
                         "The session stopped while this call was running. Recovery checked: it completed ({evidence}). Its output was not kept."
                     ),
                 )]));
+                return (record, Some(evidence));
             }
             Ok(Some(ProbeVerdict::DidNotHappen { evidence })) => {
-                return synthetic(ToolResultRecord::failure(
+                let record = synthetic(ToolResultRecord::failure(
                     ErrorCode::ToolFailed,
                     format!(
                         "the session stopped while this call was running; recovery checked and its effect did not happen ({evidence}). Safe to retry."
                     ),
                 ));
+                return (record, Some(evidence));
             }
             Ok(None) => {}
             Err(error) => {
@@ -339,10 +348,11 @@ fn started_record(
     if !probe_errors.is_empty() {
         message.push_str(&format!(" (checking failed: {})", probe_errors.join("; ")));
     }
-    synthetic(ToolResultRecord::failure(
+    let record = synthetic(ToolResultRecord::failure(
         ErrorCode::ToolOutcomeUnknown,
         message,
-    ))
+    ));
+    (record, None)
 }
 
 fn synthetic(mut record: ToolResultRecord) -> ToolResultRecord {
