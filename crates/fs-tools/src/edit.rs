@@ -6,13 +6,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use similar::{ChangeTag, TextDiff};
-use toolrail_tools_core::log::{BoxFuture, digest_of};
+use toolrail_tools_core::log::BoxFuture;
 use toolrail_tools_core::{
     ClaimMode, Concurrency, SubjectKind, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput,
     ToolResult, ToolSpec,
 };
 
 use crate::files::{BINARY, EDIT_FAILED, FileTools, NOT_FOUND, failure, io_failure};
+use crate::version::version_of;
 
 const BOM: &str = "\u{feff}";
 
@@ -104,7 +105,7 @@ impl Tool for EditTool {
                     io_failure("reading", &target, &error)
                 }
             })?;
-            let before = digest_of(&bytes);
+            let before = version_of(&bytes);
             self.files.check_version(&target, Some(&before))?;
             let text = String::from_utf8(bytes).map_err(|_| {
                 failure(

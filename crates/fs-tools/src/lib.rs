@@ -29,7 +29,7 @@ pub use glob::{GlobArgs, GlobTool};
 pub use grep::{GrepArgs, GrepOutput, GrepTool};
 pub use probe::FsEffectProbe;
 pub use read::{ReadArgs, ReadTool};
-pub use version::file_digest;
+pub use version::{file_digest, version_of};
 pub use write::{WriteArgs, WriteTool, atomic_replace};
 
 impl FileTools {

@@ -4,17 +4,19 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Read};
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolrail_tools_core::log::{BoxFuture, DigestBuilder};
+use toolrail_tools_core::log::BoxFuture;
 use toolrail_tools_core::{
     ClaimMode, Concurrency, SubjectKind, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput,
     ToolResult, ToolSpec,
 };
 
 use crate::files::{BINARY, FileTools, Target, failure, io_failure};
+use crate::version::VersionDigest;
 
 /// Bytes looked at for a NUL to tell a binary file.
 const SNIFF: usize = 8 * 1024;
@@ -90,6 +92,9 @@ struct Window {
     cut_by_bytes: bool,
 }
 
+/// Files larger than this are hashed on a second thread while the first one scans lines.
+const HASH_ASIDE: u64 = 1 << 20;
+
 fn read_window(
     target: &Target,
     offset: usize,
@@ -107,87 +112,180 @@ fn read_window(
             target.shown
         )));
     }
-    let last = offset.saturating_add(limit);
-    let (line_chars, byte_cap) = (files.limits.line_chars, files.limits.read_bytes);
-    let mut digest = DigestBuilder::new();
-    let mut buffer = vec![0u8; 256 * 1024];
-    let mut sniffed = 0usize;
-    let mut line = 1usize;
-    let mut current: Vec<u8> = Vec::new();
-    let mut lines = Vec::new();
-    let (mut shown_bytes, mut cut_by_bytes) = (0usize, false);
-    let mut ends_with_newline = true;
-    loop {
-        let read = match file.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(read) => read,
-            Err(error) if error.kind() == ErrorKind::Interrupted => continue,
-            Err(error) => return Err(io_failure("reading", target, &error)),
-        };
-        let chunk = buffer.get(..read).unwrap_or_default();
-        digest.update(chunk);
-        ends_with_newline = chunk.last() == Some(&b'\n');
-        if sniffed < SNIFF {
-            let look = chunk
-                .get(..(SNIFF - sniffed).min(chunk.len()))
-                .unwrap_or_default();
-            if memchr::memchr(0, look).is_some() {
-                return Err(failure(
-                    BINARY,
-                    format!(
-                        "`{}` looks binary (a NUL byte in its first 8 KiB; {} bytes in all); read shows text files only",
-                        target.shown,
-                        metadata.len()
-                    ),
-                ));
-            }
-            sniffed += look.len();
-        }
-        let mut start = 0;
-        for end in memchr::memchr_iter(b'\n', chunk).chain(std::iter::once(chunk.len())) {
-            let piece = chunk.get(start..end).unwrap_or_default();
-            let complete = end < chunk.len();
-            if (offset..last).contains(&line) && !cut_by_bytes {
-                // Keep at most what a cut line shows (4 bytes per character at most).
-                let room = (line_chars * 4 + 4).saturating_sub(current.len());
-                current.extend_from_slice(piece.get(..piece.len().min(room)).unwrap_or_default());
-            }
-            if complete {
-                if (offset..last).contains(&line) && !cut_by_bytes {
-                    let text = show_line(&current, line_chars);
-                    if shown_bytes + text.len() > byte_cap {
-                        cut_by_bytes = true;
-                    } else {
-                        shown_bytes += text.len() + 8;
-                        lines.push((line, text));
-                    }
+    let mut scanner = Scanner::new(offset, limit, files);
+    let mut read_next = |buffer: &mut Vec<u8>| -> Result<bool, ToolFailure> {
+        buffer.resize(256 * 1024, 0);
+        loop {
+            match file.read(buffer) {
+                Ok(read) => {
+                    buffer.truncate(read);
+                    return Ok(read > 0);
                 }
-                current.clear();
-                line += 1;
-                start = end + 1;
+                Err(error) if error.kind() == ErrorKind::Interrupted => {}
+                Err(error) => return Err(io_failure("reading", target, &error)),
             }
+        }
+    };
+    let binary = || {
+        failure(
+            BINARY,
+            format!(
+                "`{}` looks binary (a NUL byte in its first 8 KiB; {} bytes in all); read shows text files only",
+                target.shown,
+                metadata.len()
+            ),
+        )
+    };
+    let digest = if metadata.len() > HASH_ASIDE {
+        // The hash (the slowest part) runs beside the scan; chunks are shared, not copied.
+        std::thread::scope(|scope| {
+            let (chunks, received) = std::sync::mpsc::sync_channel::<Arc<Vec<u8>>>(8);
+            let hasher = scope.spawn(move || {
+                let mut digest = VersionDigest::new();
+                for chunk in received {
+                    digest.update(&chunk);
+                }
+                digest.finish()
+            });
+            let scanned = (|| {
+                loop {
+                    let mut buffer = Vec::new();
+                    if !read_next(&mut buffer)? {
+                        return Ok(());
+                    }
+                    let chunk = Arc::new(buffer);
+                    let _ = chunks.send(Arc::clone(&chunk));
+                    scanner.feed(&chunk).map_err(|()| binary())?;
+                }
+            })();
+            drop(chunks);
+            let digest = hasher
+                .join()
+                .map_err(|_| ToolFailure::new("hashing the file failed"));
+            scanned.and(digest)
+        })?
+    } else {
+        let mut digest = VersionDigest::new();
+        let mut buffer = Vec::new();
+        while read_next(&mut buffer)? {
+            digest.update(&buffer);
+            scanner.feed(&buffer).map_err(|()| binary())?;
+        }
+        digest.finish()
+    };
+    Ok(scanner.finish(digest))
+}
+
+/// Counts lines and keeps the window's, fed chunk by chunk.
+struct Scanner {
+    offset: usize,
+    /// One past the last line of the window.
+    last: usize,
+    line_chars: usize,
+    byte_cap: usize,
+    sniffed: usize,
+    /// The number of the line being read.
+    line: usize,
+    /// The window's current line, as far as it was read.
+    current: Vec<u8>,
+    lines: Vec<(usize, String)>,
+    shown_bytes: usize,
+    cut_by_bytes: bool,
+    ends_with_newline: bool,
+}
+
+impl Scanner {
+    fn new(offset: usize, limit: usize, files: &FileTools) -> Self {
+        Self {
+            offset,
+            last: offset.saturating_add(limit),
+            line_chars: files.limits.line_chars,
+            byte_cap: files.limits.read_bytes,
+            sniffed: 0,
+            line: 1,
+            current: Vec::new(),
+            lines: Vec::new(),
+            shown_bytes: 0,
+            cut_by_bytes: false,
+            ends_with_newline: true,
         }
     }
-    // A last line without a newline is a line too.
-    let total_lines = if !ends_with_newline {
-        if (offset..last).contains(&line) && !cut_by_bytes {
-            let text = show_line(&current, line_chars);
-            if shown_bytes + text.len() > byte_cap {
-                cut_by_bytes = true;
-            } else {
-                lines.push((line, text));
+
+    fn in_window(&self) -> bool {
+        (self.offset..self.last).contains(&self.line) && !self.cut_by_bytes
+    }
+
+    /// `Err` when the content looks binary.
+    fn feed(&mut self, chunk: &[u8]) -> Result<(), ()> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        self.ends_with_newline = chunk.last() == Some(&b'\n');
+        if self.sniffed < SNIFF {
+            let look = chunk
+                .get(..(SNIFF - self.sniffed).min(chunk.len()))
+                .unwrap_or_default();
+            if memchr::memchr(0, look).is_some() {
+                return Err(());
+            }
+            self.sniffed += look.len();
+        }
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', chunk) {
+            if self.in_window() {
+                self.take(chunk.get(start..end).unwrap_or_default());
+                self.keep_line();
+            }
+            self.line += 1;
+            start = end + 1;
+            // Past the window only the count matters: count the rest at full speed.
+            if self.line >= self.last || self.cut_by_bytes {
+                let rest = chunk.get(start..).unwrap_or_default();
+                self.line += memchr::memchr_iter(b'\n', rest).count();
+                return Ok(());
             }
         }
-        line
-    } else {
-        line - 1
-    };
-    Ok(Window {
-        digest: digest.finish(),
-        total_lines,
-        lines,
-        cut_by_bytes,
-    })
+        if self.in_window() {
+            self.take(chunk.get(start..).unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    /// Adds to the current line at most what a cut line shows (4 bytes per character).
+    fn take(&mut self, piece: &[u8]) {
+        let room = (self.line_chars * 4 + 4).saturating_sub(self.current.len());
+        self.current
+            .extend_from_slice(piece.get(..piece.len().min(room)).unwrap_or_default());
+    }
+
+    fn keep_line(&mut self) {
+        let text = show_line(&self.current, self.line_chars);
+        self.current.clear();
+        if self.shown_bytes + text.len() > self.byte_cap {
+            self.cut_by_bytes = true;
+        } else {
+            self.shown_bytes += text.len() + 8;
+            self.lines.push((self.line, text));
+        }
+    }
+
+    fn finish(mut self, digest: String) -> Window {
+        // A last line without a newline is a line too.
+        let total_lines = if self.ends_with_newline {
+            self.line - 1
+        } else {
+            if self.in_window() {
+                self.keep_line();
+            }
+            self.line
+        };
+        Window {
+            digest,
+            total_lines,
+            lines: self.lines,
+            cut_by_bytes: self.cut_by_bytes,
+        }
+    }
 }
 
 /// The line as text (invalid UTF-8 shown lossily, a trailing `\r` dropped), cut to

@@ -1,10 +1,13 @@
 //! File versions: a content digest, what the session observed, and the read-before-edit rule.
+//!
+//! A version is `blake3:<hex>` of the content: reading a file computes it on every call, and
+//! BLAKE3 costs about half of SHA-256 here (4 vs 8 ms for 10 MB), which `read` pays in full.
 
 use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::path::Path;
 
-use toolrail_tools_core::log::{AppendUrgency, DigestBuilder, EventData, FsObserved};
+use toolrail_tools_core::log::{AppendUrgency, EventData, FsObserved};
 use toolrail_tools_core::{ToolContext, ToolFailure};
 
 use crate::files::{FileTools, NOT_OBSERVED, STALE_VERSION, Target, failure};
@@ -16,7 +19,7 @@ pub fn file_digest(path: &Path) -> std::io::Result<Option<String>> {
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error),
     };
-    let mut digest = DigestBuilder::new();
+    let mut digest = VersionDigest::new();
     let mut buffer = vec![0u8; 256 * 1024];
     loop {
         let read = file.read(&mut buffer)?;
@@ -26,6 +29,30 @@ pub fn file_digest(path: &Path) -> std::io::Result<Option<String>> {
         digest.update(buffer.get(..read).unwrap_or_default());
     }
     Ok(Some(digest.finish()))
+}
+
+/// The version of content given whole.
+pub fn version_of(bytes: &[u8]) -> String {
+    let mut digest = VersionDigest::new();
+    digest.update(bytes);
+    digest.finish()
+}
+
+/// Builds a version from content fed in pieces.
+pub(crate) struct VersionDigest(blake3::Hasher);
+
+impl VersionDigest {
+    pub(crate) fn new() -> Self {
+        Self(blake3::Hasher::new())
+    }
+
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    pub(crate) fn finish(self) -> String {
+        format!("blake3:{}", self.0.finalize().to_hex())
+    }
 }
 
 impl FileTools {

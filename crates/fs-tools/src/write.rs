@@ -11,16 +11,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolrail_tools_core::log::{
-    AppendUrgency, BoxFuture, Effect, EventData, FsWriteIntent, digest_of,
-};
+use toolrail_tools_core::log::{AppendUrgency, BoxFuture, Effect, EventData, FsWriteIntent};
 use toolrail_tools_core::{
     ClaimMode, Concurrency, SubjectKind, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput,
     ToolResult, ToolSpec,
 };
 
 use crate::files::{FileTools, Target, io_failure};
-use crate::version::file_digest;
+use crate::version::{file_digest, version_of};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -110,7 +108,7 @@ impl FileTools {
         before: Option<&str>,
         bytes: &[u8],
     ) -> Result<String, ToolFailure> {
-        let after = digest_of(bytes);
+        let after = version_of(bytes);
         let path = target.real.display().to_string();
         let intent = EventData::FsWriteIntent(FsWriteIntent {
             path: path.clone(),

@@ -4,6 +4,7 @@
 //!
 //! May depend on every library crate; the others use it as a dev-dependency.
 
+pub mod bench;
 mod model;
 mod probe;
 mod scenario;
