@@ -75,7 +75,12 @@ impl Tool for ReadTool {
             let target = self.files.target(&args.path)?;
             let offset = args.offset.unwrap_or(1).max(1);
             let limit = args.limit.unwrap_or(self.files.limits.read_lines).max(1);
-            let window = read_window(&target, offset, limit, &self.files)?;
+            // Reading and hashing block: off the scheduler's thread.
+            let (shared, files) = (target.clone(), self.files.clone());
+            let window =
+                tokio::task::spawn_blocking(move || read_window(&shared, offset, limit, &files))
+                    .await
+                    .map_err(|error| ToolFailure::new(format!("reading stopped: {error}")))??;
             self.files.observe(ctx, &target, &window.digest).await?;
             Ok(window.into_output(&target, offset))
         })

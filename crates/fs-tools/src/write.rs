@@ -120,7 +120,11 @@ impl FileTools {
             .map_err(|error| {
                 ToolFailure::new(format!("could not log the write intent: {error}"))
             })?;
-        atomic_replace(&target.real, bytes)
+        // Writing and syncing block: off the scheduler's thread.
+        let (real, content) = (target.real.clone(), bytes.to_vec());
+        tokio::task::spawn_blocking(move || atomic_replace(&real, &content))
+            .await
+            .map_err(|error| ToolFailure::new(format!("writing stopped: {error}")))?
             .map_err(|error| io_failure("writing", target, &error))?;
         ctx.report_effect(Effect::FileWritten {
             path,
