@@ -25,6 +25,8 @@ async fn paths_outside_the_workspace_are_refused_and_nothing_is_touched() {
         "link.txt",
         "src/elsewhere/secret.txt",
         "src/elsewhere/new.txt",
+        "missing/../src/elsewhere/secret.txt",
+        "src/missing/../elsewhere/new.txt",
     ];
     for path in escapes {
         for (tool, args) in [

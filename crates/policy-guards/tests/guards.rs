@@ -115,6 +115,9 @@ fn dot_dot_absolute_and_symlink_escapes_are_denied() {
         "src/out/secret.txt",
         // Up from the link's target, not from `src`: the kernel's reading, not the text's.
         "src/out/../outside/secret.txt",
+        // Back up above a folder that does not exist, then through the link.
+        "missing/../src/out/secret.txt",
+        "src/missing/deeper/../../out/secret.txt",
     ] {
         let verdict = verdict(&guard, &read, json!({ "path": path }));
         let reason = denied(&verdict);
@@ -203,7 +206,13 @@ fn deny_lists_match_tool_and_subject_and_give_the_entry_and_reason() {
         verdict(&guard, &bash, json!({"command": "git status"})),
         GuardVerdict::Abstain
     );
-    for path in [".env", "./.env", "src/../.env", "innocent.txt"] {
+    for path in [
+        ".env",
+        "./.env",
+        "src/../.env",
+        "innocent.txt",
+        "missing/../innocent.txt",
+    ] {
         let verdict = verdict(&guard, &read, json!({ "path": path }));
         assert!(denied(&verdict).contains("secrets stay secret"), "{path}");
     }

@@ -90,6 +90,12 @@ pub fn resolve(path: &Path) -> PathBuf {
             Component::CurDir => {}
             Component::ParentDir => {
                 resolved.pop();
+                // Back above a missing component the path may exist again, symlinks and all
+                // (`missing/../link/x`): resolve it again rather than keep the text.
+                if !exists && let Ok(real) = std::fs::canonicalize(&resolved) {
+                    resolved = real;
+                    exists = true;
+                }
             }
             Component::Prefix(_) | Component::RootDir => resolved.push(component),
             Component::Normal(name) => {
