@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use toolrail_policy_guards::{DenyEntry, DenyListGuard, WorkspaceRoots};
+use toolrail_policy_guards::{DenyEntry, DenyListGuard, Reading, WorkspaceRoots};
 use toolrail_tools_core::log::BoxFuture;
 use toolrail_tools_core::{CallView, HookError, PreExecuteDecision, PreExecuteHook, PreNext};
 
@@ -70,7 +70,13 @@ impl Permissions {
         let strongest = self
             .rules
             .iter()
-            .filter(|rule| rule.pattern.matches(call, &self.roots))
+            .filter(|rule| {
+                let reading = match rule.effect {
+                    RuleEffect::Allow => Reading::Permit,
+                    RuleEffect::Ask | RuleEffect::Deny => Reading::Restrict,
+                };
+                rule.pattern.matches(call, &self.roots, reading)
+            })
             .max_by_key(|rule| (rule.effect, rule.pattern.specificity()));
         let (effect, because) = match strongest {
             Some(rule) => (rule.effect, describe(rule)),

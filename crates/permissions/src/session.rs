@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use toolrail_policy_guards::CallPattern;
+use toolrail_policy_guards::{CallPattern, Reading};
 use toolrail_tools_core::log::{ApprovalAnswerRecord, BoxFuture, Event, EventData};
 use toolrail_tools_core::{
     ApprovalAnswer, ApprovalRequest, ApprovalService, CallView, CancellationToken,
@@ -59,7 +59,7 @@ impl SessionApprovals {
         self.keys
             .read()
             .iter()
-            .find(|(_, pattern)| pattern.matches(call, roots))
+            .find(|(_, pattern)| pattern.matches(call, roots, Reading::Permit))
             .map(|(key, _)| key.clone())
     }
 

@@ -367,3 +367,51 @@ fn rule_files_are_read_by_extension() {
     std::fs::write(&toml, "deny = [\"bash\"]\n").unwrap();
     assert_eq!(RuleFile::load(&toml).unwrap().rules.len(), 1);
 }
+
+#[test]
+fn chained_commands_escape_no_deny_and_ride_on_no_allow() {
+    let ws = workspace();
+    let permissions = Permissions::new(
+        Preset::Untrusted,
+        rules(&["allow bash(git status*)", "deny bash(rm -rf *)"]),
+        &ws.roots,
+    );
+    assert_eq!(
+        decide(
+            &permissions,
+            "bash",
+            json!({"command": "git status --short"})
+        )
+        .effect,
+        RuleEffect::Allow
+    );
+    // An allowed prefix does not carry what is chained after it: the preset asks.
+    let chained = decide(
+        &permissions,
+        "bash",
+        json!({"command": "git status; curl x | sh"}),
+    );
+    assert_eq!(chained.effect, RuleEffect::Ask, "{}", chained.reason);
+    // A denied command is caught wherever it sits in the line.
+    for command in [
+        "cd / && rm -rf .",
+        "git status; rm -rf ~",
+        "echo $(rm -rf ~)",
+    ] {
+        let verdict = decide(&permissions, "bash", json!({ "command": command }));
+        assert_eq!(
+            verdict.effect,
+            RuleEffect::Deny,
+            "{command}: {}",
+            verdict.reason
+        );
+    }
+    // The same holds for an approval remembered for the session.
+    permissions.session().remember("bash(git status*)");
+    let remembered = decide(
+        &permissions,
+        "bash",
+        json!({"command": "git status && make"}),
+    );
+    assert_eq!(remembered.effect, RuleEffect::Ask);
+}

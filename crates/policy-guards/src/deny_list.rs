@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use toolrail_tools_core::{CallView, Guard, GuardVerdict};
 
-use crate::pattern::CallPattern;
+use crate::pattern::{CallPattern, Reading};
 
 /// One entry: calls its pattern matches are refused with `reason`.
 #[derive(Clone, Debug)]
@@ -42,7 +42,7 @@ impl Guard for DenyListGuard {
         match self
             .entries
             .iter()
-            .find(|entry| entry.pattern.matches(call, &self.roots))
+            .find(|entry| entry.pattern.matches(call, &self.roots, Reading::Restrict))
         {
             Some(entry) => GuardVerdict::Deny {
                 reason: format!("denied by `deny {}`: {}", entry.pattern, entry.reason),

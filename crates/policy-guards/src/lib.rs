@@ -17,7 +17,9 @@ mod plan;
 
 pub use deny_list::{DenyEntry, DenyListGuard};
 pub use path::WorkspacePathGuard;
-pub use pattern::{CallPattern, PatternError, SubjectPattern, ToolPattern, path_spellings};
+pub use pattern::{
+    CallPattern, PatternError, Reading, SubjectPattern, ToolPattern, path_spellings,
+};
 pub use plan::{EXIT_PLAN_MODE, PlanModeGuard};
 /// Where the roots live (tools-core), re-exported for users of the guards.
 pub use toolrail_tools_core::{RootError, WorkspaceRoots};

@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
-use toolrail_tools_core::{CallView, Subject, lexical_clean, resolve};
+use toolrail_tools_core::{CallView, Subject, SubjectKind, lexical_clean, resolve};
 
 /// A pattern that is not a valid glob.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,6 +76,22 @@ impl fmt::Display for ToolPattern {
     }
 }
 
+/// How a pattern reads a command line. A shell command can chain others (`;`, `&&`, `|`,
+/// a newline, `$(…)`, backticks) or redirect (`>`, `<`), so `git status*` must not let
+/// `git status; rm -rf ~` through, while `rm -rf *` must still catch `cd / && rm -rf .`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// For what lets a call through (allow rules, remembered approvals): the command must be
+    /// one simple command, matched whole.
+    Permit,
+    /// For what holds a call back (deny and ask rules): the whole command or any simple
+    /// command in it may match.
+    Restrict,
+}
+
+/// Characters that chain, nest or redirect commands.
+const SHELL_JOINS: &[char] = &[';', '&', '|', '\n', '\r', '`', '$', '(', ')', '>', '<'];
+
 /// A glob over a call's subject, compiled for both kinds of subject: paths (with `/` as a
 /// separator) and plain text.
 #[derive(Clone, Debug)]
@@ -96,14 +112,25 @@ impl SubjectPattern {
 
     /// Whether the subject matches. A path subject matches when any of its spellings
     /// ([`path_spellings`]) does, so `.env`, `./.env`, `<root>/.env` and a symlink pointing at
-    /// it are the same file to a rule.
-    pub fn matches(&self, subject: &Subject<'_>, roots: &[PathBuf]) -> bool {
-        if subject.kind.separates_on_slash() {
-            path_spellings(subject.text, roots)
+    /// it are the same file to a rule. A command is read as [`Reading`] says.
+    pub fn matches(&self, subject: &Subject<'_>, roots: &[PathBuf], reading: Reading) -> bool {
+        let text = subject.text.trim();
+        match subject.kind {
+            SubjectKind::Path => path_spellings(subject.text, roots)
                 .iter()
-                .any(|spelling| self.as_path.is_match(spelling))
-        } else {
-            self.as_text.is_match(subject.text.trim())
+                .any(|spelling| self.as_path.is_match(spelling)),
+            SubjectKind::Command => match reading {
+                Reading::Permit => !text.contains(SHELL_JOINS) && self.as_text.is_match(text),
+                Reading::Restrict => {
+                    self.as_text.is_match(text)
+                        || text
+                            .split(SHELL_JOINS)
+                            .map(str::trim)
+                            .filter(|part| !part.is_empty())
+                            .any(|part| self.as_text.is_match(part))
+                }
+            },
+            SubjectKind::Url | SubjectKind::Text => self.as_text.is_match(text),
         }
     }
 
@@ -166,13 +193,13 @@ impl CallPattern {
 
     /// Whether the pattern covers the call. A pattern with a subject covers only calls that
     /// have one; a call whose tool declares no subject is not matched by it.
-    pub fn matches(&self, call: &CallView<'_>, roots: &[PathBuf]) -> bool {
+    pub fn matches(&self, call: &CallView<'_>, roots: &[PathBuf], reading: Reading) -> bool {
         if !self.tool.matches(call.spec.name()) {
             return false;
         }
         match (&self.subject, call.subject()) {
             (None, _) => true,
-            (Some(pattern), Some(subject)) => pattern.matches(&subject, roots),
+            (Some(pattern), Some(subject)) => pattern.matches(&subject, roots, reading),
             (Some(_), None) => false,
         }
     }
@@ -244,8 +271,6 @@ fn display(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
-    use toolrail_tools_core::SubjectKind;
-
     use super::*;
 
     fn path_subject(text: &str) -> Subject<'_> {
@@ -265,24 +290,64 @@ mod tests {
     #[test]
     fn path_globs_respect_folders_and_command_globs_do_not() {
         let one_level = SubjectPattern::new("src/*").unwrap();
-        assert!(one_level.matches(&path_subject("src/main.rs"), &[]));
-        assert!(!one_level.matches(&path_subject("src/a/b.rs"), &[]));
+        assert!(one_level.matches(&path_subject("src/main.rs"), &[], Reading::Permit));
+        assert!(!one_level.matches(&path_subject("src/a/b.rs"), &[], Reading::Permit));
         let deep = SubjectPattern::new("src/**").unwrap();
-        assert!(deep.matches(&path_subject("src/a/b.rs"), &[]));
-        assert!(deep.matches(&path_subject("./src/a/../b.rs"), &[]));
+        assert!(deep.matches(&path_subject("src/a/b.rs"), &[], Reading::Permit));
+        assert!(deep.matches(&path_subject("./src/a/../b.rs"), &[], Reading::Permit));
         let rm = SubjectPattern::new("rm -rf *").unwrap();
-        assert!(rm.matches(&command("rm -rf /tmp/x"), &[]));
-        assert!(!rm.matches(&command("rm -r /tmp/x"), &[]));
+        assert!(rm.matches(&command("rm -rf /tmp/x"), &[], Reading::Restrict));
+        assert!(!rm.matches(&command("rm -r /tmp/x"), &[], Reading::Restrict));
     }
 
     #[test]
     fn absolute_paths_match_relative_rules_inside_a_root() {
         let env = SubjectPattern::new("**/.env").unwrap();
         let roots = [PathBuf::from("/work/project")];
-        assert!(env.matches(&path_subject("/work/project/.env"), &roots));
-        assert!(env.matches(&path_subject(".env"), &roots));
+        assert!(env.matches(
+            &path_subject("/work/project/.env"),
+            &roots,
+            Reading::Restrict
+        ));
+        assert!(env.matches(&path_subject(".env"), &roots, Reading::Restrict));
         let src = SubjectPattern::new("src/**").unwrap();
-        assert!(src.matches(&path_subject("/work/project/src/x.rs"), &roots));
+        assert!(src.matches(
+            &path_subject("/work/project/src/x.rs"),
+            &roots,
+            Reading::Permit
+        ));
+    }
+
+    #[test]
+    fn chained_commands_are_never_permitted_and_always_restricted() {
+        let status = SubjectPattern::new("git status*").unwrap();
+        let rm = SubjectPattern::new("rm -rf *").unwrap();
+        assert!(status.matches(&command("git status --short"), &[], Reading::Permit));
+        for chained in [
+            "git status; rm -rf ~",
+            "git status && curl x | sh",
+            "git status\nrm -rf ~",
+            "git status $(rm -rf ~)",
+            "git status `rm -rf ~`",
+            "git status > /etc/passwd",
+        ] {
+            assert!(
+                !status.matches(&command(chained), &[], Reading::Permit),
+                "{chained}"
+            );
+        }
+        for chained in [
+            "cd / && rm -rf .",
+            "ls; rm -rf x",
+            "echo $(rm -rf y)",
+            "a | rm -rf z",
+        ] {
+            assert!(
+                rm.matches(&command(chained), &[], Reading::Restrict),
+                "{chained}"
+            );
+        }
+        assert!(!rm.matches(&command("cd / && rm -r ."), &[], Reading::Restrict));
     }
 
     #[test]
