@@ -118,7 +118,7 @@ impl Tool for EditTool {
             })?;
             let form = TextForm::of(&text);
             let original = form.normalize(&text);
-            let edited = apply(&original, &args.edits).map_err(|problems| {
+            let edited = apply(&original, &args.edits, form.crlf).map_err(|problems| {
                 failure(
                     EDIT_FAILED,
                     format!(
@@ -215,12 +215,21 @@ impl TextForm {
 }
 
 /// Applies every edit to `original`, or says what is wrong with each one that cannot apply.
-fn apply(original: &str, edits: &[Replacement]) -> Result<String, Vec<String>> {
+/// In a CRLF file (matched as LF) the edits' CRLF are read as LF too; elsewhere they are
+/// matched and written as given.
+fn apply(original: &str, edits: &[Replacement], crlf: bool) -> Result<String, Vec<String>> {
+    let spelled = |text: &str| {
+        if crlf {
+            text.replace("\r\n", "\n")
+        } else {
+            text.to_owned()
+        }
+    };
     let mut problems = Vec::new();
     // (start, end, edit index)
     let mut spans: Vec<(usize, usize, usize)> = Vec::new();
     for (at, edit) in edits.iter().enumerate() {
-        let old = edit.old.replace("\r\n", "\n");
+        let old = spelled(&edit.old);
         let found: Vec<usize> = original
             .match_indices(&old)
             .map(|(start, _)| start)
@@ -263,7 +272,7 @@ fn apply(original: &str, edits: &[Replacement]) -> Result<String, Vec<String>> {
     let mut copied = 0;
     for (start, end, at) in spans {
         edited.push_str(original.get(copied..start).unwrap_or_default());
-        edited.push_str(&edits[at].new.replace("\r\n", "\n"));
+        edited.push_str(&spelled(&edits[at].new));
         copied = end;
     }
     edited.push_str(original.get(copied..).unwrap_or_default());
@@ -321,6 +330,7 @@ mod tests {
         let edited = apply(
             original,
             &[edit("a = 1", "a = 10"), edit("c = 3", "c = 30")],
+            false,
         )
         .unwrap();
         assert_eq!(edited, "a = 10\nb = 2\nc = 30\n");
@@ -336,6 +346,7 @@ mod tests {
                 edit("fn mian() {}", "z"),
                 edit("x\nfn", "w"),
             ],
+            false,
         )
         .unwrap_err();
         assert_eq!(
@@ -345,7 +356,8 @@ mod tests {
                 "edit 2: `old` was not found; the closest line is 3: `fn main() {}`",
             ]
         );
-        let overlapping = apply("abcdef", &[edit("abc", "1"), edit("cde", "2")]).unwrap_err();
+        let overlapping =
+            apply("abcdef", &[edit("abc", "1"), edit("cde", "2")], false).unwrap_err();
         assert_eq!(overlapping, ["edit 2 overlaps edit 1"]);
     }
 
@@ -355,9 +367,14 @@ mod tests {
         let form = TextForm::of(text);
         let normalized = form.normalize(text);
         assert_eq!(normalized, "one\ntwo\n");
-        let edited = apply(&normalized, &[edit("two\n", "2\nthree\n")]).unwrap();
+        let edited = apply(&normalized, &[edit("two\r\n", "2\nthree\n")], form.crlf).unwrap();
         assert_eq!(form.restore(&edited), "\u{feff}one\r\n2\r\nthree\r\n");
-        // Mixed endings are matched as they are.
+        // Mixed endings are matched as they are, CRLF in an edit included.
+        let mixed = "a\r\nb\n";
+        assert_eq!(
+            apply(mixed, &[edit("a\r\n", "A\r\n")], TextForm::of(mixed).crlf).unwrap(),
+            "A\r\nb\n"
+        );
         assert!(!TextForm::of("a\r\nb\n").crlf);
     }
 }

@@ -65,8 +65,8 @@ impl FileTools {
         }
     }
 
-    /// The tools of a resumed session: the versions observed before are read back from its
-    /// `fs/observed` events (and the versions its writes left, from `fs/write-intent`).
+    /// The tools of a resumed session: the versions it read or wrote are read back from its
+    /// `fs/observed` events (a write logs the version it left, too).
     pub fn resumed(roots: WorkspaceRoots, events: &[Event]) -> Self {
         let tools = Self::new(roots);
         for event in events {

@@ -191,8 +191,12 @@ struct Scanner {
     sniffed: usize,
     /// The number of the line being read.
     line: usize,
-    /// The window's current line, as far as it was read.
+    /// The window's current line, as far as it is kept.
     current: Vec<u8>,
+    /// Characters of the current line past what is kept.
+    dropped_chars: usize,
+    /// Whether the current line's last byte so far is `\r` (of a CRLF ending).
+    ends_cr: bool,
     lines: Vec<(usize, String)>,
     shown_bytes: usize,
     cut_by_bytes: bool,
@@ -209,6 +213,8 @@ impl Scanner {
             sniffed: 0,
             line: 1,
             current: Vec::new(),
+            dropped_chars: 0,
+            ends_cr: false,
             lines: Vec::new(),
             shown_bytes: 0,
             cut_by_bytes: false,
@@ -256,16 +262,26 @@ impl Scanner {
         Ok(())
     }
 
-    /// Adds to the current line at most what a cut line shows (4 bytes per character).
+    /// Adds to the current line at most what a cut line shows (4 bytes per character), and
+    /// counts the characters of the rest.
     fn take(&mut self, piece: &[u8]) {
         let room = (self.line_chars * 4 + 4).saturating_sub(self.current.len());
-        self.current
-            .extend_from_slice(piece.get(..piece.len().min(room)).unwrap_or_default());
+        let (kept, dropped) = piece.split_at(piece.len().min(room));
+        self.current.extend_from_slice(kept);
+        // UTF-8 continuation bytes are 0b10xx_xxxx; every other byte starts a character.
+        self.dropped_chars += dropped.iter().filter(|byte| **byte & 0xC0 != 0x80).count();
+        if let Some(last) = piece.last() {
+            self.ends_cr = *last == b'\r';
+        }
     }
 
     fn keep_line(&mut self) {
-        let text = show_line(&self.current, self.line_chars);
+        // A CRLF ending's `\r` is not part of the line, kept or dropped.
+        let dropped = self.dropped_chars - usize::from(self.dropped_chars > 0 && self.ends_cr);
+        let text = show_line(&self.current, self.line_chars, dropped);
         self.current.clear();
+        self.dropped_chars = 0;
+        self.ends_cr = false;
         if self.shown_bytes + text.len() > self.byte_cap {
             self.cut_by_bytes = true;
         } else {
@@ -294,11 +310,16 @@ impl Scanner {
 }
 
 /// The line as text (invalid UTF-8 shown lossily, a trailing `\r` dropped), cut to
-/// `max_chars` with a marker saying how much was left out.
-fn show_line(bytes: &[u8], max_chars: usize) -> String {
-    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+/// `max_chars` with a marker saying how much was left out (`dropped` characters were never
+/// kept at all).
+fn show_line(bytes: &[u8], max_chars: usize, dropped: usize) -> String {
+    let bytes = if dropped == 0 {
+        bytes.strip_suffix(b"\r").unwrap_or(bytes)
+    } else {
+        bytes
+    };
     let text = String::from_utf8_lossy(bytes);
-    let count = text.chars().count();
+    let count = text.chars().count() + dropped;
     if count <= max_chars {
         return text.into_owned();
     }

@@ -131,7 +131,8 @@ impl FileTools {
             before: before.map(str::to_owned),
             after: after.clone(),
         });
-        self.observed.set(target.real.clone(), after.clone());
+        // The session knows what it wrote, also after a resume.
+        self.observe(ctx, target, &after).await?;
         Ok(after)
     }
 }

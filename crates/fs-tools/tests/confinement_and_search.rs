@@ -65,9 +65,18 @@ async fn glob_honours_gitignore_and_lists_newest_first_with_a_cap() {
     b.write("target/debug/c.rs", "ignored");
     b.write("debug.log", "ignored");
     b.write(".env", "KEY=1");
-    // Make b.rs the newest.
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    b.write("src/nested/b.rs", "b2");
+    // b.rs is the newest, a.rs an hour older.
+    let now = std::time::SystemTime::now();
+    let touch = |path: &str, at: std::time::SystemTime| {
+        std::fs::File::options()
+            .write(true)
+            .open(b.path(path))
+            .unwrap()
+            .set_modified(at)
+            .unwrap();
+    };
+    touch("src/nested/b.rs", now);
+    touch("src/a.rs", now - std::time::Duration::from_secs(3600));
 
     let deep = b.call("glob", json!({"pattern": "**/*.rs"})).await;
     assert_eq!(text(&deep), "src/nested/b.rs\nsrc/a.rs");

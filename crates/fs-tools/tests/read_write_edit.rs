@@ -87,6 +87,14 @@ async fn read_handles_odd_files() {
         "{}",
         &long[long.len() - 80..]
     );
+    // Far past what is kept of a line: the count still covers every character.
+    b.write("longer.txt", format!("{}\r\n", "é".repeat(10_000)));
+    let longer = text(&b.call("read", json!({"path": "longer.txt"})).await);
+    assert!(
+        longer.contains("… [line cut: 8000 more characters]"),
+        "{}",
+        &longer[longer.len() - 60..]
+    );
     b.write("blob.bin", [0x89, b'P', b'N', b'G', 0, 0, 1, 2]);
     let binary = b.call("read", json!({"path": "blob.bin"})).await;
     assert_eq!(code(&binary).as_deref(), Some("FS_BINARY_FILE"));
@@ -179,13 +187,19 @@ async fn write_creates_and_overwrites_only_what_was_read() {
     let tail: Vec<&str> = kinds
         .iter()
         .rev()
-        .take(4)
+        .take(5)
         .rev()
         .map(String::as_str)
         .collect();
     assert_eq!(
         tail,
-        ["tool/call", "tool/start", "fs/write-intent", "tool/result"]
+        [
+            "tool/call",
+            "tool/start",
+            "fs/write-intent",
+            "fs/observed",
+            "tool/result"
+        ]
     );
     // Writing again needs no new read: the session knows what it wrote.
     let again = b
@@ -342,11 +356,29 @@ async fn observations_survive_a_resume() {
     let b = bench();
     b.write("kept.txt", "v1\n");
     b.call("read", json!({"path": "kept.txt"})).await;
+    b.call("write", json!({"path": "made.txt", "content": "made\n"}))
+        .await;
     // A new process: only the log is left.
     let resumed = FileTools::resumed(WorkspaceRoots::new([&b.root]).unwrap(), &b.events());
-    assert_eq!(
-        resumed.observed(&b.path("kept.txt")),
-        b.files.observed(&b.path("kept.txt"))
+    for name in ["kept.txt", "made.txt"] {
+        assert!(resumed.observed(&b.path(name)).is_some(), "{name}");
+        assert_eq!(
+            resumed.observed(&b.path(name)),
+            b.files.observed(&b.path(name))
+        );
+    }
+    // What the session wrote before the stop can be edited after it without a new read.
+    let after = support::with_files(
+        tempfile::tempdir().unwrap(),
+        b.root.clone(),
+        b.outside.clone(),
+        resumed,
     );
-    assert!(resumed.observed(&b.path("kept.txt")).is_some());
+    let edited = after
+        .call(
+            "edit",
+            json!({"path": "made.txt", "edits": [{"old": "made", "new": "remade"}]}),
+        )
+        .await;
+    assert!(!edited.record.is_error, "{}", text(&edited));
 }

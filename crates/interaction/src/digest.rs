@@ -9,8 +9,8 @@ use toolrail_tools_core::log::DigestBuilder;
 /// Folders that are not the project's own files.
 const SKIPPED: &[&str] = &[".git", "target", "node_modules", ".toolrail"];
 
-/// At most this many files are digested; the count of the rest is part of the digest, so
-/// adding or removing files beyond the cap still changes it.
+/// At most this many files (the first in path order) are digested; the count of the rest is
+/// part of the digest, so adding or removing files beyond the cap still changes it.
 const MAX_FILES: usize = 20_000;
 
 /// `sha256:<hex>` over the sorted relative paths, sizes and contents of the regular files
@@ -18,7 +18,6 @@ const MAX_FILES: usize = 20_000;
 pub fn workspace_digest(root: &Path) -> std::io::Result<String> {
     let mut files = Vec::new();
     let mut stack = vec![root.to_path_buf()];
-    let mut beyond = 0usize;
     while let Some(dir) = stack.pop() {
         for entry in fs::read_dir(&dir)? {
             let entry = entry?;
@@ -33,15 +32,14 @@ pub fn workspace_digest(root: &Path) -> std::io::Result<String> {
                     stack.push(path);
                 }
             } else if kind.is_file() {
-                if files.len() < MAX_FILES {
-                    files.push(path);
-                } else {
-                    beyond += 1;
-                }
+                files.push(path);
             }
         }
     }
+    // Sorted before the cap, so the same tree always digests the same files.
     files.sort();
+    let beyond = files.len().saturating_sub(MAX_FILES);
+    files.truncate(MAX_FILES);
     let mut hasher = DigestBuilder::new();
     for path in &files {
         let relative: PathBuf = path.strip_prefix(root).unwrap_or(path).to_path_buf();

@@ -184,7 +184,17 @@ impl Tool for AskUser {
         Box::pin(async move {
             let args: AskUserArgs = serde_json::from_value(args.clone())
                 .map_err(|error| ToolFailure::new(format!("invalid questions: {error}")))?;
-            let digest = ctx.workspace().and_then(|root| workspace_digest(root).ok());
+            // Reading the workspace blocks: off the scheduler's thread.
+            let digest = match ctx.workspace() {
+                Some(root) => {
+                    let root = root.to_path_buf();
+                    tokio::task::spawn_blocking(move || workspace_digest(&root).ok())
+                        .await
+                        .ok()
+                        .flatten()
+                }
+                None => None,
+            };
             let mut lines = Vec::with_capacity(args.questions.len());
             let mut answers = serde_json::Map::new();
             for question in &args.questions {

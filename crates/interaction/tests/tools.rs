@@ -188,7 +188,7 @@ async fn ask_user_refuses_bad_questions_before_asking() {
 
 #[tokio::test]
 async fn resumed_questions_are_withdrawn_when_the_workspace_changed() {
-    // Two questions asked, never answered (the process died while they waited).
+    // A question asked, never answered (the process died while it waited).
     let questions = Arc::new(ScriptedQuestions::new([]));
     let s = setup(vec![Arc::new(AskUser::new(questions))]);
     let pipeline = s.pipeline().build();

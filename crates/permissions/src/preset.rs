@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer};
-use toolrail_tools_core::{ToolKind, ToolSpec};
+use toolrail_tools_core::{SubjectKind, ToolKind, ToolSpec};
 
 use crate::rule::RuleEffect;
 
@@ -15,8 +15,8 @@ pub enum Preset {
     /// Read-only tools run; everything else asks.
     #[default]
     Untrusted,
-    /// Read-only tools and edits (the path guard keeps them inside the workspace) run;
-    /// shell, fetch and anything else asks.
+    /// Read-only tools and edits of tools whose subject is a path (the path guard keeps them
+    /// inside the workspace) run; shell, fetch, edits without a path, and anything else ask.
     Workspace,
     /// Like `workspace`, but nothing asks: what would ask is denied. For runs with no one
     /// to answer.
@@ -50,12 +50,19 @@ impl Preset {
         match self {
             Self::Untrusted => RuleEffect::Ask,
             Self::Workspace | Self::NeverAsk => match spec.tool_kind() {
-                ToolKind::Read
-                | ToolKind::Search
-                | ToolKind::Think
-                | ToolKind::Edit
-                | ToolKind::Delete
-                | ToolKind::Move => RuleEffect::Allow,
+                ToolKind::Read | ToolKind::Search | ToolKind::Think => RuleEffect::Allow,
+                // Edits are allowed only where the path guard can keep them inside the
+                // workspace: the tool must name its path as its subject.
+                ToolKind::Edit | ToolKind::Delete | ToolKind::Move => {
+                    let confined = spec
+                        .subject_field()
+                        .is_some_and(|subject| subject.kind == SubjectKind::Path);
+                    if confined {
+                        RuleEffect::Allow
+                    } else {
+                        RuleEffect::Ask
+                    }
+                }
                 ToolKind::Execute | ToolKind::Fetch | ToolKind::Other => RuleEffect::Ask,
             },
             Self::FullAuto => RuleEffect::Allow,

@@ -92,10 +92,20 @@ impl<S: ApprovalService> ApprovalService for RememberApprovals<S> {
     ) -> BoxFuture<'a, ApprovalAnswer> {
         Box::pin(async move {
             let answer = self.inner.request(request, cancel).await;
-            if let ApprovalAnswer::AllowedForSession { key } = &answer {
-                self.session.remember(key);
+            match answer {
+                // Remembered only where the request offered it: what may never be approved
+                // for the session (leaving plan mode) is approved once.
+                ApprovalAnswer::AllowedForSession { key } if request.session_key.is_some() => {
+                    self.session.remember(&key);
+                    ApprovalAnswer::AllowedForSession { key }
+                }
+                ApprovalAnswer::AllowedForSession { .. } => ApprovalAnswer::AllowedOnce,
+                other @ (ApprovalAnswer::AllowedOnce
+                | ApprovalAnswer::Rejected { .. }
+                | ApprovalAnswer::Cancelled
+                | ApprovalAnswer::Expired
+                | ApprovalAnswer::Unavailable) => other,
             }
-            answer
         })
     }
 }

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use support::{decide, harness, workspace};
 use toolrail_permissions::{Permissions, Preset, Rule, RuleEffect};
-use toolrail_tools_core::log::BoxFuture;
+use toolrail_tools_core::log::{BoxFuture, ErrorCode};
 use toolrail_tools_core::{
     ApprovalAnswer, CallView, HookError, PreExecuteDecision, PreExecuteHook, PreNext,
 };
@@ -36,8 +36,11 @@ const CALLS: &[(&str, &str)] = &[
     ("bash", r#"{"command": "rm -rf /"}"#),
     ("bash", r#"{"command": "git push --force"}"#),
     ("bash", r#"{"command": "ls"}"#),
+    ("bash", r#"{"command": "git status; rm -rf /"}"#),
+    ("bash", r#"{"command": "git log && git push origin"}"#),
     ("read", r#"{"path": ".env"}"#),
     ("read", r#"{"path": "src/../.env"}"#),
+    ("read", r#"{"path": "missing/../.env"}"#),
     ("write", r#"{"path": "src/a/b.rs"}"#),
     ("write", r#"{"path": "Cargo.lock"}"#),
     ("edit", r#"{"path": "src/main.rs"}"#),
@@ -144,7 +147,10 @@ proptest! {
             let denied = decide(&oracle, tool, arguments.clone()).effect == RuleEffect::Deny;
             let outcome = runtime.block_on(h.call(&format!("c{n}"), tool, arguments.clone()));
             if denied {
-                prop_assert!(outcome.is_some(), "{tool} {arguments} ran despite a deny rule");
+                prop_assert!(
+                    matches!(outcome, Some(ErrorCode::PolicyDenied | ErrorCode::GuardDenied)),
+                    "{tool} {arguments}: {outcome:?} despite a deny rule"
+                );
             }
         }
     }

@@ -415,3 +415,57 @@ fn chained_commands_escape_no_deny_and_ride_on_no_allow() {
     );
     assert_eq!(remembered.effect, RuleEffect::Ask);
 }
+
+#[tokio::test]
+async fn a_session_answer_where_none_was_offered_counts_once() {
+    let ws = workspace();
+    // An ask rule without a session key: the hook offers one, so make the request offer
+    // none by asking through a tool that always asks.
+    let permissions = Permissions::new(Preset::FullAuto, Vec::new(), &ws.roots);
+    let session = permissions.session().clone();
+    let service = toolrail_permissions::RememberApprovals::new(
+        support::Scripted::new(vec![ApprovalAnswer::AllowedForSession {
+            key: "bash".to_owned(),
+        }]),
+        session.clone(),
+    );
+    let request = toolrail_tools_core::ApprovalRequest {
+        identity: toolrail_tools_core::CallIdentity {
+            call_id: "c1".into(),
+            index: 0,
+            name: "exit_plan_mode".to_owned(),
+            turn: None,
+            step: None,
+            source: None,
+            version: None,
+        },
+        tool_kind: "think",
+        subject: None,
+        arguments: json!({}),
+        reason: "always asks".to_owned(),
+        session_key: None,
+    };
+    let answer = toolrail_tools_core::ApprovalService::request(
+        &service,
+        &request,
+        &toolrail_tools_core::CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(answer, ApprovalAnswer::AllowedOnce);
+    assert!(session.keys().is_empty(), "nothing is remembered");
+}
+
+#[test]
+fn edits_nothing_can_confine_ask_even_under_the_workspace_preset() {
+    let ws = workspace();
+    let permissions = Permissions::new(Preset::Workspace, Vec::new(), &ws.roots);
+    // `write` names its path: the path guard confines it, so it may run.
+    assert_eq!(
+        decide(&permissions, "write", json!({"path": "a"})).effect,
+        RuleEffect::Allow
+    );
+    // An edit tool without a path subject (an MCP tool, say) asks.
+    let spec = toolrail_tools_core::ToolSpec::new("mcp_edit", "edits", json!({"type": "object"}))
+        .kind(toolrail_tools_core::ToolKind::Edit);
+    assert_eq!(Preset::Workspace.default_for(&spec), RuleEffect::Ask);
+}

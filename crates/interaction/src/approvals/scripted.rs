@@ -1,6 +1,7 @@
 //! Answers from a list, in order, for scenarios and tests. When the list runs out the
 //! answer is `Unavailable`: a script that did not foresee a question never approves it. A
-//! scripted `AllowedForSession` with an empty key stands for the key the request offers.
+//! scripted `AllowedForSession` with an empty key stands for the key the request offers (or
+//! for `AllowedOnce`, when it offers none).
 
 use std::collections::VecDeque;
 
@@ -45,11 +46,12 @@ impl ApprovalService for ScriptedApprovals {
         } else {
             match self.answers.lock().pop_front() {
                 Some(ApprovalAnswer::AllowedForSession { key }) if key.is_empty() => {
-                    ApprovalAnswer::AllowedForSession {
-                        key: request
-                            .session_key
-                            .clone()
-                            .unwrap_or_else(|| request.identity.name.clone()),
+                    match &request.session_key {
+                        Some(offered) => ApprovalAnswer::AllowedForSession {
+                            key: offered.clone(),
+                        },
+                        // Nothing offered for the session: it is allowed once.
+                        None => ApprovalAnswer::AllowedOnce,
                     }
                 }
                 Some(answer) => answer,
