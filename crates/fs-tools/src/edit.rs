@@ -4,12 +4,11 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use similar::{ChangeTag, TextDiff};
-use toolrail_tools_core::log::BoxFuture;
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, SubjectKind, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec,
+    ClaimMode, Concurrency, SubjectKind, ToolContext, ToolKind, ToolOutput, ToolResult, ToolSpec,
+    TypedTool, violations,
 };
 
 use crate::files::{BINARY, EDIT_FAILED, FileTools, NOT_FOUND, failure, io_failure};
@@ -58,18 +57,18 @@ impl EditTool {
     }
 }
 
-impl Tool for EditTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl TypedTool for EditTool {
+    type Args = EditArgs;
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
     }
 
-    fn concurrency(&self, args: &Value) -> Concurrency {
-        self.files.claim(args, "path", ClaimMode::Write)
+    fn concurrency(&self, args: &EditArgs) -> Concurrency {
+        self.files.claim(&args.path, ClaimMode::Write)
     }
 
-    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
-        let args: EditArgs =
-            serde_json::from_value(args.clone()).map_err(|error| vec![error.to_string()])?;
+    fn check(&self, args: &EditArgs) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         if args.edits.is_empty() {
             problems.push("/edits: give at least one edit".to_owned());
@@ -83,94 +82,86 @@ impl Tool for EditTool {
                 problems.push(format!("/edits/{at}: old and new are the same"));
             }
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems)
-        }
+        violations(problems)
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            let args: EditArgs = serde_json::from_value(args.clone())
-                .map_err(|error| ToolFailure::new(format!("invalid arguments: {error}")))?;
-            let target = self.files.target(&args.path)?;
-            let bytes = std::fs::read(&target.real).map_err(|error| {
-                if error.kind() == std::io::ErrorKind::NotFound {
-                    failure(
-                        NOT_FOUND,
-                        format!("`{}` does not exist; create it with write", target.shown),
-                    )
-                } else {
-                    io_failure("reading", &target, &error)
-                }
-            })?;
-            let before = version_of(&bytes);
-            self.files.check_version(&target, Some(&before))?;
-            let text = String::from_utf8(bytes).map_err(|_| {
+    async fn run(&self, ctx: &ToolContext, args: EditArgs) -> ToolResult {
+        let target = self.files.target(&args.path)?;
+        let bytes = std::fs::read(&target.real).map_err(|error| {
+            if error.kind() == std::io::ErrorKind::NotFound {
                 failure(
-                    BINARY,
-                    format!(
-                        "`{}` is not UTF-8 text; edit changes text files only",
-                        target.shown
-                    ),
+                    NOT_FOUND,
+                    format!("`{}` does not exist; create it with write", target.shown),
                 )
-            })?;
-            let form = TextForm::of(&text);
-            let original = form.normalize(&text);
-            let edited = apply(&original, &args.edits, form.crlf).map_err(|problems| {
-                failure(
-                    EDIT_FAILED,
-                    format!(
-                        "no edit was applied to `{}`:\n{}",
-                        target.shown,
-                        problems.join("\n")
-                    ),
-                )
-            })?;
-            if edited == original {
-                return Err(failure(
-                    EDIT_FAILED,
-                    format!(
-                        "the edits leave `{}` as it is; nothing was written",
-                        target.shown
-                    ),
-                ));
+            } else {
+                io_failure("reading", &target, &error)
             }
-            let diff = TextDiff::from_lines(original.as_str(), edited.as_str());
-            let (mut added, mut removed) = (0usize, 0usize);
-            for change in diff.iter_all_changes() {
-                match change.tag() {
-                    ChangeTag::Insert => added += 1,
-                    ChangeTag::Delete => removed += 1,
-                    ChangeTag::Equal => {}
-                }
-            }
-            let unified = diff
-                .unified_diff()
-                .context_radius(3)
-                .header(&target.shown, &target.shown)
-                .to_string();
-            let written = form.restore(&edited);
-            self.files
-                .replace(ctx, &target, Some(&before), written.as_bytes())
-                .await?;
-            let count = args.edits.len();
-            Ok(ToolOutput {
-                value: Some(json!({
-                    "path": target.shown, "edits": count, "added": added, "removed": removed,
-                })),
-                ..ToolOutput::text(format!(
-                    "Edited `{}`: {count} edit{}, +{added} −{removed} lines.",
+        })?;
+        let before = version_of(&bytes);
+        self.files.check_version(&target, Some(&before))?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            failure(
+                BINARY,
+                format!(
+                    "`{}` is not UTF-8 text; edit changes text files only",
+                    target.shown
+                ),
+            )
+        })?;
+        let form = TextForm::of(&text);
+        let original = form.normalize(&text);
+        let edited = apply(&original, &args.edits, form.crlf).map_err(|problems| {
+            failure(
+                EDIT_FAILED,
+                format!(
+                    "no edit was applied to `{}`:\n{}",
                     target.shown,
-                    if count == 1 { "" } else { "s" }
-                ))
+                    problems.join("\n")
+                ),
+            )
+        })?;
+        if edited == original {
+            return Err(failure(
+                EDIT_FAILED,
+                format!(
+                    "the edits leave `{}` as it is; nothing was written",
+                    target.shown
+                ),
+            ));
+        }
+        let diff = TextDiff::from_lines(original.as_str(), edited.as_str());
+        let (mut added, mut removed) = (0usize, 0usize);
+        for change in diff.iter_all_changes() {
+            match change.tag() {
+                ChangeTag::Insert => added += 1,
+                ChangeTag::Delete => removed += 1,
+                ChangeTag::Equal => {}
             }
-            .with_details(json!({
-                "type": "diff",
-                "files": [{"path": target.shown, "diff": unified, "added": added, "removed": removed}],
-            })))
-        })
+        }
+        let unified = diff
+            .unified_diff()
+            .context_radius(3)
+            .header(&target.shown, &target.shown)
+            .to_string();
+        let written = form.restore(&edited);
+        self.files
+            .replace(ctx, &target, Some(&before), written.as_bytes())
+            .await?;
+        let count = args.edits.len();
+        Ok(ToolOutput {
+            value: Some(json!({
+                "path": target.shown, "edits": count, "added": added, "removed": removed,
+            })),
+            ..ToolOutput::text(format!(
+                "Edited `{}`: {count} edit{}, +{added} −{removed} lines.",
+                target.shown,
+                if count == 1 { "" } else { "s" }
+            ))
+        }
+        .with_details(json!({
+            "type": "diff",
+            "files": [{"path": target.shown, "diff": unified, "added": added, "removed": removed}],
+        })))
     }
 }
 

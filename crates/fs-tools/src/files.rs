@@ -126,16 +126,7 @@ impl FileTools {
     /// A claim on the real path, so the scheduler runs readers of a file together and its
     /// writers one at a time, in model order. A path that does not resolve claims nothing:
     /// its call is refused before it touches anything.
-    pub(crate) fn claim(
-        &self,
-        args: &serde_json::Value,
-        field: &str,
-        mode: ClaimMode,
-    ) -> Concurrency {
-        let path = args
-            .get(field)
-            .and_then(|value| value.as_str())
-            .unwrap_or(".");
+    pub(crate) fn claim(&self, path: &str, mode: ClaimMode) -> Concurrency {
         match self.roots.confine(path) {
             Ok(real) => Concurrency::Shared(vec![ResourceClaim {
                 key: ResourceKey::Path(real),

@@ -8,11 +8,10 @@ use globset::{Glob, GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
-use toolrail_tools_core::log::BoxFuture;
+use serde_json::json;
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, SubjectKind, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec,
+    ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
+    ToolResult, ToolSpec, TypedTool,
 };
 
 use crate::files::{FileTools, Target};
@@ -68,70 +67,65 @@ pub(crate) fn walker(base: &Path) -> WalkBuilder {
     walk
 }
 
-impl Tool for GlobTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl TypedTool for GlobTool {
+    type Args = GlobArgs;
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
     }
 
-    fn concurrency(&self, args: &Value) -> Concurrency {
-        self.files.claim(args, "path", ClaimMode::Read)
+    fn concurrency(&self, args: &GlobArgs) -> Concurrency {
+        self.files
+            .claim(args.path.as_deref().unwrap_or("."), ClaimMode::Read)
     }
 
-    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
-        let pattern = args
-            .get("pattern")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        path_glob(pattern)
-            .map(|_| ())
+    fn check(&self, args: &GlobArgs) -> Result<(), Vec<String>> {
+        path_glob(&args.pattern)
+            .map(drop)
             .map_err(|why| vec![format!("/pattern: {why}")])
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            let args: GlobArgs = serde_json::from_value(args.clone())
-                .map_err(|error| ToolFailure::new(format!("invalid arguments: {error}")))?;
-            let base = self.files.target(args.path.as_deref().unwrap_or("."))?;
-            let matcher = path_glob(&args.pattern).map_err(ToolFailure::new)?;
-            let files = self.files.clone();
-            let cancel = ctx.cancellation().clone();
-            let walked = base.clone();
-            let found = tokio::task::spawn_blocking(move || {
-                let base = walked;
-                let mut found: Vec<(SystemTime, String)> = Vec::new();
-                for entry in walker(&base.real).build().flatten() {
-                    if cancel.is_cancelled() {
-                        break;
-                    }
-                    if !entry.file_type().is_some_and(|kind| kind.is_file()) {
-                        continue;
-                    }
-                    let Ok(relative) = entry.path().strip_prefix(&base.real) else {
-                        continue;
-                    };
-                    if matcher.is_match(relative) {
-                        let modified = entry
-                            .metadata()
-                            .ok()
-                            .and_then(|metadata| metadata.modified().ok())
-                            .unwrap_or(SystemTime::UNIX_EPOCH);
-                        found.push((modified, shown(&files, &base, relative)));
-                    }
+    async fn run(&self, ctx: &ToolContext, args: GlobArgs) -> ToolResult {
+        let base = self.files.target(args.path.as_deref().unwrap_or("."))?;
+        let matcher = path_glob(&args.pattern).map_err(ToolFailure::new)?;
+        let files = self.files.clone();
+        let cancel = ctx.cancellation().clone();
+        let walked = base.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            let base = walked;
+            let mut found: Vec<(SystemTime, String)> = Vec::new();
+            for entry in walker(&base.real).build().flatten() {
+                if cancel.is_cancelled() {
+                    break;
                 }
-                found
-            })
-            .await
-            .map_err(|error| ToolFailure::new(format!("the search stopped: {error}")))?;
-            if ctx.cancellation().is_cancelled() {
-                return Err(ToolFailure::new("cancelled while listing files"));
+                if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+                    continue;
+                }
+                let Ok(relative) = entry.path().strip_prefix(&base.real) else {
+                    continue;
+                };
+                if matcher.is_match(relative) {
+                    let modified = entry
+                        .metadata()
+                        .ok()
+                        .and_then(|metadata| metadata.modified().ok())
+                        .unwrap_or(SystemTime::UNIX_EPOCH);
+                    found.push((modified, shown(&files, &base, relative)));
+                }
             }
-            Ok(listing(
-                found,
-                &args.pattern,
-                &base,
-                self.files.limits.glob_results,
-            ))
+            found
         })
+        .await
+        .map_err(|error| ToolFailure::new(format!("the search stopped: {error}")))?;
+        if ctx.cancellation().is_cancelled() {
+            return Err(ToolFailure::new("cancelled while listing files"));
+        }
+        Ok(listing(
+            found,
+            &args.pattern,
+            &base,
+            self.files.limits.glob_results,
+        ))
     }
 }
 

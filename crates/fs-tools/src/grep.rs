@@ -11,11 +11,10 @@ use ignore::WalkState;
 use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
-use toolrail_tools_core::log::BoxFuture;
+use serde_json::json;
 use toolrail_tools_core::{
-    CancellationToken, ClaimMode, Concurrency, SubjectKind, Tool, ToolContext, ToolFailure,
-    ToolKind, ToolOutput, ToolResult, ToolSpec,
+    CancellationToken, ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind,
+    ToolOutput, ToolResult, ToolSpec, TypedTool, violations,
 };
 
 use crate::files::{FileTools, Target};
@@ -111,18 +110,19 @@ fn matcher(pattern: &str, case_insensitive: bool) -> Result<RegexMatcher, String
         .map_err(|error| format!("not a valid regular expression: {error}"))
 }
 
-impl Tool for GrepTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl TypedTool for GrepTool {
+    type Args = GrepArgs;
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
     }
 
-    fn concurrency(&self, args: &Value) -> Concurrency {
-        self.files.claim(args, "path", ClaimMode::Read)
+    fn concurrency(&self, args: &GrepArgs) -> Concurrency {
+        self.files
+            .claim(args.path.as_deref().unwrap_or("."), ClaimMode::Read)
     }
 
-    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
-        let args: GrepArgs =
-            serde_json::from_value(args.clone()).map_err(|error| vec![error.to_string()])?;
+    fn check(&self, args: &GrepArgs) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         if let Err(why) = matcher(&args.pattern, args.case_insensitive) {
             problems.push(format!("/pattern: {why}"));
@@ -130,44 +130,36 @@ impl Tool for GrepTool {
         if let Some(Err(why)) = args.glob.as_deref().map(path_glob) {
             problems.push(format!("/glob: {why}"));
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems)
-        }
+        violations(problems)
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            let args: GrepArgs = serde_json::from_value(args.clone())
-                .map_err(|error| ToolFailure::new(format!("invalid arguments: {error}")))?;
-            let base = self.files.target(args.path.as_deref().unwrap_or("."))?;
-            let search = Search {
-                matcher: matcher(&args.pattern, args.case_insensitive).map_err(ToolFailure::new)?,
-                glob: args
-                    .glob
-                    .as_deref()
-                    .map(path_glob)
-                    .transpose()
-                    .map_err(ToolFailure::new)?,
-                context: if args.output == GrepOutput::Content {
-                    args.context.unwrap_or(0).min(20)
-                } else {
-                    0
-                },
-                output: args.output,
-                base: base.clone(),
-                files: self.files.clone(),
-                cancel: ctx.cancellation().clone(),
-            };
-            let found = tokio::task::spawn_blocking(move || search.run())
-                .await
-                .map_err(|error| ToolFailure::new(format!("the search stopped: {error}")))?;
-            if ctx.cancellation().is_cancelled() {
-                return Err(ToolFailure::new("cancelled while searching"));
-            }
-            Ok(report(found, &args, &base, &self.files))
-        })
+    async fn run(&self, ctx: &ToolContext, args: GrepArgs) -> ToolResult {
+        let base = self.files.target(args.path.as_deref().unwrap_or("."))?;
+        let search = Search {
+            matcher: matcher(&args.pattern, args.case_insensitive).map_err(ToolFailure::new)?,
+            glob: args
+                .glob
+                .as_deref()
+                .map(path_glob)
+                .transpose()
+                .map_err(ToolFailure::new)?,
+            context: if args.output == GrepOutput::Content {
+                args.context.unwrap_or(0).min(20)
+            } else {
+                0
+            },
+            output: args.output,
+            base: base.clone(),
+            files: self.files.clone(),
+            cancel: ctx.cancellation().clone(),
+        };
+        let found = tokio::task::spawn_blocking(move || search.run())
+            .await
+            .map_err(|error| ToolFailure::new(format!("the search stopped: {error}")))?;
+        if ctx.cancellation().is_cancelled() {
+            return Err(ToolFailure::new("cancelled while searching"));
+        }
+        Ok(report(found, &args, &base, &self.files))
     }
 }
 

@@ -21,7 +21,7 @@ mod write;
 
 use std::sync::Arc;
 
-use toolrail_tools_core::Tool;
+use toolrail_tools_core::{Tool, Typed};
 
 pub use edit::{EditArgs, EditTool, Replacement};
 pub use files::{FileTools, Limits, Target};
@@ -36,11 +36,11 @@ impl FileTools {
     /// The five tools, sharing this state.
     pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
         vec![
-            Arc::new(ReadTool::new(self.clone())),
-            Arc::new(WriteTool::new(self.clone())),
-            Arc::new(EditTool::new(self.clone())),
-            Arc::new(GlobTool::new(self.clone())),
-            Arc::new(GrepTool::new(self.clone())),
+            Arc::new(Typed::new(ReadTool::new(self.clone()))),
+            Arc::new(Typed::new(WriteTool::new(self.clone()))),
+            Arc::new(Typed::new(EditTool::new(self.clone()))),
+            Arc::new(Typed::new(GlobTool::new(self.clone()))),
+            Arc::new(Typed::new(GrepTool::new(self.clone()))),
         ]
     }
 }

@@ -8,11 +8,10 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
-use toolrail_tools_core::log::BoxFuture;
+use serde_json::json;
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, SubjectKind, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec,
+    ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
+    ToolResult, ToolSpec, TypedTool,
 };
 
 use crate::files::{BINARY, FileTools, Target, failure, io_failure};
@@ -59,31 +58,29 @@ impl ReadTool {
     }
 }
 
-impl Tool for ReadTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl TypedTool for ReadTool {
+    type Args = ReadArgs;
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
     }
 
-    fn concurrency(&self, args: &Value) -> Concurrency {
-        self.files.claim(args, "path", ClaimMode::Read)
+    fn concurrency(&self, args: &ReadArgs) -> Concurrency {
+        self.files.claim(&args.path, ClaimMode::Read)
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            let args: ReadArgs = serde_json::from_value(args.clone())
-                .map_err(|error| ToolFailure::new(format!("invalid arguments: {error}")))?;
-            let target = self.files.target(&args.path)?;
-            let offset = args.offset.unwrap_or(1).max(1);
-            let limit = args.limit.unwrap_or(self.files.limits.read_lines).max(1);
-            // Reading and hashing block: off the scheduler's thread.
-            let (shared, files) = (target.clone(), self.files.clone());
-            let window =
-                tokio::task::spawn_blocking(move || read_window(&shared, offset, limit, &files))
-                    .await
-                    .map_err(|error| ToolFailure::new(format!("reading stopped: {error}")))??;
-            self.files.observe(ctx, &target, &window.digest).await?;
-            Ok(window.into_output(&target, offset))
-        })
+    async fn run(&self, ctx: &ToolContext, args: ReadArgs) -> ToolResult {
+        let target = self.files.target(&args.path)?;
+        let offset = args.offset.unwrap_or(1).max(1);
+        let limit = args.limit.unwrap_or(self.files.limits.read_lines).max(1);
+        // Reading and hashing block: off the scheduler's thread.
+        let (shared, files) = (target.clone(), self.files.clone());
+        let window =
+            tokio::task::spawn_blocking(move || read_window(&shared, offset, limit, &files))
+                .await
+                .map_err(|error| ToolFailure::new(format!("reading stopped: {error}")))??;
+        self.files.observe(ctx, &target, &window.digest).await?;
+        Ok(window.into_output(&target, offset))
     }
 }
 

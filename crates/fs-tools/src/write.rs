@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
-use toolrail_tools_core::log::{AppendUrgency, BoxFuture, Effect, EventData, FsWriteIntent};
+use serde_json::json;
+use toolrail_tools_core::log::{AppendUrgency, Effect, EventData, FsWriteIntent};
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, SubjectKind, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec,
+    ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
+    ToolResult, ToolSpec, TypedTool,
 };
 
 use crate::files::{FileTools, Target, io_failure};
@@ -48,51 +48,49 @@ impl WriteTool {
     }
 }
 
-impl Tool for WriteTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl TypedTool for WriteTool {
+    type Args = WriteArgs;
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
     }
 
-    fn concurrency(&self, args: &Value) -> Concurrency {
-        self.files.claim(args, "path", ClaimMode::Write)
+    fn concurrency(&self, args: &WriteArgs) -> Concurrency {
+        self.files.claim(&args.path, ClaimMode::Write)
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            let args: WriteArgs = serde_json::from_value(args.clone())
-                .map_err(|error| ToolFailure::new(format!("invalid arguments: {error}")))?;
-            let target = self.files.target(&args.path)?;
-            if target.real.is_dir() {
-                return Err(ToolFailure::new(format!(
-                    "`{}` is a folder; write needs a file path",
-                    target.shown
-                )));
-            }
-            let before = file_digest(&target.real)
-                .map_err(|error| io_failure("reading", &target, &error))?;
-            self.files.check_version(&target, before.as_deref())?;
-            let bytes = args.content.as_bytes();
-            let change = self
-                .files
-                .replace(ctx, &target, before.as_deref(), bytes)
-                .await?;
-            let lines = args.content.lines().count();
-            let verb = if before.is_some() {
-                "Overwrote"
-            } else {
-                "Created"
-            };
-            Ok(ToolOutput {
-                value: Some(json!({
-                    "path": target.shown, "bytes": bytes.len(), "lines": lines,
-                    "created": before.is_none(), "digest": change,
-                })),
-                ..ToolOutput::text(format!(
-                    "{verb} `{}` ({} bytes, {lines} lines).",
-                    target.shown,
-                    bytes.len()
-                ))
-            })
+    async fn run(&self, ctx: &ToolContext, args: WriteArgs) -> ToolResult {
+        let target = self.files.target(&args.path)?;
+        if target.real.is_dir() {
+            return Err(ToolFailure::new(format!(
+                "`{}` is a folder; write needs a file path",
+                target.shown
+            )));
+        }
+        let before =
+            file_digest(&target.real).map_err(|error| io_failure("reading", &target, &error))?;
+        self.files.check_version(&target, before.as_deref())?;
+        let bytes = args.content.as_bytes();
+        let change = self
+            .files
+            .replace(ctx, &target, before.as_deref(), bytes)
+            .await?;
+        let lines = args.content.lines().count();
+        let verb = if before.is_some() {
+            "Overwrote"
+        } else {
+            "Created"
+        };
+        Ok(ToolOutput {
+            value: Some(json!({
+                "path": target.shown, "bytes": bytes.len(), "lines": lines,
+                "created": before.is_none(), "digest": change,
+            })),
+            ..ToolOutput::text(format!(
+                "{verb} `{}` ({} bytes, {lines} lines).",
+                target.shown,
+                bytes.len()
+            ))
         })
     }
 }

@@ -4,13 +4,13 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 use toolrail_tools_core::log::{
-    AppendUrgency, BoxFuture, Event, EventData, EventDraft, EventSink, PlanMode as PlanModeEvent,
-    SinkError, Timestamp,
+    AppendUrgency, Event, EventData, EventDraft, EventSink, PlanMode as PlanModeEvent, SinkError,
+    Timestamp,
 };
 use toolrail_tools_core::{
-    PlanModeSwitch, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
+    PlanModeSwitch, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec, Typed,
+    TypedTool,
 };
 
 /// Turns plan mode on and off, logging each change.
@@ -60,9 +60,9 @@ impl PlanMode {
         Ok(seq)
     }
 
-    /// The tool that leaves plan mode.
-    pub fn exit_tool(&self) -> ExitPlanMode {
-        ExitPlanMode::new(self.switch.clone())
+    /// The tool that leaves plan mode, ready to register.
+    pub fn exit_tool(&self) -> Typed<ExitPlanMode> {
+        Typed::new(ExitPlanMode::new(self.switch.clone()))
     }
 }
 
@@ -95,33 +95,31 @@ impl ExitPlanMode {
     }
 }
 
-impl Tool for ExitPlanMode {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl TypedTool for ExitPlanMode {
+    type Args = ExitPlanModeArgs;
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
     }
 
-    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
-        match args.get("plan").and_then(Value::as_str) {
-            Some(plan) if !plan.trim().is_empty() => Ok(()),
-            _ => Err(vec!["/plan: must not be empty".to_owned()]),
+    fn check(&self, args: &ExitPlanModeArgs) -> Result<(), Vec<String>> {
+        if args.plan.trim().is_empty() {
+            return Err(vec!["/plan: must not be empty".to_owned()]);
         }
+        Ok(())
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            // The pipeline ran this body only after an allowed answer.
-            ctx.record(
-                EventData::PlanMode(PlanModeEvent { active: false }),
-                AppendUrgency::Durable,
-            )
-            .await
-            .map_err(|error| {
-                ToolFailure::new(format!("could not log leaving plan mode: {error}"))
-            })?;
-            self.switch.set(false);
-            Ok(ToolOutput::text(
-                "The plan was approved and plan mode is off: carry it out.",
-            ))
-        })
+    async fn run(&self, ctx: &ToolContext, _args: ExitPlanModeArgs) -> ToolResult {
+        // The pipeline ran this body only after an allowed answer.
+        ctx.record(
+            EventData::PlanMode(PlanModeEvent { active: false }),
+            AppendUrgency::Durable,
+        )
+        .await
+        .map_err(|error| ToolFailure::new(format!("could not log leaving plan mode: {error}")))?;
+        self.switch.set(false);
+        Ok(ToolOutput::text(
+            "The plan was approved and plan mode is off: carry it out.",
+        ))
     }
 }

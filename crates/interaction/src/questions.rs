@@ -17,7 +17,8 @@ use toolrail_tools_core::log::{
     QuestionAsked, QuestionState, SinkError, Timestamp,
 };
 use toolrail_tools_core::{
-    CancellationToken, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
+    CancellationToken, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
+    TypedTool, violations,
 };
 
 use crate::digest::workspace_digest;
@@ -167,92 +168,84 @@ impl AskUser {
     }
 }
 
-impl Tool for AskUser {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl TypedTool for AskUser {
+    type Args = AskUserArgs;
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
     }
 
     // Concurrency stays the default, exclusive: questions go to one person one at a time.
 
-    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
-        let args: AskUserArgs =
-            serde_json::from_value(args.clone()).map_err(|error| vec![error.to_string()])?;
+    fn check(&self, args: &AskUserArgs) -> Result<(), Vec<String>> {
         check_questions(&args.questions)
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            let args: AskUserArgs = serde_json::from_value(args.clone())
-                .map_err(|error| ToolFailure::new(format!("invalid questions: {error}")))?;
-            // Reading the workspace blocks: off the scheduler's thread.
-            let digest = match ctx.workspace() {
-                Some(root) => {
-                    let root = root.to_path_buf();
-                    tokio::task::spawn_blocking(move || workspace_digest(&root).ok())
-                        .await
-                        .ok()
-                        .flatten()
-                }
-                None => None,
-            };
-            let mut lines = Vec::with_capacity(args.questions.len());
-            let mut answers = serde_json::Map::new();
-            for question in &args.questions {
-                let asked = EventData::QuestionAsked(QuestionAsked {
-                    question_id: question.id.clone(),
-                    question: question.question.clone(),
-                    options: question.options.clone(),
-                    multi_select: question.multi_select,
-                    workspace_digest: digest.clone(),
-                });
-                ctx.record(asked, AppendUrgency::Durable)
+    async fn run(&self, ctx: &ToolContext, args: AskUserArgs) -> ToolResult {
+        // Reading the workspace blocks: off the scheduler's thread.
+        let digest = match ctx.workspace() {
+            Some(root) => {
+                let root = root.to_path_buf();
+                tokio::task::spawn_blocking(move || workspace_digest(&root).ok())
                     .await
-                    .map_err(|error| {
-                        ToolFailure::new(format!("could not log the question: {error}"))
-                    })?;
-                let outcome = self.service.ask(question, ctx.cancellation()).await;
-                let (state, answer) = match &outcome {
-                    QuestionOutcome::Answered(text) => {
-                        (QuestionState::Answered, Some(text.clone()))
-                    }
-                    QuestionOutcome::Cancelled => (QuestionState::Cancelled, None),
-                    QuestionOutcome::Expired => (QuestionState::Expired, None),
-                };
-                let answered = EventData::QuestionAnswered(QuestionAnswered {
-                    question_id: question.id.clone(),
-                    state,
-                    answer: answer.clone(),
-                });
-                ctx.record(answered, AppendUrgency::Durable)
-                    .await
-                    .map_err(|error| {
-                        ToolFailure::new(format!("could not log the answer: {error}"))
-                    })?;
-                if ctx.cancellation().is_cancelled() {
-                    return Err(ToolFailure::new(
-                        "the batch was cancelled while the user was being asked",
-                    ));
-                }
-                lines.push(match &outcome {
-                    QuestionOutcome::Answered(text) => format!("{}: {text}", question.id),
-                    QuestionOutcome::Cancelled => format!(
-                        "{}: no answer (the question was cancelled); decide without it or ask again",
-                        question.id
-                    ),
-                    QuestionOutcome::Expired => format!(
-                        "{}: no answer (nobody answered in time); decide without it or ask again",
-                        question.id
-                    ),
-                });
-                answers.insert(
-                    question.id.clone(),
-                    json!({"state": state_text(state), "answer": answer}),
-                );
+                    .ok()
+                    .flatten()
             }
-            Ok(ToolOutput {
-                value: Some(Value::Object(answers)),
-                ..ToolOutput::text(lines.join("\n"))
-            })
+            None => None,
+        };
+        let mut lines = Vec::with_capacity(args.questions.len());
+        let mut answers = serde_json::Map::new();
+        for question in &args.questions {
+            let asked = EventData::QuestionAsked(QuestionAsked {
+                question_id: question.id.clone(),
+                question: question.question.clone(),
+                options: question.options.clone(),
+                multi_select: question.multi_select,
+                workspace_digest: digest.clone(),
+            });
+            ctx.record(asked, AppendUrgency::Durable)
+                .await
+                .map_err(|error| {
+                    ToolFailure::new(format!("could not log the question: {error}"))
+                })?;
+            let outcome = self.service.ask(question, ctx.cancellation()).await;
+            let (state, answer) = match &outcome {
+                QuestionOutcome::Answered(text) => (QuestionState::Answered, Some(text.clone())),
+                QuestionOutcome::Cancelled => (QuestionState::Cancelled, None),
+                QuestionOutcome::Expired => (QuestionState::Expired, None),
+            };
+            let answered = EventData::QuestionAnswered(QuestionAnswered {
+                question_id: question.id.clone(),
+                state,
+                answer: answer.clone(),
+            });
+            ctx.record(answered, AppendUrgency::Durable)
+                .await
+                .map_err(|error| ToolFailure::new(format!("could not log the answer: {error}")))?;
+            if ctx.cancellation().is_cancelled() {
+                return Err(ToolFailure::new(
+                    "the batch was cancelled while the user was being asked",
+                ));
+            }
+            lines.push(match &outcome {
+                QuestionOutcome::Answered(text) => format!("{}: {text}", question.id),
+                QuestionOutcome::Cancelled => format!(
+                    "{}: no answer (the question was cancelled); decide without it or ask again",
+                    question.id
+                ),
+                QuestionOutcome::Expired => format!(
+                    "{}: no answer (nobody answered in time); decide without it or ask again",
+                    question.id
+                ),
+            });
+            answers.insert(
+                question.id.clone(),
+                json!({"state": state_text(state), "answer": answer}),
+            );
+        }
+        Ok(ToolOutput {
+            value: Some(Value::Object(answers)),
+            ..ToolOutput::text(lines.join("\n"))
         })
     }
 }
@@ -290,11 +283,7 @@ fn check_questions(questions: &[Question]) -> Result<(), Vec<String>> {
             ));
         }
     }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems)
-    }
+    violations(problems)
 }
 
 /// A question the log shows asked and never answered.

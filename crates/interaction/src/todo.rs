@@ -7,12 +7,12 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use toolrail_tools_core::log::{
-    AppendUrgency, BoxFuture, Event, EventData, TodoItem, TodoStatus, TodoWrite as TodoWriteEvent,
+    AppendUrgency, Event, EventData, TodoItem, TodoStatus, TodoWrite as TodoWriteEvent,
 };
 use toolrail_tools_core::{
-    Tool, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
+    ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec, TypedTool, violations,
 };
 
 /// The current list. Clones share it.
@@ -100,14 +100,14 @@ impl TodoWriteTool {
     }
 }
 
-impl Tool for TodoWriteTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl TypedTool for TodoWriteTool {
+    type Args = TodoWriteArgs;
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
     }
 
-    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
-        let args: TodoWriteArgs =
-            serde_json::from_value(args.clone()).map_err(|error| vec![error.to_string()])?;
+    fn check(&self, args: &TodoWriteArgs) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         let mut seen = HashSet::new();
         let mut in_progress = Vec::new();
@@ -131,54 +131,45 @@ impl Tool for TodoWriteTool {
                 in_progress
             ));
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems)
-        }
+        violations(problems)
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            let args: TodoWriteArgs = serde_json::from_value(args.clone())
-                .map_err(|error| ToolFailure::new(format!("invalid todo list: {error}")))?;
-            let items: Vec<TodoItem> = args
-                .todos
-                .into_iter()
-                .map(|todo| TodoItem {
-                    content: todo.content.trim().to_owned(),
-                    status: todo.status.into(),
-                })
-                .collect();
-            ctx.record(
-                EventData::TodoWrite(TodoWriteEvent {
-                    items: items.clone(),
-                }),
-                AppendUrgency::Buffered,
-            )
-            .await
-            .map_err(|error| ToolFailure::new(format!("could not log the todo list: {error}")))?;
-            let count =
-                |status: TodoStatus| items.iter().filter(|item| item.status == status).count();
-            let (completed, in_progress, pending) = (
-                count(TodoStatus::Completed),
-                count(TodoStatus::InProgress),
-                count(TodoStatus::Pending),
-            );
-            let summary = format!(
-                "Todo list updated: {} ({completed} completed, {in_progress} in progress, {pending} pending).",
-                match items.len() {
-                    1 => "1 item".to_owned(),
-                    count => format!("{count} items"),
-                }
-            );
-            *self.board.items.write() = items;
-            Ok(ToolOutput {
-                value: Some(json!({
-                    "completed": completed, "in_progress": in_progress, "pending": pending,
-                })),
-                ..ToolOutput::text(summary)
+    async fn run(&self, ctx: &ToolContext, args: TodoWriteArgs) -> ToolResult {
+        let items: Vec<TodoItem> = args
+            .todos
+            .into_iter()
+            .map(|todo| TodoItem {
+                content: todo.content.trim().to_owned(),
+                status: todo.status.into(),
             })
+            .collect();
+        ctx.record(
+            EventData::TodoWrite(TodoWriteEvent {
+                items: items.clone(),
+            }),
+            AppendUrgency::Buffered,
+        )
+        .await
+        .map_err(|error| ToolFailure::new(format!("could not log the todo list: {error}")))?;
+        let count = |status: TodoStatus| items.iter().filter(|item| item.status == status).count();
+        let (completed, in_progress, pending) = (
+            count(TodoStatus::Completed),
+            count(TodoStatus::InProgress),
+            count(TodoStatus::Pending),
+        );
+        let summary = format!(
+            "Todo list updated: {} ({completed} completed, {in_progress} in progress, {pending} pending).",
+            match items.len() {
+                1 => "1 item".to_owned(),
+                count => format!("{count} items"),
+            }
+        );
+        *self.board.items.write() = items;
+        Ok(ToolOutput {
+            value: Some(json!({
+                "completed": completed, "in_progress": in_progress, "pending": pending,
+            })),
+            ..ToolOutput::text(summary)
         })
     }
 }

@@ -21,7 +21,7 @@ use toolrail_tools_core::log::{
 };
 use toolrail_tools_core::{
     BatchControl, CallRequest, CancellationToken, CommittedResult, Pipeline, PipelineBuilder,
-    PipelineConfig, RegistryBuilder, Tool, ToolSet,
+    PipelineConfig, RegistryBuilder, Tool, ToolSet, Typed,
 };
 
 struct Setup {
@@ -87,7 +87,7 @@ async fn ask_user_logs_every_state_and_never_makes_up_an_answer() {
         QuestionOutcome::Expired,
         QuestionOutcome::Cancelled,
     ]));
-    let s = setup(vec![Arc::new(AskUser::new(questions.clone()))]);
+    let s = setup(vec![Arc::new(Typed::new(AskUser::new(questions.clone())))]);
     let pipeline = s.pipeline().build();
     let result = s
         .run(
@@ -160,7 +160,7 @@ async fn ask_user_logs_every_state_and_never_makes_up_an_answer() {
 #[tokio::test]
 async fn ask_user_refuses_bad_questions_before_asking() {
     let questions = Arc::new(ScriptedQuestions::new([]));
-    let s = setup(vec![Arc::new(AskUser::new(questions.clone()))]);
+    let s = setup(vec![Arc::new(Typed::new(AskUser::new(questions.clone())))]);
     let pipeline = s.pipeline().build();
     let result = s
         .run(
@@ -190,7 +190,7 @@ async fn ask_user_refuses_bad_questions_before_asking() {
 async fn resumed_questions_are_withdrawn_when_the_workspace_changed() {
     // A question asked, never answered (the process died while it waited).
     let questions = Arc::new(ScriptedQuestions::new([]));
-    let s = setup(vec![Arc::new(AskUser::new(questions))]);
+    let s = setup(vec![Arc::new(Typed::new(AskUser::new(questions)))]);
     let pipeline = s.pipeline().build();
     s.run(
         &pipeline,
@@ -260,7 +260,9 @@ async fn resumed_questions_are_withdrawn_when_the_workspace_changed() {
 #[tokio::test]
 async fn todo_write_validates_logs_and_rebuilds_from_the_log() {
     let board = TodoBoard::new();
-    let s = setup(vec![Arc::new(TodoWriteTool::new(board.clone()))]);
+    let s = setup(vec![Arc::new(Typed::new(TodoWriteTool::new(
+        board.clone(),
+    )))]);
     let pipeline = s.pipeline().build();
     let bad = s
         .run(

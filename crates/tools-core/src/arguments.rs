@@ -90,6 +90,16 @@ fn strip_position(message: &str) -> String {
     }
 }
 
+/// `Ok` when no problem was found, else every problem: the shape of
+/// [`TypedTool::check`](crate::TypedTool::check).
+pub fn violations(problems: Vec<String>) -> Result<(), Vec<String>> {
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -27,7 +27,7 @@ mod view;
 mod workspace;
 
 pub use approval::{ApprovalAnswer, ApprovalRequest, ApprovalService};
-pub use arguments::{ArgumentError, check_schema, parse_arguments};
+pub use arguments::{ArgumentError, check_schema, parse_arguments, violations};
 pub use context::{CallIdentity, ProgressSink, ProgressUpdate, RecordError, ToolContext};
 pub use guard::{Guard, GuardVerdict};
 pub use layer::{ExecNext, ExecuteLayer};

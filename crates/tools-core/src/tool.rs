@@ -156,6 +156,12 @@ pub trait TypedTool: Send + Sync + 'static {
         Concurrency::Exclusive
     }
 
+    /// Checks a schema cannot express, at parse time: `Err` lists every violation (as
+    /// `/json/pointer: what is wrong`) and the call is refused with `INVALID_ARGS`.
+    fn check(&self, _args: &Self::Args) -> Result<(), Vec<String>> {
+        Ok(())
+    }
+
     /// Runs the body with the deserialized arguments.
     fn run(&self, ctx: &ToolContext, args: Self::Args) -> impl Future<Output = ToolResult> + Send;
 }
@@ -171,6 +177,11 @@ impl<T: TypedTool> Typed<T> {
     pub fn new(inner: T) -> Self {
         let spec = inner.spec();
         Self { inner, spec }
+    }
+
+    /// The wrapped tool.
+    pub fn inner(&self) -> &T {
+        &self.inner
     }
 
     fn decode(args: &Value) -> Result<T::Args, serde_json::Error> {
@@ -193,9 +204,8 @@ impl<T: TypedTool> Tool for Typed<T> {
     fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
         // The schema passed; this catches what a schema cannot say (and derive mismatches),
         // so that `execute` can never meet arguments it cannot decode.
-        Self::decode(args)
-            .map(drop)
-            .map_err(|error| vec![format!("/: {error}")])
+        let decoded = Self::decode(args).map_err(|error| vec![format!("/: {error}")])?;
+        self.inner.check(&decoded)
     }
 
     fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {

@@ -14,7 +14,7 @@ use toolrail_session_log::{
     AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, FORMAT_VERSION, JsonlStore,
     SessionId, SessionLog, SessionStart, SessionStore, StopReason, StoreError, TurnEndKind,
 };
-use toolrail_tools_core::{Pipeline, PipelineConfig, RegistryBuilder, RegistryError};
+use toolrail_tools_core::{Pipeline, PipelineConfig, RegistryBuilder, RegistryError, Typed};
 
 use toolrail_interaction::{AskUser, TodoBoard, TodoWriteTool};
 
@@ -174,8 +174,8 @@ impl Scenario {
             builder = match name.as_str() {
                 "probe" => builder.builtin(Probe::new(Some(marker_dir.clone()))),
                 "probe_idem" => builder.builtin(Probe::idempotent(Some(marker_dir.clone()))),
-                "todo_write" => builder.builtin(TodoWriteTool::new(TodoBoard::new())),
-                "ask_user" => builder.builtin(AskUser::new(people.questions.clone())),
+                "todo_write" => builder.builtin(Typed::new(TodoWriteTool::new(TodoBoard::new()))),
+                "ask_user" => builder.builtin(Typed::new(AskUser::new(people.questions.clone()))),
                 other => {
                     return Err(ScenarioError::Invalid(format!(
                         "unknown tool `{other}` in toolset; known: probe, probe_idem, todo_write, ask_user (exit_plan_mode joins with plan_mode)"
