@@ -1,0 +1,283 @@
+//! The bash tool with real processes: exit codes, the stderr section, capped and spilled
+//! output, binary output, stdin closed, a scrubbed environment, timeouts (also ignoring
+//! SIGTERM), cancel, and no process left alive — `setsid` and double-forked ones included,
+//! checked through `/proc`. Sandbox modes that are not built fail closed.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::wildcard_enum_match_arm
+)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolrail_shell_tool::{BashTool, SandboxMode, ShellConfig};
+use toolrail_tools_core::log::MemorySink;
+use toolrail_tools_core::{
+    BatchControl, CallRequest, CancellationToken, CommittedResult, Pipeline, RegistryBuilder,
+    ToolSet, Typed, WorkspaceRoots,
+};
+
+struct Shell {
+    dir: tempfile::TempDir,
+    tools: ToolSet,
+    pipeline: Pipeline,
+}
+
+fn shell(configure: impl FnOnce(&mut ShellConfig)) -> Shell {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("work/sub")).unwrap();
+    let mut config = ShellConfig::new(
+        WorkspaceRoots::new([dir.path().join("work")]).unwrap(),
+        dir.path().join("session"),
+    );
+    config.mode = SandboxMode::FullAccess;
+    config.grace = Duration::from_millis(500);
+    configure(&mut config);
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(Typed::new(BashTool::new(config)))
+        .build()
+        .unwrap();
+    Shell {
+        dir,
+        tools: registry.snapshot(),
+        pipeline: Pipeline::builder(Arc::new(MemorySink::new())).build(),
+    }
+}
+
+impl Shell {
+    async fn run(&self, args: Value) -> CommittedResult {
+        self.run_with(args, &BatchControl::default()).await
+    }
+
+    async fn run_with(&self, mut args: Value, control: &BatchControl) -> CommittedResult {
+        if args.get("description").is_none() {
+            args["description"] = json!("test");
+        }
+        self.pipeline
+            .execute_one(
+                &self.tools,
+                CallRequest::new("c1", 0, "bash", args.to_string()),
+                control,
+            )
+            .await
+            .unwrap()
+    }
+}
+
+fn text(result: &CommittedResult) -> String {
+    result.record.content[0].as_text().unwrap().to_owned()
+}
+
+fn value(result: &CommittedResult) -> &Value {
+    result.record.value.as_ref().unwrap()
+}
+
+/// Live (not zombie) processes whose command line contains `marker`.
+fn alive(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = state
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+        if cmdline.contains(marker) && !zombie {
+            found.push(format!("{name}: {cmdline}"));
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn exit_codes_and_stderr_are_facts_in_a_successful_result() {
+    let s = shell(|_| {});
+    let ok = s.run(json!({"command": "echo out; echo err >&2"})).await;
+    assert!(!ok.record.is_error);
+    assert_eq!(text(&ok), "out\n[stderr]\nerr\n[exit code 0]");
+    let failed = s.run(json!({"command": "echo nope; exit 3"})).await;
+    assert!(
+        !failed.record.is_error,
+        "a non-zero exit is a fact, not an error"
+    );
+    assert_eq!(text(&failed), "nope\n[exit code 3]");
+    assert_eq!(value(&failed)["exit_code"], 3);
+    assert_eq!(failed.record.details.as_ref().unwrap()["type"], "terminal");
+}
+
+#[tokio::test]
+async fn stdin_is_closed_the_environment_scrubbed_and_the_workdir_confined() {
+    let s = shell(|config| {
+        config
+            .env_extra
+            .push(("TOOLRAIL_GIVEN".into(), "yes".into()))
+    });
+    // SAFETY of the test: only this test's process sees the variable.
+    let stdin = s.run(json!({"command": "cat; echo read=$?"})).await;
+    assert_eq!(
+        text(&stdin),
+        "read=0\n[exit code 0]",
+        "stdin is at end at once"
+    );
+    let env = s
+        .run(json!({"command": "env | cut -d= -f1 | sort | tr '\\n' ' '"}))
+        .await;
+    let names = text(&env);
+    assert!(
+        names.contains("TOOLRAIL_GIVEN") && names.contains("PATH"),
+        "{names}"
+    );
+    for leaked in ["CARGO", "RUST_", "SSH_", "NEXTEST"] {
+        assert!(!names.contains(leaked), "{leaked} leaked: {names}");
+    }
+    let pwd = s.run(json!({"command": "pwd", "workdir": "sub"})).await;
+    assert!(text(&pwd).starts_with(&format!(
+        "{}\n",
+        std::fs::canonicalize(s.dir.path().join("work/sub")).unwrap().display()
+    )));
+    let outside = s
+        .run(json!({"command": "pwd", "workdir": "../session"}))
+        .await;
+    assert_eq!(
+        outside
+            .record
+            .error_code()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("FS_OUTSIDE_WORKSPACE")
+    );
+}
+
+#[tokio::test]
+async fn huge_output_is_capped_head_and_tail_and_spilled_whole() {
+    let s = shell(|config| config.output_cap = 1024);
+    let result = s
+        .run(
+            json!({"command": "echo START; head -c 200000 /dev/zero | tr '\\0' x; echo; echo END"}),
+        )
+        .await;
+    let shown = text(&result);
+    assert!(shown.starts_with("START\nxxx"), "{}", &shown[..40]);
+    assert!(shown.contains("bytes left out …]"), "{shown}");
+    assert!(
+        shown.contains("END\n[exit code 0]"),
+        "{}",
+        &shown[shown.len() - 80..]
+    );
+    assert_eq!(value(&result)["truncated"], true);
+    let spilled = value(&result)["full_output"]["stdout"].as_str().unwrap();
+    assert!(shown.contains(spilled));
+    assert_eq!(
+        std::fs::metadata(spilled).unwrap().len(),
+        6 + 200_000 + 1 + 4
+    );
+    // Output that fits leaves no spill file behind.
+    let small = s.run(json!({"command": "echo small"})).await;
+    assert_eq!(value(&small)["full_output"], Value::Null);
+    assert!(
+        !s.dir.path().join("session/c1.stdout").exists() || value(&result)["truncated"] == true
+    );
+}
+
+#[tokio::test]
+async fn binary_output_is_shown_lossily() {
+    let s = shell(|_| {});
+    let result = s
+        .run(json!({"command": "printf 'a\\377\\376\\000b'"}))
+        .await;
+    assert!(!result.record.is_error);
+    assert_eq!(value(&result)["stdout_bytes"], 5);
+    assert!(
+        text(&result).starts_with("a\u{fffd}\u{fffd}\u{0}b"),
+        "{:?}",
+        text(&result)
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_stops_even_a_command_that_ignores_sigterm() {
+    let s = shell(|_| {});
+    let started = Instant::now();
+    let result = s
+        .run(json!({"command": "trap '' TERM; sleep 31.5; echo never", "timeout_ms": 300}))
+        .await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(!text(&result).contains("never"));
+    assert!(
+        text(&result).contains("[timed out after 300 ms"),
+        "{}",
+        text(&result)
+    );
+    assert_eq!(value(&result)["timed_out"], true);
+    assert!(alive("sleep 31.5").is_empty(), "{:?}", alive("sleep 31.5"));
+}
+
+#[tokio::test]
+async fn a_command_that_handles_sigterm_gets_its_grace() {
+    let s = shell(|_| {});
+    let result = s
+        .run(json!({"command": "trap 'echo cleaning up; exit 7' TERM; sleep 32.5 & wait", "timeout_ms": 300}))
+        .await;
+    let shown = text(&result);
+    assert!(shown.contains("cleaning up"), "{shown}");
+    assert!(shown.ends_with("[exit code 7]"), "{shown}");
+    assert!(alive("sleep 32.5").is_empty());
+}
+
+#[tokio::test]
+async fn cancel_mid_run_stops_the_command() {
+    let s = shell(|_| {});
+    let control = BatchControl::default();
+    let cancel: CancellationToken = control.cancel.clone();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    let result = s.run_with(json!({"command": "sleep 33.5"}), &control).await;
+    canceller.await.unwrap();
+    assert!(result.record.is_error, "{:?}", result.record);
+    assert!(alive("sleep 33.5").is_empty());
+}
+
+#[tokio::test]
+async fn setsid_and_double_forked_children_do_not_outlive_the_call() {
+    let s = shell(|_| {});
+    let result = s
+        .run(json!({"command": "setsid sleep 34.5 & (sleep 35.5 &) ; nohup sleep 36.5 >/dev/null 2>&1 & echo started"}))
+        .await;
+    assert_eq!(text(&result), "started\n[exit code 0]");
+    for marker in ["sleep 34.5", "sleep 35.5", "sleep 36.5"] {
+        assert!(alive(marker).is_empty(), "{marker}: {:?}", alive(marker));
+    }
+}
+
+#[tokio::test]
+async fn sandbox_modes_that_are_not_built_fail_closed() {
+    for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+        let s = shell(|config| config.mode = mode);
+        let marker = s.dir.path().join("work/ran");
+        let result = s
+            .run(json!({"command": format!("touch {}", marker.display())}))
+            .await;
+        assert_eq!(
+            result
+                .record
+                .error_code()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("SANDBOX_UNAVAILABLE")
+        );
+        assert!(!marker.exists(), "nothing ran in {}", mode.as_str());
+    }
+}
