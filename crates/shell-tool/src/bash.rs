@@ -17,8 +17,8 @@ use serde_json::json;
 use tokio::process::{Child, Command};
 use toolrail_tools_core::log::ErrorCode;
 use toolrail_tools_core::{
-    SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec, TypedTool,
-    WorkspaceRoots,
+    Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
+    TypedTool, WorkspaceRoots,
 };
 
 use crate::output::{Captured, capture};
@@ -62,6 +62,9 @@ pub struct ShellConfig {
     pub env_allow: Vec<String>,
     /// Variables the embedder sets; the model cannot set any.
     pub env_extra: Vec<(String, String)>,
+    /// Globs of commands the embedder declares read-only (`git status*`, `ls*`): a matching
+    /// simple command may run beside other calls. Everything else runs alone.
+    pub read_only_commands: Vec<String>,
 }
 
 impl ShellConfig {
@@ -79,6 +82,7 @@ impl ShellConfig {
             .map(str::to_owned)
             .to_vec(),
             env_extra: Vec::new(),
+            read_only_commands: Vec::new(),
         }
     }
 }
@@ -101,6 +105,7 @@ pub struct BashArgs {
 pub struct BashTool {
     spec: ToolSpec,
     config: ShellConfig,
+    read_only: Option<globset::GlobSet>,
 }
 
 impl BashTool {
@@ -115,7 +120,34 @@ impl BashTool {
         let spec = ToolSpec::for_args::<BashArgs>(Self::NAME, description)
             .kind(ToolKind::Execute)
             .subject("command", SubjectKind::Command);
-        Self { spec, config }
+        let mut globs = globset::GlobSetBuilder::new();
+        for pattern in &config.read_only_commands {
+            // A bad pattern only means fewer commands share: the safe side.
+            if let Ok(glob) = globset::GlobBuilder::new(pattern)
+                .literal_separator(false)
+                .build()
+            {
+                globs.add(glob);
+            }
+        }
+        let read_only = globs.build().ok().filter(|set| !set.is_empty());
+        Self {
+            spec,
+            config,
+            read_only,
+        }
+    }
+
+    /// Whether the embedder declared this command read-only: one simple command (nothing
+    /// chained, nested or redirected) matching one of its globs.
+    fn declared_read_only(&self, command: &str) -> bool {
+        const JOINS: &[char] = &[';', '&', '|', '\n', '\r', '`', '$', '(', ')', '>', '<'];
+        let command = command.trim();
+        !command.contains(JOINS)
+            && self
+                .read_only
+                .as_ref()
+                .is_some_and(|set| set.is_match(command))
     }
 }
 
@@ -126,7 +158,14 @@ impl TypedTool for BashTool {
         self.spec.clone()
     }
 
-    // Concurrency stays the default, exclusive: a command may touch anything.
+    /// Exclusive (a command may touch anything) unless declared read-only.
+    fn concurrency(&self, args: &BashArgs) -> Concurrency {
+        if self.declared_read_only(&args.command) {
+            Concurrency::shared()
+        } else {
+            Concurrency::Exclusive
+        }
+    }
 
     fn check(&self, args: &BashArgs) -> Result<(), Vec<String>> {
         if args.command.trim().is_empty() {

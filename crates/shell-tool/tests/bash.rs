@@ -281,3 +281,25 @@ async fn sandbox_modes_that_are_not_built_fail_closed() {
         assert!(!marker.exists(), "nothing ran in {}", mode.as_str());
     }
 }
+
+#[test]
+fn only_commands_declared_read_only_may_share_the_batch() {
+    use toolrail_tools_core::{Concurrency, TypedTool};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ShellConfig::new(WorkspaceRoots::new([dir.path()]).unwrap(), dir.path());
+    config.read_only_commands = vec!["git status*".into(), "ls*".into()];
+    let tool = BashTool::new(config);
+    let of = |command: &str| {
+        tool.concurrency(&toolrail_shell_tool::BashArgs {
+            command: command.to_owned(),
+            description: String::new(),
+            timeout_ms: None,
+            workdir: None,
+        })
+    };
+    assert_eq!(of("git status --short"), Concurrency::shared());
+    assert_eq!(of("ls -la"), Concurrency::shared());
+    assert_eq!(of("git status; rm -rf x"), Concurrency::Exclusive);
+    assert_eq!(of("ls > out.txt"), Concurrency::Exclusive);
+    assert_eq!(of("make"), Concurrency::Exclusive);
+}
