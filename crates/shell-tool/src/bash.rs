@@ -343,16 +343,20 @@ async fn wait_or_stop(
 fn contained(command: &str) -> Command {
     let mut contained = Command::new("unshare");
     contained
-        .args([
-            "--user",
-            "--map-current-user",
-            "--pid",
-            "--fork",
-            "--kill-child",
-        ])
+        .args(NAMESPACE)
         .args(["--", "setsid", "bash", "-c", command]);
     contained
 }
+
+/// `unshare`'s flags: a user namespace (no privilege needed) holding a PID namespace whose
+/// first process is killed when `unshare` dies.
+const NAMESPACE: [&str; 5] = [
+    "--user",
+    "--map-current-user",
+    "--pid",
+    "--fork",
+    "--kill-child",
+];
 
 /// The process group bash leads: the pid of the wrapper's child, read from `/proc`.
 fn command_group(wrapper: u32) -> Option<Pid> {
@@ -367,14 +371,8 @@ fn containment_available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
         std::process::Command::new("unshare")
-            .args([
-                "--user",
-                "--map-current-user",
-                "--pid",
-                "--fork",
-                "--kill-child",
-                "true",
-            ])
+            .args(NAMESPACE)
+            .arg("true")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
