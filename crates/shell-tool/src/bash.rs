@@ -62,6 +62,9 @@ pub struct ShellConfig {
     pub env_allow: Vec<String>,
     /// Variables the embedder sets; the model cannot set any.
     pub env_extra: Vec<(String, String)>,
+    /// The `toolrail-sandbox` helper binary (built with this crate). Without it the
+    /// `read-only` and `workspace-write` modes cannot be enforced, and nothing runs in them.
+    pub sandbox_helper: Option<PathBuf>,
     /// Globs of commands the embedder declares read-only (`git status*`, `ls*`): a matching
     /// simple command may run beside other calls. Everything else runs alone.
     pub read_only_commands: Vec<String>,
@@ -83,6 +86,7 @@ impl ShellConfig {
             .to_vec(),
             env_extra: Vec::new(),
             read_only_commands: Vec::new(),
+            sandbox_helper: None,
         }
     }
 }
@@ -175,15 +179,19 @@ impl TypedTool for BashTool {
     }
 
     async fn run(&self, ctx: &ToolContext, args: BashArgs) -> ToolResult {
-        if self.config.mode != SandboxMode::FullAccess {
-            return Err(code_failure(
-                "SANDBOX_UNAVAILABLE",
-                format!(
-                    "the `{}` sandbox (Landlock for files, seccomp for the network) is not available in this build, so the command did not run; an embedder may allow `full-access`",
-                    self.config.mode.as_str()
-                ),
-            ));
-        }
+        let helper = match (self.config.mode, &self.config.sandbox_helper) {
+            (SandboxMode::FullAccess, _) => None,
+            (_, Some(helper)) if helper.is_file() => Some(helper.clone()),
+            (mode, _) => {
+                return Err(code_failure(
+                    "SANDBOX_UNAVAILABLE",
+                    format!(
+                        "the `{}` sandbox needs the toolrail-sandbox helper, which is not configured or not found, so the command did not run",
+                        mode.as_str()
+                    ),
+                ));
+            }
+        };
         if !containment_available() {
             return Err(code_failure(
                 "SANDBOX_UNAVAILABLE",
@@ -211,7 +219,32 @@ impl TypedTool for BashTool {
         let timeout = args
             .timeout_ms
             .map_or(self.config.default_timeout, Duration::from_millis);
-        let mut command = contained(&args.command);
+        // A private temp folder: the one writable place in read-only mode.
+        let id = ctx.identity().call_id.as_str().replace(['/', ':'], "_");
+        let private_tmp = self.config.spill_dir.join(format!("{id}.tmp"));
+        tokio::fs::create_dir_all(&private_tmp)
+            .await
+            .map_err(|error| {
+                ToolFailure::new(format!("the temp folder could not be made: {error}"))
+            })?;
+        let mut command = match &helper {
+            None => contained(&[], &args.command),
+            Some(helper) => {
+                let mut sandbox = vec![
+                    helper.display().to_string(),
+                    "--mode".to_owned(),
+                    self.config.mode.as_str().to_owned(),
+                    "--write".to_owned(),
+                    private_tmp.display().to_string(),
+                ];
+                for root in self.config.roots.as_slice() {
+                    sandbox.push("--root".to_owned());
+                    sandbox.push(root.display().to_string());
+                }
+                sandbox.push("--".to_owned());
+                contained(&sandbox, &args.command)
+            }
+        };
         command
             .current_dir(&workdir)
             .stdin(Stdio::null())
@@ -225,7 +258,10 @@ impl TypedTool for BashTool {
                 command.env(name, value);
             }
         }
-        command.env("TERM", "dumb").env("SHELL", "/bin/bash");
+        command
+            .env("TERM", "dumb")
+            .env("SHELL", "/bin/bash")
+            .env("TMPDIR", &private_tmp);
         for (name, value) in &self.config.env_extra {
             command.env(name, value);
         }
@@ -241,8 +277,6 @@ impl TypedTool for BashTool {
                 ));
             }
         };
-        tokio::fs::create_dir_all(&self.config.spill_dir).await.ok();
-        let id = ctx.identity().call_id.as_str().replace(['/', ':'], "_");
         let out_file = self.config.spill_dir.join(format!("{id}.stdout"));
         let err_file = self.config.spill_dir.join(format!("{id}.stderr"));
         let cap = self.config.output_cap;
@@ -256,6 +290,21 @@ impl TypedTool for BashTool {
         let (((out, out_spill), (err, err_spill)), ended) = tokio::join!(reading, waiting);
         let ended =
             ended.map_err(|error| ToolFailure::new(format!("waiting for bash failed: {error}")))?;
+        let _ = tokio::fs::remove_dir_all(&private_tmp).await;
+        let stderr_text = err.shown();
+        if helper.is_some()
+            && ended.status.code() == Some(126)
+            && let Some(why) = stderr_text.strip_prefix("SANDBOX_UNAVAILABLE: ")
+        {
+            return Err(code_failure(
+                "SANDBOX_UNAVAILABLE",
+                format!(
+                    "the `{}` sandbox could not be applied ({}); the command did not run",
+                    self.config.mode.as_str(),
+                    why.trim()
+                ),
+            ));
+        }
         if matches!(ended.stop, Some(Stop::Cancelled)) {
             return Err(ToolFailure::new(format!(
                 "cancelled after {} ms; the command's processes were stopped",
@@ -272,7 +321,7 @@ impl TypedTool for BashTool {
             }
             json!(null)
         };
-        Ok(report(
+        let mut output = report(
             &args,
             &ended,
             &out,
@@ -280,7 +329,21 @@ impl TypedTool for BashTool {
             &spills,
             started.elapsed(),
             timeout,
-        ))
+        );
+        let denied = helper.is_some()
+            && ["Permission denied", "Operation not permitted"]
+                .iter()
+                .any(|sign| stderr_text.contains(sign));
+        if denied
+            && let Some(toolrail_tools_core::log::ContentBlock::Text { text }) =
+                output.content.first_mut()
+        {
+            text.push_str(&format!(
+                "\n[sandbox: some operations were refused ({} mode)]",
+                self.config.mode.as_str()
+            ));
+        }
+        Ok(output)
     }
 }
 
@@ -340,11 +403,13 @@ async fn wait_or_stop(
 /// so no privilege is needed): when it ends, the kernel ends every process left in it, and
 /// if the `unshare` wrapper dies first, bash is killed (`--kill-child`). `setsid` makes bash
 /// the leader of its own process group, which stop signals go to.
-fn contained(command: &str) -> Command {
+fn contained(sandbox: &[String], command: &str) -> Command {
     let mut contained = Command::new("unshare");
     contained
         .args(NAMESPACE)
-        .args(["--", "setsid", "bash", "-c", command]);
+        .args(["--", "setsid"])
+        .args(sandbox)
+        .args(["bash", "-c", command]);
     contained
 }
 

@@ -6,9 +6,11 @@
 //! with the full output spilled to a file; SIGTERM, grace, SIGKILL on timeout and cancel;
 //! exit code, signal and timeout reported as facts.
 //!
-//! Not built yet: the Landlock + seccomp sandbox and the bubblewrap tier. Until they exist
-//! the `read-only` and `workspace-write` modes fail closed (`SANDBOX_UNAVAILABLE`): only an
-//! embedder that chooses `full-access` runs commands.
+//! Sandbox: in `read-only` and `workspace-write` mode the `toolrail-sandbox` helper (a binary
+//! of this crate) restricts itself with Landlock (files) and seccomp (inet sockets, ptrace)
+//! and then becomes `bash`; if it is missing or cannot enforce the mode fully, the command
+//! does not run (`SANDBOX_UNAVAILABLE`). Not built yet: the bubblewrap tier and escalation
+//! through the approval service.
 //!
 //! Depends on `tools-core` only.
 

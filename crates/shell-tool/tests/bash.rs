@@ -263,7 +263,7 @@ async fn setsid_and_double_forked_children_do_not_outlive_the_call() {
 }
 
 #[tokio::test]
-async fn sandbox_modes_that_are_not_built_fail_closed() {
+async fn sandboxed_modes_without_a_helper_fail_closed() {
     for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
         let s = shell(|config| config.mode = mode);
         let marker = s.dir.path().join("work/ran");

@@ -1,0 +1,172 @@
+//! The sandbox helper: restricts itself, then becomes the command. Run between `unshare`
+//! and `bash` by the shell tool, so nothing runs between fork and exec but this small
+//! program, and nothing it does needs to be async-signal-safe.
+//!
+//! `toolrail-sandbox --mode read-only|workspace-write [--write PATH]... [--net] -- CMD...`
+//!
+//! Files: Landlock. Everything is readable and executable; writable are `/dev/null`, the
+//! `--write` paths, and in `workspace-write` mode the `--root` folders' entries other than
+//! `.git` (Landlock rights are inherited downwards and cannot be taken back below a folder, so
+//! a root's `.git` stays read-only only if the root itself is not granted: new top-level
+//! entries cannot be created there). Network: a seccomp filter refuses inet sockets (and
+//! ptrace) unless `--net`. If any of it cannot be fully enforced the command does not run:
+//! exit status 126 and a `SANDBOX_UNAVAILABLE:` line on stderr.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use landlock::{
+    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus,
+};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+struct Plan {
+    workspace_write: bool,
+    roots: Vec<PathBuf>,
+    writable: Vec<PathBuf>,
+    network: bool,
+    command: Vec<String>,
+}
+
+fn parse(args: &[String]) -> Result<Plan, String> {
+    let mut plan = Plan {
+        workspace_write: false,
+        roots: Vec::new(),
+        writable: Vec::new(),
+        network: false,
+        command: Vec::new(),
+    };
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--mode" => match rest.next().map(String::as_str) {
+                Some("read-only") => plan.workspace_write = false,
+                Some("workspace-write") => plan.workspace_write = true,
+                other => return Err(format!("unknown mode {other:?}")),
+            },
+            "--root" => plan
+                .roots
+                .push(rest.next().ok_or("--root needs a path")?.into()),
+            "--write" => plan
+                .writable
+                .push(rest.next().ok_or("--write needs a path")?.into()),
+            "--net" => plan.network = true,
+            "--" => {
+                plan.command = rest.cloned().collect();
+                break;
+            }
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    if plan.command.is_empty() {
+        return Err("no command after `--`".to_owned());
+    }
+    Ok(plan)
+}
+
+fn landlock(plan: &Plan) -> Result<(), String> {
+    let abi = ABI::V5;
+    let why = |error: &dyn std::fmt::Display| error.to_string();
+    let mut writable: Vec<PathBuf> = plan.writable.clone();
+    if plan.workspace_write {
+        for root in &plan.roots {
+            let entries =
+                std::fs::read_dir(root).map_err(|error| format!("{}: {error}", root.display()))?;
+            for entry in entries.flatten() {
+                if entry.file_name() != ".git" {
+                    writable.push(entry.path());
+                }
+            }
+        }
+    }
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(|error| why(&error))?
+        .create()
+        .map_err(|error| why(&error))?
+        .add_rule(PathBeneath::new(
+            PathFd::new("/").map_err(|error| why(&error))?,
+            AccessFs::from_read(abi),
+        ))
+        .map_err(|error| why(&error))?
+        .add_rule(PathBeneath::new(
+            PathFd::new("/dev/null").map_err(|error| why(&error))?,
+            AccessFs::WriteFile | AccessFs::ReadFile,
+        ))
+        .map_err(|error| why(&error))?;
+    for path in &writable {
+        let fd = PathFd::new(path).map_err(|error| format!("{}: {error}", path.display()))?;
+        let access = if path.is_dir() {
+            AccessFs::from_all(abi)
+        } else {
+            AccessFs::from_file(abi)
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|error| why(&error))?;
+    }
+    let status = ruleset.restrict_self().map_err(|error| why(&error))?;
+    match status.ruleset {
+        RulesetStatus::FullyEnforced => Ok(()),
+        other @ (RulesetStatus::PartiallyEnforced | RulesetStatus::NotEnforced) => {
+            Err(format!("Landlock is only {other:?} here"))
+        }
+    }
+}
+
+fn seccomp(plan: &Plan) -> Result<(), String> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    if !plan.network {
+        let family = |domain: i32| {
+            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, domain as u64)
+                .and_then(|condition| SeccompRule::new(vec![condition]))
+                .map_err(|error| error.to_string())
+        };
+        rules.insert(
+            libc::SYS_socket,
+            vec![family(libc::AF_INET)?, family(libc::AF_INET6)?],
+        );
+    }
+    rules.insert(libc::SYS_ptrace, vec![]);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EACCES as u32),
+        TargetArch::x86_64,
+    )
+    .map_err(|error| error.to_string())?;
+    let program: BpfProgram = filter
+        .try_into()
+        .map_err(|error: seccompiler::BackendError| error.to_string())?;
+    seccompiler::apply_filter(&program).map_err(|error| error.to_string())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let plan = match parse(&args) {
+        Ok(plan) => plan,
+        Err(why) => {
+            eprintln!("toolrail-sandbox: {why}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(why) = landlock(&plan).and_then(|()| seccomp(&plan)) {
+        eprintln!("SANDBOX_UNAVAILABLE: {why}");
+        return ExitCode::from(126);
+    }
+    let (program, arguments) = match plan.command.split_first() {
+        Some(split) => split,
+        None => return ExitCode::from(2),
+    };
+    // Replaces this process; returns only on failure.
+    let error = Command::new(program).args(arguments).exec();
+    eprintln!("toolrail-sandbox: {program} could not run: {error}");
+    ExitCode::from(127)
+}
