@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use toolrail_tools_core::log::{ErrorCode, Event, EventData};
+use toolrail_tools_core::log::{Event, EventData};
 use toolrail_tools_core::{
     ClaimMode, Concurrency, ResourceClaim, ResourceKey, ToolFailure, WorkspaceRoots,
 };
@@ -160,11 +160,9 @@ pub(crate) const NOT_FOUND: &str = "FS_NOT_FOUND";
 pub(crate) const BINARY: &str = "FS_BINARY_FILE";
 pub(crate) const EDIT_FAILED: &str = "FS_EDIT_FAILED";
 
-/// A failure with one of the file tools' own codes. The codes above are well formed, so
-/// the fallback to `TOOL_FAILED` never happens; it keeps library paths free of panics.
+/// A failure with one of the file tools' own codes.
 pub(crate) fn failure(code: &str, message: impl Into<String>) -> ToolFailure {
-    let code = ErrorCode::custom(code).unwrap_or(ErrorCode::ToolFailed);
-    ToolFailure::with_code(code, message)
+    ToolFailure::with_custom_code(code, message)
 }
 
 /// An I/O error while acting on `target`.

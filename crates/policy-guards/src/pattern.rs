@@ -11,7 +11,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
-use toolrail_tools_core::{CallView, Subject, SubjectKind, lexical_clean, resolve};
+use toolrail_tools_core::{
+    CallView, Subject, SubjectKind, is_simple_command, lexical_clean, resolve, simple_commands,
+};
 
 /// A pattern that is not a valid glob.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,9 +91,6 @@ pub enum Reading {
     Restrict,
 }
 
-/// Characters that chain, nest or redirect commands.
-const SHELL_JOINS: &[char] = &[';', '&', '|', '\n', '\r', '`', '$', '(', ')', '>', '<'];
-
 /// A glob over a call's subject, compiled for both kinds of subject: paths (with `/` as a
 /// separator) and plain text.
 #[derive(Clone, Debug)]
@@ -120,14 +119,10 @@ impl SubjectPattern {
                 .iter()
                 .any(|spelling| self.as_path.is_match(spelling)),
             SubjectKind::Command => match reading {
-                Reading::Permit => !text.contains(SHELL_JOINS) && self.as_text.is_match(text),
+                Reading::Permit => is_simple_command(text) && self.as_text.is_match(text),
                 Reading::Restrict => {
                     self.as_text.is_match(text)
-                        || text
-                            .split(SHELL_JOINS)
-                            .map(str::trim)
-                            .filter(|part| !part.is_empty())
-                            .any(|part| self.as_text.is_match(part))
+                        || simple_commands(text).any(|part| self.as_text.is_match(part))
                 }
             },
             SubjectKind::Url | SubjectKind::Text => self.as_text.is_match(text),

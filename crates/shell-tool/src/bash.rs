@@ -15,10 +15,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::process::{Child, Command};
-use toolrail_tools_core::log::ErrorCode;
 use toolrail_tools_core::{
     Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
-    TypedTool, WorkspaceRoots,
+    TypedTool, WorkspaceRoots, is_simple_command,
 };
 
 use crate::output::{Captured, capture};
@@ -145,9 +144,8 @@ impl BashTool {
     /// Whether the embedder declared this command read-only: one simple command (nothing
     /// chained, nested or redirected) matching one of its globs.
     fn declared_read_only(&self, command: &str) -> bool {
-        const JOINS: &[char] = &[';', '&', '|', '\n', '\r', '`', '$', '(', ')', '>', '<'];
         let command = command.trim();
-        !command.contains(JOINS)
+        is_simple_command(command)
             && self
                 .read_only
                 .as_ref()
@@ -183,7 +181,7 @@ impl TypedTool for BashTool {
             (SandboxMode::FullAccess, _) => None,
             (_, Some(helper)) if helper.is_file() => Some(helper.clone()),
             (mode, _) => {
-                return Err(code_failure(
+                return Err(ToolFailure::with_custom_code(
                     "SANDBOX_UNAVAILABLE",
                     format!(
                         "the `{}` sandbox needs the toolrail-sandbox helper, which is not configured or not found, so the command did not run",
@@ -193,14 +191,14 @@ impl TypedTool for BashTool {
             }
         };
         if !containment_available() {
-            return Err(code_failure(
+            return Err(ToolFailure::with_custom_code(
                 "SANDBOX_UNAVAILABLE",
                 "no PID namespace can be created here (`unshare --user --pid` failed), so the command's processes could outlive it; it did not run",
             ));
         }
         let workdir = match &args.workdir {
             Some(path) => self.config.roots.confine(path).map_err(|real| {
-                code_failure(
+                ToolFailure::with_custom_code(
                     "FS_OUTSIDE_WORKSPACE",
                     format!(
                         "workdir `{path}` leads to `{}`, outside the workspace; nothing ran",
@@ -296,7 +294,7 @@ impl TypedTool for BashTool {
             && ended.status.code() == Some(126)
             && let Some(why) = stderr_text.strip_prefix("SANDBOX_UNAVAILABLE: ")
         {
-            return Err(code_failure(
+            return Err(ToolFailure::with_custom_code(
                 "SANDBOX_UNAVAILABLE",
                 format!(
                     "the `{}` sandbox could not be applied ({}); the command did not run",
@@ -444,13 +442,6 @@ fn containment_available() -> bool {
             .status()
             .is_ok_and(|status| status.success())
     })
-}
-
-fn code_failure(code: &str, message: impl Into<String>) -> ToolFailure {
-    ToolFailure::with_code(
-        ErrorCode::custom(code).unwrap_or(ErrorCode::ToolFailed),
-        message,
-    )
 }
 
 fn report(

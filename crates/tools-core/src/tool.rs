@@ -93,6 +93,16 @@ impl ToolFailure {
         }
     }
 
+    /// A failure with a tool's own code, given as its text (`FS_STALE_VERSION`). A code that
+    /// is not valid `SCREAMING_SNAKE` (or reuses one of toolrail's) falls back to
+    /// `TOOL_FAILED`, so a typo in a tool never panics and never claims a pipeline code.
+    pub fn with_custom_code(code: &str, message: impl Into<String>) -> Self {
+        Self::with_code(
+            ErrorCode::custom(code).unwrap_or(ErrorCode::ToolFailed),
+            message,
+        )
+    }
+
     pub(crate) fn into_info(self) -> ToolErrorInfo {
         ToolErrorInfo {
             code: self.code,
@@ -177,11 +187,6 @@ impl<T: TypedTool> Typed<T> {
     pub fn new(inner: T) -> Self {
         let spec = inner.spec();
         Self { inner, spec }
-    }
-
-    /// The wrapped tool.
-    pub fn inner(&self) -> &T {
-        &self.inner
     }
 
     fn decode(args: &Value) -> Result<T::Args, serde_json::Error> {

@@ -2,7 +2,7 @@
 //! that runs their calls into a memory log.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -108,8 +108,4 @@ pub fn text(result: &CommittedResult) -> String {
 
 pub fn code(result: &CommittedResult) -> Option<String> {
     result.record.error_code().map(ErrorCode::to_string)
-}
-
-pub fn exists(path: &Path) -> bool {
-    path.exists()
 }
