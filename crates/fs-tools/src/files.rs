@@ -96,17 +96,10 @@ impl FileTools {
     /// Resolves a path argument; anything leading outside the roots is refused, untouched.
     pub(crate) fn target(&self, path: &str) -> Result<Target, ToolFailure> {
         match self.roots.confine(path) {
-            Ok(real) => {
-                let shown = self
-                    .roots
-                    .as_slice()
-                    .iter()
-                    .find_map(|root| real.strip_prefix(root).ok())
-                    .map(|inside| inside.display().to_string())
-                    .filter(|inside| !inside.is_empty())
-                    .unwrap_or_else(|| ".".to_owned());
-                Ok(Target { real, shown })
-            }
+            Ok(real) => Ok(Target {
+                shown: self.shown(&real),
+                real,
+            }),
             Err(real) => Err(failure(
                 OUTSIDE_WORKSPACE,
                 format!(
@@ -120,6 +113,20 @@ impl FileTools {
                         .join(", ")
                 ),
             )),
+        }
+    }
+
+    /// A real path as the model names it: relative to the root it lies in (`.` for a root).
+    pub(crate) fn shown(&self, real: &Path) -> String {
+        match self
+            .roots
+            .as_slice()
+            .iter()
+            .find_map(|root| real.strip_prefix(root).ok())
+        {
+            Some(inside) if inside.as_os_str().is_empty() => ".".to_owned(),
+            Some(inside) => inside.display().to_string(),
+            None => real.display().to_string(),
         }
     }
 

@@ -110,7 +110,7 @@ impl TypedTool for GlobTool {
                         .ok()
                         .and_then(|metadata| metadata.modified().ok())
                         .unwrap_or(SystemTime::UNIX_EPOCH);
-                    found.push((modified, shown(&files, &base, relative)));
+                    found.push((modified, files.shown(&base.real.join(relative))));
                 }
             }
             found
@@ -127,19 +127,6 @@ impl TypedTool for GlobTool {
             self.files.limits.glob_results,
         ))
     }
-}
-
-/// A found path as the model names it: relative to the workspace root.
-pub(crate) fn shown(files: &FileTools, base: &Target, relative: &Path) -> String {
-    let real = base.real.join(relative);
-    files
-        .roots()
-        .as_slice()
-        .iter()
-        .find_map(|root| real.strip_prefix(root).ok())
-        .unwrap_or(relative)
-        .display()
-        .to_string()
 }
 
 fn listing(

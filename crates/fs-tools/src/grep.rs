@@ -18,7 +18,7 @@ use toolrail_tools_core::{
 };
 
 use crate::files::{FileTools, Target};
-use crate::glob::{path_glob, shown, walker};
+use crate::glob::{path_glob, walker};
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -229,7 +229,7 @@ impl Search {
                     let shown = if single_file {
                         this.base.shown.clone()
                     } else {
-                        shown(&this.files, &this.base, relative)
+                        this.files.shown(&path)
                     };
                     found.lock().push(FileHits {
                         path: shown,
