@@ -19,6 +19,7 @@ use toolrail_session_log::{
     BoxFuture, Durability, EventSink, FORMAT_VERSION, JsonlStore, MemorySink, SessionId,
     SessionStart, SessionStore, ToolSource,
 };
+use toolrail_testkit::bench::{BenchRow, median};
 use toolrail_tools_core::{
     CallRequest, Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult,
     ToolSet, ToolSpec,
@@ -121,27 +122,6 @@ fn spawn_each(runtime: &tokio::runtime::Runtime, count: usize) -> Duration {
     })
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn row(
-    name: &str,
-    ours: f64,
-    baseline_name: &str,
-    baseline: f64,
-    goal: &str,
-    goal_max: Option<f64>,
-    goal_max_ratio: Option<f64>,
-) {
-    let row = json!({
-        "row": name, "unit": "ns", "ours": ours, "baseline_name": baseline_name, "baseline": baseline,
-        "goal": goal, "goal_max": goal_max, "goal_max_ratio": goal_max_ratio,
-    });
-    println!("BENCH_ROW {row}");
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     // `--noop-only N`: one batch of N no-op calls and nothing else, for profilers.
@@ -190,15 +170,18 @@ fn main() {
         );
         floor.push(spawn_each(&single, count).as_nanos() as f64 / count as f64);
     }
-    row(
-        &format!("batch of {count} no-op calls: scheduler + pipeline + in-memory log (per call)"),
-        median(ours),
-        "tokio::spawn per call",
-        median(floor),
-        "≤ 2 µs per call",
-        Some(2_000.0),
-        None,
-    );
+    BenchRow {
+        row: &format!(
+            "batch of {count} no-op calls: scheduler + pipeline + in-memory log (per call)"
+        ),
+        ours_ns: median(ours),
+        baseline_name: "tokio::spawn per call",
+        baseline_ns: median(floor),
+        goal: "≤ 2 µs per call",
+        goal_max_ns: Some(2_000.0),
+        goal_max_ratio: None,
+    }
+    .print();
 
     // (b) and (c): 64 calls of 20 ms, 8 at a time: ideally 8 waves of 20 ms. The goal rows
     // sleep on a timerfd; the tokio-timer rows show what the timer wheel's rounding adds.
@@ -213,15 +196,16 @@ fn main() {
             .collect()
     };
     let memory = in_memory(&precise);
-    row(
-        "64 × 20 ms calls (timerfd sleep), max_parallel 8, in-memory log: makespan",
-        median(memory.clone()),
-        "ideal (8 waves × 20 ms)",
-        ideal,
-        "≤ 1.05 × ideal",
-        None,
-        Some(1.05),
-    );
+    BenchRow {
+        row: "64 × 20 ms calls (timerfd sleep), max_parallel 8, in-memory log: makespan",
+        ours_ns: median(memory.clone()),
+        baseline_name: "ideal (8 waves × 20 ms)",
+        baseline_ns: ideal,
+        goal: "≤ 1.05 × ideal",
+        goal_max_ns: None,
+        goal_max_ratio: Some(1.05),
+    }
+    .print();
     // What the sleeps themselves allow: 8 tasks each sleeping 20 ms 8 times in a row.
     let chains = |precise: bool| -> Vec<f64> {
         (0..samples)
@@ -250,24 +234,26 @@ fn main() {
             })
             .collect()
     };
-    row(
-        "64 × 20 ms calls (timerfd sleep), in-memory log: makespan against the sleeps' own",
-        median(memory),
-        "8 tasks × 8 timerfd sleeps of 20 ms",
-        median(chains(true)),
-        "informational",
-        None,
-        None,
-    );
-    row(
-        "64 × 20 ms calls (tokio sleep), in-memory log: makespan against the sleeps' own",
-        median(in_memory(&coarse)),
-        "8 tasks × 8 tokio sleeps of 20 ms",
-        median(chains(false)),
-        "informational: tokio rounds each sleep up to a 1 ms tick",
-        None,
-        None,
-    );
+    BenchRow {
+        row: "64 × 20 ms calls (timerfd sleep), in-memory log: makespan against the sleeps' own",
+        ours_ns: median(memory),
+        baseline_name: "8 tasks × 8 timerfd sleeps of 20 ms",
+        baseline_ns: median(chains(true)),
+        goal: "informational",
+        goal_max_ns: None,
+        goal_max_ratio: None,
+    }
+    .print();
+    BenchRow {
+        row: "64 × 20 ms calls (tokio sleep), in-memory log: makespan against the sleeps' own",
+        ours_ns: median(in_memory(&coarse)),
+        baseline_name: "8 tasks × 8 tokio sleeps of 20 ms",
+        baseline_ns: median(chains(false)),
+        goal: "informational: tokio rounds each sleep up to a 1 ms tick",
+        goal_max_ns: None,
+        goal_max_ratio: None,
+    }
+    .print();
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
     let strict: Vec<f64> = (0..samples)
@@ -282,13 +268,14 @@ fn main() {
             batch(&runtime, log, &tools, precise()).as_nanos() as f64
         })
         .collect();
-    row(
-        "64 × 20 ms calls (timerfd sleep), max_parallel 8, JSONL strict: makespan",
-        median(strict),
-        "ideal (8 waves × 20 ms)",
-        ideal,
-        "≤ 1.05 × ideal",
-        None,
-        Some(1.05),
-    );
+    BenchRow {
+        row: "64 × 20 ms calls (timerfd sleep), max_parallel 8, JSONL strict: makespan",
+        ours_ns: median(strict),
+        baseline_name: "ideal (8 waves × 20 ms)",
+        baseline_ns: ideal,
+        goal: "≤ 1.05 × ideal",
+        goal_max_ns: None,
+        goal_max_ratio: Some(1.05),
+    }
+    .print();
 }

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use toolrail_session_log::*;
+use toolrail_testkit::bench::BenchRow;
 
 const APPENDERS: u32 = 8;
 
@@ -199,22 +200,6 @@ fn replay(count: u32) -> Replay {
     }
 }
 
-fn row(
-    name: &str,
-    ours: f64,
-    baseline_name: &str,
-    baseline: f64,
-    goal: &str,
-    goal_max: Option<f64>,
-    goal_max_ratio: Option<f64>,
-) {
-    let row = json!({
-        "row": name, "unit": "ns", "ours": ours, "baseline_name": baseline_name, "baseline": baseline,
-        "goal": goal, "goal_max": goal_max, "goal_max_ratio": goal_max_ratio,
-    });
-    println!("BENCH_ROW {row}");
-}
-
 fn main() {
     // `--replay-only N`: only the replay row, for profilers.
     let args: Vec<String> = std::env::args().collect();
@@ -255,15 +240,16 @@ fn main() {
 
     let none = appends(Durability::None, fast_events, AppendUrgency::Buffered, None);
     let none_floor = raw_writes(APPENDERS * fast_events, 256, false);
-    row(
-        "append, mode none, 8 appenders (ns per event)",
-        none,
-        "raw write of the same lines",
-        none_floor,
-        "≥ 1,000,000 events/s (≤ 1 µs per event)",
-        Some(1_000.0),
-        None,
-    );
+    BenchRow {
+        row: "append, mode none, 8 appenders (ns per event)",
+        ours_ns: none,
+        baseline_name: "raw write of the same lines",
+        baseline_ns: none_floor,
+        goal: "≥ 1,000,000 events/s (≤ 1 µs per event)",
+        goal_max_ns: Some(1_000.0),
+        goal_max_ratio: None,
+    }
+    .print();
 
     let batched = appends(
         Durability::Batched,
@@ -272,15 +258,16 @@ fn main() {
         Some(100),
     );
     let batched_floor = raw_writes(APPENDERS * fast_events, 800, true);
-    row(
-        "append, mode batched, 8 appenders, barrier per 100 (ns per event)",
-        batched,
-        "raw write + one fsync per 800 lines",
-        batched_floor,
-        "informational",
-        None,
-        None,
-    );
+    BenchRow {
+        row: "append, mode batched, 8 appenders, barrier per 100 (ns per event)",
+        ours_ns: batched,
+        baseline_name: "raw write + one fsync per 800 lines",
+        baseline_ns: batched_floor,
+        goal: "informational",
+        goal_max_ns: None,
+        goal_max_ratio: None,
+    }
+    .print();
 
     let strict = appends(
         Durability::Strict,
@@ -289,15 +276,16 @@ fn main() {
         None,
     );
     let strict_floor = raw_writes(APPENDERS * strict_events, APPENDERS as usize, true);
-    row(
-        "append, mode strict, 8 appenders, every event durable (ns per event)",
-        strict,
-        "raw write + one fsync per 8 lines",
-        strict_floor,
-        "informational",
-        None,
-        None,
-    );
+    BenchRow {
+        row: "append, mode strict, 8 appenders, every event durable (ns per event)",
+        ours_ns: strict,
+        baseline_name: "raw write + one fsync per 8 lines",
+        baseline_ns: strict_floor,
+        goal: "informational",
+        goal_max_ns: None,
+        goal_max_ratio: None,
+    }
+    .print();
 
     let Replay {
         parsed,
@@ -312,22 +300,24 @@ fn main() {
         megabytes * 1e9 / (parsed * f64::from(replay_events + 1)),
         megabytes * 1e9 / (raw * f64::from(replay_events + 1)),
     );
-    row(
-        "replay: open and parse a session (ns per event)",
-        parsed,
-        "reading its lines without parsing",
-        raw,
-        "within 3× of the raw line read",
-        None,
-        Some(3.0),
-    );
-    row(
-        "replay floor of any serde_json reader: check each line is JSON, build nothing",
-        scanned,
-        "reading its lines without parsing",
-        raw,
-        "informational",
-        None,
-        None,
-    );
+    BenchRow {
+        row: "replay: open and parse a session (ns per event)",
+        ours_ns: parsed,
+        baseline_name: "reading its lines without parsing",
+        baseline_ns: raw,
+        goal: "within 3× of the raw line read",
+        goal_max_ns: None,
+        goal_max_ratio: Some(3.0),
+    }
+    .print();
+    BenchRow {
+        row: "replay floor of any serde_json reader: check each line is JSON, build nothing",
+        ours_ns: scanned,
+        baseline_name: "reading its lines without parsing",
+        baseline_ns: raw,
+        goal: "informational",
+        goal_max_ns: None,
+        goal_max_ratio: None,
+    }
+    .print();
 }

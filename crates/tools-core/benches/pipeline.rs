@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use toolrail_session_log::{BoxFuture, MemorySink, ToolResultRecord, ToolSource};
+use toolrail_testkit::bench::{BenchRow, median};
 use toolrail_tools_core::{
     BatchControl, CallIdentity, CallRequest, CallView, Concurrency, ExecNext, ExecuteLayer, Guard,
     GuardVerdict, HookError, ObserverError, Pipeline, PreExecuteDecision, PreExecuteHook, PreNext,
@@ -155,23 +156,17 @@ fn sample_spawn(runtime: &tokio::runtime::Runtime, iters: u32) -> f64 {
     })
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn row(name: &str, ours: f64, baseline: f64, goal: &str, goal_max: Option<f64>) {
-    let row = json!({
-        "row": name,
-        "unit": "ns",
-        "ours": ours,
-        "baseline_name": "tokio::spawn + oneshot",
-        "baseline": baseline,
-        "goal": goal,
-        "goal_max": goal_max,
-        "goal_max_ratio": null,
-    });
-    println!("BENCH_ROW {row}");
+    BenchRow {
+        row: name,
+        ours_ns: ours,
+        baseline_name: "tokio::spawn + oneshot",
+        baseline_ns: baseline,
+        goal,
+        goal_max_ns: goal_max,
+        goal_max_ratio: None,
+    }
+    .print();
 }
 
 fn main() {
