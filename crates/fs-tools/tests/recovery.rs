@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use support::bench;
 use toolrail_fs_tools::{FsEffectProbe, atomic_replace};
+use toolrail_testkit::SeededRng;
 use toolrail_tools_core::log::{
     AppendUrgency, AssistantBlock, AssistantMessage, CallId, EffectProbe, ErrorCode, EventData,
     EventDraft, EventSink, MemorySink, StepId, StepStart, StopReason, Timestamp, TurnId, TurnStart,
@@ -177,25 +178,13 @@ fn crash_child() {
     }
 }
 
-/// xorshift64*, so a failure replays with the same seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
 #[test]
 fn a_writer_killed_at_any_moment_leaves_a_whole_version() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
-    let mut rng = Rng(0xF11E_5AFE_0001);
+    let mut rng = SeededRng::new(0xF11E_5AFE_0001);
     let started = Instant::now();
     let mut killed_mid_write = 0;
     for iteration in 0..ITERATIONS {
@@ -226,7 +215,7 @@ fn a_writer_killed_at_any_moment_leaves_a_whole_version() {
                 })
                 .last()
         });
-        std::thread::sleep(Duration::from_millis(10 + rng.next() % 90));
+        std::thread::sleep(Duration::from_millis(10 + rng.next_u64() % 90));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let last_reported = reader.join().unwrap().unwrap_or(0);

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use toolrail_session_log::*;
+use toolrail_testkit::SeededRng;
 
 const CHILD_ENV: &str = "TOOLRAIL_CRASH_CHILD_DIR";
 const ITERATIONS: u64 = 100;
@@ -100,18 +101,6 @@ async fn crash_child() {
     }
 }
 
-/// A small deterministic generator (xorshift64*), so a failure replays with the same seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
 fn markers(dir: &Path) -> Vec<String> {
     let mut found: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -134,7 +123,7 @@ async fn killed_writers_lose_nothing_they_reported_and_recovery_tells_the_truth(
         return;
     }
     let exe = std::env::current_exe().unwrap();
-    let mut rng = Rng(0x7001_2A11_5EED);
+    let mut rng = SeededRng::new(0x7001_2A11_5EED);
     let started = Instant::now();
     let mut unknown_seen = 0;
     let mut effective = 0;
@@ -162,7 +151,7 @@ async fn killed_writers_lose_nothing_they_reported_and_recovery_tells_the_truth(
                 })
                 .collect::<Vec<u64>>()
         });
-        std::thread::sleep(Duration::from_millis(20 + rng.next() % 120));
+        std::thread::sleep(Duration::from_millis(20 + rng.next_u64() % 120));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let reported = reader.join().unwrap();

@@ -7,10 +7,12 @@
 pub mod bench;
 mod model;
 mod probe;
+mod rng;
 mod scenario;
 
 pub use model::ScriptedModel;
 pub use probe::{Probe, ProbeArgs};
+pub use rng::SeededRng;
 pub use scenario::{
     ApprovalSpec, Expectations, ModelStep, Scenario, ScenarioConfig, ScenarioError, ScenarioReport,
     ToolCallSpec, TurnSpec, WorkspaceSpec,
