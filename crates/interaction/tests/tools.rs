@@ -72,12 +72,7 @@ impl Setup {
 }
 
 fn text(result: &CommittedResult) -> String {
-    result
-        .record
-        .content
-        .iter()
-        .filter_map(|block| block.as_text())
-        .collect()
+    result.record.text()
 }
 
 #[tokio::test]

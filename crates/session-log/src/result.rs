@@ -402,6 +402,14 @@ impl ToolResultRecord {
         }
     }
 
+    /// What the model reads as text: the text blocks, in order, joined.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect()
+    }
+
     /// The error code, if this result is a failure.
     pub fn error_code(&self) -> Option<&ErrorCode> {
         self.error.as_ref().map(|error| &error.code)

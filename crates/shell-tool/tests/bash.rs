@@ -68,7 +68,7 @@ impl Shell {
 }
 
 fn text(result: &CommittedResult) -> String {
-    result.record.content[0].as_text().unwrap().to_owned()
+    result.record.text()
 }
 
 fn value(result: &CommittedResult) -> &Value {

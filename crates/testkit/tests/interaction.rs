@@ -65,12 +65,7 @@ impl Setup {
 }
 
 fn text(result: &CommittedResult) -> String {
-    result
-        .record
-        .content
-        .iter()
-        .filter_map(|block| block.as_text())
-        .collect()
+    result.record.text()
 }
 
 /// A tool that changes the workspace, for plan mode to stop.

@@ -98,12 +98,7 @@ impl Bench {
 }
 
 pub fn text(result: &CommittedResult) -> String {
-    result
-        .record
-        .content
-        .iter()
-        .filter_map(|block| block.as_text())
-        .collect()
+    result.record.text()
 }
 
 pub fn code(result: &CommittedResult) -> Option<String> {
