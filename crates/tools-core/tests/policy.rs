@@ -632,3 +632,25 @@ async fn a_tool_that_always_asks_asks_even_when_every_hook_allows() {
     assert_eq!(code(&result), Some("APPROVAL_UNAVAILABLE"));
     assert_eq!(probe.runs(), 0);
 }
+
+#[tokio::test]
+async fn a_session_answer_where_no_key_was_offered_is_logged_as_once() {
+    let spec = ToolSpec::new("leave", "leaves a mode", json!({"type": "object"})).always_ask("?");
+    let probe = Probe::with_spec(spec, Behaviour::Succeed);
+    let h = Harness::new(vec![probe.clone()]);
+    let approver = FixedApprover::new(Some(ApprovalAnswer::AllowedForSession {
+        key: "leave".into(),
+    }));
+    let pipeline = h.pipeline().approval(approver).build();
+    let result = h.run(&pipeline, "leave", "{}").await;
+    assert_eq!(code(&result), None);
+    let decided = h
+        .sink
+        .events()
+        .into_iter()
+        .find_map(|event| match event.data {
+            EventData::ApprovalDecided(decided) => Some(decided.answer),
+            _ => None,
+        });
+    assert_eq!(decided, Some(ApprovalAnswerRecord::AllowedOnce));
+}

@@ -381,7 +381,7 @@ impl Pipeline {
                     .config
                     .approval_timeout
                     .and_then(|limit| Instant::now().checked_add(limit));
-                tokio::select! {
+                let answer = tokio::select! {
                     biased;
                     () = control.cancel.cancelled() => ApprovalAnswer::Cancelled,
                     answer = asking => answer.unwrap_or_else(|panic| {
@@ -389,6 +389,12 @@ impl Pipeline {
                         ApprovalAnswer::Unavailable
                     }),
                     () = super::dispatch::sleep_until(expires) => ApprovalAnswer::Expired,
+                };
+                // "For the session" where no session key was offered (an always-asking tool)
+                // counts once, and is logged so: a resumed session must not remember it.
+                match (answer, &request.session_key) {
+                    (ApprovalAnswer::AllowedForSession { .. }, None) => ApprovalAnswer::AllowedOnce,
+                    (answer, _) => answer,
                 }
             }
         };
