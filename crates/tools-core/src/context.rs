@@ -88,6 +88,7 @@ pub struct ToolContext {
     effects: EffectLog,
     events: Arc<dyn EventSink>,
     workspace: Option<Arc<Path>>,
+    approval_granted: bool,
 }
 
 impl ToolContext {
@@ -105,7 +106,20 @@ impl ToolContext {
             effects: EffectLog::default(),
             events,
             workspace,
+            approval_granted: false,
         }
+    }
+
+    pub(crate) fn with_approval(mut self, granted: bool) -> Self {
+        self.approval_granted = granted;
+        self
+    }
+
+    /// Whether the approval service allowed this very call (stage 4). A rule or a session
+    /// approval that let the call through without asking is not a grant; a tool that widens
+    /// what a call may do on request ([`Tool::must_ask`](crate::Tool::must_ask)) checks it.
+    pub fn approval_granted(&self) -> bool {
+        self.approval_granted
     }
 
     /// The call's identity.

@@ -136,6 +136,14 @@ pub trait Tool: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Why this call must be approved by the approval service whatever the policy says
+    /// (a command asking for more than its sandbox allows), or `None`. Such a call asks
+    /// even where a rule allows it, no session approval covers it, and the body can see
+    /// the grant through [`ToolContext::approval_granted`]. A deny still wins.
+    fn must_ask(&self, _args: &Value) -> Option<String> {
+        None
+    }
+
     /// Runs the body.
     fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult>;
 
@@ -170,6 +178,11 @@ pub trait TypedTool: Send + Sync + 'static {
     /// `/json/pointer: what is wrong`) and the call is refused with `INVALID_ARGS`.
     fn check(&self, _args: &Self::Args) -> Result<(), Vec<String>> {
         Ok(())
+    }
+
+    /// Why this call must be approved whatever the policy says; see [`Tool::must_ask`].
+    fn must_ask(&self, _args: &Self::Args) -> Option<String> {
+        None
     }
 
     /// Runs the body with the deserialized arguments.
@@ -213,6 +226,13 @@ impl<T: TypedTool> Tool for Typed<T> {
         self.inner.check(&decoded)
     }
 
+    fn must_ask(&self, args: &Value) -> Option<String> {
+        // Arguments reach this stage only after `check_arguments` decoded them.
+        Self::decode(args)
+            .ok()
+            .and_then(|decoded| self.inner.must_ask(&decoded))
+    }
+
     fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let decoded = Self::decode(args).map_err(|error| {
@@ -238,6 +258,10 @@ impl<T: Tool + ?Sized> Tool for std::sync::Arc<T> {
 
     fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
         (**self).check_arguments(args)
+    }
+
+    fn must_ask(&self, args: &Value) -> Option<String> {
+        (**self).must_ask(args)
     }
 
     fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {

@@ -11,6 +11,7 @@ mod support;
 
 use support::prelude::*;
 use support::*;
+use toolrail_tools_core::{ToolContext, ToolOutput, ToolResult};
 
 #[tokio::test]
 async fn an_allowed_call_logs_call_start_result_in_order() {
@@ -653,4 +654,107 @@ async fn a_session_answer_where_no_key_was_offered_is_logged_as_once() {
             _ => None,
         });
     assert_eq!(decided, Some(ApprovalAnswerRecord::AllowedOnce));
+}
+
+/// A tool whose calls with `{"wide": true}` must ask, and which records whether its body saw
+/// the grant.
+struct Widening {
+    spec: ToolSpec,
+    grants: Arc<parking_lot::Mutex<Vec<bool>>>,
+}
+
+impl Tool for Widening {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn must_ask(&self, args: &serde_json::Value) -> Option<String> {
+        (args["wide"] == true).then(|| "asks for more than its default".to_owned())
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        _args: &'a serde_json::Value,
+    ) -> toolrail_session_log::BoxFuture<'a, ToolResult> {
+        self.grants.lock().push(ctx.approval_granted());
+        Box::pin(async { Ok(ToolOutput::text("ok")) })
+    }
+}
+
+#[tokio::test]
+async fn a_call_that_must_ask_asks_even_when_rules_allow_and_its_body_sees_the_grant() {
+    let grants = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let tool: Arc<dyn Tool> = Arc::new(Widening {
+        spec: ToolSpec::new("widen", "widens", json!({"type": "object"})),
+        grants: Arc::clone(&grants),
+    });
+    let h = Harness::new(vec![tool]);
+    let allow_all = || FixedHook::new("rules", HookBehaviour::Decide(PreExecuteDecision::Allow));
+    for (answer, expected) in [
+        (
+            ApprovalAnswer::AllowedForSession {
+                key: "widen".into(),
+            },
+            None,
+        ),
+        (
+            ApprovalAnswer::Rejected { reason: None },
+            Some("APPROVAL_REJECTED"),
+        ),
+    ] {
+        let approver = FixedApprover::new(Some(answer));
+        let pipeline = h
+            .pipeline()
+            .pre_hook(allow_all())
+            .approval(approver.clone())
+            .build();
+        let result = h.run(&pipeline, "widen", r#"{"wide": true}"#).await;
+        assert_eq!(code(&result), expected);
+        let requests = approver.requests.lock();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].reason, "asks for more than its default");
+        assert_eq!(
+            requests[0].session_key, None,
+            "no session approval covers it"
+        );
+    }
+    // The allowed call's body saw the grant; the rejected one never ran.
+    assert_eq!(*grants.lock(), [true]);
+    // A call that does not ask for more is not asked about, and its body sees no grant.
+    let approver = FixedApprover::new(None);
+    let pipeline = h
+        .pipeline()
+        .pre_hook(allow_all())
+        .approval(approver.clone())
+        .build();
+    let result = h.run(&pipeline, "widen", r#"{"wide": false}"#).await;
+    assert_eq!(code(&result), None);
+    assert!(approver.requests.lock().is_empty());
+    assert_eq!(*grants.lock(), [true, false]);
+    // With no one to ask it does not run; a deny still wins without asking.
+    let result = h
+        .run(
+            &h.pipeline().pre_hook(allow_all()).build(),
+            "widen",
+            r#"{"wide": true}"#,
+        )
+        .await;
+    assert_eq!(code(&result), Some("APPROVAL_UNAVAILABLE"));
+    let approver = FixedApprover::new(Some(ApprovalAnswer::AllowedOnce));
+    let deny = FixedHook::new(
+        "rules",
+        HookBehaviour::Decide(PreExecuteDecision::Deny {
+            reason: "no".into(),
+        }),
+    );
+    let pipeline = h
+        .pipeline()
+        .pre_hook(deny)
+        .approval(approver.clone())
+        .build();
+    let result = h.run(&pipeline, "widen", r#"{"wide": true}"#).await;
+    assert_eq!(code(&result), Some("POLICY_DENIED"));
+    assert!(approver.requests.lock().is_empty());
+    assert_eq!(grants.lock().len(), 2);
 }

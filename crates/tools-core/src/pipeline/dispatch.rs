@@ -130,7 +130,8 @@ impl Pipeline {
             control.progress.clone(),
             Arc::clone(&self.sink),
             self.config.workspace.clone(),
-        );
+        )
+        .with_approval(core.approval_granted);
         // A deadline too far away to represent is no deadline.
         let deadline = timeout.and_then(|limit| started.checked_add(limit).map(|at| (at, limit)));
         let arguments = Arc::clone(&core.arguments);

@@ -326,6 +326,8 @@ struct CallCore {
     timeout: Option<Duration>,
     /// The batch's token: policy and post-execute hooks stop waiting when it fires.
     cancel: CancellationToken,
+    /// The approval service allowed this call at stage 4.
+    approval_granted: bool,
     marks: TimingMarks,
 }
 

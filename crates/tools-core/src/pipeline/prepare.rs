@@ -198,6 +198,7 @@ impl Pipeline {
             arguments: Arc::clone(&NO_ARGUMENTS),
             timeout: request.timeout,
             cancel,
+            approval_granted: false,
             marks: TimingMarks {
                 recorded,
                 prepared: recorded,
@@ -297,12 +298,24 @@ impl Pipeline {
             }
             ask = state.ask;
         }
-        // A tool that always asks (leaving plan mode) asks whatever the hooks decided, and
-        // no "approve for session" answer covers its next call.
-        if let Some(reason) = entry.spec().always_ask_reason() {
+        // A tool that always asks (leaving plan mode), or whose call must ask (a command
+        // asking for a wider sandbox), asks whatever the hooks decided, and no "approve for
+        // session" answer covers its next call.
+        // A tool that panics saying whether it must ask, asks.
+        let this_call = catch(|| entry.tool().must_ask(&core.arguments)).unwrap_or_else(|panic| {
+            Some(format!(
+                "the tool could not say whether this call needs approval ({panic})"
+            ))
+        });
+        let must_ask = match (entry.spec().always_ask_reason(), this_call) {
+            (Some(always), Some(this_call)) => Some(format!("{always}; {this_call}")),
+            (Some(always), None) => Some(always.to_owned()),
+            (None, this_call) => this_call,
+        };
+        if let Some(reason) = must_ask {
             let reason = match ask {
                 Some((_, hooks_reason, _)) => format!("{reason}; {hooks_reason}"),
-                None => reason.to_owned(),
+                None => reason,
             };
             ask = Some((name.to_owned(), reason, None));
         }
@@ -318,6 +331,7 @@ impl Pipeline {
             if let Some(refusal) = approval_refusal(&answer) {
                 return Ok(Err(refusal));
             }
+            core.approval_granted = true;
         }
 
         // Stage 5: guards; the first deny wins and nothing after it can allow.
