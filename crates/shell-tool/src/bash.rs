@@ -1,48 +1,26 @@
-//! `bash {command, description, timeout_ms?, workdir?}`: a fresh `bash -c` per call, stdin
-//! closed, a scrubbed environment, in its own process group and its own PID namespace, so
-//! that when the call returns nothing it started is alive (a `setsid` or double-forked
-//! child dies with the namespace). Cancel and timeout: SIGTERM to the group, a grace, then
-//! SIGKILL.
+//! `bash {command, description, timeout_ms?, workdir?, escalate?, justification?}`: a fresh
+//! `bash -c` per call, stdin closed, a scrubbed environment, confined (see `sandbox`) in its
+//! own process group and its own PID namespace, so that when the call returns nothing it
+//! started is alive. A call may ask for a wider sandbox; only an approval grants it.
 
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::process::{Child, Command};
+use toolrail_tools_core::log::ErrorCode;
 use toolrail_tools_core::{
     Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
     TypedTool, WorkspaceRoots, is_simple_command,
 };
 
 use crate::output::{Captured, capture};
-
-/// What a command may touch (DESIGN §7).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SandboxMode {
-    /// Nothing writable but `/dev/null` and a private temp folder; no network.
-    #[default]
-    ReadOnly,
-    /// The workspace roots (but not `.git`) and the temp folder writable; no network.
-    WorkspaceWrite,
-    /// No file or network restriction; the process tree is still contained.
-    FullAccess,
-}
-
-impl SandboxMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ReadOnly => "read-only",
-            Self::WorkspaceWrite => "workspace-write",
-            Self::FullAccess => "full-access",
-        }
-    }
-}
+use crate::process::{Ended, Stop, wait_or_stop};
+use crate::sandbox::{Confinement, Escalation, SandboxMode, SandboxTier, check_tier};
 
 /// How the tool runs commands.
 #[derive(Clone, Debug)]
@@ -51,6 +29,10 @@ pub struct ShellConfig {
     /// Where full outputs are spilled (the session folder).
     pub spill_dir: PathBuf,
     pub mode: SandboxMode,
+    /// What enforces the mode.
+    pub tier: SandboxTier,
+    /// Whether commands may use the network outside full-access mode.
+    pub network: bool,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// When the call gives no `timeout_ms`.
@@ -75,6 +57,8 @@ impl ShellConfig {
             roots,
             spill_dir: spill_dir.into(),
             mode: SandboxMode::default(),
+            tier: SandboxTier::default(),
+            network: false,
             grace: Duration::from_secs(2),
             default_timeout: Duration::from_secs(120),
             output_cap: 30 * 1024,
@@ -103,12 +87,22 @@ pub struct BashArgs {
     /// The folder to run in (default: the workspace root); it must be inside the workspace.
     #[serde(default)]
     pub workdir: Option<String>,
+    /// More than the sandbox allows by default, if the command needs it: `workspace-write`
+    /// to change files in the workspace, `network` to reach the network. A person is asked;
+    /// give a `justification`.
+    #[serde(default)]
+    pub escalate: Vec<Escalation>,
+    /// Why the command needs what `escalate` asks for, shown to the person asked.
+    #[serde(default)]
+    pub justification: Option<String>,
 }
 
 pub struct BashTool {
     spec: ToolSpec,
     config: ShellConfig,
     read_only: Option<globset::GlobSet>,
+    /// Whether the tier can contain commands here, checked on the first call.
+    tier_usable: OnceLock<Result<(), String>>,
 }
 
 impl BashTool {
@@ -138,7 +132,39 @@ impl BashTool {
             spec,
             config,
             read_only,
+            tier_usable: OnceLock::new(),
         }
+    }
+
+    /// What the call asks for beyond the configured sandbox.
+    fn beyond_default(&self, args: &BashArgs) -> Vec<Escalation> {
+        let mut wanted: Vec<Escalation> = args
+            .escalate
+            .iter()
+            .copied()
+            .filter(|wanted| match (wanted, self.config.mode) {
+                (_, SandboxMode::FullAccess) => false,
+                (Escalation::WorkspaceWrite, mode) => mode == SandboxMode::ReadOnly,
+                (Escalation::Network, _) => !self.config.network,
+            })
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        wanted
+    }
+
+    /// The mode and network the call runs with: the configuration, widened by what it asked
+    /// for and an approval granted.
+    fn effective(&self, granted: &[Escalation]) -> (SandboxMode, bool) {
+        let mode = if granted.contains(&Escalation::WorkspaceWrite) {
+            SandboxMode::WorkspaceWrite
+        } else {
+            self.config.mode
+        };
+        let network = self.config.network
+            || mode == SandboxMode::FullAccess
+            || granted.contains(&Escalation::Network);
+        (mode, network)
     }
 
     /// Whether the embedder declared this command read-only: one simple command (nothing
@@ -170,14 +196,55 @@ impl TypedTool for BashTool {
     }
 
     fn check(&self, args: &BashArgs) -> Result<(), Vec<String>> {
+        let mut violations = Vec::new();
         if args.command.trim().is_empty() {
-            return Err(vec!["/command: must not be empty".to_owned()]);
+            violations.push("/command: must not be empty".to_owned());
         }
-        Ok(())
+        if !args.escalate.is_empty()
+            && args
+                .justification
+                .as_deref()
+                .is_none_or(|why| why.trim().is_empty())
+        {
+            violations.push(
+                "/justification: required with `escalate`: say why the command needs it".to_owned(),
+            );
+        }
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(violations)
+        }
+    }
+
+    /// A call asking for more than the configured sandbox is put to a person, whatever the
+    /// permission rules say.
+    fn must_ask(&self, args: &BashArgs) -> Option<String> {
+        let wanted = self.beyond_default(args);
+        if wanted.is_empty() {
+            return None;
+        }
+        let wanted: Vec<&str> = wanted.iter().map(|wanted| wanted.as_str()).collect();
+        Some(format!(
+            "the command asks to run with {} beyond the `{}` sandbox: {}",
+            wanted.join(" and "),
+            self.config.mode.as_str(),
+            args.justification
+                .as_deref()
+                .unwrap_or("(no justification)")
+        ))
     }
 
     async fn run(&self, ctx: &ToolContext, args: BashArgs) -> ToolResult {
-        let helper = match (self.config.mode, &self.config.sandbox_helper) {
+        let granted = self.beyond_default(&args);
+        if !granted.is_empty() && !ctx.approval_granted() {
+            return Err(ToolFailure::with_code(
+                ErrorCode::PolicyDenied,
+                "the command asks for more than its sandbox allows and no approval granted it; nothing ran",
+            ));
+        }
+        let (mode, network) = self.effective(&granted);
+        let helper = match (mode, &self.config.sandbox_helper) {
             (SandboxMode::FullAccess, _) => None,
             (_, Some(helper)) if helper.is_file() => Some(helper.clone()),
             (mode, _) => {
@@ -190,10 +257,16 @@ impl TypedTool for BashTool {
                 ));
             }
         };
-        if !containment_available() {
+        if let Err(why) = self
+            .tier_usable
+            .get_or_init(|| check_tier(&self.config.tier))
+        {
             return Err(ToolFailure::with_custom_code(
                 "SANDBOX_UNAVAILABLE",
-                "no PID namespace can be created here (`unshare --user --pid` failed), so the command's processes could outlive it; it did not run",
+                format!(
+                    "the {} tier cannot contain the command here ({why}): its processes could outlive it or escape its sandbox, so it did not run",
+                    self.config.tier.as_str()
+                ),
             ));
         }
         let workdir = match &args.workdir {
@@ -225,26 +298,17 @@ impl TypedTool for BashTool {
             .map_err(|error| {
                 ToolFailure::new(format!("the temp folder could not be made: {error}"))
             })?;
-        let mut command = match &helper {
-            None => contained(&[], &args.command),
-            Some(helper) => {
-                let mut sandbox = vec![
-                    helper.display().to_string(),
-                    "--mode".to_owned(),
-                    self.config.mode.as_str().to_owned(),
-                    "--write".to_owned(),
-                    private_tmp.display().to_string(),
-                ];
-                for root in self.config.roots.as_slice() {
-                    sandbox.push("--root".to_owned());
-                    sandbox.push(root.display().to_string());
-                }
-                sandbox.push("--".to_owned());
-                contained(&sandbox, &args.command)
-            }
+        let confinement = Confinement {
+            mode,
+            network,
+            tier: &self.config.tier,
+            helper: helper.as_deref(),
+            roots: self.config.roots.as_slice(),
+            private_tmp: &private_tmp,
+            workdir: &workdir,
         };
+        let mut command = confinement.command(&args.command);
         command
-            .current_dir(&workdir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -298,7 +362,7 @@ impl TypedTool for BashTool {
                 "SANDBOX_UNAVAILABLE",
                 format!(
                     "the `{}` sandbox could not be applied ({}); the command did not run",
-                    self.config.mode.as_str(),
+                    mode.as_str(),
                     why.trim()
                 ),
             ));
@@ -328,120 +392,40 @@ impl TypedTool for BashTool {
             started.elapsed(),
             timeout,
         );
+        if let Some(value) = output
+            .value
+            .as_mut()
+            .and_then(|value| value.as_object_mut())
+        {
+            value.insert(
+                "sandbox".to_owned(),
+                json!({
+                    "mode": mode.as_str(),
+                    "network": network,
+                    "tier": self.config.tier.as_str(),
+                    "escalated": granted.iter().map(|granted| granted.as_str()).collect::<Vec<_>>(),
+                }),
+            );
+        }
         let denied = helper.is_some()
-            && ["Permission denied", "Operation not permitted"]
-                .iter()
-                .any(|sign| stderr_text.contains(sign));
+            && [
+                "Permission denied",
+                "Operation not permitted",
+                "Read-only file system",
+            ]
+            .iter()
+            .any(|sign| stderr_text.contains(sign));
         if denied
             && let Some(toolrail_tools_core::log::ContentBlock::Text { text }) =
                 output.content.first_mut()
         {
             text.push_str(&format!(
                 "\n[sandbox: some operations were refused ({} mode)]",
-                self.config.mode.as_str()
+                mode.as_str()
             ));
         }
         Ok(output)
     }
-}
-
-/// Why the command was stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stop {
-    TimedOut,
-    Cancelled,
-}
-
-struct Ended {
-    status: ExitStatus,
-    stop: Option<Stop>,
-}
-
-async fn wait_or_stop(
-    child: &mut Child,
-    timeout: Duration,
-    grace: Duration,
-    ctx: &ToolContext,
-) -> std::io::Result<Ended> {
-    let stop = tokio::select! {
-        status = child.wait() => return status.map(|status| Ended { status, stop: None }),
-        () = tokio::time::sleep(timeout) => Stop::TimedOut,
-        () = ctx.cancellation().cancelled() => Stop::Cancelled,
-    };
-    // The kill path needs only process ids: no lock of anyone else's. The command's group
-    // is led by bash (see `contained`); signalling it spares the wrapper, which must live
-    // until bash ends or the namespace would end at once, without the grace.
-    let wrapper = child.id();
-    let group = wrapper.and_then(command_group).or_else(|| {
-        wrapper
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw)
-    });
-    if let Some(group) = group {
-        let _ = killpg(group, Signal::SIGTERM);
-    }
-    let status = match tokio::time::timeout(grace, child.wait()).await {
-        Ok(status) => status?,
-        Err(_) => {
-            if let Some(group) = group {
-                let _ = killpg(group, Signal::SIGKILL);
-            }
-            // The wrapper too; its death SIGKILLs bash, and with it the namespace.
-            let _ = child.start_kill();
-            child.wait().await?
-        }
-    };
-    Ok(Ended {
-        status,
-        stop: Some(stop),
-    })
-}
-
-/// `bash -c COMMAND` as the first process of a new PID namespace (in a new user namespace,
-/// so no privilege is needed): when it ends, the kernel ends every process left in it, and
-/// if the `unshare` wrapper dies first, bash is killed (`--kill-child`). `setsid` makes bash
-/// the leader of its own process group, which stop signals go to.
-fn contained(sandbox: &[String], command: &str) -> Command {
-    let mut contained = Command::new("unshare");
-    contained
-        .args(NAMESPACE)
-        .args(["--", "setsid"])
-        .args(sandbox)
-        .args(["bash", "-c", command]);
-    contained
-}
-
-/// `unshare`'s flags: a user namespace (no privilege needed) holding a PID namespace whose
-/// first process is killed when `unshare` dies.
-const NAMESPACE: [&str; 5] = [
-    "--user",
-    "--map-current-user",
-    "--pid",
-    "--fork",
-    "--kill-child",
-];
-
-/// The process group bash leads: the pid of the wrapper's child, read from `/proc`.
-fn command_group(wrapper: u32) -> Option<Pid> {
-    let children =
-        std::fs::read_to_string(format!("/proc/{wrapper}/task/{wrapper}/children")).ok()?;
-    let pid: i32 = children.split_whitespace().next()?.parse().ok()?;
-    Some(Pid::from_raw(pid))
-}
-
-/// Whether PID namespaces can be created here; checked once.
-fn containment_available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        std::process::Command::new("unshare")
-            .args(NAMESPACE)
-            .arg("true")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-    })
 }
 
 fn report(

@@ -9,12 +9,17 @@
 //! Sandbox: in `read-only` and `workspace-write` mode the `toolrail-sandbox` helper (a binary
 //! of this crate) restricts itself with Landlock (files) and seccomp (inet sockets, ptrace)
 //! and then becomes `bash`; if it is missing or cannot enforce the mode fully, the command
-//! does not run (`SANDBOX_UNAVAILABLE`). Not built yet: the bubblewrap tier and escalation
-//! through the approval service.
+//! does not run (`SANDBOX_UNAVAILABLE`). The bubblewrap tier adds namespaces around the
+//! helper: a read-only view of `/`, no network namespace, no capabilities. A call may ask
+//! for `workspace-write` or `network` with a justification; the approval service is asked
+//! whatever the permission rules say, and only its allowed answer widens the sandbox.
 //!
 //! Depends on `tools-core` only.
 
 mod bash;
 mod output;
+mod process;
+mod sandbox;
 
-pub use bash::{BashArgs, BashTool, SandboxMode, ShellConfig};
+pub use bash::{BashArgs, BashTool, ShellConfig};
+pub use sandbox::{Escalation, SandboxMode, SandboxTier};

@@ -1,13 +1,16 @@
 //! The bash tool with real processes: exit codes, the stderr section, capped and spilled
 //! output, binary output, stdin closed, a scrubbed environment, timeouts (also ignoring
 //! SIGTERM), cancel, and no process left alive — `setsid` and double-forked ones included,
-//! checked through `/proc`. Sandbox modes that are not built fail closed.
+//! checked through `/proc`, in each sandbox tier. Sandboxed modes without their helper fail
+//! closed.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::wildcard_enum_match_arm
 )]
+
+mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -206,59 +209,67 @@ async fn binary_output_is_shown_lossily() {
 
 #[tokio::test]
 async fn a_timeout_stops_even_a_command_that_ignores_sigterm() {
-    let s = shell(|_| {});
-    let started = Instant::now();
-    let result = s
-        .run(json!({"command": "trap '' TERM; sleep 31.5; echo never", "timeout_ms": 300}))
-        .await;
-    let took = started.elapsed();
-    assert!(took < Duration::from_secs(5), "{took:?}");
-    assert!(!text(&result).contains("never"));
-    assert!(
-        text(&result).contains("[timed out after 300 ms"),
-        "{}",
-        text(&result)
-    );
-    assert_eq!(value(&result)["timed_out"], true);
-    assert!(alive("sleep 31.5").is_empty(), "{:?}", alive("sleep 31.5"));
+    for tier in support::tiers() {
+        let s = shell(|config| config.tier = tier.clone());
+        let started = Instant::now();
+        let result = s
+            .run(json!({"command": "trap '' TERM; sleep 31.5; echo never", "timeout_ms": 300}))
+            .await;
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        assert!(!text(&result).contains("never"));
+        assert!(
+            text(&result).contains("[timed out after 300 ms"),
+            "{}",
+            text(&result)
+        );
+        assert_eq!(value(&result)["timed_out"], true);
+        assert!(alive("sleep 31.5").is_empty(), "{:?}", alive("sleep 31.5"));
+    }
 }
 
 #[tokio::test]
 async fn a_command_that_handles_sigterm_gets_its_grace() {
-    let s = shell(|_| {});
-    let result = s
-        .run(json!({"command": "trap 'echo cleaning up; exit 7' TERM; sleep 32.5 & wait", "timeout_ms": 300}))
-        .await;
-    let shown = text(&result);
-    assert!(shown.contains("cleaning up"), "{shown}");
-    assert!(shown.ends_with("[exit code 7]"), "{shown}");
-    assert!(alive("sleep 32.5").is_empty());
+    for tier in support::tiers() {
+        let s = shell(|config| config.tier = tier.clone());
+        let result = s
+            .run(json!({"command": "trap 'echo cleaning up; exit 7' TERM; sleep 32.5 & wait", "timeout_ms": 300}))
+            .await;
+        let shown = text(&result);
+        assert!(shown.contains("cleaning up"), "{shown}");
+        assert!(shown.ends_with("[exit code 7]"), "{shown}");
+        assert!(alive("sleep 32.5").is_empty());
+    }
 }
 
 #[tokio::test]
 async fn cancel_mid_run_stops_the_command() {
-    let s = shell(|_| {});
-    let control = BatchControl::default();
-    let cancel: CancellationToken = control.cancel.clone();
-    let canceller = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        cancel.cancel();
-    });
-    let result = s.run_with(json!({"command": "sleep 33.5"}), &control).await;
-    canceller.await.unwrap();
-    assert!(result.record.is_error, "{:?}", result.record);
-    assert!(alive("sleep 33.5").is_empty());
+    for tier in support::tiers() {
+        let s = shell(|config| config.tier = tier.clone());
+        let control = BatchControl::default();
+        let cancel: CancellationToken = control.cancel.clone();
+        let canceller = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            cancel.cancel();
+        });
+        let result = s.run_with(json!({"command": "sleep 33.5"}), &control).await;
+        canceller.await.unwrap();
+        assert!(result.record.is_error, "{:?}", result.record);
+        assert!(alive("sleep 33.5").is_empty());
+    }
 }
 
 #[tokio::test]
 async fn setsid_and_double_forked_children_do_not_outlive_the_call() {
-    let s = shell(|_| {});
-    let result = s
-        .run(json!({"command": "setsid sleep 34.5 & (sleep 35.5 &) ; nohup sleep 36.5 >/dev/null 2>&1 & echo started"}))
-        .await;
-    assert_eq!(text(&result), "started\n[exit code 0]");
-    for marker in ["sleep 34.5", "sleep 35.5", "sleep 36.5"] {
-        assert!(alive(marker).is_empty(), "{marker}: {:?}", alive(marker));
+    for tier in support::tiers() {
+        let s = shell(|config| config.tier = tier.clone());
+        let result = s
+            .run(json!({"command": "setsid sleep 34.5 & (sleep 35.5 &) ; nohup sleep 36.5 >/dev/null 2>&1 & echo started"}))
+            .await;
+        assert_eq!(text(&result), "started\n[exit code 0]");
+        for marker in ["sleep 34.5", "sleep 35.5", "sleep 36.5"] {
+            assert!(alive(marker).is_empty(), "{marker}: {:?}", alive(marker));
+        }
     }
 }
 
@@ -295,6 +306,8 @@ fn only_commands_declared_read_only_may_share_the_batch() {
             description: String::new(),
             timeout_ms: None,
             workdir: None,
+            escalate: Vec::new(),
+            justification: None,
         })
     };
     assert_eq!(of("git status --short"), Concurrency::shared());

@@ -1,20 +1,24 @@
-//! The sandbox escape suite, in each mode, with real processes: writes outside the
+//! The sandbox escape suite, in each mode and each tier, with real processes: writes outside the
 //! workspace, into `.git`, through a symlink and through `/proc/self/root`, an inet socket,
 //! a connection to a listener this test starts on 127.0.0.1, `mount` and `ptrace` must be
 //! refused where the mode says so — and the same actions allowed where it says so, since a
-//! sandbox that refuses everything is broken too.
+//! sandbox that refuses everything is broken too. Escalation widens a sandbox only with an
+//! approval.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
-use toolrail_shell_tool::{BashTool, SandboxMode, ShellConfig};
+use serde_json::{Value, json};
+use toolrail_shell_tool::{BashTool, SandboxMode, SandboxTier, ShellConfig};
+use toolrail_testkit::ScriptedApprovals;
 use toolrail_tools_core::log::MemorySink;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Pipeline, RegistryBuilder, ToolSet, Typed,
-    WorkspaceRoots,
+    ApprovalAnswer, BatchControl, CallRequest, CommittedResult, Pipeline, RegistryBuilder, ToolSet,
+    Typed, WorkspaceRoots,
 };
 
 struct Sandboxed {
@@ -23,7 +27,15 @@ struct Sandboxed {
     pipeline: Pipeline,
 }
 
-fn sandboxed(mode: SandboxMode) -> Sandboxed {
+fn sandboxed(mode: SandboxMode, tier: &SandboxTier) -> Sandboxed {
+    sandboxed_with(mode, tier, None)
+}
+
+fn sandboxed_with(
+    mode: SandboxMode,
+    tier: &SandboxTier,
+    approvals: Option<Arc<ScriptedApprovals>>,
+) -> Sandboxed {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("work/src")).unwrap();
     std::fs::create_dir_all(dir.path().join("work/.git")).unwrap();
@@ -34,22 +46,32 @@ fn sandboxed(mode: SandboxMode) -> Sandboxed {
         dir.path().join("session"),
     );
     config.mode = mode;
+    config.tier = tier.clone();
     config.grace = Duration::from_millis(300);
     config.sandbox_helper = Some(env!("CARGO_BIN_EXE_toolrail-sandbox").into());
     let (registry, _) = RegistryBuilder::new()
         .builtin(Typed::new(BashTool::new(config)))
         .build()
         .unwrap();
+    let mut pipeline = Pipeline::builder(Arc::new(MemorySink::new()));
+    if let Some(approvals) = approvals {
+        pipeline = pipeline.approval(approvals);
+    }
     Sandboxed {
         dir,
         tools: registry.snapshot(),
-        pipeline: Pipeline::builder(Arc::new(MemorySink::new())).build(),
+        pipeline: pipeline.build(),
     }
 }
 
 impl Sandboxed {
     async fn run(&self, command: &str) -> CommittedResult {
-        let args = json!({"command": command, "description": "escape attempt", "timeout_ms": 5000});
+        self.run_args(json!({"command": command})).await
+    }
+
+    async fn run_args(&self, mut args: Value) -> CommittedResult {
+        args["description"] = json!("escape attempt");
+        args["timeout_ms"] = json!(5000);
         self.pipeline
             .execute_one(
                 &self.tools,
@@ -81,7 +103,13 @@ struct Expect {
 }
 
 async fn escape_suite(mode: SandboxMode, expect: Expect) {
-    let s = sandboxed(mode);
+    for tier in support::tiers() {
+        escape_suite_in(mode, &tier, &expect).await;
+    }
+}
+
+async fn escape_suite_in(mode: SandboxMode, tier: &SandboxTier, expect: &Expect) {
+    let s = sandboxed(mode, tier);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let outside = s.path("outside");
@@ -140,8 +168,9 @@ async fn escape_suite(mode: SandboxMode, expect: Expect) {
         assert_eq!(
             s.succeeds(&command).await,
             allowed,
-            "{}: {what} should be {}",
+            "{} ({}): {what} should be {}",
             mode.as_str(),
+            tier.as_str(),
             if allowed { "allowed" } else { "refused" }
         );
     }
@@ -204,21 +233,27 @@ async fn full_access_allows_what_the_others_refuse() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mount_and_ptrace_are_refused_in_the_sandbox() {
-    let s = sandboxed(SandboxMode::WorkspaceWrite);
-    assert!(
-        !s.succeeds("unshare --mount --propagation private true")
-            .await,
-        "mount"
-    );
-    // Attach to the parent (the wrapper), which a sandboxed process must not trace.
-    let ptrace = "python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); sys.exit(0 if libc.ptrace(16, os.getppid(), None, None) == 0 else 1)'";
-    assert!(!s.succeeds(ptrace).await, "ptrace");
+    for tier in support::tiers() {
+        let s = sandboxed(SandboxMode::WorkspaceWrite, &tier);
+        assert!(
+            !s.succeeds("unshare --mount --propagation private true")
+                .await,
+            "mount ({})",
+            tier.as_str()
+        );
+        assert!(
+            !s.succeeds("mount -t tmpfs none $TMPDIR").await,
+            "mount ({})",
+            tier.as_str()
+        );
+        // Attach to the parent (the wrapper), which a sandboxed process must not trace.
+        let ptrace = "python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); sys.exit(0 if libc.ptrace(16, os.getppid(), None, None) == 0 else 1)'";
+        assert!(!s.succeeds(ptrace).await, "ptrace ({})", tier.as_str());
+    }
 }
 
 #[tokio::test]
 async fn without_the_helper_sandboxed_modes_do_not_run() {
-    let s = sandboxed(SandboxMode::ReadOnly);
-    drop(s);
     let dir = tempfile::tempdir().unwrap();
     let mut config = ShellConfig::new(
         WorkspaceRoots::new([dir.path()]).unwrap(),
@@ -249,4 +284,80 @@ async fn without_the_helper_sandboxed_modes_do_not_run() {
         Some("SANDBOX_UNAVAILABLE")
     );
     assert!(!marker.exists());
+}
+
+fn code(result: &CommittedResult) -> Option<String> {
+    result.record.error_code().map(ToString::to_string)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escalation_widens_the_sandbox_only_with_an_approval() {
+    for tier in support::tiers() {
+        let approvals = Arc::new(ScriptedApprovals::new([
+            ApprovalAnswer::AllowedForSession { key: "bash".into() },
+            ApprovalAnswer::Rejected { reason: None },
+            ApprovalAnswer::AllowedOnce,
+        ]));
+        let s = sandboxed_with(SandboxMode::ReadOnly, &tier, Some(Arc::clone(&approvals)));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let write = |file: &str| format!("echo x > {}", s.path(&format!("work/src/{file}")));
+        let escalated = |command: String, wanted: &str| json!({"command": command, "escalate": [wanted], "justification": "the build writes its output"});
+
+        // Approved: the write happens, and the result says with what it ran.
+        let widened = s
+            .run_args(escalated(write("a.txt"), "workspace-write"))
+            .await;
+        assert_eq!(code(&widened), None, "{}", widened.record.text());
+        let value = widened.record.value.as_ref().unwrap();
+        assert_eq!(value["exit_code"], 0, "{}", widened.record.text());
+        assert_eq!(value["sandbox"]["mode"], "workspace-write");
+        assert_eq!(value["sandbox"]["escalated"], json!(["workspace-write"]));
+        assert!(Path::new(&s.path("work/src/a.txt")).exists());
+        let asked = approvals.asked();
+        assert!(
+            asked[0].reason.contains("workspace-write")
+                && asked[0].reason.contains("the build writes its output"),
+            "{}",
+            asked[0].reason
+        );
+
+        // Rejected: nothing ran. And the "for the session" answer above covered one call.
+        let rejected = s
+            .run_args(escalated(write("b.txt"), "workspace-write"))
+            .await;
+        assert_eq!(code(&rejected).as_deref(), Some("APPROVAL_REJECTED"));
+        assert!(!Path::new(&s.path("work/src/b.txt")).exists());
+
+        // Without asking, read-only stays read-only, and no one is asked.
+        assert!(!s.succeeds(&write("c.txt")).await);
+        assert_eq!(approvals.asked().len(), 2);
+
+        // Network: refused by default, allowed once approved.
+        let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port}");
+        assert!(!s.succeeds(&connect).await, "{}", tier.as_str());
+        let online = s.run_args(escalated(connect, "network")).await;
+        assert_eq!(
+            online.record.value.as_ref().unwrap()["exit_code"],
+            0,
+            "{} ({})",
+            online.record.text(),
+            tier.as_str()
+        );
+
+        // The answers are used up: the next escalation finds no one to approve it.
+        let unanswered = s
+            .run_args(escalated(write("d.txt"), "workspace-write"))
+            .await;
+        assert_eq!(code(&unanswered).as_deref(), Some("APPROVAL_UNAVAILABLE"));
+
+        // An escalation without a reason is refused before anyone is asked.
+        let asked_before = approvals.asked().len();
+        let unexplained = s
+            .run_args(json!({"command": write("e.txt"), "escalate": ["network"]}))
+            .await;
+        assert_eq!(code(&unexplained).as_deref(), Some("INVALID_ARGS"));
+        assert_eq!(approvals.asked().len(), asked_before);
+        drop(listener);
+    }
 }

@@ -17,3 +17,5 @@ pub use scenario::{
     ApprovalSpec, Expectations, ModelStep, Scenario, ScenarioConfig, ScenarioError, ScenarioReport,
     ToolCallSpec, TurnSpec, WorkspaceSpec,
 };
+/// Scripted approval answers, for crates that may not depend on `interaction` themselves.
+pub use toolrail_interaction::ScriptedApprovals;

@@ -1,0 +1,223 @@
+//! What a command may touch and what enforces it: the sandbox modes, the two tiers, and the
+//! command line that wraps `bash -c` in them. Both tiers run the command as the first
+//! process of a new PID namespace, so nothing it starts outlives it.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::process::Command;
+
+/// What a command may touch (DESIGN §7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SandboxMode {
+    /// Nothing writable but `/dev/null` and a private temp folder; no network.
+    #[default]
+    ReadOnly,
+    /// The workspace roots (but not `.git`) and the temp folder writable; no network.
+    WorkspaceWrite,
+    /// No file or network restriction; the process tree is still contained.
+    FullAccess,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::WorkspaceWrite => "workspace-write",
+            Self::FullAccess => "full-access",
+        }
+    }
+}
+
+/// What enforces the sandbox.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SandboxTier {
+    /// `unshare` (a user and a PID namespace), then the `toolrail-sandbox` helper: Landlock
+    /// for files, seccomp for inet sockets and `ptrace`.
+    #[default]
+    Landlock,
+    /// bubblewrap at this path: new user, PID, IPC, UTS and (without network) network
+    /// namespaces, a read-only view of `/` with only the writable folders bound writable, no
+    /// capabilities — and the helper inside it as well, so a hole in one layer is not a hole.
+    Bubblewrap(PathBuf),
+}
+
+impl SandboxTier {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Landlock => "landlock",
+            Self::Bubblewrap(_) => "bubblewrap",
+        }
+    }
+
+    /// bubblewrap where Debian installs it.
+    pub fn bubblewrap() -> Self {
+        Self::Bubblewrap(PathBuf::from("/usr/bin/bwrap"))
+    }
+}
+
+/// More than the configured sandbox allows, which a call may ask for with a justification;
+/// only an approval grants it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Escalation {
+    /// Write files in the workspace (`.git` stays read-only).
+    WorkspaceWrite,
+    /// Open network connections.
+    Network,
+}
+
+impl Escalation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WorkspaceWrite => "workspace-write",
+            Self::Network => "network",
+        }
+    }
+}
+
+/// Everything one command runs with.
+pub(crate) struct Confinement<'a> {
+    pub mode: SandboxMode,
+    pub network: bool,
+    pub tier: &'a SandboxTier,
+    /// `None` only in full-access mode.
+    pub helper: Option<&'a Path>,
+    pub roots: &'a [PathBuf],
+    pub private_tmp: &'a Path,
+    pub workdir: &'a Path,
+}
+
+impl Confinement<'_> {
+    /// The command that runs `bash -c COMMAND` confined; stdio and environment are the
+    /// caller's to set.
+    pub(crate) fn command(&self, command: &str) -> Command {
+        let mut line = match self.tier {
+            SandboxTier::Landlock => {
+                let mut unshare = Command::new("unshare");
+                // `setsid` makes bash the leader of its own process group, which stop
+                // signals go to.
+                unshare.args(NAMESPACE).args(["--", "setsid"]);
+                unshare
+            }
+            SandboxTier::Bubblewrap(program) => {
+                let mut bwrap = Command::new(program);
+                bwrap.args(BWRAP_NAMESPACES);
+                if !self.network && self.mode != SandboxMode::FullAccess {
+                    bwrap.arg("--unshare-net");
+                }
+                self.bwrap_files(&mut bwrap);
+                bwrap.arg("--chdir").arg(self.workdir).arg("--");
+                bwrap
+            }
+        };
+        if let Some(helper) = self.helper {
+            line.arg(helper)
+                .args(["--mode", self.mode.as_str(), "--write"])
+                .arg(self.private_tmp);
+            for root in self.roots {
+                line.arg("--root").arg(root);
+            }
+            if self.network {
+                line.arg("--net");
+            }
+            line.arg("--");
+        }
+        line.args(["bash", "-c", command]).current_dir(self.workdir);
+        line
+    }
+
+    /// bubblewrap's view of the file system: `/` read-only but in full-access mode, fresh
+    /// `/dev` and `/proc`, and the folders the mode makes writable bound writable, each root's
+    /// `.git` bound read-only again on top.
+    fn bwrap_files(&self, bwrap: &mut Command) {
+        if self.mode == SandboxMode::FullAccess {
+            bwrap.args([
+                "--bind",
+                "/",
+                "/",
+                "--dev-bind",
+                "/dev",
+                "/dev",
+                "--proc",
+                "/proc",
+            ]);
+            return;
+        }
+        bwrap.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+        bwrap
+            .arg("--bind")
+            .arg(self.private_tmp)
+            .arg(self.private_tmp);
+        if self.mode == SandboxMode::WorkspaceWrite {
+            for root in self.roots {
+                bwrap.arg("--bind").arg(root).arg(root);
+                let git = root.join(".git");
+                if git.exists() {
+                    bwrap.arg("--ro-bind").arg(&git).arg(&git);
+                }
+            }
+        }
+    }
+}
+
+/// `unshare`'s flags: a user namespace (no privilege needed) holding a PID namespace whose
+/// first process is killed when `unshare` dies.
+const NAMESPACE: [&str; 5] = [
+    "--user",
+    "--map-current-user",
+    "--pid",
+    "--fork",
+    "--kill-child",
+];
+
+/// bubblewrap's flags besides the file system: every namespace it can make but the network
+/// (decided per call), no capabilities even for root, the sandbox killed when bubblewrap
+/// dies, and a new session (no terminal to push input into). The environment is already
+/// scrubbed by the tool, so it passes through.
+const BWRAP_NAMESPACES: [&str; 9] = [
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+];
+
+/// Whether the tier can contain a command here: `Err` says why not. Run once per tool.
+pub(crate) fn check_tier(tier: &SandboxTier) -> Result<(), String> {
+    let (program, status) = match tier {
+        SandboxTier::Landlock => (
+            "unshare",
+            std::process::Command::new("unshare")
+                .args(NAMESPACE)
+                .arg("true")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status(),
+        ),
+        SandboxTier::Bubblewrap(program) => (
+            "bubblewrap",
+            std::process::Command::new(program)
+                .args(BWRAP_NAMESPACES)
+                .args(["--unshare-net", "--ro-bind", "/", "/", "--", "true"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status(),
+        ),
+    };
+    match status {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!(
+            "{program} could not make the namespaces here ({status})"
+        )),
+        Err(error) => Err(format!("{program} could not be started: {error}")),
+    }
+}
