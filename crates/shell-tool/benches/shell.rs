@@ -20,7 +20,8 @@ use toolrail_tools_core::{
 struct Variant {
     row: &'static str,
     goal: &'static str,
-    overhead_ns: f64,
+    /// The goal, as an overhead over the bare spawn; `None`: reported only.
+    overhead_ns: Option<f64>,
     tools: ToolSet,
     times: Vec<f64>,
 }
@@ -47,14 +48,14 @@ fn main() {
         Variant {
             row: "bash tool on `true`, full-access (PID namespace, capture, pipeline)",
             goal: "overhead ≤ 2 ms",
-            overhead_ns: 2_000_000.0,
+            overhead_ns: Some(2_000_000.0),
             tools: tools(SandboxMode::FullAccess, SandboxTier::Landlock),
             times: Vec::new(),
         },
         Variant {
             row: "bash tool on `true`, workspace-write (Landlock + seccomp helper as well)",
             goal: "overhead ≤ 3 ms",
-            overhead_ns: 3_000_000.0,
+            overhead_ns: Some(3_000_000.0),
             tools: tools(SandboxMode::WorkspaceWrite, SandboxTier::Landlock),
             times: Vec::new(),
         },
@@ -63,8 +64,8 @@ fn main() {
     if matches!(&bubblewrap, SandboxTier::Bubblewrap(program) if program.exists()) {
         variants.push(Variant {
             row: "bash tool on `true`, workspace-write in bubblewrap (namespaces + helper)",
-            goal: "overhead ≤ 3 ms",
-            overhead_ns: 3_000_000.0,
+            goal: "reported (issue 7 sets no goal)",
+            overhead_ns: None,
             tools: tools(SandboxMode::WorkspaceWrite, bubblewrap),
             times: Vec::new(),
         });
@@ -109,7 +110,7 @@ fn main() {
             baseline_name: "bash -c true, spawned and waited",
             baseline_ns: bare,
             goal: variant.goal,
-            goal_max_ns: Some(bare + variant.overhead_ns),
+            goal_max_ns: variant.overhead_ns.map(|overhead| bare + overhead),
             goal_max_ratio: None,
         }
         .print();

@@ -374,13 +374,18 @@ impl TypedTool for BashTool {
             )));
         }
         let truncated = out.omitted() > 0 || err.omitted() > 0;
+        // Only a stream that was cut has (and needs) a spill file.
+        let spilled = |captured: &Captured, spill: Option<PathBuf>| {
+            (captured.omitted() > 0).then(|| {
+                spill.map_or_else(
+                    || "(could not be saved)".to_owned(),
+                    |path| path.display().to_string(),
+                )
+            })
+        };
         let spills = if truncated {
-            json!({"stdout": out_spill.map(|p| p.display().to_string()), "stderr": err_spill.map(|p| p.display().to_string())})
+            json!({"stdout": spilled(&out, out_spill), "stderr": spilled(&err, err_spill)})
         } else {
-            // Nothing was cut: the result holds everything, the spill files are not needed.
-            for path in [&out_file, &err_file] {
-                let _ = tokio::fs::remove_file(path).await;
-            }
             json!(null)
         };
         let mut output = report(
@@ -465,14 +470,15 @@ fn report(
         )),
         (None, None) => text.push_str("[ended without an exit code]"),
     }
-    if let (Some(stdout), stderr) = (spills.get("stdout"), spills.get("stderr")) {
-        text.push_str(&format!(
-            "\n[full output: {} {}]",
-            stdout.as_str().unwrap_or("(not saved)"),
-            stderr
-                .and_then(|path| path.as_str())
-                .unwrap_or("(not saved)")
-        ));
+    let saved: Vec<String> = ["stdout", "stderr"]
+        .into_iter()
+        .filter_map(|stream| {
+            let path = spills.get(stream)?.as_str()?;
+            Some(format!("{stream} in {path}"))
+        })
+        .collect();
+    if !saved.is_empty() {
+        text.push_str(&format!("\n[full output: {}]", saved.join("; ")));
     }
     let value = json!({
         "exit_code": exit_code,

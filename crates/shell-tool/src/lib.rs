@@ -17,6 +17,7 @@
 //! Depends on `tools-core` only.
 
 mod bash;
+mod namespace;
 mod output;
 mod process;
 mod sandbox;

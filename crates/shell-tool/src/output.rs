@@ -74,15 +74,19 @@ impl Captured {
     }
 }
 
-/// Reads `stream` to its end, keeping what `cap` allows and writing everything to `spill`.
-/// A spill file that cannot be written only loses the spill, never the command's result.
+/// Reads `stream` to its end, keeping what `cap` allows; once the stream outgrows the cap,
+/// everything (from the first byte) goes to `spill` as well, so a short output touches no
+/// file. A spill file that cannot be written only loses the spill, never the command's
+/// result. Returns the spill file's path if it holds the whole stream.
 pub(crate) async fn capture(
     mut stream: impl AsyncRead + Unpin,
     cap: usize,
     spill: &Path,
 ) -> (Captured, Option<PathBuf>) {
     let mut captured = Captured::new(cap);
-    let mut file = File::create(spill).await.ok();
+    // What was read before the stream outgrew the cap: at most `cap` and one read.
+    let mut early = Vec::new();
+    let mut file: Spill = Spill::NotNeeded;
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         match stream.read(&mut buffer).await {
@@ -90,19 +94,47 @@ pub(crate) async fn capture(
             Ok(read) => {
                 let bytes = buffer.get(..read).unwrap_or_default();
                 captured.push(bytes);
-                if let Some(open) = file.as_mut()
-                    && open.write_all(bytes).await.is_err()
-                {
-                    file = None;
+                match &mut file {
+                    Spill::NotNeeded => {
+                        early.extend_from_slice(bytes);
+                        if early.len() > cap {
+                            file = Spill::start(spill, &early).await;
+                            early = Vec::new();
+                        }
+                    }
+                    Spill::Writing(open) => {
+                        if open.write_all(bytes).await.is_err() {
+                            file = Spill::Failed;
+                        }
+                    }
+                    Spill::Failed => {}
                 }
             }
         }
     }
     let kept = match file {
-        Some(mut open) => open.flush().await.is_ok(),
-        None => false,
+        Spill::Writing(mut open) => open.flush().await.is_ok(),
+        Spill::NotNeeded | Spill::Failed => false,
     };
     (captured, kept.then(|| spill.to_path_buf()))
+}
+
+enum Spill {
+    NotNeeded,
+    Writing(File),
+    Failed,
+}
+
+impl Spill {
+    async fn start(path: &Path, early: &[u8]) -> Self {
+        let Ok(mut file) = File::create(path).await else {
+            return Self::Failed;
+        };
+        match file.write_all(early).await {
+            Ok(()) => Self::Writing(file),
+            Err(_) => Self::Failed,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -32,9 +32,10 @@ pub(crate) async fn wait_or_stop(
         () = tokio::time::sleep(timeout) => Stop::TimedOut,
         () = ctx.cancellation().cancelled() => Stop::Cancelled,
     };
-    // The command's group is led by a process below the wrapper (bash itself, or
-    // bubblewrap's init in the namespace); signalling it spares the wrapper, which must live
-    // until the command ends or the namespace would end at once, without the grace.
+    // The command's group is led by a process below the wrapper (the waiter of
+    // `namespace`, or bubblewrap): bash itself, or bubblewrap's init in the namespace.
+    // Signalling it spares the wrapper, which must live until the command ends or the
+    // namespace would end at once, without the grace.
     let wrapper = child.id();
     let group = wrapper.and_then(group_below).or_else(|| {
         wrapper

@@ -2,12 +2,15 @@
 //! command line that wraps `bash -c` in them. Both tiers run the command as the first
 //! process of a new PID namespace, so nothing it starts outlives it.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::process::Command;
+
+use crate::namespace::enter_pid_namespace;
 
 /// What a command may touch (DESIGN §7).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,8 +37,8 @@ impl SandboxMode {
 /// What enforces the sandbox.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum SandboxTier {
-    /// `unshare` (a user and a PID namespace), then the `toolrail-sandbox` helper: Landlock
-    /// for files, seccomp for inet sockets and `ptrace`.
+    /// A user and a PID namespace made between fork and exec (see `namespace`), then the
+    /// `toolrail-sandbox` helper: Landlock for files, seccomp for inet sockets and `ptrace`.
     #[default]
     Landlock,
     /// bubblewrap at this path: new user, PID, IPC, UTS and (without network) network
@@ -94,13 +97,28 @@ impl Confinement<'_> {
     /// The command that runs `bash -c COMMAND` confined; stdio and environment are the
     /// caller's to set.
     pub(crate) fn command(&self, command: &str) -> Command {
+        let mut inner: Vec<OsString> = Vec::new();
+        if let Some(helper) = self.helper {
+            inner.push(helper.into());
+            inner.extend(["--mode", self.mode.as_str(), "--write"].map(OsString::from));
+            inner.push(self.private_tmp.into());
+            for root in self.roots {
+                inner.push("--root".into());
+                inner.push(root.into());
+            }
+            if self.network {
+                inner.push("--net".into());
+            }
+            inner.push("--".into());
+        }
+        inner.extend(["bash", "-c", command].map(OsString::from));
         let mut line = match self.tier {
             SandboxTier::Landlock => {
-                let mut unshare = Command::new("unshare");
-                // `setsid` makes bash the leader of its own process group, which stop
-                // signals go to.
-                unshare.args(NAMESPACE).args(["--", "setsid"]);
-                unshare
+                let (program, args) = inner.split_at(1);
+                let mut line = Command::new(&program[0]);
+                line.args(args);
+                enter_pid_namespace(line.as_std_mut());
+                line
             }
             SandboxTier::Bubblewrap(program) => {
                 let mut bwrap = Command::new(program);
@@ -109,23 +127,11 @@ impl Confinement<'_> {
                     bwrap.arg("--unshare-net");
                 }
                 self.bwrap_files(&mut bwrap);
-                bwrap.arg("--chdir").arg(self.workdir).arg("--");
+                bwrap.arg("--chdir").arg(self.workdir).arg("--").args(inner);
                 bwrap
             }
         };
-        if let Some(helper) = self.helper {
-            line.arg(helper)
-                .args(["--mode", self.mode.as_str(), "--write"])
-                .arg(self.private_tmp);
-            for root in self.roots {
-                line.arg("--root").arg(root);
-            }
-            if self.network {
-                line.arg("--net");
-            }
-            line.arg("--");
-        }
-        line.args(["bash", "-c", command]).current_dir(self.workdir);
+        line.current_dir(self.workdir);
         line
     }
 
@@ -163,16 +169,6 @@ impl Confinement<'_> {
     }
 }
 
-/// `unshare`'s flags: a user namespace (no privilege needed) holding a PID namespace whose
-/// first process is killed when `unshare` dies.
-const NAMESPACE: [&str; 5] = [
-    "--user",
-    "--map-current-user",
-    "--pid",
-    "--fork",
-    "--kill-child",
-];
-
 /// bubblewrap's flags besides the file system: every namespace it can make but the network
 /// (decided per call), no capabilities even for root, the sandbox killed when bubblewrap
 /// dies, and a new session (no terminal to push input into). The environment is already
@@ -192,16 +188,18 @@ const BWRAP_NAMESPACES: [&str; 9] = [
 /// Whether the tier can contain a command here: `Err` says why not. Run once per tool.
 pub(crate) fn check_tier(tier: &SandboxTier) -> Result<(), String> {
     let (program, status) = match tier {
-        SandboxTier::Landlock => (
-            "unshare",
-            std::process::Command::new("unshare")
-                .args(NAMESPACE)
-                .arg("true")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status(),
-        ),
+        SandboxTier::Landlock => {
+            let mut trial = std::process::Command::new("true");
+            enter_pid_namespace(&mut trial);
+            (
+                "a user and PID namespace",
+                trial
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status(),
+            )
+        }
         SandboxTier::Bubblewrap(program) => (
             "bubblewrap",
             std::process::Command::new(program)
@@ -215,9 +213,7 @@ pub(crate) fn check_tier(tier: &SandboxTier) -> Result<(), String> {
     };
     match status {
         Ok(status) if status.success() => Ok(()),
-        Ok(status) => Err(format!(
-            "{program} could not make the namespaces here ({status})"
-        )),
-        Err(error) => Err(format!("{program} could not be started: {error}")),
+        Ok(status) => Err(format!("{program} could not be made here ({status})")),
+        Err(error) => Err(format!("{program} could not be made here: {error}")),
     }
 }

@@ -1,5 +1,5 @@
-//! The sandbox helper: restricts itself, then becomes the command. Run between `unshare`
-//! and `bash` by the shell tool, so nothing runs between fork and exec but this small
+//! The sandbox helper: restricts itself, then becomes the command. Run as the first process
+//! of the command's PID namespace (or inside bubblewrap) by the shell tool, before `bash`, so nothing runs between fork and exec but this small
 //! program, and nothing it does needs to be async-signal-safe.
 //!
 //! `toolrail-sandbox --mode read-only|workspace-write [--write PATH]... [--net] -- CMD...`
