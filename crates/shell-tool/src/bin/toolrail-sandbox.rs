@@ -1,6 +1,7 @@
-//! The sandbox helper: restricts itself, then becomes the command. Run as the first process
-//! of the command's PID namespace (or inside bubblewrap) by the shell tool, before `bash`, so nothing runs between fork and exec but this small
-//! program, and nothing it does needs to be async-signal-safe.
+//! The sandbox helper: restricts itself, then becomes the command. The shell tool runs it
+//! as the first process of the command's PID namespace (or inside bubblewrap), before
+//! `bash`: building a Landlock ruleset and a seccomp program allocates, which is not sound
+//! between fork and exec in a threaded process, but is in a program of its own.
 //!
 //! `toolrail-sandbox --mode read-only|workspace-write [--write PATH]... [--net] -- CMD...`
 //!
