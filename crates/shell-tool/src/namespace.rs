@@ -1,15 +1,23 @@
-//! A PID namespace without extra programs. Between fork and exec, the spawned child makes a
-//! user and a PID namespace and forks once more: its own child, the first process of the
-//! namespace and the leader of a new session, goes on to exec the command; the spawned
-//! child stays behind as a waiter that ends the way the command ended. When the command ends,
-//! the kernel ends every process left in the namespace; when the waiter is killed, the
-//! command is killed with it (`PR_SET_PDEATHSIG`), and with it the namespace.
+//! A PID namespace without extra programs. Between fork and exec, the spawned child (the
+//! *waiter*) makes a user and a PID namespace and forks the namespace's first process, a
+//! tiny *init* that leads a new session and forks the command. Three processes, because
+//! each has one job:
+//!
+//! - the command is not PID 1, so the SIGTERM sent to its group is delivered (the kernel
+//!   drops signals to a namespace's init that has no handler for them);
+//! - the init reaps orphans, and when the command ends it hands the command's exact wait
+//!   status to the waiter over a pipe and exits, which ends every process left in the
+//!   namespace; it dies with the waiter (`PR_SET_PDEATHSIG`), and the command with it;
+//! - the waiter, outside the namespace, is the process the tool spawned and waits for: it
+//!   ends the way the command ended (its exit code, or its signal, with core dumps off so a
+//!   crash cannot write this process's memory into the workspace).
 //!
 //! This replaces `unshare --user --pid --fork --kill-child -- setsid`, two programs whose
 //! execs cost about a millisecond each on the machines we measure. It is the one place in
 //! the crate that needs `unsafe`: `pre_exec` runs in a forked copy of a threaded process,
 //! where only async-signal-safe calls are sound, so everything it needs is made before the
-//! fork and the closure only makes system calls.
+//! fork and the closures only make system calls (`fork` is the raw `clone` system call, so
+//! no `pthread_atfork` handler runs).
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
@@ -26,9 +34,7 @@ pub(crate) fn enter_pid_namespace(command: &mut std::process::Command) {
     let gid_map = format!("{gid} {gid} 1").into_bytes();
     let enter = move || {
         // SAFETY: this runs in the child between fork and exec. It allocates nothing and
-        // calls only async-signal-safe system calls (unshare, open, write, close, fork,
-        // setsid, prctl; in the waiter close_range, waitpid, signal, kill, _exit); the
-        // buffers were made before the fork.
+        // makes only async-signal-safe system calls; the buffers were made before the fork.
         unsafe {
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) != 0 {
                 return Err(io::Error::last_os_error());
@@ -36,24 +42,141 @@ pub(crate) fn enter_pid_namespace(command: &mut std::process::Command) {
             write_file(c"/proc/self/setgroups", b"deny")?;
             write_file(c"/proc/self/uid_map", &uid_map)?;
             write_file(c"/proc/self/gid_map", &gid_map)?;
-            match libc::fork() {
+            let mut status_pipe = [0; 2];
+            if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let [read_end, write_end] = status_pipe;
+            match raw_fork() {
                 -1 => Err(io::Error::last_os_error()),
                 0 => {
-                    // The namespace's first process: dies with the waiter, leads a session.
+                    // The namespace's init: dies with the waiter, leads a session.
+                    libc::close(read_end);
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0
                         || libc::setsid() == -1
                     {
                         return Err(io::Error::last_os_error());
                     }
-                    Ok(())
+                    match raw_fork() {
+                        -1 => Err(io::Error::last_os_error()),
+                        0 => {
+                            // The command: dies with the init, then execs.
+                            libc::close(write_end);
+                            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                                return Err(io::Error::last_os_error());
+                            }
+                            Ok(())
+                        }
+                        command => init(command, write_end),
+                    }
                 }
-                command => wait_and_mirror(command),
+                init => waiter(init, read_end),
             }
         }
     };
     // SAFETY: see the closure: async-signal-safe calls only.
     unsafe {
         command.pre_exec(enter);
+    }
+}
+
+/// `fork` as the bare system call.
+///
+/// # Safety
+/// As `fork`; the child may only make async-signal-safe calls.
+unsafe fn raw_fork() -> libc::pid_t {
+    // SAFETY: clone with only an exit signal and no new stack behaves as fork.
+    unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) as libc::pid_t }
+}
+
+/// Closes every descriptor but `keep`, so that the command's pipes (and the spawner's pipe
+/// reporting exec errors) close when the command's copies close.
+///
+/// # Safety
+/// Async-signal-safe.
+unsafe fn close_all_but(keep: libc::c_int) {
+    // SAFETY: plain system calls on descriptor numbers.
+    unsafe {
+        let keep = keep as libc::c_uint;
+        let below = keep == 0 || libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32) == 0;
+        let above = libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32) == 0;
+        if !(below && above) {
+            for fd in 0..1024 {
+                if fd != keep as libc::c_int {
+                    libc::close(fd);
+                }
+            }
+        }
+    }
+}
+
+/// The namespace's init: reaps every process that ends in the namespace until the command
+/// does, then writes the command's wait status to `status_out` and exits, ending the
+/// namespace.
+///
+/// # Safety
+/// Async-signal-safe: to be called between fork and exec. Never returns.
+unsafe fn init(command: libc::pid_t, status_out: libc::c_int) -> ! {
+    // SAFETY: plain system calls; `status` is a valid buffer.
+    unsafe {
+        close_all_but(status_out);
+        let mut status: libc::c_int = 0;
+        loop {
+            let reaped = libc::waitpid(-1, &mut status, 0);
+            if reaped == command {
+                break;
+            }
+            if reaped == -1 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        let bytes = status.to_ne_bytes();
+        libc::write(status_out, bytes.as_ptr().cast(), bytes.len());
+        libc::_exit(0)
+    }
+}
+
+/// The waiter: waits for the init and ends as the command ended — as the init reported it,
+/// or as the init itself ended if it could not report (it was killed).
+///
+/// # Safety
+/// Async-signal-safe: to be called between fork and exec. Never returns.
+unsafe fn waiter(init: libc::pid_t, status_in: libc::c_int) -> ! {
+    // SAFETY: plain system calls; the buffers are valid.
+    unsafe {
+        close_all_but(status_in);
+        let mut init_status: libc::c_int = 0;
+        loop {
+            let waited = libc::waitpid(init, &mut init_status, 0);
+            if waited == init {
+                break;
+            }
+            if waited == -1 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        let mut bytes = [0u8; 4];
+        let read = libc::read(status_in, bytes.as_mut_ptr().cast(), bytes.len());
+        let status = if read == 4 {
+            libc::c_int::from_ne_bytes(bytes)
+        } else {
+            init_status
+        };
+        if libc::WIFSIGNALED(status) {
+            let signal = libc::WTERMSIG(status);
+            // Re-raising a crash signal must not dump this process (a copy of the runtime's
+            // memory) as a core file.
+            libc::prctl(libc::PR_SET_DUMPABLE, 0);
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            libc::signal(signal, libc::SIG_DFL);
+            libc::kill(libc::getpid(), signal);
+            libc::_exit(128 + signal);
+        }
+        libc::_exit(libc::WEXITSTATUS(status))
     }
 }
 
@@ -75,38 +198,4 @@ unsafe fn write_file(path: &CStr, bytes: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The waiter: holds no descriptor (so the command's pipes, and the spawner's pipe that
-/// reports exec errors, close when the command's copies close), waits for the command, and
-/// ends as it ended: with its exit code, or killed by its signal.
-///
-/// # Safety
-/// Async-signal-safe: to be called between fork and exec. Never returns.
-unsafe fn wait_and_mirror(command: libc::pid_t) -> ! {
-    // SAFETY: plain system calls; `status` is a valid out-pointer.
-    unsafe {
-        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
-            for fd in 0..1024 {
-                libc::close(fd);
-            }
-        }
-        let mut status = 0;
-        loop {
-            let waited = libc::waitpid(command, &mut status, 0);
-            if waited == command {
-                break;
-            }
-            if waited == -1 && *libc::__errno_location() != libc::EINTR {
-                libc::_exit(127);
-            }
-        }
-        if libc::WIFSIGNALED(status) {
-            let signal = libc::WTERMSIG(status);
-            libc::signal(signal, libc::SIG_DFL);
-            libc::kill(libc::getpid(), signal);
-            libc::_exit(128 + signal);
-        }
-        libc::_exit(libc::WEXITSTATUS(status))
-    }
 }

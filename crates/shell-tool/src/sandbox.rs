@@ -158,8 +158,12 @@ impl Confinement<'_> {
             .arg(self.private_tmp)
             .arg(self.private_tmp);
         if self.mode == SandboxMode::WorkspaceWrite {
+            // Every root first, then every `.git` read-only on top: a root bound after a
+            // `.git` inside it (nested roots) would make that `.git` writable again.
             for root in self.roots {
                 bwrap.arg("--bind").arg(root).arg(root);
+            }
+            for root in self.roots {
                 let git = root.join(".git");
                 if git.exists() {
                     bwrap.arg("--ro-bind").arg(&git).arg(&git);
@@ -204,7 +208,8 @@ pub(crate) fn check_tier(tier: &SandboxTier) -> Result<(), String> {
             "bubblewrap",
             std::process::Command::new(program)
                 .args(BWRAP_NAMESPACES)
-                .args(["--unshare-net", "--ro-bind", "/", "/", "--", "true"])
+                .args(["--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev"])
+                .args(["--proc", "/proc", "--tmpfs", "/tmp", "--", "true"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())

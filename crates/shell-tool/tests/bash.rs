@@ -318,3 +318,27 @@ fn only_commands_declared_read_only_may_share_the_batch() {
     assert_eq!(of("ls > out.txt"), Concurrency::Exclusive);
     assert_eq!(of("make"), Concurrency::Exclusive);
 }
+
+#[tokio::test]
+async fn sigterm_stops_the_script_itself_not_only_its_current_command() {
+    // bash must not be its namespace's PID 1, which the kernel shields from signals it
+    // has no handler for: the script would go on to its next command during the grace.
+    for tier in support::tiers() {
+        let s = shell(|config| {
+            config.tier = tier.clone();
+            config.grace = Duration::from_secs(3);
+        });
+        let marker = s.dir.path().join("work/went-on");
+        let result = s
+            .run(json!({"command": format!("sleep 37.5; touch {}", marker.display()), "timeout_ms": 300}))
+            .await;
+        assert_eq!(value(&result)["timed_out"], true);
+        assert!(
+            !marker.exists(),
+            "{}: the script went on after SIGTERM: {}",
+            tier.as_str(),
+            text(&result)
+        );
+        assert!(alive("sleep 37.5").is_empty());
+    }
+}

@@ -99,8 +99,18 @@ struct Expect {
     write_workspace: bool,
     write_git: bool,
     write_outside: bool,
+    /// inet sockets, and unix sockets of daemons outside.
     network: bool,
+    /// `mount` (in a nested user namespace) and `ptrace` (of one's own child).
+    mount_and_ptrace: bool,
 }
+
+/// Mounts a tmpfs in a new user and mount namespace: allowed to any unprivileged process
+/// that may make namespaces, so only a sandbox refuses it.
+const MOUNT: &str = "unshare -Urm sh -c 'mount -t tmpfs none /mnt'";
+
+/// Attaches to its own child, which any process may do without a sandbox.
+const PTRACE: &str = "python3 -c 'import ctypes, os, sys, time\npid = os.fork()\nif pid == 0:\n    time.sleep(3)\n    os._exit(0)\nlibc = ctypes.CDLL(None, use_errno=True)\nok = libc.ptrace(16, pid, None, None) == 0\nos.kill(pid, 9)\nsys.exit(0 if ok else 1)'";
 
 async fn escape_suite(mode: SandboxMode, expect: Expect) {
     for tier in support::tiers() {
@@ -113,6 +123,7 @@ async fn escape_suite_in(mode: SandboxMode, tier: &SandboxTier, expect: &Expect)
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let outside = s.path("outside");
+    let daemon = std::os::unix::net::UnixListener::bind(s.path("outside/daemon.sock")).unwrap();
     let cases = [
         (
             format!("echo x > {}", s.path("work/src/a.txt")),
@@ -159,6 +170,21 @@ async fn escape_suite_in(mode: SandboxMode, tier: &SandboxTier, expect: &Expect)
             "open an inet socket",
         ),
         (
+            format!(
+                "python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"{outside}/daemon.sock\")'"
+            ),
+            expect.network,
+            "connect to a daemon's unix socket",
+        ),
+        // bubblewrap drops every capability even in full-access mode, and its user
+        // namespace lets no nested one map users: no mounts in that tier.
+        (
+            MOUNT.to_owned(),
+            expect.mount_and_ptrace && *tier == SandboxTier::Landlock,
+            "mount",
+        ),
+        (PTRACE.to_owned(), expect.mount_and_ptrace, "ptrace"),
+        (
             "cat /etc/hostname > /dev/null".to_owned(),
             true,
             "read system files",
@@ -186,7 +212,7 @@ async fn escape_suite_in(mode: SandboxMode, tier: &SandboxTier, expect: &Expect)
         !expect.write_outside,
         "{text}"
     );
-    drop(listener);
+    drop((listener, daemon));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,6 +224,7 @@ async fn read_only_refuses_every_write_and_the_network() {
             write_git: false,
             write_outside: false,
             network: false,
+            mount_and_ptrace: false,
         },
     )
     .await;
@@ -212,6 +239,7 @@ async fn workspace_write_allows_the_workspace_but_not_git_outside_or_the_network
             write_git: false,
             write_outside: false,
             network: false,
+            mount_and_ptrace: false,
         },
     )
     .await;
@@ -226,29 +254,53 @@ async fn full_access_allows_what_the_others_refuse() {
             write_git: true,
             write_outside: true,
             network: true,
+            mount_and_ptrace: true,
         },
     )
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mount_and_ptrace_are_refused_in_the_sandbox() {
+async fn nested_roots_keep_every_git_read_only() {
     for tier in support::tiers() {
-        let s = sandboxed(SandboxMode::WorkspaceWrite, &tier);
-        assert!(
-            !s.succeeds("unshare --mount --propagation private true")
-                .await,
-            "mount ({})",
-            tier.as_str()
+        let dir = tempfile::tempdir().unwrap();
+        let inner = dir.path().join("work/lib");
+        std::fs::create_dir_all(inner.join(".git")).unwrap();
+        std::fs::create_dir_all(dir.path().join("work/.git")).unwrap();
+        std::fs::create_dir_all(dir.path().join("work/a/b")).unwrap();
+        // Landlock grants a root's entries, not the root: new top-level entries cannot be
+        // made, existing ones can be written.
+        std::fs::write(inner.join("src.rs"), "").unwrap();
+        let mut config = ShellConfig::new(
+            WorkspaceRoots::new([inner.clone(), dir.path().join("work")]).unwrap(),
+            dir.path().join("session"),
         );
-        assert!(
-            !s.succeeds("mount -t tmpfs none $TMPDIR").await,
-            "mount ({})",
-            tier.as_str()
-        );
-        // Attach to the parent (the wrapper), which a sandboxed process must not trace.
-        let ptrace = "python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); sys.exit(0 if libc.ptrace(16, os.getppid(), None, None) == 0 else 1)'";
-        assert!(!s.succeeds(ptrace).await, "ptrace ({})", tier.as_str());
+        config.mode = SandboxMode::WorkspaceWrite;
+        config.tier = tier.clone();
+        config.sandbox_helper = Some(env!("CARGO_BIN_EXE_toolrail-sandbox").into());
+        let (registry, _) = RegistryBuilder::new()
+            .builtin(Typed::new(BashTool::new(config)))
+            .build()
+            .unwrap();
+        let s = Sandboxed {
+            dir,
+            tools: registry.snapshot(),
+            pipeline: Pipeline::builder(Arc::new(MemorySink::new())).build(),
+        };
+        for (file, allowed) in [
+            ("work/lib/.git/config", false),
+            ("work/.git/config", false),
+            ("work/lib/src.rs", true),
+            ("work/a/b/c.txt", true),
+        ] {
+            assert_eq!(
+                s.succeeds(&format!("echo x > {}", s.path(file))).await,
+                allowed,
+                "{} ({}): writing {file}",
+                if allowed { "allowed" } else { "refused" },
+                tier.as_str()
+            );
+        }
     }
 }
 

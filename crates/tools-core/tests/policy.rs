@@ -669,6 +669,7 @@ impl Tool for Widening {
     }
 
     fn must_ask(&self, args: &serde_json::Value) -> Option<String> {
+        assert!(args["panic"] != true, "a tool that cannot say");
         (args["wide"] == true).then(|| "asks for more than its default".to_owned())
     }
 
@@ -757,4 +758,37 @@ async fn a_call_that_must_ask_asks_even_when_rules_allow_and_its_body_sees_the_g
     assert_eq!(code(&result), Some("POLICY_DENIED"));
     assert!(approver.requests.lock().is_empty());
     assert_eq!(grants.lock().len(), 2);
+    // Rules that would ask with a session key do not make it coverable by one.
+    let approver = FixedApprover::new(Some(ApprovalAnswer::AllowedOnce));
+    let asks_for_session = FixedHook::new(
+        "rules",
+        HookBehaviour::Decide(PreExecuteDecision::Ask {
+            reason: "rules ask".into(),
+            session_key: Some("widen".into()),
+        }),
+    );
+    let pipeline = h
+        .pipeline()
+        .pre_hook(asks_for_session)
+        .approval(approver.clone())
+        .build();
+    let result = h.run(&pipeline, "widen", r#"{"wide": true}"#).await;
+    assert_eq!(code(&result), None);
+    let request = approver.requests.lock()[0].clone();
+    assert_eq!(request.session_key, None);
+    assert_eq!(request.reason, "asks for more than its default; rules ask");
+    // A tool that panics saying whether it must ask, asks.
+    let approver = FixedApprover::new(Some(ApprovalAnswer::Rejected { reason: None }));
+    let pipeline = h
+        .pipeline()
+        .pre_hook(allow_all())
+        .approval(approver.clone())
+        .build();
+    let result = h.run(&pipeline, "widen", r#"{"panic": true}"#).await;
+    assert_eq!(code(&result), Some("APPROVAL_REJECTED"));
+    assert!(
+        approver.requests.lock()[0]
+            .reason
+            .contains("could not say whether this call needs approval"),
+    );
 }

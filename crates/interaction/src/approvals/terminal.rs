@@ -82,6 +82,21 @@ impl ApprovalService for TerminalApprovals {
     }
 }
 
+/// Text the model controls (a command, a justification), with control characters shown as
+/// escapes: a carriage return or a terminal escape sequence must not redraw the question a
+/// person is answering.
+fn visible(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
 fn ask(terminal: &mut Terminal, request: &ApprovalRequest) -> ApprovalAnswer {
     let session = request
         .session_key
@@ -89,14 +104,18 @@ fn ask(terminal: &mut Terminal, request: &ApprovalRequest) -> ApprovalAnswer {
         .unwrap_or_else(|| request.identity.name.clone());
     let mut text = format!(
         "\ntoolrail: `{}` asks to run (call {})\n",
-        request.identity.name, request.identity.call_id
+        request.identity.name,
+        visible(request.identity.call_id.as_str())
     );
     if let Some(subject) = &request.subject {
-        text.push_str(&format!("  subject: {subject}\n"));
+        text.push_str(&format!("  subject: {}\n", visible(subject)));
     }
-    text.push_str(&format!("  reason:  {}\n", request.reason));
+    text.push_str(&format!("  reason:  {}\n", visible(&request.reason)));
     let prompt = match &request.session_key {
-        Some(_) => format!("Allow? [y] once, [s] for this session ({session}), [n] no (n: why): "),
+        Some(_) => format!(
+            "Allow? [y] once, [s] for this session ({}), [n] no (n: why): ",
+            visible(&session)
+        ),
         None => "Allow? [y] once, [n] no (n: why): ".to_owned(),
     };
     if terminal.output.write_all(text.as_bytes()).is_err() {
@@ -174,5 +193,14 @@ mod tests {
         );
         assert_eq!(parse_reply("", None), None);
         assert_eq!(parse_reply("maybe", None), None);
+    }
+
+    #[test]
+    fn model_text_cannot_redraw_the_question() {
+        assert_eq!(
+            visible("ls\r\u{1b}[2Kreason: harmless"),
+            "ls\\r\\u{1b}[2Kreason: harmless"
+        );
+        assert_eq!(visible("plain text ✓"), "plain text ✓");
     }
 }

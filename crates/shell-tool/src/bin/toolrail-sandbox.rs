@@ -1,6 +1,6 @@
 //! The sandbox helper: restricts itself, then becomes the command. The shell tool runs it
-//! as the first process of the command's PID namespace (or inside bubblewrap), before
-//! `bash`: building a Landlock ruleset and a seccomp program allocates, which is not sound
+//! in the command's PID namespace (or inside bubblewrap), in place of `bash`, which it then
+//! becomes: building a Landlock ruleset and a seccomp program allocates, which is not sound
 //! between fork and exec in a threaded process, but is in a program of its own.
 //!
 //! `toolrail-sandbox --mode read-only|workspace-write [--write PATH]... [--net] -- CMD...`
@@ -9,13 +9,14 @@
 //! `--write` paths, and in `workspace-write` mode the `--root` folders' entries other than
 //! `.git` (Landlock rights are inherited downwards and cannot be taken back below a folder, so
 //! a root's `.git` stays read-only only if the root itself is not granted: new top-level
-//! entries cannot be created there). Network: a seccomp filter refuses inet sockets (and
-//! ptrace) unless `--net`. If any of it cannot be fully enforced the command does not run:
-//! exit status 126 and a `SANDBOX_UNAVAILABLE:` line on stderr.
+//! entries cannot be created there). Network: a seccomp filter refuses every socket but
+//! netlink (inet, and unix sockets, through which a host daemon could act outside the
+//! sandbox) unless `--net`; `ptrace` always. If any of it cannot be fully enforced the
+//! command does not run: exit status 126 and a `SANDBOX_UNAVAILABLE:` line on stderr.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use landlock::{
@@ -77,13 +78,7 @@ fn landlock(plan: &Plan) -> Result<(), String> {
     let mut writable: Vec<PathBuf> = plan.writable.clone();
     if plan.workspace_write {
         for root in &plan.roots {
-            let entries =
-                std::fs::read_dir(root).map_err(|error| format!("{}: {error}", root.display()))?;
-            for entry in entries.flatten() {
-                if entry.file_name() != ".git" {
-                    writable.push(entry.path());
-                }
-            }
+            grant_entries(root, &plan.roots, &mut writable)?;
         }
     }
     let mut ruleset = Ruleset::default()
@@ -122,18 +117,41 @@ fn landlock(plan: &Plan) -> Result<(), String> {
     }
 }
 
+/// The entries of `dir` (a root, or a folder holding another root) that may be granted
+/// whole: not `.git`, not another root (it has its own turn), and not a folder holding
+/// another root, which is entered instead — granting it whole would grant that root's
+/// `.git` too.
+fn grant_entries(dir: &Path, roots: &[PathBuf], writable: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_name() == ".git" || roots.contains(&path) {
+            continue;
+        }
+        if roots.iter().any(|root| root.starts_with(&path)) {
+            grant_entries(&path, roots, writable)?;
+        } else {
+            writable.push(path);
+        }
+    }
+    Ok(())
+}
+
 fn seccomp(plan: &Plan) -> Result<(), String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     if !plan.network {
-        let family = |domain: i32| {
-            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, domain as u64)
-                .and_then(|condition| SeccompRule::new(vec![condition]))
-                .map_err(|error| error.to_string())
-        };
-        rules.insert(
-            libc::SYS_socket,
-            vec![family(libc::AF_INET)?, family(libc::AF_INET6)?],
-        );
+        // Without network no socket may reach beyond the process tree: inet, but also unix
+        // sockets (a host daemon's socket is a way out of any file sandbox) and every other
+        // family. Netlink (asking the kernel) and socketpair stay.
+        let not_netlink = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_NETLINK as u64,
+        )
+        .and_then(|condition| SeccompRule::new(vec![condition]))
+        .map_err(|error| error.to_string())?;
+        rules.insert(libc::SYS_socket, vec![not_netlink]);
     }
     rules.insert(libc::SYS_ptrace, vec![]);
     let filter = SeccompFilter::new(
