@@ -1,0 +1,202 @@
+//! What a UI shows for one call: a card with a kind, a one-line title, a status and a body
+//! in one of the documented shapes. Cards are plain data, made by pure functions of the
+//! recorded call, so a live card and a replayed one are equal.
+
+use serde::Serialize;
+
+/// The card shapes (DESIGN §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CardKind {
+    Generic,
+    Terminal,
+    Diff,
+    Search,
+    Read,
+    Web,
+    Todo,
+    Question,
+    CodeRun,
+}
+
+impl CardKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Generic => "generic",
+            Self::Terminal => "terminal",
+            Self::Diff => "diff",
+            Self::Search => "search",
+            Self::Read => "read",
+            Self::Web => "web",
+            Self::Todo => "todo",
+            Self::Question => "question",
+            Self::CodeRun => "code-run",
+        }
+    }
+
+    /// The card a shipped tool's calls get, by the tool's name; every other tool gets the
+    /// generic card unless a presenter is registered for it.
+    pub fn for_tool(name: &str) -> Self {
+        match name {
+            "bash" => Self::Terminal,
+            "edit" | "write" => Self::Diff,
+            "grep" | "glob" => Self::Search,
+            "read" => Self::Read,
+            "web_fetch" => Self::Web,
+            "todo_write" => Self::Todo,
+            "ask_user" => Self::Question,
+            "run_code" => Self::CodeRun,
+            _ => Self::Generic,
+        }
+    }
+}
+
+/// One call, as shown.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Card {
+    pub kind: CardKind,
+    /// The tool's name.
+    pub tool: String,
+    /// One line saying what the call does: `$ cargo test`, `edit src/lib.rs`.
+    pub title: String,
+    pub status: CardStatus,
+    pub body: CardBody,
+    /// Confirmed changes to the world, one line each.
+    pub effects: Vec<String>,
+}
+
+/// Where the call stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum CardStatus {
+    /// Asked for, no result yet.
+    Pending,
+    Succeeded,
+    Failed {
+        code: String,
+        message: String,
+        /// The runtime wrote the result (the call produced none of its own).
+        synthetic: bool,
+    },
+}
+
+/// The body, in the shape of its kind.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum CardBody {
+    Generic {
+        /// The arguments, pretty JSON (or the raw text when it is not JSON).
+        arguments: String,
+        /// What the model read, if there is a result.
+        output: Option<String>,
+    },
+    Terminal {
+        command: String,
+        description: Option<String>,
+        exit_code: Option<i64>,
+        signal: Option<i64>,
+        timed_out: bool,
+        /// The output's end, as shown to the model (markers included).
+        output: Option<String>,
+        truncated: bool,
+    },
+    Diff {
+        files: Vec<DiffFile>,
+    },
+    Search {
+        pattern: String,
+        files: Vec<SearchFile>,
+        omitted_files: u64,
+        omitted_matches: u64,
+    },
+    Read {
+        path: String,
+        start_line: Option<u64>,
+        end_line: Option<u64>,
+        total_lines: Option<u64>,
+        truncated: bool,
+    },
+    Web {
+        url: String,
+        status: Option<u64>,
+        title: Option<String>,
+        excerpt: Option<String>,
+    },
+    Todo {
+        items: Vec<TodoItem>,
+    },
+    Question {
+        questions: Vec<QuestionItem>,
+    },
+    CodeRun {
+        language: String,
+        program: String,
+        sub_calls: Vec<SubCall>,
+        logs: Option<String>,
+        result: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DiffFile {
+    pub path: String,
+    pub added: u64,
+    pub removed: u64,
+    pub lines: Vec<DiffLine>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DiffLine {
+    pub kind: DiffLineKind,
+    pub text: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiffLineKind {
+    /// `@@ -a,b +c,d @@`
+    Hunk,
+    Context,
+    Added,
+    Removed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SearchFile {
+    pub path: String,
+    /// Matches in the file, when counted.
+    pub count: Option<u64>,
+    pub lines: Vec<SearchLine>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SearchLine {
+    pub line: u64,
+    pub text: String,
+    pub is_match: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TodoItem {
+    pub content: String,
+    /// `pending`, `in_progress` or `completed`.
+    pub status: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QuestionItem {
+    pub id: String,
+    pub question: String,
+    pub options: Vec<String>,
+    /// `answered`, `cancelled`, `expired`; `None` while pending.
+    pub state: Option<String>,
+    pub answer: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SubCall {
+    pub call_id: String,
+    pub tool: String,
+    /// The error code, if the sub-call failed.
+    pub error: Option<String>,
+}

@@ -1,0 +1,446 @@
+//! Cards from recorded data: `present_call` from a call's arguments, `present_result` from
+//! its arguments and result. Both are pure. A result's `details` in its kind's documented
+//! shape make the body; details of another shape, or a call whose arguments do not fit the
+//! kind, fall back to the generic card — never a panic.
+
+use serde_json::Value;
+use toolrail_session_log::{Effect, ToolResultRecord};
+
+use crate::card::{
+    Card, CardBody, CardKind, CardStatus, DiffFile, DiffLine, DiffLineKind, QuestionItem,
+    SearchFile, SearchLine, SubCall, TodoItem,
+};
+
+/// The card for a call that has no result yet.
+pub fn present_call(kind: CardKind, tool: &str, args: &Value) -> Card {
+    let body = call_body(kind, args).unwrap_or_else(|| generic(args, None));
+    Card {
+        kind: body_kind(&body),
+        tool: tool.to_owned(),
+        title: title(tool, &body),
+        status: CardStatus::Pending,
+        body,
+        effects: Vec::new(),
+    }
+}
+
+/// The card for a call and its result.
+pub fn present_result(kind: CardKind, tool: &str, args: &Value, result: &ToolResultRecord) -> Card {
+    let output = result.text();
+    let body = match &result.details {
+        Some(details) => result_body(kind, args, details, &output),
+        // Tools that leave details out (todo, questions, write) are shown from their
+        // arguments and value; a failure before the body ran, from the call.
+        None => fallback_body(kind, args, result).or_else(|| call_body(kind, args)),
+    }
+    .unwrap_or_else(|| generic(args, Some(output.clone())));
+    let status = match &result.error {
+        Some(error) => CardStatus::Failed {
+            code: error.code.to_string(),
+            message: error.message.clone(),
+            synthetic: result.synthetic,
+        },
+        None if result.is_error => CardStatus::Failed {
+            code: "TOOL_FAILED".to_owned(),
+            message: output,
+            synthetic: result.synthetic,
+        },
+        None => CardStatus::Succeeded,
+    };
+    Card {
+        kind: body_kind(&body),
+        tool: tool.to_owned(),
+        title: title(tool, &body),
+        status,
+        body,
+        effects: result.effects.iter().map(effect_line).collect(),
+    }
+}
+
+/// The arguments' text as a JSON value: `Null` when it is not JSON (the generic card then
+/// shows the raw text).
+pub fn parse_arguments(raw: &str) -> Value {
+    if raw.trim().is_empty() {
+        return Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+}
+
+fn body_kind(body: &CardBody) -> CardKind {
+    match body {
+        CardBody::Generic { .. } => CardKind::Generic,
+        CardBody::Terminal { .. } => CardKind::Terminal,
+        CardBody::Diff { .. } => CardKind::Diff,
+        CardBody::Search { .. } => CardKind::Search,
+        CardBody::Read { .. } => CardKind::Read,
+        CardBody::Web { .. } => CardKind::Web,
+        CardBody::Todo { .. } => CardKind::Todo,
+        CardBody::Question { .. } => CardKind::Question,
+        CardBody::CodeRun { .. } => CardKind::CodeRun,
+    }
+}
+
+fn title(tool: &str, body: &CardBody) -> String {
+    match body {
+        CardBody::Terminal { command, .. } => {
+            let first = command.lines().next().unwrap_or_default();
+            let more = if command.lines().nth(1).is_some() {
+                " …"
+            } else {
+                ""
+            };
+            format!("$ {first}{more}")
+        }
+        CardBody::Diff { files } => match files.as_slice() {
+            [one] => format!("{tool} {}", one.path),
+            many => format!("{tool} {} files", many.len()),
+        },
+        CardBody::Search { pattern, .. } => format!("{tool} {pattern}"),
+        CardBody::Read { path, .. } => format!("{tool} {path}"),
+        CardBody::Web { url, .. } => format!("{tool} {url}"),
+        CardBody::Todo { items } => {
+            let done = items
+                .iter()
+                .filter(|item| item.status == "completed")
+                .count();
+            format!("{tool} ({done}/{} done)", items.len())
+        }
+        CardBody::Question { questions } => match questions.as_slice() {
+            [one] => format!("{tool}: {}", one.question),
+            many => format!("{tool}: {} questions", many.len()),
+        },
+        CardBody::CodeRun { language, .. } => format!("{tool} ({language})"),
+        CardBody::Generic { .. } => tool.to_owned(),
+    }
+}
+
+fn generic(args: &Value, output: Option<String>) -> CardBody {
+    let arguments = match args.as_str() {
+        Some(raw) => raw.to_owned(),
+        None => serde_json::to_string_pretty(args).unwrap_or_default(),
+    };
+    CardBody::Generic { arguments, output }
+}
+
+/// A string as itself, anything else as JSON.
+fn text_of(value: &Value) -> String {
+    value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_owned)
+}
+
+fn str_of(value: &Value, field: &str) -> Option<String> {
+    value.get(field)?.as_str().map(str::to_owned)
+}
+
+fn u64_of(value: &Value, field: &str) -> Option<u64> {
+    value.get(field)?.as_u64()
+}
+
+fn i64_of(value: &Value, field: &str) -> Option<i64> {
+    value.get(field)?.as_i64()
+}
+
+fn bool_of(value: &Value, field: &str) -> bool {
+    value.get(field).and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// A body from the arguments alone; `None` when they do not fit the kind.
+fn call_body(kind: CardKind, args: &Value) -> Option<CardBody> {
+    Some(match kind {
+        CardKind::Generic => return None,
+        CardKind::Terminal => CardBody::Terminal {
+            command: str_of(args, "command")?,
+            description: str_of(args, "description"),
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            output: None,
+            truncated: false,
+        },
+        CardKind::Diff => CardBody::Diff {
+            files: vec![proposed_change(args)?],
+        },
+        CardKind::Search => CardBody::Search {
+            pattern: str_of(args, "pattern")?,
+            files: Vec::new(),
+            omitted_files: 0,
+            omitted_matches: 0,
+        },
+        CardKind::Read => {
+            let offset = u64_of(args, "offset");
+            CardBody::Read {
+                path: str_of(args, "path")?,
+                start_line: offset,
+                end_line: offset
+                    .zip(u64_of(args, "limit"))
+                    .map(|(start, limit)| (start + limit).saturating_sub(1)),
+                total_lines: None,
+                truncated: false,
+            }
+        }
+        CardKind::Web => CardBody::Web {
+            url: str_of(args, "url")?,
+            status: None,
+            title: None,
+            excerpt: None,
+        },
+        CardKind::Todo => CardBody::Todo {
+            items: todo_items(args.get("todos")?)?,
+        },
+        CardKind::Question => CardBody::Question {
+            questions: questions(args.get("questions")?, None)?,
+        },
+        CardKind::CodeRun => CardBody::CodeRun {
+            language: str_of(args, "language").unwrap_or_else(|| "javascript".to_owned()),
+            program: str_of(args, "code")?,
+            sub_calls: Vec::new(),
+            logs: None,
+            result: None,
+        },
+    })
+}
+
+/// What an `edit` or `write` call proposes, as a diff: removed old text, added new text.
+fn proposed_change(args: &Value) -> Option<DiffFile> {
+    let path = str_of(args, "path")?;
+    let mut lines = Vec::new();
+    let mut push = |kind: DiffLineKind, text: &str| {
+        for line in text.lines() {
+            lines.push(DiffLine {
+                kind,
+                text: line.to_owned(),
+            });
+        }
+    };
+    if let Some(content) = args.get("content").and_then(Value::as_str) {
+        push(DiffLineKind::Added, content);
+    } else {
+        for edit in args.get("edits")?.as_array()? {
+            push(DiffLineKind::Hunk, "@@ replace @@");
+            push(DiffLineKind::Removed, edit.get("old")?.as_str()?);
+            push(DiffLineKind::Added, edit.get("new")?.as_str()?);
+        }
+    }
+    let count = |kind| lines.iter().filter(|line| line.kind == kind).count() as u64;
+    Some(DiffFile {
+        added: count(DiffLineKind::Added),
+        removed: count(DiffLineKind::Removed),
+        path,
+        lines,
+    })
+}
+
+fn todo_items(todos: &Value) -> Option<Vec<TodoItem>> {
+    todos
+        .as_array()?
+        .iter()
+        .map(|todo| {
+            Some(TodoItem {
+                content: str_of(todo, "content")?,
+                status: str_of(todo, "status")?,
+            })
+        })
+        .collect()
+}
+
+fn questions(asked: &Value, answers: Option<&Value>) -> Option<Vec<QuestionItem>> {
+    asked
+        .as_array()?
+        .iter()
+        .map(|question| {
+            let id = str_of(question, "id")?;
+            let answer = answers.and_then(|answers| answers.get(&id));
+            Some(QuestionItem {
+                question: str_of(question, "question")?,
+                options: question
+                    .get("options")
+                    .and_then(Value::as_array)
+                    .map(|options| {
+                        options
+                            .iter()
+                            .filter_map(|option| option.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                state: answer.and_then(|answer| str_of(answer, "state")),
+                answer: answer
+                    .and_then(|answer| answer.get("answer"))
+                    .filter(|answer| !answer.is_null())
+                    .map(text_of),
+                id,
+            })
+        })
+        .collect()
+}
+
+/// A body from a result without details: tools that show what they did through their
+/// arguments and value.
+fn fallback_body(kind: CardKind, args: &Value, result: &ToolResultRecord) -> Option<CardBody> {
+    let value = result.value.as_ref();
+    match kind {
+        CardKind::Question => Some(CardBody::Question {
+            questions: questions(args.get("questions")?, value)?,
+        }),
+        CardKind::Diff if !result.is_error => call_body(kind, args),
+        CardKind::Read if !result.is_error => {
+            let value = value?;
+            Some(CardBody::Read {
+                path: str_of(value, "path")?,
+                start_line: u64_of(value, "start_line"),
+                end_line: u64_of(value, "end_line"),
+                total_lines: u64_of(value, "total_lines"),
+                truncated: bool_of(value, "truncated"),
+            })
+        }
+        CardKind::Generic
+        | CardKind::Terminal
+        | CardKind::Diff
+        | CardKind::Search
+        | CardKind::Read
+        | CardKind::Web
+        | CardKind::Todo
+        | CardKind::CodeRun => None,
+    }
+}
+
+/// A body from a result's details; `None` (the generic card) when they are not in the
+/// kind's shape.
+fn result_body(kind: CardKind, args: &Value, details: &Value, output: &str) -> Option<CardBody> {
+    if str_of(details, "type")? != kind.as_str() {
+        return None;
+    }
+    Some(match kind {
+        CardKind::Generic => return None,
+        CardKind::Terminal => CardBody::Terminal {
+            command: str_of(details, "command")?,
+            description: str_of(details, "description"),
+            exit_code: i64_of(details, "exit_code"),
+            signal: i64_of(details, "signal"),
+            timed_out: bool_of(details, "timed_out"),
+            output: Some(str_of(details, "output_tail").unwrap_or_else(|| output.to_owned())),
+            truncated: bool_of(details, "truncated"),
+        },
+        CardKind::Diff => CardBody::Diff {
+            files: details
+                .get("files")?
+                .as_array()?
+                .iter()
+                .map(diff_file)
+                .collect::<Option<_>>()?,
+        },
+        CardKind::Search => CardBody::Search {
+            pattern: str_of(details, "pattern")?,
+            files: details
+                .get("files")?
+                .as_array()?
+                .iter()
+                .map(search_file)
+                .collect::<Option<_>>()?,
+            omitted_files: u64_of(details, "omitted_files").unwrap_or(0),
+            omitted_matches: u64_of(details, "omitted_matches").unwrap_or(0),
+        },
+        CardKind::Read => CardBody::Read {
+            path: str_of(details, "path")?,
+            start_line: u64_of(details, "start_line"),
+            end_line: u64_of(details, "end_line"),
+            total_lines: u64_of(details, "total_lines"),
+            truncated: bool_of(details, "truncated"),
+        },
+        CardKind::Web => CardBody::Web {
+            url: str_of(details, "url")?,
+            status: u64_of(details, "status"),
+            title: str_of(details, "title"),
+            excerpt: str_of(details, "excerpt"),
+        },
+        CardKind::Todo => CardBody::Todo {
+            items: todo_items(details.get("items")?)?,
+        },
+        CardKind::Question => CardBody::Question {
+            questions: questions(details.get("questions")?, details.get("answers"))?,
+        },
+        CardKind::CodeRun => CardBody::CodeRun {
+            language: str_of(details, "language")?,
+            program: str_of(details, "program").or_else(|| str_of(args, "code"))?,
+            sub_calls: details
+                .get("sub_calls")
+                .and_then(Value::as_array)
+                .map(|calls| calls.iter().map(sub_call).collect::<Option<_>>())
+                .unwrap_or(Some(Vec::new()))?,
+            logs: str_of(details, "logs"),
+            result: details.get("result").map(text_of),
+        },
+    })
+}
+
+fn diff_file(file: &Value) -> Option<DiffFile> {
+    let lines = str_of(file, "diff")?
+        .lines()
+        .filter(|line| !line.starts_with("+++") && !line.starts_with("---"))
+        .map(|line| {
+            let (kind, text) = match line.as_bytes().first() {
+                Some(b'@') => (DiffLineKind::Hunk, line),
+                Some(b'+') => (DiffLineKind::Added, line.get(1..).unwrap_or_default()),
+                Some(b'-') => (DiffLineKind::Removed, line.get(1..).unwrap_or_default()),
+                _ => (DiffLineKind::Context, line.get(1..).unwrap_or_default()),
+            };
+            DiffLine {
+                kind,
+                text: text.to_owned(),
+            }
+        })
+        .collect();
+    Some(DiffFile {
+        path: str_of(file, "path")?,
+        added: u64_of(file, "added")?,
+        removed: u64_of(file, "removed")?,
+        lines,
+    })
+}
+
+fn search_file(file: &Value) -> Option<SearchFile> {
+    let lines = match file.get("lines") {
+        None => Vec::new(),
+        Some(lines) => lines
+            .as_array()?
+            .iter()
+            .map(|line| {
+                Some(SearchLine {
+                    line: u64_of(line, "line")?,
+                    text: str_of(line, "text")?,
+                    is_match: bool_of(line, "match"),
+                })
+            })
+            .collect::<Option<_>>()?,
+    };
+    let count = u64_of(file, "count").or_else(|| {
+        (!lines.is_empty()).then(|| lines.iter().filter(|l| l.is_match).count() as u64)
+    });
+    Some(SearchFile {
+        path: str_of(file, "path")?,
+        count,
+        lines,
+    })
+}
+
+fn sub_call(call: &Value) -> Option<SubCall> {
+    Some(SubCall {
+        call_id: str_of(call, "call_id")?,
+        tool: str_of(call, "tool")?,
+        error: str_of(call, "error"),
+    })
+}
+
+/// One line for an effect.
+pub fn effect_line(effect: &Effect) -> String {
+    match effect {
+        Effect::FileWritten { path, before, .. } => match before {
+            None => format!("created {path}"),
+            Some(_) => format!("wrote {path}"),
+        },
+        Effect::FileDeleted { path, .. } => format!("deleted {path}"),
+        Effect::FileMoved { from, to } => format!("moved {from} → {to}"),
+        Effect::ProcessSpawned { pid, command } => format!("started process {pid}: {command}"),
+        Effect::Other { name, data } => format!("{name}: {data}"),
+    }
+}

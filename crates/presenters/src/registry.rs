@@ -1,0 +1,84 @@
+//! Presenters per tool: the shipped card kinds by tool name, and presenters a tool (or an
+//! embedder) registers for its own calls. A presenter that panics is replaced by the
+//! generic card for that call.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolrail_session_log::{CallRecord, ToolResultRecord};
+
+use crate::card::{Card, CardKind};
+use crate::present::{parse_arguments, present_call, present_result};
+
+/// Makes the cards of one tool's calls. Implementations must be pure: the same arguments
+/// and result give the same card, live and on replay.
+pub trait Presenter: Send + Sync {
+    fn present_call(&self, tool: &str, args: &Value) -> Card;
+    fn present_result(&self, tool: &str, args: &Value, result: &ToolResultRecord) -> Card;
+}
+
+/// Which presenter shows which tool.
+#[derive(Clone, Default)]
+pub struct Presenters {
+    custom: HashMap<String, Arc<dyn Presenter>>,
+}
+
+impl Presenters {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `tool`'s calls are shown by `presenter` from now on.
+    pub fn register(mut self, tool: impl Into<String>, presenter: Arc<dyn Presenter>) -> Self {
+        self.custom.insert(tool.into(), presenter);
+        self
+    }
+
+    /// The card of a call without a result.
+    pub fn call(&self, tool: &str, args: &Value) -> Card {
+        let builtin = || present_call(CardKind::for_tool(tool), tool, args);
+        match self.custom.get(tool) {
+            Some(presenter) => {
+                catch_unwind(AssertUnwindSafe(|| presenter.present_call(tool, args)))
+                    .unwrap_or_else(|_| present_call(CardKind::Generic, tool, args))
+            }
+            None => builtin(),
+        }
+    }
+
+    /// The card of a call and its result.
+    pub fn result(&self, tool: &str, args: &Value, result: &ToolResultRecord) -> Card {
+        match self.custom.get(tool) {
+            Some(presenter) => catch_unwind(AssertUnwindSafe(|| {
+                presenter.present_result(tool, args, result)
+            }))
+            .unwrap_or_else(|_| present_result(CardKind::Generic, tool, args, result)),
+            None => present_result(CardKind::for_tool(tool), tool, args, result),
+        }
+    }
+
+    /// The card of a call as the log records it: with its result once committed. The
+    /// arguments shown are the effective ones when a hook rewrote them.
+    pub fn record(&self, record: &CallRecord) -> Card {
+        let args = match &record.rewritten {
+            Some(rewritten) => rewritten.effective.clone(),
+            None => parse_arguments(&record.arguments_raw),
+        };
+        match &record.result {
+            Some(result) => self.result(&record.name, &args, result),
+            None => self.call(&record.name, &args),
+        }
+    }
+}
+
+impl std::fmt::Debug for Presenters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut tools: Vec<&String> = self.custom.keys().collect();
+        tools.sort();
+        f.debug_struct("Presenters")
+            .field("custom", &tools)
+            .finish()
+    }
+}

@@ -1,0 +1,299 @@
+//! Cards as HTML fragments for the session page: every text escaped, long outputs collapsed
+//! into `<details>` (expandable without script). The classes are styled by the page's CSS.
+
+use crate::card::{Card, CardBody, CardStatus, DiffLineKind};
+
+/// Lines shown open; longer texts are collapsed.
+const OPEN_LINES: usize = 12;
+
+/// The card as an `<article>`.
+pub fn render_html(card: &Card) -> String {
+    let state = match &card.status {
+        CardStatus::Pending => "pending",
+        CardStatus::Succeeded => "succeeded",
+        CardStatus::Failed { .. } => "failed",
+    };
+    let mut out = format!(
+        "<article class=\"card kind-{} status-{state}\" data-tool=\"{}\">\n<header><span class=\"mark\"></span><span class=\"title\">{}</span>",
+        card.kind.as_str(),
+        escape(&card.tool),
+        escape(&card.title)
+    );
+    if let CardStatus::Failed {
+        code,
+        message,
+        synthetic,
+    } = &card.status
+    {
+        let by = if *synthetic {
+            " <span class=\"synthetic\">by the runtime</span>"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "<span class=\"code\">{}</span>{by}</header>\n<p class=\"error\">{}</p>\n",
+            escape(code),
+            escape(message)
+        ));
+    } else {
+        out.push_str("</header>\n");
+    }
+    body(&card.body, &mut out);
+    if !card.effects.is_empty() {
+        out.push_str("<ul class=\"effects\">");
+        for effect in &card.effects {
+            out.push_str(&format!("<li>{}</li>", escape(effect)));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</article>\n");
+    out
+}
+
+/// Escapes text for HTML element content and quoted attributes.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A `<pre>`, inside a closed `<details>` when it is long.
+fn block(out: &mut String, class: &str, text: &str) {
+    let lines = text.lines().count();
+    let pre = format!("<pre class=\"{class}\">{}</pre>", escape(text));
+    if lines > OPEN_LINES {
+        out.push_str(&format!(
+            "<details><summary>{lines} lines</summary>{pre}</details>\n"
+        ));
+    } else {
+        out.push_str(&pre);
+        out.push('\n');
+    }
+}
+
+fn body(body: &CardBody, out: &mut String) {
+    match body {
+        CardBody::Generic { arguments, output } => {
+            block(out, "arguments", arguments);
+            if let Some(output) = output {
+                block(out, "output", output);
+            }
+        }
+        CardBody::Terminal {
+            description,
+            exit_code,
+            signal,
+            timed_out,
+            output,
+            truncated,
+            ..
+        } => {
+            if let Some(description) = description {
+                out.push_str(&format!(
+                    "<p class=\"description\">{}</p>\n",
+                    escape(description)
+                ));
+            }
+            if let Some(output) = output {
+                block(out, "output terminal", output);
+            }
+            let mut facts = Vec::new();
+            match (exit_code, signal) {
+                (Some(code), _) => facts.push(format!(
+                    "<span class=\"exit {}\">exit {code}</span>",
+                    if *code == 0 { "ok" } else { "bad" }
+                )),
+                (None, Some(signal)) => {
+                    facts.push(format!("<span class=\"exit bad\">signal {signal}</span>"));
+                }
+                (None, None) => {}
+            }
+            if *timed_out {
+                facts.push("<span class=\"exit bad\">timed out</span>".to_owned());
+            }
+            if *truncated {
+                facts.push("<span class=\"cut\">output cut, full output saved</span>".to_owned());
+            }
+            if !facts.is_empty() {
+                out.push_str(&format!("<p class=\"facts\">{}</p>\n", facts.join(" ")));
+            }
+        }
+        CardBody::Diff { files } => {
+            for file in files {
+                let mut text = String::new();
+                for line in &file.lines {
+                    let (class, sign) = match line.kind {
+                        DiffLineKind::Hunk => ("hunk", ""),
+                        DiffLineKind::Added => ("add", "+"),
+                        DiffLineKind::Removed => ("del", "-"),
+                        DiffLineKind::Context => ("ctx", " "),
+                    };
+                    text.push_str(&format!(
+                        "<span class=\"{class}\">{sign}{}</span>\n",
+                        escape(&line.text)
+                    ));
+                }
+                let head = format!(
+                    "<p class=\"file\">{} <span class=\"add\">+{}</span> <span class=\"del\">−{}</span></p>",
+                    escape(&file.path),
+                    file.added,
+                    file.removed
+                );
+                let pre = format!("<pre class=\"diff\">{text}</pre>");
+                if file.lines.len() > OPEN_LINES {
+                    out.push_str(&format!(
+                        "{head}<details><summary>{} lines</summary>{pre}</details>\n",
+                        file.lines.len()
+                    ));
+                } else {
+                    out.push_str(&format!("{head}{pre}\n"));
+                }
+            }
+        }
+        CardBody::Search {
+            files,
+            omitted_files,
+            omitted_matches,
+            ..
+        } => {
+            out.push_str("<ul class=\"search\">");
+            for file in files {
+                let count = file
+                    .count
+                    .map(|count| format!(" <span class=\"count\">{count}</span>"))
+                    .unwrap_or_default();
+                out.push_str(&format!("<li>{}{count}", escape(&file.path)));
+                if !file.lines.is_empty() {
+                    out.push_str("<pre class=\"matches\">");
+                    for line in &file.lines {
+                        let class = if line.is_match { "hit" } else { "ctx" };
+                        out.push_str(&format!(
+                            "<span class=\"{class}\">{:>5}  {}</span>\n",
+                            line.line,
+                            escape(&line.text)
+                        ));
+                    }
+                    out.push_str("</pre>");
+                }
+                out.push_str("</li>");
+            }
+            out.push_str("</ul>\n");
+            if *omitted_files > 0 || *omitted_matches > 0 {
+                out.push_str(&format!(
+                    "<p class=\"omitted\">{omitted_files} more files, {omitted_matches} more matches not shown</p>\n"
+                ));
+            }
+        }
+        CardBody::Read {
+            start_line,
+            end_line,
+            total_lines,
+            truncated,
+            ..
+        } => {
+            let window = match (start_line, end_line, total_lines) {
+                (Some(start), Some(end), Some(total)) => format!("lines {start}–{end} of {total}"),
+                (Some(start), Some(end), None) => format!("lines {start}–{end}"),
+                (_, _, Some(total)) => format!("{total} lines"),
+                _ => "whole file".to_owned(),
+            };
+            let cut = if *truncated { " (more to read)" } else { "" };
+            out.push_str(&format!("<p class=\"window\">{window}{cut}</p>\n"));
+        }
+        CardBody::Web {
+            url,
+            status,
+            title,
+            excerpt,
+        } => {
+            out.push_str(&format!("<p class=\"url\">{}", escape(url)));
+            if let Some(status) = status {
+                out.push_str(&format!(" <span class=\"status\">HTTP {status}</span>"));
+            }
+            if let Some(title) = title {
+                out.push_str(&format!(" — {}", escape(title)));
+            }
+            out.push_str("</p>\n");
+            if let Some(excerpt) = excerpt {
+                block(out, "excerpt", excerpt);
+            }
+        }
+        CardBody::Todo { items } => {
+            out.push_str("<ul class=\"todo\">");
+            for item in items {
+                out.push_str(&format!(
+                    "<li class=\"{}\">{}</li>",
+                    escape(&item.status),
+                    escape(&item.content)
+                ));
+            }
+            out.push_str("</ul>\n");
+        }
+        CardBody::Question { questions } => {
+            out.push_str("<dl class=\"questions\">");
+            for question in questions {
+                out.push_str(&format!("<dt>{}</dt>", escape(&question.question)));
+                if !question.options.is_empty() {
+                    let options: Vec<String> = question
+                        .options
+                        .iter()
+                        .map(|option| escape(option))
+                        .collect();
+                    out.push_str(&format!(
+                        "<dd class=\"options\">{}</dd>",
+                        options.join(" | ")
+                    ));
+                }
+                match (&question.state, &question.answer) {
+                    (_, Some(answer)) => {
+                        out.push_str(&format!("<dd class=\"answer\">{}</dd>", escape(answer)));
+                    }
+                    (Some(state), None) => {
+                        out.push_str(&format!("<dd class=\"unanswered\">{}</dd>", escape(state)));
+                    }
+                    (None, None) => {}
+                }
+            }
+            out.push_str("</dl>\n");
+        }
+        CardBody::CodeRun {
+            language,
+            program,
+            sub_calls,
+            logs,
+            result,
+        } => {
+            block(out, &format!("program {}", escape(language)), program);
+            if !sub_calls.is_empty() {
+                out.push_str("<ol class=\"sub-calls\">");
+                for call in sub_calls {
+                    let outcome = match &call.error {
+                        None => "<span class=\"ok\">ok</span>".to_owned(),
+                        Some(code) => format!("<span class=\"code\">{}</span>", escape(code)),
+                    };
+                    out.push_str(&format!(
+                        "<li>{} {} {outcome}</li>",
+                        escape(&call.call_id),
+                        escape(&call.tool)
+                    ));
+                }
+                out.push_str("</ol>\n");
+            }
+            if let Some(logs) = logs {
+                block(out, "logs", logs);
+            }
+            if let Some(result) = result {
+                block(out, "result", result);
+            }
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! Cards as terminal text: plain, or with ANSI colours. One layout for both; colour only
+//! paints it, so the plain text is the ANSI text with the escapes taken out.
+
+use crate::card::{Card, CardBody, CardStatus, DiffLineKind};
+
+/// Lines of a terminal output, diff or program shown before the rest is summarised.
+const TAIL_LINES: usize = 12;
+const DIFF_LINES: usize = 40;
+const MATCH_LINES_PER_FILE: usize = 3;
+
+/// The card as plain text: what logs and pipes get.
+pub fn render_plain(card: &Card) -> String {
+    Text { colour: false }.card(card)
+}
+
+/// The card with ANSI colours, for a terminal.
+pub fn render_ansi(card: &Card) -> String {
+    Text { colour: true }.card(card)
+}
+
+/// Whether output to a stream should be coloured: it is a terminal and `NO_COLOR` is unset
+/// or empty (<https://no-color.org>).
+pub fn colour_wanted(is_terminal: bool) -> bool {
+    is_terminal && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
+}
+
+#[derive(Clone, Copy)]
+enum Paint {
+    Bold,
+    Dim,
+    Red,
+    Green,
+    Yellow,
+    Cyan,
+}
+
+impl Paint {
+    fn code(self) -> &'static str {
+        match self {
+            Self::Bold => "1",
+            Self::Dim => "2",
+            Self::Red => "31",
+            Self::Green => "32",
+            Self::Yellow => "33",
+            Self::Cyan => "36",
+        }
+    }
+}
+
+struct Text {
+    colour: bool,
+}
+
+impl Text {
+    fn paint(&self, paint: Paint, text: &str) -> String {
+        if self.colour && !text.is_empty() {
+            format!("\u{1b}[{}m{text}\u{1b}[0m", paint.code())
+        } else {
+            text.to_owned()
+        }
+    }
+
+    fn card(&self, card: &Card) -> String {
+        let mut out = String::new();
+        let (mark, paint) = match &card.status {
+            CardStatus::Pending => ("·", Paint::Dim),
+            CardStatus::Succeeded => ("✓", Paint::Green),
+            CardStatus::Failed { .. } => ("✗", Paint::Red),
+        };
+        out.push_str(&format!(
+            "{} {}",
+            self.paint(paint, mark),
+            self.paint(Paint::Bold, &card.title)
+        ));
+        if let CardStatus::Failed {
+            code,
+            message,
+            synthetic,
+        } = &card.status
+        {
+            let by = if *synthetic { " (by the runtime)" } else { "" };
+            out.push_str(&format!(
+                "  {}{by}\n  {}",
+                self.paint(Paint::Red, code),
+                self.paint(Paint::Red, first_line(message))
+            ));
+        }
+        out.push('\n');
+        self.body(&card.body, &mut out);
+        for effect in &card.effects {
+            out.push_str(&format!("  {} {effect}\n", self.paint(Paint::Yellow, "⇒")));
+        }
+        out
+    }
+
+    fn body(&self, body: &CardBody, out: &mut String) {
+        match body {
+            CardBody::Generic { arguments, output } => {
+                out.push_str(&format!("  {}\n", self.paint(Paint::Dim, "arguments:")));
+                self.lines(out, "    ", arguments, 8, Paint::Dim);
+                if let Some(output) = output {
+                    self.lines(out, "  │ ", output, TAIL_LINES, Paint::Dim);
+                }
+            }
+            CardBody::Terminal {
+                description,
+                exit_code,
+                signal,
+                timed_out,
+                output,
+                truncated,
+                ..
+            } => {
+                if let Some(description) = description {
+                    out.push_str(&format!("  {}\n", self.paint(Paint::Dim, description)));
+                }
+                if let Some(output) = output {
+                    self.tail(out, "  │ ", output, TAIL_LINES);
+                }
+                let mut facts = Vec::new();
+                match (exit_code, signal) {
+                    (Some(0), _) => facts.push(self.paint(Paint::Green, "exit 0")),
+                    (Some(code), _) => facts.push(self.paint(Paint::Red, &format!("exit {code}"))),
+                    (None, Some(signal)) => {
+                        facts.push(self.paint(Paint::Red, &format!("signal {signal}")));
+                    }
+                    (None, None) => {}
+                }
+                if *timed_out {
+                    facts.push(self.paint(Paint::Red, "timed out"));
+                }
+                if *truncated {
+                    facts.push(self.paint(Paint::Yellow, "output cut, full output saved"));
+                }
+                if !facts.is_empty() {
+                    out.push_str(&format!("  {}\n", facts.join(" · ")));
+                }
+            }
+            CardBody::Diff { files } => {
+                for file in files {
+                    out.push_str(&format!(
+                        "  {} {} {}\n",
+                        file.path,
+                        self.paint(Paint::Green, &format!("+{}", file.added)),
+                        self.paint(Paint::Red, &format!("−{}", file.removed))
+                    ));
+                    for line in file.lines.iter().take(DIFF_LINES) {
+                        let shown = match line.kind {
+                            DiffLineKind::Hunk => self.paint(Paint::Cyan, &line.text),
+                            DiffLineKind::Added => {
+                                self.paint(Paint::Green, &format!("+ {}", line.text))
+                            }
+                            DiffLineKind::Removed => {
+                                self.paint(Paint::Red, &format!("- {}", line.text))
+                            }
+                            DiffLineKind::Context => format!("  {}", line.text),
+                        };
+                        out.push_str(&format!("    {shown}\n"));
+                    }
+                    if file.lines.len() > DIFF_LINES {
+                        out.push_str(&format!(
+                            "    {}\n",
+                            self.paint(
+                                Paint::Dim,
+                                &format!("… {} more lines", file.lines.len() - DIFF_LINES)
+                            )
+                        ));
+                    }
+                }
+            }
+            CardBody::Search {
+                files,
+                omitted_files,
+                omitted_matches,
+                ..
+            } => {
+                for file in files {
+                    match file.count {
+                        Some(count) => out.push_str(&format!("  {} ({count})\n", file.path)),
+                        None => out.push_str(&format!("  {}\n", file.path)),
+                    }
+                    let matches = file.lines.iter().filter(|line| line.is_match);
+                    for line in matches.take(MATCH_LINES_PER_FILE) {
+                        out.push_str(&format!(
+                            "    {} {}\n",
+                            self.paint(Paint::Dim, &format!("{}:", line.line)),
+                            line.text
+                        ));
+                    }
+                }
+                if *omitted_files > 0 || *omitted_matches > 0 {
+                    out.push_str(&format!(
+                        "  {}\n",
+                        self.paint(
+                            Paint::Dim,
+                            &format!(
+                                "… {omitted_files} more files, {omitted_matches} more matches not shown"
+                            )
+                        )
+                    ));
+                }
+            }
+            CardBody::Read {
+                start_line,
+                end_line,
+                total_lines,
+                truncated,
+                ..
+            } => {
+                let window = match (start_line, end_line, total_lines) {
+                    (Some(start), Some(end), Some(total)) => {
+                        format!("lines {start}–{end} of {total}")
+                    }
+                    (Some(start), Some(end), None) => format!("lines {start}–{end}"),
+                    (_, _, Some(total)) => format!("{total} lines"),
+                    _ => "whole file".to_owned(),
+                };
+                let cut = if *truncated { " (more to read)" } else { "" };
+                out.push_str(&format!(
+                    "  {}\n",
+                    self.paint(Paint::Dim, &format!("{window}{cut}"))
+                ));
+            }
+            CardBody::Web {
+                status,
+                title,
+                excerpt,
+                ..
+            } => {
+                let mut head = Vec::new();
+                if let Some(status) = status {
+                    head.push(format!("HTTP {status}"));
+                }
+                if let Some(title) = title {
+                    head.push(title.clone());
+                }
+                if !head.is_empty() {
+                    out.push_str(&format!("  {}\n", head.join(" · ")));
+                }
+                if let Some(excerpt) = excerpt {
+                    self.lines(out, "  │ ", excerpt, 4, Paint::Dim);
+                }
+            }
+            CardBody::Todo { items } => {
+                for item in items {
+                    let (mark, paint) = match item.status.as_str() {
+                        "completed" => ("[x]", Paint::Green),
+                        "in_progress" => ("[>]", Paint::Yellow),
+                        _ => ("[ ]", Paint::Dim),
+                    };
+                    out.push_str(&format!("  {} {}\n", self.paint(paint, mark), item.content));
+                }
+            }
+            CardBody::Question { questions } => {
+                for question in questions {
+                    out.push_str(&format!("  ? {}\n", question.question));
+                    if !question.options.is_empty() {
+                        out.push_str(&format!(
+                            "    {}\n",
+                            self.paint(Paint::Dim, &question.options.join(" | "))
+                        ));
+                    }
+                    match (&question.state, &question.answer) {
+                        (_, Some(answer)) => out
+                            .push_str(&format!("    {} {answer}\n", self.paint(Paint::Green, "→"))),
+                        (Some(state), None) => out.push_str(&format!(
+                            "    {}\n",
+                            self.paint(Paint::Yellow, &format!("({state})"))
+                        )),
+                        (None, None) => {}
+                    }
+                }
+            }
+            CardBody::CodeRun {
+                program,
+                sub_calls,
+                logs,
+                result,
+                ..
+            } => {
+                self.lines(out, "  │ ", program, TAIL_LINES, Paint::Dim);
+                for call in sub_calls {
+                    let outcome = match &call.error {
+                        None => self.paint(Paint::Green, "✓"),
+                        Some(code) => self.paint(Paint::Red, &format!("✗ {code}")),
+                    };
+                    out.push_str(&format!("  ↳ {} {} {outcome}\n", call.call_id, call.tool));
+                }
+                if let Some(logs) = logs {
+                    self.tail(out, "  log ", logs, TAIL_LINES);
+                }
+                if let Some(result) = result {
+                    out.push_str(&format!("  = {}\n", first_line(result)));
+                }
+            }
+        }
+    }
+
+    /// The first `max` lines of `text`, then how many more there were.
+    fn lines(&self, out: &mut String, prefix: &str, text: &str, max: usize, paint: Paint) {
+        let total = text.lines().count();
+        for line in text.lines().take(max) {
+            out.push_str(&format!("{prefix}{}\n", self.paint(paint, line)));
+        }
+        if total > max {
+            out.push_str(&format!(
+                "{prefix}{}\n",
+                self.paint(Paint::Dim, &format!("… {} more lines", total - max))
+            ));
+        }
+    }
+
+    /// The last `max` lines of `text`, after how many earlier ones were left out.
+    fn tail(&self, out: &mut String, prefix: &str, text: &str, max: usize) {
+        let lines: Vec<&str> = text.lines().collect();
+        let skip = lines.len().saturating_sub(max);
+        if skip > 0 {
+            out.push_str(&format!(
+                "{prefix}{}\n",
+                self.paint(Paint::Dim, &format!("… {skip} earlier lines"))
+            ));
+        }
+        for line in lines.iter().skip(skip) {
+            out.push_str(&format!("{prefix}{line}\n"));
+        }
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}

@@ -1,0 +1,222 @@
+//! Where each call's time went, per batch: one lane per call with its policy, approval
+//! wait, queue and run segments, placed on the batch's clock; and the numbers a summary
+//! states (parallel groups, time saved against running the calls one by one, errors by
+//! code). Pure functions of the log's call records.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use toolrail_session_log::CallRecord;
+
+/// One call's lane, in microseconds from the batch's first record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Lane {
+    pub call_id: String,
+    pub tool: String,
+    pub start_us: u64,
+    pub segments: Vec<Segment>,
+    /// The error code of its result, if any.
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Segment {
+    pub phase: Phase,
+    pub start_us: u64,
+    pub length_us: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Parse, hooks and guards.
+    Policy,
+    /// Waiting for an approval answer.
+    Approval,
+    /// Waiting for a slot, a barrier or a claim.
+    Queued,
+    /// Execute layers and the body.
+    Run,
+    /// Settled, waiting to commit in model order.
+    Commit,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Policy => "policy",
+            Self::Approval => "approval",
+            Self::Queued => "queued",
+            Self::Run => "run",
+            Self::Commit => "commit",
+        }
+    }
+}
+
+/// One batch: the calls of one assistant message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BatchTimeline {
+    pub lanes: Vec<Lane>,
+    /// From the first record to the last commit.
+    pub span_us: u64,
+}
+
+impl BatchTimeline {
+    /// The lanes of `records` (one batch, in model order). Offsets come from the records'
+    /// timestamps (milliseconds), lengths from the results' timings (microseconds).
+    pub fn of(records: &[&CallRecord]) -> Self {
+        let first = records
+            .iter()
+            .map(|record| record.recorded_at.as_millis())
+            .min()
+            .unwrap_or(0);
+        let mut lanes = Vec::new();
+        let mut span_us = 0;
+        for record in records {
+            let start_us = (record.recorded_at.as_millis() - first) * 1000;
+            let mut segments = Vec::new();
+            let mut at = start_us;
+            let mut push = |phase, length_us: u64| {
+                if length_us > 0 {
+                    segments.push(Segment {
+                        phase,
+                        start_us: at,
+                        length_us,
+                    });
+                    at += length_us;
+                }
+            };
+            let error = record
+                .result
+                .as_ref()
+                .and_then(|result| result.error_code().map(ToString::to_string));
+            if let Some(result) = &record.result {
+                let timing = result.timing;
+                let approval = timing.approval_us.min(timing.policy_us);
+                push(Phase::Policy, timing.policy_us - approval);
+                push(Phase::Approval, approval);
+                push(Phase::Queued, timing.queued_us);
+                push(Phase::Run, timing.run_us);
+                let accounted = timing.policy_us + timing.queued_us + timing.run_us;
+                push(Phase::Commit, timing.total_us.saturating_sub(accounted));
+            }
+            let end = segments
+                .last()
+                .map_or(start_us, |last| last.start_us + last.length_us);
+            let committed = record
+                .committed_at
+                .map_or(0, |at| (at.as_millis().saturating_sub(first)) * 1000);
+            span_us = span_us.max(end).max(committed);
+            lanes.push(Lane {
+                call_id: record.call_id.to_string(),
+                tool: record.name.clone(),
+                start_us,
+                segments,
+                error,
+            });
+        }
+        Self { lanes, span_us }
+    }
+
+    /// The sum of the bodies' run times: what running the calls one by one would take.
+    pub fn serial_run_us(&self) -> u64 {
+        self.runs().map(|(start, end)| end - start).sum()
+    }
+
+    /// Groups of two or more calls whose bodies ran at the same time.
+    pub fn parallel_groups(&self) -> usize {
+        let mut runs: Vec<(u64, u64)> = self.runs().collect();
+        runs.sort_unstable();
+        let mut groups = 0;
+        let mut current: Option<(u64, usize)> = None;
+        for (start, end) in runs {
+            current = match current {
+                Some((group_end, size)) if start < group_end => {
+                    Some((group_end.max(end), size + 1))
+                }
+                previous => {
+                    if previous.is_some_and(|(_, size)| size >= 2) {
+                        groups += 1;
+                    }
+                    Some((end, 1))
+                }
+            };
+        }
+        if current.is_some_and(|(_, size)| size >= 2) {
+            groups += 1;
+        }
+        groups
+    }
+
+    /// When the bodies ran: from the first body's start to the last body's end.
+    pub fn run_window_us(&self) -> u64 {
+        let runs: Vec<(u64, u64)> = self.runs().collect();
+        let start = runs.iter().map(|run| run.0).min().unwrap_or(0);
+        let end = runs.iter().map(|run| run.1).max().unwrap_or(0);
+        end.saturating_sub(start)
+    }
+
+    fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.lanes.iter().flat_map(|lane| {
+            lane.segments
+                .iter()
+                .filter(|segment| segment.phase == Phase::Run)
+                .map(|segment| (segment.start_us, segment.start_us + segment.length_us))
+        })
+    }
+}
+
+/// The calls of a log grouped into batches (turn, step), in log order.
+pub fn batches(records: &[CallRecord]) -> Vec<Vec<&CallRecord>> {
+    let mut order: Vec<(Option<u64>, Option<u64>)> = Vec::new();
+    let mut groups: BTreeMap<(Option<u64>, Option<u64>), Vec<&CallRecord>> = BTreeMap::new();
+    for record in records {
+        let key = (
+            record.turn.map(|turn| u64::from(turn.0)),
+            record.step.map(|step| u64::from(step.0)),
+        );
+        if !groups.contains_key(&key) {
+            order.push(key);
+        }
+        groups.entry(key).or_default().push(record);
+    }
+    order
+        .into_iter()
+        .filter_map(|key| groups.remove(&key))
+        .collect()
+}
+
+/// What a whole session came to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub calls: usize,
+    pub batches: usize,
+    pub parallel_groups: usize,
+    /// Run time of every body added up, minus the time the bodies' windows took: what
+    /// running them in parallel saved.
+    pub saved_us: u64,
+    pub errors: BTreeMap<String, usize>,
+}
+
+impl Summary {
+    pub fn of(records: &[CallRecord]) -> Self {
+        let mut summary = Self {
+            calls: records.len(),
+            ..Self::default()
+        };
+        for batch in batches(records) {
+            let timeline = BatchTimeline::of(&batch);
+            summary.batches += 1;
+            summary.parallel_groups += timeline.parallel_groups();
+            summary.saved_us += timeline
+                .serial_run_us()
+                .saturating_sub(timeline.run_window_us());
+            for lane in timeline.lanes {
+                if let Some(code) = lane.error {
+                    *summary.errors.entry(code).or_default() += 1;
+                }
+            }
+        }
+        summary
+    }
+}
