@@ -20,7 +20,9 @@ use toolrail_tools_core::{
 
 use crate::output::{Captured, capture};
 use crate::process::{Ended, Stop, wait_or_stop};
-use crate::sandbox::{Confinement, Escalation, SandboxMode, SandboxTier, check_tier};
+use crate::sandbox::{
+    Confinement, Escalation, SandboxHelper, SandboxMode, SandboxTier, check_tier,
+};
 
 /// How the tool runs commands.
 #[derive(Clone, Debug)]
@@ -45,7 +47,7 @@ pub struct ShellConfig {
     pub env_extra: Vec<(String, String)>,
     /// The `toolrail-sandbox` helper binary (built with this crate). Without it the
     /// `read-only` and `workspace-write` modes cannot be enforced, and nothing runs in them.
-    pub sandbox_helper: Option<PathBuf>,
+    pub sandbox_helper: Option<SandboxHelper>,
     /// Globs of commands the embedder declares read-only (`git status*`, `ls*`): a matching
     /// simple command may run beside other calls. Everything else runs alone.
     pub read_only_commands: Vec<String>,
@@ -246,7 +248,7 @@ impl TypedTool for BashTool {
         let (mode, network) = self.effective(&granted);
         let helper = match (mode, &self.config.sandbox_helper) {
             (SandboxMode::FullAccess, _) => None,
-            (_, Some(helper)) if helper.is_file() => Some(helper.clone()),
+            (_, Some(helper)) if helper.program.is_file() => Some(helper.clone()),
             (mode, _) => {
                 return Err(ToolFailure::with_custom_code(
                     "SANDBOX_UNAVAILABLE",
@@ -304,7 +306,7 @@ impl TypedTool for BashTool {
             mode,
             network,
             tier: &self.config.tier,
-            helper: helper.as_deref(),
+            helper: helper.as_ref(),
             roots: self.config.roots.as_slice(),
             private_tmp: &private_tmp,
             workdir: &workdir,

@@ -17,10 +17,12 @@
 //! Depends on `tools-core` only.
 
 mod bash;
+mod helper;
 mod namespace;
 mod output;
 mod process;
 mod sandbox;
 
 pub use bash::{BashArgs, BashTool, ShellConfig};
-pub use sandbox::{Escalation, SandboxMode, SandboxTier};
+pub use helper::sandbox_main;
+pub use sandbox::{Escalation, SandboxHelper, SandboxMode, SandboxTier};

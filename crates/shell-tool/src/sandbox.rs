@@ -61,6 +61,46 @@ impl SandboxTier {
     }
 }
 
+/// The program that applies the sandbox and then becomes the command: the `toolrail-sandbox`
+/// binary, or a program that calls [`sandbox_main`](crate::sandbox_main) when started with
+/// its leading arguments (a re-exec of one's own binary).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxHelper {
+    pub program: PathBuf,
+    pub leading_args: Vec<String>,
+}
+
+impl SandboxHelper {
+    /// A helper binary of its own.
+    pub fn binary(program: impl Into<PathBuf>) -> Self {
+        Self {
+            program: program.into(),
+            leading_args: Vec::new(),
+        }
+    }
+
+    /// `program` started with `subcommand` first, which must make it call `sandbox_main`
+    /// with the arguments after it.
+    pub fn reexec(program: impl Into<PathBuf>, subcommand: impl Into<String>) -> Self {
+        Self {
+            program: program.into(),
+            leading_args: vec![subcommand.into()],
+        }
+    }
+}
+
+impl From<PathBuf> for SandboxHelper {
+    fn from(program: PathBuf) -> Self {
+        Self::binary(program)
+    }
+}
+
+impl From<&str> for SandboxHelper {
+    fn from(program: &str) -> Self {
+        Self::binary(program)
+    }
+}
+
 /// More than the configured sandbox allows, which a call may ask for with a justification;
 /// only an approval grants it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, JsonSchema)]
@@ -87,7 +127,7 @@ pub(crate) struct Confinement<'a> {
     pub network: bool,
     pub tier: &'a SandboxTier,
     /// `None` only in full-access mode.
-    pub helper: Option<&'a Path>,
+    pub helper: Option<&'a SandboxHelper>,
     pub roots: &'a [PathBuf],
     pub private_tmp: &'a Path,
     pub workdir: &'a Path,
@@ -99,7 +139,8 @@ impl Confinement<'_> {
     pub(crate) fn command(&self, command: &str) -> Command {
         let mut inner: Vec<OsString> = Vec::new();
         if let Some(helper) = self.helper {
-            inner.push(helper.into());
+            inner.push(helper.program.as_os_str().into());
+            inner.extend(helper.leading_args.iter().map(OsString::from));
             inner.extend(["--mode", self.mode.as_str(), "--write"].map(OsString::from));
             inner.push(self.private_tmp.into());
             for root in self.roots {

@@ -311,7 +311,7 @@ async fn without_the_helper_sandboxed_modes_do_not_run() {
         WorkspaceRoots::new([dir.path()]).unwrap(),
         dir.path().join("s"),
     );
-    config.sandbox_helper = Some(dir.path().join("no-such-helper"));
+    config.sandbox_helper = Some(dir.path().join("no-such-helper").into());
     let (registry, _) = RegistryBuilder::new()
         .builtin(Typed::new(BashTool::new(config)))
         .build()
