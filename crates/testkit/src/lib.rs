@@ -14,8 +14,8 @@ pub use model::ScriptedModel;
 pub use probe::{Probe, ProbeArgs};
 pub use rng::SeededRng;
 pub use scenario::{
-    ApprovalSpec, Expectations, ModelStep, Scenario, ScenarioConfig, ScenarioError, ScenarioReport,
-    ToolCallSpec, TurnSpec, WorkspaceSpec,
+    ApprovalSpec, Expectations, ModelStep, RunOptions, Scenario, ScenarioConfig, ScenarioError,
+    ScenarioReport, ToolCallSpec, TurnSpec, WorkspaceSpec,
 };
 /// Scripted approval answers, for crates that may not depend on `interaction` themselves.
 pub use toolrail_interaction::ScriptedApprovals;

@@ -10,11 +10,15 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{AgentLoop, LoopConfig, LoopError, Scheduler, SchedulerConfig};
+use toolrail_fs_tools::FileTools;
 use toolrail_session_log::{
     AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, FORMAT_VERSION, JsonlStore,
     SessionId, SessionLog, SessionStart, SessionStore, StopReason, StoreError, TurnEndKind,
 };
-use toolrail_tools_core::{Pipeline, PipelineConfig, RegistryBuilder, RegistryError, Typed};
+use toolrail_shell_tool::{BashTool, SandboxHelper, SandboxMode, ShellConfig};
+use toolrail_tools_core::{
+    Pipeline, PipelineConfig, RegistryBuilder, RegistryError, Typed, WorkspaceRoots,
+};
 
 use toolrail_interaction::{AskUser, TodoBoard, TodoWriteTool};
 
@@ -30,7 +34,8 @@ use people::People;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
-    /// Tool names: `probe`, `probe_idem`.
+    /// Tool names: `probe`, `probe_idem`, `todo_write`, `ask_user`, the file tools `read`,
+    /// `write`, `edit`, `glob`, `grep`, and `bash`.
     pub toolset: Vec<String>,
     #[serde(default)]
     pub config: ScenarioConfig,
@@ -61,6 +66,21 @@ pub struct ScenarioConfig {
     /// Answers for `ask_user`, in order: text, or `null` for a question that expires.
     #[serde(default)]
     pub questions: Vec<Option<String>>,
+    /// `bash`'s sandbox: `read-only` (the default), `workspace-write` or `full-access`.
+    pub sandbox: Option<String>,
+}
+
+/// How a scenario is run, beyond what its file says.
+#[derive(Debug, Default)]
+pub struct RunOptions {
+    /// The scheduler's live events (prepared, started, progress, finished, committed).
+    pub live: Option<tokio::sync::mpsc::UnboundedSender<toolrail_agent_loop::LiveEvent>>,
+    /// What applies `bash`'s sandbox; without one only `full-access` commands run.
+    pub sandbox_helper: Option<SandboxHelper>,
+    /// The workspace folder (default: `<session_dir>/workspace`).
+    pub workspace: Option<PathBuf>,
+    /// Files written into the workspace before the session, besides the scenario's own.
+    pub extra_files: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -144,6 +164,15 @@ impl Scenario {
     /// Runs every turn; the log goes to `<session_dir>/scenario.jsonl`, markers to
     /// `<session_dir>/markers/`, workspace files to `<session_dir>/workspace/`.
     pub async fn run(&self, session_dir: &Path) -> Result<ScenarioReport, ScenarioError> {
+        self.run_with(session_dir, RunOptions::default()).await
+    }
+
+    /// [`Scenario::run`] with live events, a sandbox helper for `bash`, or another workspace.
+    pub async fn run_with(
+        &self,
+        session_dir: &Path,
+        options: RunOptions,
+    ) -> Result<ScenarioReport, ScenarioError> {
         // Every model answer is checked before anything is written or run: a mistake in a
         // late turn does not leave a half-run session behind.
         let scripts = self
@@ -151,11 +180,25 @@ impl Scenario {
             .iter()
             .map(|turn| turn.model.iter().map(assistant_message).collect())
             .collect::<Result<Vec<Vec<AssistantMessage>>, ScenarioError>>()?;
+        let sandbox = match self.config.sandbox.as_deref() {
+            None | Some("read-only") => SandboxMode::ReadOnly,
+            Some("workspace-write") => SandboxMode::WorkspaceWrite,
+            Some("full-access") => SandboxMode::FullAccess,
+            Some(other) => {
+                return Err(ScenarioError::Invalid(format!(
+                    "config.sandbox `{other}`: use read-only, workspace-write or full-access"
+                )));
+            }
+        };
         let marker_dir = session_dir.join("markers");
         std::fs::create_dir_all(&marker_dir)?;
-        let workspace = session_dir.join("workspace");
+        let workspace = options
+            .workspace
+            .clone()
+            .unwrap_or_else(|| session_dir.join("workspace"));
         std::fs::create_dir_all(&workspace)?;
-        for (relative, content) in &self.workspace.files {
+        let workspace = std::fs::canonicalize(&workspace)?;
+        for (relative, content) in self.workspace.files.iter().chain(&options.extra_files) {
             if Path::new(relative).is_absolute() || relative.split('/').any(|part| part == "..") {
                 return Err(ScenarioError::Invalid(format!(
                     "workspace file `{relative}` must stay inside the workspace"
@@ -169,16 +212,37 @@ impl Scenario {
         }
 
         let people = People::new(&self.config, &workspace)?;
+        let roots = WorkspaceRoots::new([workspace.clone()])
+            .map_err(|error| ScenarioError::Invalid(error.to_string()))?;
+        let files = FileTools::new(roots.clone());
         let mut builder = RegistryBuilder::new();
         for name in &self.toolset {
             builder = match name.as_str() {
+                "read" | "write" | "edit" | "glob" | "grep" => {
+                    match files
+                        .tools()
+                        .into_iter()
+                        .find(|tool| tool.spec().name() == name)
+                    {
+                        Some(tool) => builder.builtin(tool),
+                        None => builder,
+                    }
+                }
+                "bash" => {
+                    let mut shell = ShellConfig::new(roots.clone(), session_dir.join("outputs"));
+                    shell.mode = sandbox;
+                    shell.sandbox_helper = options.sandbox_helper.clone();
+                    shell.grace =
+                        Duration::from_millis(self.config.cancel_grace_ms.unwrap_or(2_000));
+                    builder.builtin(Typed::new(BashTool::new(shell)))
+                }
                 "probe" => builder.builtin(Probe::new(Some(marker_dir.clone()))),
                 "probe_idem" => builder.builtin(Probe::idempotent(Some(marker_dir.clone()))),
                 "todo_write" => builder.builtin(Typed::new(TodoWriteTool::new(TodoBoard::new()))),
                 "ask_user" => builder.builtin(Typed::new(AskUser::new(people.questions.clone()))),
                 other => {
                     return Err(ScenarioError::Invalid(format!(
-                        "unknown tool `{other}` in toolset; known: probe, probe_idem, todo_write, ask_user (exit_plan_mode joins with plan_mode)"
+                        "unknown tool `{other}` in toolset; known: probe, probe_idem, todo_write, ask_user, read, write, edit, glob, grep, bash (exit_plan_mode joins with plan_mode)"
                     )));
                 }
             };
@@ -250,7 +314,11 @@ impl Scenario {
             }
             turn_ends.push(
                 agent
-                    .run_turn(vec![ContentBlock::text(&turn.user)], cancel, None)
+                    .run_turn(
+                        vec![ContentBlock::text(&turn.user)],
+                        cancel,
+                        options.live.clone(),
+                    )
                     .await?,
             );
         }
