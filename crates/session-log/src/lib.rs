@@ -37,7 +37,7 @@ pub use result::{
 pub use sink::{
     AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SinkError,
 };
-pub use store::jsonl::{JsonlLog, JsonlStore};
+pub use store::jsonl::{JsonlLog, JsonlStore, SessionRead};
 pub use store::sqlite::{SqliteLog, SqliteStore};
 pub use store::{
     DEFAULT_BLOB_CAP, Durability, Opened, SessionLog, SessionStore, StoreError, StoreLog,

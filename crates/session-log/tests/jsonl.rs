@@ -326,3 +326,28 @@ async fn a_damaged_last_line_with_its_newline_is_torn() {
     assert_eq!(opened.torn_bytes_dropped, 9);
     assert_eq!(opened.events.len(), 1);
 }
+
+#[tokio::test]
+async fn reading_changes_nothing_and_works_while_the_log_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log = store.create(start("s1")).unwrap();
+    log.append(draft(1), AppendUrgency::Durable).await.unwrap();
+    // The log is still open (and locked for writers): reading does not need the lock.
+    let read = store.read(&SessionId::new("s1")).unwrap();
+    assert_eq!(read.events.len(), 2);
+    assert_eq!(read.torn_bytes, 0);
+    drop(log);
+    // A torn tail is reported and left in the file.
+    let path = store.path_of(&SessionId::new("s1")).unwrap();
+    let whole = std::fs::metadata(&path).unwrap().len();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"{\"seq\":3,\"ts\"")
+        .unwrap();
+    let read = store.read(&SessionId::new("s1")).unwrap();
+    assert_eq!((read.events.len(), read.torn_bytes), (2, 13));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), whole + 13);
+}

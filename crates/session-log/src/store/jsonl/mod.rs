@@ -55,6 +55,36 @@ impl JsonlStore {
         check_session_id(id)?;
         Ok(self.dir.join(format!("{}.jsonl", id.as_str())))
     }
+
+    /// Every event of a session, read without opening it for writing: nothing is locked,
+    /// cut or repaired, so a session another process is writing can be watched. A torn
+    /// last line is left out and its length reported.
+    pub fn read(&self, id: &SessionId) -> Result<SessionRead, StoreError> {
+        let path = self.path_of(id)?;
+        let mut read = reader::read_log(&path)?;
+        check_first(&path, &read.events)?;
+        let shelf = self.shelf(id);
+        for event in &mut read.events {
+            load_form(event, &shelf).map_err(|why| StoreError::Corrupt {
+                path: path.clone(),
+                line: usize::try_from(event.seq).unwrap_or(usize::MAX),
+                why,
+            })?;
+        }
+        Ok(SessionRead {
+            events: read.events,
+            torn_bytes: read.torn_bytes,
+        })
+    }
+}
+
+/// A session as read, without a log to append to.
+#[derive(Debug)]
+pub struct SessionRead {
+    /// Every complete event, in `seq` order.
+    pub events: Vec<Event>,
+    /// Bytes of a torn last line that were left out.
+    pub torn_bytes: u64,
 }
 
 impl SessionStore for JsonlStore {
