@@ -52,6 +52,7 @@ impl EditTool {
             "Replace exact text in a file. Each `old` must occur exactly once (or set replace_all), edits must not overlap, and all of them apply or none does. Read the file first in this session; if it changed since, read it again. Line endings and a byte-order mark are kept.",
         )
         .kind(ToolKind::Edit)
+        .concurrency_note("shared: a write claim on the file")
         .subject("path", SubjectKind::Path);
         Self { spec, files }
     }

@@ -44,7 +44,8 @@ impl GlobTool {
             .kind(ToolKind::Search)
             .read_only()
             .idempotent()
-            .subject("path", SubjectKind::Path);
+            .subject("path", SubjectKind::Path)
+            .concurrency_note("shared: a read claim on the folder searched");
         Self { spec, files }
     }
 }

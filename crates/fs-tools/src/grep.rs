@@ -69,7 +69,8 @@ impl GrepTool {
             .kind(ToolKind::Search)
             .read_only()
             .idempotent()
-            .subject("path", SubjectKind::Path);
+            .subject("path", SubjectKind::Path)
+            .concurrency_note("shared: a read claim on the folder searched");
         Self { spec, files }
     }
 }

@@ -53,7 +53,8 @@ impl ReadTool {
             .kind(ToolKind::Read)
             .read_only()
             .idempotent()
-            .subject("path", SubjectKind::Path);
+            .subject("path", SubjectKind::Path)
+            .concurrency_note("shared: a read claim on the file");
         Self { spec, files }
     }
 }

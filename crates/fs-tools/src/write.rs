@@ -43,6 +43,7 @@ impl WriteTool {
             "Write a file with the given content, creating missing folders; the file is replaced whole and atomically. To overwrite an existing file, read it first in this session; if it changed since, read it again. Prefer edit for changes to part of a file.",
         )
         .kind(ToolKind::Edit)
+        .concurrency_note("shared: a write claim on the file")
         .subject("path", SubjectKind::Path);
         Self { spec, files }
     }

@@ -118,7 +118,8 @@ impl BashTool {
         );
         let spec = ToolSpec::for_args::<BashArgs>(Self::NAME, description)
             .kind(ToolKind::Execute)
-            .subject("command", SubjectKind::Command);
+            .subject("command", SubjectKind::Command)
+            .concurrency_note("exclusive, but shared for commands the embedder declares read-only");
         let mut globs = globset::GlobSetBuilder::new();
         for pattern in &config.read_only_commands {
             // A bad pattern only means fewer commands share: the safe side.

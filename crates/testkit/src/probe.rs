@@ -60,7 +60,8 @@ impl Probe {
     /// `probe`, writing markers into `marker_dir` when asked.
     pub fn new(marker_dir: Option<PathBuf>) -> Self {
         Self {
-            spec: ToolSpec::for_args::<ProbeArgs>("probe", "A conformance probe."),
+            spec: ToolSpec::for_args::<ProbeArgs>("probe", "A conformance probe.")
+                .concurrency_note("as its arguments say"),
             marker_dir,
         }
     }
@@ -69,7 +70,8 @@ impl Probe {
     pub fn idempotent(marker_dir: Option<PathBuf>) -> Self {
         Self {
             spec: ToolSpec::for_args::<ProbeArgs>("probe_idem", "An idempotent conformance probe.")
-                .idempotent(),
+                .idempotent()
+                .concurrency_note("as its arguments say"),
             marker_dir,
         }
     }

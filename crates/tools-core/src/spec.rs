@@ -174,6 +174,7 @@ pub struct ToolSpec {
     max_value_bytes: Option<usize>,
     subject: Option<SubjectField>,
     always_ask: Option<String>,
+    concurrency_note: Option<String>,
 }
 
 impl ToolSpec {
@@ -198,6 +199,7 @@ impl ToolSpec {
             max_value_bytes: None,
             subject: None,
             always_ask: None,
+            concurrency_note: None,
         }
     }
 
@@ -324,6 +326,18 @@ impl ToolSpec {
     pub fn always_ask(mut self, reason: impl Into<String>) -> Self {
         self.always_ask = Some(reason.into());
         self
+    }
+
+    /// Says in words what `concurrency` decides for this tool's calls (`shared: a read claim
+    /// on the path`), for tool lists and documentation; the scheduler never reads it.
+    pub fn concurrency_note(mut self, note: impl Into<String>) -> Self {
+        self.concurrency_note = Some(note.into());
+        self
+    }
+
+    /// What [`ToolSpec::concurrency_note`] said, if anything.
+    pub fn concurrency_summary(&self) -> Option<&str> {
+        self.concurrency_note.as_deref()
     }
 
     /// Why every call asks, for a tool that always asks.

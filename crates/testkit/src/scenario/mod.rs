@@ -17,7 +17,7 @@ use toolrail_session_log::{
 };
 use toolrail_shell_tool::{BashTool, SandboxHelper, SandboxMode, ShellConfig};
 use toolrail_tools_core::{
-    Pipeline, PipelineConfig, RegistryBuilder, RegistryError, Typed, WorkspaceRoots,
+    Pipeline, PipelineConfig, Registry, RegistryBuilder, RegistryError, Typed, WorkspaceRoots,
 };
 
 use toolrail_interaction::{AskUser, TodoBoard, TodoWriteTool};
@@ -212,45 +212,7 @@ impl Scenario {
         }
 
         let people = People::new(&self.config, &workspace)?;
-        let roots = WorkspaceRoots::new([workspace.clone()])
-            .map_err(|error| ScenarioError::Invalid(error.to_string()))?;
-        let files = FileTools::new(roots.clone());
-        let mut builder = RegistryBuilder::new();
-        for name in &self.toolset {
-            builder = match name.as_str() {
-                "read" | "write" | "edit" | "glob" | "grep" => {
-                    match files
-                        .tools()
-                        .into_iter()
-                        .find(|tool| tool.spec().name() == name)
-                    {
-                        Some(tool) => builder.builtin(tool),
-                        None => builder,
-                    }
-                }
-                "bash" => {
-                    let mut shell = ShellConfig::new(roots.clone(), session_dir.join("outputs"));
-                    shell.mode = sandbox;
-                    shell.sandbox_helper = options.sandbox_helper.clone();
-                    shell.grace =
-                        Duration::from_millis(self.config.cancel_grace_ms.unwrap_or(2_000));
-                    builder.builtin(Typed::new(BashTool::new(shell)))
-                }
-                "probe" => builder.builtin(Probe::new(Some(marker_dir.clone()))),
-                "probe_idem" => builder.builtin(Probe::idempotent(Some(marker_dir.clone()))),
-                "todo_write" => builder.builtin(Typed::new(TodoWriteTool::new(TodoBoard::new()))),
-                "ask_user" => builder.builtin(Typed::new(AskUser::new(people.questions.clone()))),
-                other => {
-                    return Err(ScenarioError::Invalid(format!(
-                        "unknown tool `{other}` in toolset; known: probe, probe_idem, todo_write, ask_user, read, write, edit, glob, grep, bash (exit_plan_mode joins with plan_mode)"
-                    )));
-                }
-            };
-        }
-        if self.config.plan_mode {
-            builder = builder.builtin(people.plan.exit_tool());
-        }
-        let (registry, _) = builder.build()?;
+        let registry = self.registry(&people, &workspace, session_dir, &options, sandbox)?;
 
         let durability = match self.config.durability.as_deref() {
             None | Some("strict") => Durability::Strict,
@@ -337,6 +299,74 @@ impl Scenario {
             turn_ends,
             mismatches,
         })
+    }
+
+    /// The scenario's tools, as a session would see them, for a workspace (to list them).
+    pub fn tools(
+        &self,
+        workspace: &Path,
+        session_dir: &Path,
+        options: &RunOptions,
+    ) -> Result<Registry, ScenarioError> {
+        let people = People::new(&self.config, workspace)?;
+        self.registry(
+            &people,
+            workspace,
+            session_dir,
+            options,
+            SandboxMode::ReadOnly,
+        )
+    }
+
+    fn registry(
+        &self,
+        people: &People,
+        workspace: &Path,
+        session_dir: &Path,
+        options: &RunOptions,
+        sandbox: SandboxMode,
+    ) -> Result<Registry, ScenarioError> {
+        let marker_dir = session_dir.join("markers");
+        let roots = WorkspaceRoots::new([workspace.to_path_buf()])
+            .map_err(|error| ScenarioError::Invalid(error.to_string()))?;
+        let files = FileTools::new(roots.clone());
+        let mut builder = RegistryBuilder::new();
+        for name in &self.toolset {
+            builder = match name.as_str() {
+                "read" | "write" | "edit" | "glob" | "grep" => {
+                    match files
+                        .tools()
+                        .into_iter()
+                        .find(|tool| tool.spec().name() == name)
+                    {
+                        Some(tool) => builder.builtin(tool),
+                        None => builder,
+                    }
+                }
+                "bash" => {
+                    let mut shell = ShellConfig::new(roots.clone(), session_dir.join("outputs"));
+                    shell.mode = sandbox;
+                    shell.sandbox_helper = options.sandbox_helper.clone();
+                    shell.grace =
+                        Duration::from_millis(self.config.cancel_grace_ms.unwrap_or(2_000));
+                    builder.builtin(Typed::new(BashTool::new(shell)))
+                }
+                "probe" => builder.builtin(Probe::new(Some(marker_dir.clone()))),
+                "probe_idem" => builder.builtin(Probe::idempotent(Some(marker_dir.clone()))),
+                "todo_write" => builder.builtin(Typed::new(TodoWriteTool::new(TodoBoard::new()))),
+                "ask_user" => builder.builtin(Typed::new(AskUser::new(people.questions.clone()))),
+                other => {
+                    return Err(ScenarioError::Invalid(format!(
+                        "unknown tool `{other}` in toolset; known: probe, probe_idem, todo_write, ask_user, read, write, edit, glob, grep, bash (exit_plan_mode joins with plan_mode)"
+                    )));
+                }
+            };
+        }
+        if self.config.plan_mode {
+            builder = builder.builtin(people.plan.exit_tool());
+        }
+        let (registry, _) = builder.build()?;
+        Ok(registry)
     }
 }
 
