@@ -46,8 +46,12 @@ impl Default for SchedulerConfig {
 /// What a UI sees while a batch runs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LiveEvent {
-    /// In model order.
-    Prepared { call_id: CallId, index: u32 },
+    /// In model order, with the tool's name.
+    Prepared {
+        call_id: CallId,
+        index: u32,
+        name: String,
+    },
     /// As calls start.
     Started { call_id: CallId },
     Progress {
@@ -316,10 +320,13 @@ impl Scheduler {
                         Ok(Preparation::Ready(ready)) => {
                             let concurrency = self.concurrency_of(&ready);
                             exclusive[index] = concurrency == Concurrency::Exclusive;
-                            emit(LiveEvent::Prepared {
-                                call_id: ready.identity().call_id.clone(),
-                                index: ready.identity().index,
-                            });
+                            if live.is_some() {
+                                emit(LiveEvent::Prepared {
+                                    call_id: ready.identity().call_id.clone(),
+                                    index: ready.identity().index,
+                                    name: ready.identity().name.clone(),
+                                });
+                            }
                             slots[index] = Slot::Ready(ready, concurrency);
                         }
                         Ok(Preparation::Refused(refused)) => {
@@ -328,10 +335,13 @@ impl Scheduler {
                             {
                                 stop_reason.get_or_insert(REJECTED);
                             }
-                            emit(LiveEvent::Prepared {
-                                call_id: refused.identity().call_id.clone(),
-                                index: refused.identity().index,
-                            });
+                            if live.is_some() {
+                                emit(LiveEvent::Prepared {
+                                    call_id: refused.identity().call_id.clone(),
+                                    index: refused.identity().index,
+                                    name: refused.identity().name.clone(),
+                                });
+                            }
                             slots[index] = Slot::Settled(refused);
                         }
                         Err(error) => {

@@ -1,40 +1,131 @@
-//! `toolrail`: the command-line face of toolrail. `demo` runs a fixed set of tool calls
-//! through the full pipeline (policy hook, approval seam, guard, enforced timeout) and prints
-//! each committed result and the session log; `run` plays a scenario file (a scripted
-//! session) through the agent loop and writes its log. Replay and the session page arrive
-//! with later issues.
+//! `toolrail`: the command-line face of toolrail. `demo` runs a bundled session on the real
+//! tools; `run` plays any scenario file; `replay` shows a session from its log alone (and
+//! writes its page); `recover` repairs an interrupted log; `tools` lists a tool set.
+//!
+//! Exit codes: 0 when the session ran (tool errors included), 2 for a bad invocation or input
+//! (the message names what and how to fix it), 1 for an internal failure.
 
 mod demo;
+mod live;
+mod recover;
+mod replay;
 mod run;
+mod session;
+mod tools;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-type Command = fn(&[String]) -> anyhow::Result<()>;
+use clap::{Parser, Subcommand};
+
+/// The first argument that makes this binary the sandbox helper of its own `bash` tool.
+pub const SANDBOX_SUBCOMMAND: &str = "__sandbox";
+
+#[derive(Parser)]
+#[command(
+    name = "toolrail",
+    version,
+    about = "Reliable tool calls for LLM agents: run, replay and render agent sessions"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the bundled demo: a small project, a scripted model and the real tools.
+    Demo(demo::DemoArgs),
+    /// Run a scenario file (a scripted session) against the real runtime.
+    Run(run::RunArgs),
+    /// Show a session from its log alone: every call's card, and optionally its page.
+    Replay(replay::ReplayArgs),
+    /// Open a session log, apply recovery and say what was repaired and why.
+    Recover(recover::RecoverArgs),
+    /// List a tool set: kind, source, version, exposure, concurrency, read-only.
+    Tools(tools::ToolsArgs),
+}
+
+/// Input that cannot be used (a file that is not a scenario, an unknown tool): exit code 2.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// `Err(BadInput)` with a formatted message.
+#[macro_export]
+macro_rules! bad_input {
+    ($($arg:tt)*) => {
+        anyhow::Error::new($crate::BadInput(format!($($arg)*)))
+    };
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let rest = args.get(1..).unwrap_or_default();
-    let (name, command): (&str, Command) = match args.first().map(String::as_str) {
-        Some("demo") => ("demo", demo::run),
-        Some("run") => ("run", run::run),
-        Some("-h" | "--help" | "help") | None => {
-            print!("{}", usage());
-            return ExitCode::SUCCESS;
-        }
-        Some(other) => {
-            eprintln!("toolrail: unknown command `{other}`\n\n{}", usage());
-            return ExitCode::from(2);
+    let mut args = std::env::args();
+    if args.nth(1).as_deref() == Some(SANDBOX_SUBCOMMAND) {
+        let rest: Vec<String> = args.collect();
+        return toolrail_shell_tool::sandbox_main(&rest);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return if error.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
-    match command(rest) {
+    let outcome = match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Replay(args) => replay::run(args),
+        Command::Recover(args) => recover::run(args),
+        Command::Tools(args) => tools::run(args),
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("toolrail {name}: {error:#}");
-            ExitCode::FAILURE
+            eprintln!("toolrail: {error:#}");
+            if error.chain().any(|cause| cause.is::<BadInput>()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
 
-fn usage() -> &'static str {
-    "usage: toolrail <command>\n\ncommands:\n  demo [--jsonl]   run a fixed set of calls through the pipeline and show the outcomes\n                   (--jsonl prints the session log as JSON lines instead of a summary)\n  run SCENARIO.json [--dir DIR]\n                   run a scenario file (a scripted session) and write its log to DIR\n"
+/// The runtime every command runs on.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// This binary as the `bash` tool's sandbox helper.
+fn sandbox_helper() -> Option<toolrail_shell_tool::SandboxHelper> {
+    std::env::current_exe()
+        .ok()
+        .map(|exe| toolrail_shell_tool::SandboxHelper::reexec(exe, SANDBOX_SUBCOMMAND))
+}
+
+/// A fresh folder under the system's temp folder, named for the command.
+fn fresh_dir(command: &str) -> anyhow::Result<PathBuf> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_millis())
+        .unwrap_or_default();
+    let dir =
+        std::env::temp_dir().join(format!("toolrail-{command}-{}-{stamp}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }

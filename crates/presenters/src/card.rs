@@ -63,6 +63,9 @@ pub struct Card {
     pub body: CardBody,
     /// Confirmed changes to the world, one line each.
     pub effects: Vec<String>,
+    /// What policy did on the way, one line each: the approval asked and its answer, an
+    /// argument rewrite.
+    pub notes: Vec<String>,
 }
 
 /// Where the call stands.

@@ -13,6 +13,7 @@ mod present;
 mod registry;
 mod render;
 mod timeline;
+mod walk;
 
 pub use card::{
     Card, CardBody, CardKind, CardStatus, DiffFile, DiffLine, DiffLineKind, QuestionItem,
@@ -23,3 +24,4 @@ pub use present::{effect_line, parse_arguments, present_call, present_result};
 pub use registry::{Presenter, Presenters};
 pub use render::{colour_wanted, render_ansi, render_html, render_plain};
 pub use timeline::{BatchTimeline, Lane, Phase, Segment, Summary, batches};
+pub use walk::{SessionItem, session_items};

@@ -2,23 +2,16 @@
 //! from the log alone — the conversation, each batch's timeline (one lane per call: policy,
 //! approval wait, queue, run, commit wait) and every call as its card.
 
-use std::collections::HashMap;
-
-use toolrail_session_log::{
-    AssistantBlock, CallRecord, ContentBlock, Event, EventData, call_records,
-};
+use toolrail_session_log::{CallRecord, Event, call_records};
 
 use crate::registry::Presenters;
 use crate::render::html::{escape, render_html};
 use crate::timeline::{BatchTimeline, Summary};
+use crate::walk::{SessionItem, session_items};
 
 /// The page for a session's events.
 pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> String {
     let records = call_records(events);
-    let by_id: HashMap<&str, &CallRecord> = records
-        .iter()
-        .map(|record| (record.call_id.as_str(), record))
-        .collect();
     let summary = Summary::of(&records);
     let mut out = String::new();
     out.push_str(&format!(
@@ -27,67 +20,33 @@ pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> S
         escape(title)
     ));
     out.push_str(&summary_html(&summary));
-    let mut shown = std::collections::HashSet::new();
-    for event in events {
-        match &event.data {
-            EventData::TurnStart(turn) => {
-                out.push_str(&format!(
-                    "<div class=\"msg user\"><span class=\"who\">user</span>{}</div>\n",
-                    blocks_html(&turn.user)
-                ));
-            }
-            EventData::AssistantMessage(message) => {
-                let mut text = String::new();
-                let mut calls = Vec::new();
-                for block in &message.blocks {
-                    match block {
-                        AssistantBlock::Text { text: said } => {
-                            text.push_str(&format!("<p>{}</p>", escape(said)));
-                        }
-                        AssistantBlock::Thinking { text: thought } => {
-                            text.push_str(&format!(
-                                "<details class=\"thinking\"><summary>thinking</summary><p>{}</p></details>",
-                                escape(thought)
-                            ));
-                        }
-                        AssistantBlock::ToolCall { call_id, .. } => {
-                            if let Some(record) = by_id.get(call_id.as_str()) {
-                                calls.push(*record);
-                            }
-                        }
-                    }
-                }
-                out.push_str(&format!(
-                    "<div class=\"msg assistant\"><span class=\"who\">assistant</span>{text}</div>\n"
-                ));
-                if !calls.is_empty() {
-                    shown.extend(calls.iter().map(|record| record.call_id.as_str()));
-                    out.push_str(&batch_html(&calls, presenters));
-                }
-            }
-            EventData::ContextMessage(message) => {
-                out.push_str(&format!(
-                    "<div class=\"msg context\"><span class=\"who\">context from {}</span>{}</div>\n",
-                    escape(&message.source),
-                    blocks_html(&message.content)
-                ));
-            }
-            EventData::RecoveryRepaired(repaired) => {
-                out.push_str(&format!(
-                    "<p class=\"note recovery\">recovery: {} ({} calls repaired)</p>\n",
-                    escape(&repaired.note),
-                    repaired.calls.len()
-                ));
-            }
-            EventData::TurnEnd(end) => {
-                let kind = serde_json::to_value(end.kind)
-                    .ok()
-                    .and_then(|kind| kind.as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                let message = end
-                    .message
-                    .as_deref()
-                    .map(|message| format!(": {}", escape(message)))
+    for item in session_items(events, &records) {
+        match item {
+            SessionItem::User(text) => out.push_str(&format!(
+                "<div class=\"msg user\"><span class=\"who\">user</span>{}</div>\n",
+                paragraphs(&text)
+            )),
+            SessionItem::Assistant(text) => out.push_str(&format!(
+                "<div class=\"msg assistant\"><span class=\"who\">assistant</span>{}</div>\n",
+                paragraphs(&text)
+            )),
+            SessionItem::Thinking(text) => out.push_str(&format!(
+                "<details class=\"msg thinking\"><summary>thinking</summary>{}</details>\n",
+                paragraphs(&text)
+            )),
+            SessionItem::Batch(calls) => out.push_str(&batch_html(&calls, presenters)),
+            SessionItem::Context { source, text } => out.push_str(&format!(
+                "<div class=\"msg context\"><span class=\"who\">context from {}</span>{}</div>\n",
+                escape(&source),
+                paragraphs(&text)
+            )),
+            SessionItem::Recovery { note, calls } => out.push_str(&format!(
+                "<p class=\"note recovery\">recovery: {} ({calls} calls repaired)</p>\n",
+                escape(&note)
+            )),
+            SessionItem::TurnEnd { kind, message } => {
+                let message = message
+                    .map(|message| format!(": {}", escape(&message)))
                     .unwrap_or_default();
                 out.push_str(&format!(
                     "<p class=\"note turn-end {}\">turn ended: {}{message}</p>\n",
@@ -95,35 +54,7 @@ pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> S
                     escape(&kind)
                 ));
             }
-            // Shown through the call records, or not shown at all.
-            EventData::SessionStart(_)
-            | EventData::StepStart(_)
-            | EventData::ToolCall(_)
-            | EventData::ArgsRewritten(_)
-            | EventData::ApprovalAsked(_)
-            | EventData::ApprovalDecided(_)
-            | EventData::ToolStart(_)
-            | EventData::CodeDispatchStart(_)
-            | EventData::CodeDispatch(_)
-            | EventData::ToolResult(_)
-            | EventData::TodoWrite(_)
-            | EventData::QuestionAsked(_)
-            | EventData::QuestionAnswered(_)
-            | EventData::FsObserved(_)
-            | EventData::FsWriteIntent(_)
-            | EventData::PlanMode(_)
-            | EventData::ToolsLoaded(_)
-            | EventData::StepEnd(_)
-            | EventData::Unknown(_) => {}
         }
-    }
-    // Calls no assistant message named (run outside the agent loop) still get their cards.
-    let rest: Vec<&CallRecord> = records
-        .iter()
-        .filter(|record| !shown.contains(record.call_id.as_str()))
-        .collect();
-    if !rest.is_empty() {
-        out.push_str(&batch_html(&rest, presenters));
     }
     out.push_str("</body>\n</html>\n");
     out
@@ -149,11 +80,9 @@ fn summary_html(summary: &Summary) -> String {
     )
 }
 
-fn blocks_html(blocks: &[ContentBlock]) -> String {
-    blocks
-        .iter()
-        .filter_map(ContentBlock::as_text)
-        .map(|text| format!("<p>{}</p>", escape(text)))
+fn paragraphs(text: &str) -> String {
+    text.split("\n\n")
+        .map(|paragraph| format!("<p>{}</p>", escape(paragraph)))
         .collect()
 }
 

@@ -21,6 +21,7 @@ pub fn present_call(kind: CardKind, tool: &str, args: &Value) -> Card {
         status: CardStatus::Pending,
         body,
         effects: Vec::new(),
+        notes: Vec::new(),
     }
 }
 
@@ -54,6 +55,7 @@ pub fn present_result(kind: CardKind, tool: &str, args: &Value, result: &ToolRes
         status,
         body,
         effects: result.effects.iter().map(effect_line).collect(),
+        notes: Vec::new(),
     }
 }
 

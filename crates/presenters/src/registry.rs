@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolrail_session_log::{CallRecord, ToolResultRecord};
+use toolrail_session_log::{ApprovalAnswerRecord, CallRecord, ToolResultRecord};
 
 use crate::card::{Card, CardKind};
 use crate::present::{parse_arguments, present_call, present_result};
@@ -66,11 +66,46 @@ impl Presenters {
             Some(rewritten) => rewritten.effective.clone(),
             None => parse_arguments(&record.arguments_raw),
         };
-        match &record.result {
+        let mut card = match &record.result {
             Some(result) => self.result(&record.name, &args, result),
             None => self.call(&record.name, &args),
-        }
+        };
+        card.notes.extend(policy_notes(record));
+        card
     }
+}
+
+/// What policy did to a call, as the log records it.
+fn policy_notes(record: &CallRecord) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(rewritten) = &record.rewritten {
+        notes.push(format!(
+            "arguments rewritten by {}: {}",
+            rewritten.by, rewritten.reason
+        ));
+    }
+    if let Some(asked) = &record.approval_asked {
+        let answer = match record
+            .approval_decided
+            .as_ref()
+            .map(|decided| &decided.answer)
+        {
+            None => "no answer".to_owned(),
+            Some(ApprovalAnswerRecord::AllowedOnce) => "allowed once".to_owned(),
+            Some(ApprovalAnswerRecord::AllowedForSession { key }) => {
+                format!("allowed for the session ({key})")
+            }
+            Some(ApprovalAnswerRecord::Rejected { reason: None }) => "rejected".to_owned(),
+            Some(ApprovalAnswerRecord::Rejected {
+                reason: Some(reason),
+            }) => format!("rejected: {reason}"),
+            Some(ApprovalAnswerRecord::Cancelled) => "cancelled".to_owned(),
+            Some(ApprovalAnswerRecord::Expired) => "expired".to_owned(),
+            Some(ApprovalAnswerRecord::Unavailable) => "no one to ask".to_owned(),
+        };
+        notes.push(format!("asked: {} → {answer}", asked.reason));
+    }
+    notes
 }
 
 impl std::fmt::Debug for Presenters {

@@ -38,6 +38,9 @@ pub fn render_html(card: &Card) -> String {
     } else {
         out.push_str("</header>\n");
     }
+    for note in &card.notes {
+        out.push_str(&format!("<p class=\"note policy\">{}</p>\n", escape(note)));
+    }
     body(&card.body, &mut out);
     if !card.effects.is_empty() {
         out.push_str("<ul class=\"effects\">");

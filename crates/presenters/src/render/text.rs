@@ -86,6 +86,9 @@ impl Text {
             ));
         }
         out.push('\n');
+        for note in &card.notes {
+            out.push_str(&format!("  {} {}\n", self.paint(Paint::Cyan, "⚑"), note));
+        }
         self.body(&card.body, &mut out);
         for effect in &card.effects {
             out.push_str(&format!("  {} {effect}\n", self.paint(Paint::Yellow, "⇒")));

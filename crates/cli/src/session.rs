@@ -1,0 +1,144 @@
+//! A session log named on the command line, and what every command prints about one: the
+//! cards in log order, the summary line, the page.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use toolrail_presenters::{
+    Card, Presenters, SessionItem, Summary, duration, render_ansi, render_plain, session_items,
+    session_page,
+};
+use toolrail_session_log::{Durability, Event, JsonlStore, SessionId, call_records};
+
+use crate::bad_input;
+
+/// `<dir>/<id>.jsonl`, as a store and an id.
+pub struct SessionFile {
+    pub store: JsonlStore,
+    pub id: SessionId,
+    pub path: PathBuf,
+}
+
+impl SessionFile {
+    pub fn at(path: &Path) -> Result<Self> {
+        if !path.is_file() {
+            return Err(bad_input!(
+                "{} is not a session log; give the path of a `<session>.jsonl` file",
+                path.display()
+            ));
+        }
+        let (Some(stem), Some("jsonl")) = (
+            path.file_stem().and_then(|stem| stem.to_str()),
+            path.extension().and_then(|extension| extension.to_str()),
+        ) else {
+            return Err(bad_input!(
+                "{} is not named `<session>.jsonl`; session logs end in .jsonl",
+                path.display()
+            ));
+        };
+        let dir = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Ok(Self {
+            store: JsonlStore::new(&dir, Durability::Strict)?,
+            id: SessionId::new(stem),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Every event, read without changing the file.
+    pub fn events(&self) -> Result<Vec<Event>> {
+        let read = self
+            .store
+            .read(&self.id)
+            .map_err(|error| bad_input!("{error}"))?;
+        if read.torn_bytes > 0 {
+            eprintln!(
+                "note: {} ends in a torn line ({} bytes) that was left out; `toolrail recover` repairs it",
+                self.path.display(),
+                read.torn_bytes
+            );
+        }
+        Ok(read.events)
+    }
+}
+
+/// One line: calls, batches, parallel groups, time saved, errors by code.
+pub fn summary_line(summary: &Summary) -> String {
+    let errors = if summary.errors.is_empty() {
+        "none".to_owned()
+    } else {
+        summary
+            .errors
+            .iter()
+            .map(|(code, count)| format!("{code} × {count}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "{} calls in {} batches · {} parallel group{} · {} saved against running them one by one · errors: {errors}",
+        summary.calls,
+        summary.batches,
+        summary.parallel_groups,
+        if summary.parallel_groups == 1 {
+            ""
+        } else {
+            "s"
+        },
+        duration(summary.saved_us)
+    )
+}
+
+/// Writes the session page for `events` to `out`.
+pub fn write_page(out: &Path, title: &str, events: &[Event]) -> Result<()> {
+    let page = session_page(title, events, &Presenters::new());
+    std::fs::write(out, page).with_context(|| format!("writing {}", out.display()))
+}
+
+/// The session as text, in log order: the conversation's lines and every call's card (the
+/// cards are also returned, for `--json`).
+pub fn replay_text(events: &[Event], presenters: &Presenters, colour: bool) -> (String, Vec<Card>) {
+    let records = call_records(events);
+    let mut out = String::new();
+    let mut cards = Vec::new();
+    for item in session_items(events, &records) {
+        match item {
+            SessionItem::User(text) => out.push_str(&format!("\nuser: {text}\n")),
+            SessionItem::Assistant(text) => out.push_str(&format!("assistant: {text}\n")),
+            SessionItem::Thinking(_) => {}
+            SessionItem::Batch(calls) => {
+                for record in calls {
+                    let card = presenters.record(record);
+                    out.push_str(&render(&card, colour));
+                    cards.push(card);
+                }
+            }
+            SessionItem::Context { source, text } => {
+                out.push_str(&format!("context from {source}: {text}\n"));
+            }
+            SessionItem::Recovery { note, calls } => {
+                out.push_str(&format!("(recovery: {note}; {calls} calls repaired)\n"));
+            }
+            SessionItem::TurnEnd { kind, message } => match message {
+                Some(message) => out.push_str(&format!("(turn ended: {kind}: {message})\n")),
+                None => out.push_str(&format!("(turn ended: {kind})\n")),
+            },
+        }
+    }
+    (out, cards)
+}
+
+/// A card as terminal text.
+pub fn render(card: &Card, colour: bool) -> String {
+    if colour {
+        render_ansi(card)
+    } else {
+        render_plain(card)
+    }
+}
+
+/// The summary of `events`.
+pub fn summary_of(events: &[Event]) -> Summary {
+    Summary::of(&call_records(events))
+}

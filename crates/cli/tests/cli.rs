@@ -1,0 +1,345 @@
+//! The `toolrail` binary end to end (assert_cmd): the demo in a fresh folder, `run` on
+//! scenario files, `replay` showing the cards the live run showed, `recover` on a crafted
+//! interrupted log, `tools`, and exit code 2 with a message naming what is wrong for bad
+//! input.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use toolrail_session_log::{
+    AppendUrgency, AssistantBlock, AssistantMessage, CallId, Durability, EventData, EventDraft,
+    EventSink, FORMAT_VERSION, JsonlStore, SessionId, SessionLog, SessionStart, SessionStore,
+    StepId, StopReason, Timestamp, ToolCall, ToolStart, TurnId, TurnStart,
+};
+
+fn toolrail(args: &[&str]) -> Output {
+    Command::cargo_bin("toolrail")
+        .unwrap()
+        .env("NO_COLOR", "1")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn path(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testkit/scenarios/");
+
+#[test]
+fn the_demo_runs_in_a_fresh_folder_and_leaves_its_log_and_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("demo");
+    let output = toolrail(&["demo", "--session-dir", path(&session)]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}\n{}", stderr(&output));
+    // Every call's card, the approval, the denial, the tests passing, the summary.
+    for expected in [
+        "✓ todo_write (0/3 done)",
+        "✓ glob **/*.py",
+        "✓ grep def mean",
+        "✓ read calc.py",
+        "✓ read test_calc.py",
+        "✓ edit calc.py",
+        "⚑ asked: `edit` needs an approval",
+        "→ allowed once",
+        "✓ $ python3 -m unittest -q",
+        "exit 0",
+        "✗ $ curl -s https://docs.python.org/3/library/statistics.html  POLICY_DENIED",
+        "9 calls in 4 batches · 1 parallel group",
+        "errors: POLICY_DENIED × 1",
+    ] {
+        assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
+    }
+    // Not a terminal: progress comes as plain lines.
+    assert!(text.contains("… c7 bash started"), "{text}");
+    assert!(session.join("scenario.jsonl").exists());
+    let page = std::fs::read_to_string(session.join("session.html")).unwrap();
+    assert_eq!(page.matches("<article class=\"card").count(), 9);
+    // The fix is in the workspace.
+    let fixed = std::fs::read_to_string(session.join("workspace/calc.py")).unwrap();
+    assert!(fixed.contains("return sum(values) / len(values)"));
+}
+
+#[test]
+fn run_replays_to_the_same_cards_and_writes_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("s");
+    let page = dir.path().join("page.html");
+    let scenario = format!("{SHIPPED}approvals.json");
+    let output = toolrail(&[
+        "run",
+        "--scenario",
+        &scenario,
+        "--session-dir",
+        path(&session),
+        "--html",
+        path(&page),
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let live: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(live["mismatches"], serde_json::json!([]));
+    assert_eq!(live["summary"]["calls"], 6);
+    assert!(page.exists());
+
+    let log = session.join("scenario.jsonl");
+    let output = toolrail(&["replay", path(&log), "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let replayed: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    // The cards shown live, as each call committed, are the cards the log alone gives.
+    let live_cards = live["cards"].as_array().unwrap();
+    assert_eq!(live_cards.len(), 6, "every call got a card live");
+    let mut replayed_cards = replayed["cards"].as_array().unwrap().clone();
+    let mut live_cards = live_cards.clone();
+    let by_title = |a: &Value, b: &Value| a.to_string().cmp(&b.to_string());
+    replayed_cards.sort_by(by_title);
+    live_cards.sort_by(by_title);
+    assert_eq!(live_cards, replayed_cards);
+    assert_eq!(live["summary"], replayed["summary"]);
+
+    // Plain replay prints the conversation and the cards.
+    let output = toolrail(&["replay", path(&log)]);
+    let text = stdout(&output);
+    assert!(
+        text.contains("user: Record the step, then probe twice more."),
+        "{text}"
+    );
+    assert!(text.contains("APPROVAL_REJECTED"), "{text}");
+    assert!(
+        text.contains("NOT_EXECUTED  (by the runtime)")
+            || text.contains("NOT_EXECUTED (by the runtime)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn run_takes_a_tool_set_and_a_rule_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.json");
+    std::fs::write(
+        &scenario,
+        r#"{"toolset": [], "turns": [{"user": "go", "model": [
+            {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"},
+                            {"id": "c2", "name": "probe_idem", "arguments": "{}"}], "stop_reason": "tool_use"},
+            {"text": "done", "stop_reason": "end_turn"}]}]}"#,
+    )
+    .unwrap();
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "preset = \"full-auto\"\n\n[[deny]]\nrule = \"probe_idem\"\nreason = \"not today\"\n",
+    )
+    .unwrap();
+    let output = toolrail(&[
+        "run",
+        "--scenario",
+        path(&scenario),
+        "--session-dir",
+        path(&dir.path().join("s")),
+        "--toolset",
+        "probe,probe_idem",
+        "--rules",
+        path(&rules),
+    ]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}{}", stderr(&output));
+    assert!(text.contains("✓ probe"), "{text}");
+    assert!(text.contains("✗ probe_idem  POLICY_DENIED"), "{text}");
+    assert!(text.contains("not today"), "{text}");
+}
+
+#[test]
+fn bad_input_exits_with_2_and_names_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("bad.json");
+    std::fs::write(&scenario, r#"{"toolset": [], "turns": [], "speed": 9}"#).unwrap();
+    let output = toolrail(&["run", "--scenario", path(&scenario)]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("speed") && stderr(&output).contains("bad.json"),
+        "{}",
+        stderr(&output)
+    );
+
+    let unknown_tool = dir.path().join("tool.json");
+    std::fs::write(&unknown_tool, r#"{"toolset": ["teleport"], "turns": []}"#).unwrap();
+    let output = toolrail(&["run", "--scenario", path(&unknown_tool)]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("unknown tool `teleport`"),
+        "{}",
+        stderr(&output)
+    );
+
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(&rules, "preset = \"yolo\"\n").unwrap();
+    let good = format!("{SHIPPED}plan_mode.json");
+    let output = toolrail(&["run", "--scenario", &good, "--rules", path(&rules)]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("rules.toml"),
+        "{}",
+        stderr(&output)
+    );
+
+    for args in [
+        vec!["replay", "/no/such/session.jsonl"],
+        vec!["recover", path(&scenario)],
+        vec!["run"],
+        vec!["launch"],
+    ] {
+        let output = toolrail(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    // Every command has help.
+    for command in ["demo", "run", "replay", "recover", "tools"] {
+        let output = toolrail(&[command, "--help"]);
+        assert!(output.status.success());
+        assert!(stdout(&output).contains("Usage: toolrail"), "{command}");
+    }
+}
+
+/// A log whose session stopped while `c2` ran: `c1` was called and never started.
+fn interrupted_log(dir: &Path) -> std::path::PathBuf {
+    let store = JsonlStore::new(dir, Durability::Strict).unwrap();
+    let log = store
+        .create(SessionStart {
+            format_version: FORMAT_VERSION,
+            session_id: SessionId::new("crashed"),
+            tools: Vec::new(),
+            meta: None,
+        })
+        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let draft = |call: Option<&str>, data| EventDraft {
+        ts: Timestamp::now(),
+        turn: Some(TurnId(1)),
+        step: Some(StepId(1)),
+        call_id: call.map(CallId::from),
+        data,
+    };
+    let call = |id: &str| AssistantBlock::ToolCall {
+        call_id: CallId::from(id),
+        name: "bash".into(),
+        arguments_raw: r#"{"command": "make deploy", "description": "deploy"}"#.into(),
+    };
+    let events = vec![
+        draft(None, EventData::TurnStart(TurnStart { user: vec![] })),
+        draft(
+            None,
+            EventData::AssistantMessage(AssistantMessage {
+                blocks: vec![call("c1"), call("c2")],
+                stop_reason: StopReason::ToolCalls,
+            }),
+        ),
+        draft(
+            Some("c1"),
+            EventData::ToolCall(ToolCall {
+                index: 0,
+                name: "bash".into(),
+                arguments_raw: r#"{"command": "make deploy", "description": "deploy"}"#.into(),
+                source: None,
+                version: None,
+            }),
+        ),
+        draft(
+            Some("c2"),
+            EventData::ToolCall(ToolCall {
+                index: 1,
+                name: "bash".into(),
+                arguments_raw: r#"{"command": "make deploy", "description": "deploy"}"#.into(),
+                source: None,
+                version: None,
+            }),
+        ),
+        draft(
+            Some("c2"),
+            EventData::ToolStart(ToolStart { timeout_ms: None }),
+        ),
+    ];
+    runtime.block_on(async {
+        for event in events {
+            log.append(event, AppendUrgency::Durable).await.unwrap();
+        }
+        log.barrier().await.unwrap();
+    });
+    drop(log);
+    store.path_of(&SessionId::new("crashed")).unwrap()
+}
+
+#[test]
+fn recover_repairs_an_interrupted_log_once_and_replay_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = interrupted_log(dir.path());
+    // Before recovery, replay shows the calls as pending.
+    let output = toolrail(&["replay", path(&log)]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("· $ make deploy"),
+        "{}",
+        stdout(&output)
+    );
+
+    let output = toolrail(&["recover", path(&log)]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}{}", stderr(&output));
+    assert!(text.contains("c1 (bash): TOOL_NOT_STARTED"), "{text}");
+    assert!(
+        text.contains("c2 (bash): TOOL_OUTCOME_UNKNOWN — it started and may have acted"),
+        "{text}"
+    );
+    assert!(text.contains("turn 1 closed as interrupted"), "{text}");
+
+    let again = toolrail(&["recover", path(&log)]);
+    assert!(
+        stdout(&again).contains("nothing to repair"),
+        "{}",
+        stdout(&again)
+    );
+
+    let output = toolrail(&["replay", path(&log)]);
+    let text = stdout(&output);
+    assert!(
+        text.contains("✗ $ make deploy  TOOL_OUTCOME_UNKNOWN (by the runtime)"),
+        "{text}"
+    );
+    assert!(text.contains("(turn ended: interrupted: "), "{text}");
+}
+
+#[test]
+fn tools_lists_the_tool_set() {
+    let output = toolrail(&["tools", "--toolset", "read,bash,todo_write"]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(text.lines().next().unwrap().starts_with("name"), "{text}");
+    let read = text.lines().find(|line| line.starts_with("read ")).unwrap();
+    assert!(
+        read.contains("read") && read.contains("builtin") && read.contains("yes"),
+        "{read}"
+    );
+    assert!(read.contains("shared: a read claim on the file"), "{read}");
+    let bash = text.lines().find(|line| line.starts_with("bash ")).unwrap();
+    assert!(bash.contains("execute") && bash.contains(" no "), "{bash}");
+    assert_eq!(text.lines().count(), 4, "{text}");
+}

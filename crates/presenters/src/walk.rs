@@ -1,0 +1,118 @@
+//! A session as a reader follows it: what the user said, what the assistant said, each
+//! batch of calls (in model order), context messages, recovery notes and turn ends — the
+//! one walk over the events that the page and the CLI's replay both render.
+
+use std::collections::{HashMap, HashSet};
+
+use toolrail_session_log::{AssistantBlock, CallRecord, ContentBlock, Event, EventData};
+
+/// One thing to show, in log order.
+#[derive(Debug)]
+pub enum SessionItem<'a> {
+    User(String),
+    Assistant(String),
+    Thinking(String),
+    /// The calls of one assistant message, in model order.
+    Batch(Vec<&'a CallRecord>),
+    Context {
+        source: String,
+        text: String,
+    },
+    Recovery {
+        note: String,
+        calls: usize,
+    },
+    TurnEnd {
+        kind: String,
+        message: Option<String>,
+    },
+}
+
+/// The items of `events`, whose call records are `records`. Calls no assistant message
+/// named (run outside the agent loop) come last, as one batch.
+pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<SessionItem<'a>> {
+    let by_id: HashMap<&str, &CallRecord> = records
+        .iter()
+        .map(|record| (record.call_id.as_str(), record))
+        .collect();
+    let mut shown: HashSet<&str> = HashSet::new();
+    let mut items = Vec::new();
+    for event in events {
+        match &event.data {
+            EventData::TurnStart(turn) => items.push(SessionItem::User(text_of(&turn.user))),
+            EventData::AssistantMessage(message) => {
+                let mut calls = Vec::new();
+                for block in &message.blocks {
+                    match block {
+                        AssistantBlock::Text { text } => {
+                            items.push(SessionItem::Assistant(text.clone()));
+                        }
+                        AssistantBlock::Thinking { text } => {
+                            items.push(SessionItem::Thinking(text.clone()));
+                        }
+                        AssistantBlock::ToolCall { call_id, .. } => {
+                            if let Some(record) = by_id.get(call_id.as_str()) {
+                                shown.insert(record.call_id.as_str());
+                                calls.push(*record);
+                            }
+                        }
+                    }
+                }
+                if !calls.is_empty() {
+                    items.push(SessionItem::Batch(calls));
+                }
+            }
+            EventData::ContextMessage(message) => items.push(SessionItem::Context {
+                source: message.source.clone(),
+                text: text_of(&message.content),
+            }),
+            EventData::RecoveryRepaired(repaired) => items.push(SessionItem::Recovery {
+                note: repaired.note.clone(),
+                calls: repaired.calls.len(),
+            }),
+            EventData::TurnEnd(end) => items.push(SessionItem::TurnEnd {
+                kind: serde_json::to_value(end.kind)
+                    .ok()
+                    .and_then(|kind| kind.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                message: end.message.clone(),
+            }),
+            // Shown through the call records, or not shown at all.
+            EventData::SessionStart(_)
+            | EventData::StepStart(_)
+            | EventData::ToolCall(_)
+            | EventData::ArgsRewritten(_)
+            | EventData::ApprovalAsked(_)
+            | EventData::ApprovalDecided(_)
+            | EventData::ToolStart(_)
+            | EventData::CodeDispatchStart(_)
+            | EventData::CodeDispatch(_)
+            | EventData::ToolResult(_)
+            | EventData::TodoWrite(_)
+            | EventData::QuestionAsked(_)
+            | EventData::QuestionAnswered(_)
+            | EventData::FsObserved(_)
+            | EventData::FsWriteIntent(_)
+            | EventData::PlanMode(_)
+            | EventData::ToolsLoaded(_)
+            | EventData::StepEnd(_)
+            | EventData::Unknown(_) => {}
+        }
+    }
+    let rest: Vec<&CallRecord> = records
+        .iter()
+        .filter(|record| !shown.contains(record.call_id.as_str()))
+        .collect();
+    if !rest.is_empty() {
+        items.push(SessionItem::Batch(rest));
+    }
+    items
+}
+
+fn text_of(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .filter_map(ContentBlock::as_text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
