@@ -12,7 +12,7 @@ use anyhow::Result;
 use toolrail_testkit::{RunOptions, Scenario};
 
 use crate::run::{execute, expectations_met};
-use crate::session::{summary_line, summary_of, write_page};
+use crate::session::{summary_of, write_page};
 use crate::{bad_input, fresh_dir};
 
 #[derive(clap::Args)]
@@ -59,7 +59,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     )?;
     let page = session_dir.join("session.html");
     write_page(&page, "toolrail demo", &finished.events)?;
-    println!("\n{}", summary_line(&summary_of(&finished.events)));
+    println!("\n{}", summary_of(&finished.events).line());
     println!("log:  {}", finished.report.log_path.display());
     println!("page: {}", page.display());
     println!(

@@ -8,7 +8,7 @@ use anyhow::Result;
 use serde_json::json;
 use toolrail_presenters::{Presenters, colour_wanted};
 
-use crate::session::{SessionFile, replay_text, summary_line, summary_of, write_page};
+use crate::session::{SessionFile, replay_text, summary_of, write_page};
 
 #[derive(clap::Args)]
 pub struct ReplayArgs {
@@ -41,7 +41,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         return Ok(());
     }
     print!("{text}");
-    println!("\n{}", summary_line(&summary));
+    println!("\n{}", summary.line());
     if let Some(out) = &args.html {
         println!("page: {}", out.display());
     }

@@ -12,7 +12,7 @@ use toolrail_session_log::{Durability, Event, JsonlStore, SessionId};
 use toolrail_testkit::{RunOptions, Scenario, ScenarioError, ScenarioReport};
 
 use crate::live::{LiveStyle, follow};
-use crate::session::{summary_line, summary_of, write_page};
+use crate::session::{summary_of, write_page};
 use crate::{bad_input, fresh_dir, runtime, sandbox_helper};
 
 #[derive(clap::Args)]
@@ -75,7 +75,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("\n{}", summary_line(&summary));
+        println!("\n{}", summary.line());
         println!("log: {}", finished.report.log_path.display());
         if let Some(out) = &args.html {
             println!("page: {}", out.display());

@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use toolrail_presenters::{
-    Card, Presenters, SessionItem, Summary, duration, render_ansi, render_plain, session_items,
-    session_page,
+    Card, Presenters, SessionItem, Summary, render_ansi, render_plain, session_items, session_page,
 };
 use toolrail_session_log::{Durability, Event, JsonlStore, SessionId, call_records};
 
@@ -62,32 +61,6 @@ impl SessionFile {
         }
         Ok(read.events)
     }
-}
-
-/// One line: calls, batches, parallel groups, time saved, errors by code.
-pub fn summary_line(summary: &Summary) -> String {
-    let errors = if summary.errors.is_empty() {
-        "none".to_owned()
-    } else {
-        summary
-            .errors
-            .iter()
-            .map(|(code, count)| format!("{code} × {count}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    format!(
-        "{} calls in {} batches · {} parallel group{} · {} saved against running them one by one · errors: {errors}",
-        summary.calls,
-        summary.batches,
-        summary.parallel_groups,
-        if summary.parallel_groups == 1 {
-            ""
-        } else {
-            "s"
-        },
-        duration(summary.saved_us)
-    )
 }
 
 /// Writes the session page for `events` to `out`.

@@ -58,7 +58,7 @@ fn the_demo_runs_in_a_fresh_folder_and_leaves_its_log_and_page() {
         "✓ $ python3 -m unittest -q",
         "exit 0",
         "✗ $ curl -s https://docs.python.org/3/library/statistics.html  POLICY_DENIED",
-        "9 calls in 4 batches · 1 parallel group",
+        "9 calls in 4 batches · 1 parallel group ·",
         "errors: POLICY_DENIED × 1",
     ] {
         assert!(text.contains(expected), "missing `{expected}` in:\n{text}");

@@ -61,23 +61,7 @@ pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> S
 }
 
 fn summary_html(summary: &Summary) -> String {
-    let errors: Vec<String> = summary
-        .errors
-        .iter()
-        .map(|(code, count)| format!("{} × {count}", escape(code)))
-        .collect();
-    format!(
-        "<p class=\"summary\">{} calls in {} batches · {} parallel groups · {} saved against one by one · errors: {}</p>\n",
-        summary.calls,
-        summary.batches,
-        summary.parallel_groups,
-        duration(summary.saved_us),
-        if errors.is_empty() {
-            "none".to_owned()
-        } else {
-            errors.join(", ")
-        }
-    )
+    format!("<p class=\"summary\">{}</p>\n", escape(&summary.line()))
 }
 
 fn paragraphs(text: &str) -> String {

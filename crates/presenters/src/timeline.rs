@@ -148,12 +148,23 @@ impl BatchTimeline {
         groups
     }
 
-    /// When the bodies ran: from the first body's start to the last body's end.
-    pub fn run_window_us(&self) -> u64 {
-        let runs: Vec<(u64, u64)> = self.runs().collect();
-        let start = runs.iter().map(|run| run.0).min().unwrap_or(0);
-        let end = runs.iter().map(|run| run.1).max().unwrap_or(0);
-        end.saturating_sub(start)
+    /// How long at least one body was running: what the bodies took side by side.
+    pub fn running_us(&self) -> u64 {
+        let mut runs: Vec<(u64, u64)> = self.runs().collect();
+        runs.sort_unstable();
+        let mut total = 0;
+        let mut current: Option<(u64, u64)> = None;
+        for (start, end) in runs {
+            current = match current {
+                Some((from, to)) if start <= to => Some((from, to.max(end))),
+                Some((from, to)) => {
+                    total += to - from;
+                    Some((start, end))
+                }
+                None => Some((start, end)),
+            };
+        }
+        total + current.map_or(0, |(from, to)| to - from)
     }
 
     fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
@@ -192,13 +203,36 @@ pub struct Summary {
     pub calls: usize,
     pub batches: usize,
     pub parallel_groups: usize,
-    /// Run time of every body added up, minus the time the bodies' windows took: what
-    /// running them in parallel saved.
+    /// Run time of every body added up, minus the time at least one body was running: what
+    /// running them side by side saved.
     pub saved_us: u64,
     pub errors: BTreeMap<String, usize>,
 }
 
 impl Summary {
+    /// One line: calls, batches, parallel groups, time saved, errors by code.
+    pub fn line(&self) -> String {
+        let errors = if self.errors.is_empty() {
+            "none".to_owned()
+        } else {
+            self.errors
+                .iter()
+                .map(|(code, count)| format!("{code} × {count}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "{} call{} in {} batch{} · {} parallel group{} · {} saved against running them one by one · errors: {errors}",
+            self.calls,
+            plural(self.calls, "s"),
+            self.batches,
+            plural(self.batches, "es"),
+            self.parallel_groups,
+            plural(self.parallel_groups, "s"),
+            crate::page::duration(self.saved_us)
+        )
+    }
+
     pub fn of(records: &[CallRecord]) -> Self {
         let mut summary = Self {
             calls: records.len(),
@@ -210,7 +244,7 @@ impl Summary {
             summary.parallel_groups += timeline.parallel_groups();
             summary.saved_us += timeline
                 .serial_run_us()
-                .saturating_sub(timeline.run_window_us());
+                .saturating_sub(timeline.running_us());
             for lane in timeline.lanes {
                 if let Some(code) = lane.error {
                     *summary.errors.entry(code).or_default() += 1;
@@ -218,5 +252,71 @@ impl Summary {
             }
         }
         summary
+    }
+}
+
+fn plural(count: usize, ending: &str) -> &str {
+    if count == 1 { "" } else { ending }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lane(id: &str, runs: &[(u64, u64)]) -> Lane {
+        Lane {
+            call_id: id.to_owned(),
+            tool: "t".to_owned(),
+            start_us: 0,
+            segments: runs
+                .iter()
+                .map(|(start, length)| Segment {
+                    phase: Phase::Run,
+                    start_us: *start,
+                    length_us: *length,
+                })
+                .collect(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn overlapping_runs_form_groups_and_only_overlap_counts_as_saved() {
+        // c1 and c2 overlap by 5; c3 runs alone after a gap; c4 and c5 overlap fully.
+        let timeline = BatchTimeline {
+            lanes: vec![
+                lane("c1", &[(0, 10)]),
+                lane("c2", &[(5, 10)]),
+                lane("c3", &[(20, 10)]),
+                lane("c4", &[(40, 10)]),
+                lane("c5", &[(40, 10)]),
+            ],
+            span_us: 50,
+        };
+        assert_eq!(timeline.parallel_groups(), 2);
+        assert_eq!(timeline.serial_run_us(), 50);
+        assert_eq!(timeline.running_us(), 15 + 10 + 10);
+        // One by one: no group, nothing saved.
+        let serial = BatchTimeline {
+            lanes: vec![lane("c1", &[(0, 10)]), lane("c2", &[(10, 10)])],
+            span_us: 20,
+        };
+        assert_eq!(serial.parallel_groups(), 0);
+        assert_eq!(serial.serial_run_us() - serial.running_us(), 0);
+    }
+
+    #[test]
+    fn the_summary_line_counts_in_words() {
+        let summary = Summary {
+            calls: 1,
+            batches: 1,
+            parallel_groups: 0,
+            saved_us: 1_500,
+            errors: BTreeMap::from([("POLICY_DENIED".to_owned(), 1)]),
+        };
+        assert_eq!(
+            summary.line(),
+            "1 call in 1 batch · 0 parallel groups · 1.5 ms saved against running them one by one · errors: POLICY_DENIED × 1"
+        );
     }
 }
