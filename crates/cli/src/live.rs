@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
 use toolrail_agent_loop::LiveEvent;
 use toolrail_presenters::{Card, Presenters, duration};
-use toolrail_session_log::{CallId, Event, call_records};
+use toolrail_session_log::{CallId, Event, JsonlStore, SessionId, call_records};
 
 use crate::session::render;
 
@@ -24,14 +24,18 @@ pub struct LiveStyle {
     pub quiet: bool,
 }
 
-/// Follows `log` while `live` delivers the scheduler's events; returns every card printed,
-/// in commit order, once the session's events stop.
+/// Follows session `id` of `store` while `live` delivers the scheduler's events; returns
+/// every card printed, in commit order, once the session's events stop.
 pub async fn follow(
     mut live: UnboundedReceiver<LiveEvent>,
-    log: PathBuf,
+    store: JsonlStore,
+    id: SessionId,
     style: LiveStyle,
 ) -> Vec<Card> {
+    let log = store.path_of(&id).unwrap_or_default();
     let mut view = View {
+        store,
+        id,
         log,
         offset: 0,
         partial: Vec::new(),
@@ -56,14 +60,23 @@ pub async fn follow(
         }
     }
     // The session is over and its log synced: what a lax durability mode had not yet
-    // written when its call was reported committed is there now.
+    // written when its call was reported committed is there now, and so are results no
+    // live event announced (a truncated message's calls).
     view.read_log();
+    view.print_committed();
+    view.committed = call_records(&view.events)
+        .into_iter()
+        .filter(|record| record.result.is_some() && !view.printed.contains(&record.call_id))
+        .map(|record| record.call_id)
+        .collect();
     view.print_committed();
     view.clear();
     view.cards
 }
 
 struct View {
+    store: JsonlStore,
+    id: SessionId,
     log: PathBuf,
     offset: u64,
     partial: Vec<u8>,
@@ -140,7 +153,10 @@ impl View {
         self.partial.extend_from_slice(&fresh);
         while let Some(end) = self.partial.iter().position(|byte| *byte == b'\n') {
             let line: Vec<u8> = self.partial.drain(..=end).collect();
-            if let Ok(event) = serde_json::from_slice::<Event>(&line) {
+            // A value kept beside the log for its size is put back, as a replay would.
+            if let Ok(mut event) = serde_json::from_slice::<Event>(&line)
+                && self.store.load_spilled(&self.id, &mut event).is_ok()
+            {
                 self.events.push(event);
             }
         }

@@ -67,10 +67,16 @@ macro_rules! bad_input {
 }
 
 fn main() -> ExitCode {
-    let mut args = std::env::args();
-    if args.nth(1).as_deref() == Some(SANDBOX_SUBCOMMAND) {
-        let rest: Vec<String> = args.collect();
-        return toolrail_shell_tool::sandbox_main(&rest);
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|first| first == SANDBOX_SUBCOMMAND) {
+        let rest: Result<Vec<String>, _> = args.map(|arg| arg.into_string()).collect();
+        return match rest {
+            Ok(rest) => toolrail_shell_tool::sandbox_main(&rest),
+            Err(arg) => {
+                eprintln!("toolrail {SANDBOX_SUBCOMMAND}: {arg:?} is not UTF-8");
+                ExitCode::from(2)
+            }
+        };
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -23,6 +23,9 @@ pub struct ReplayArgs {
 }
 
 pub fn run(args: ReplayArgs) -> Result<()> {
+    if let Some(out) = &args.html {
+        crate::run::writable_target(out)?;
+    }
     let file = SessionFile::at(&args.session)?;
     let events = file.events()?;
     let colour = colour_wanted(std::io::stdout().is_terminal());

@@ -51,6 +51,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let Some(rules) = &args.rules {
         scenario.config.permissions = Some(rule_file(rules)?);
     }
+    if let Some(out) = &args.html {
+        writable_target(out)?;
+    }
     let session_dir = match args.session_dir {
         Some(dir) => dir,
         None => fresh_dir("run")?,
@@ -82,6 +85,23 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
     }
     expectations_met(&finished.report)
+}
+
+/// Refuses, before anything runs, an output path whose folder does not exist.
+pub fn writable_target(out: &Path) -> Result<()> {
+    let folder = match out.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    if folder.is_dir() {
+        Ok(())
+    } else {
+        Err(bad_input!(
+            "{}: the folder {} does not exist",
+            out.display(),
+            folder.display()
+        ))
+    }
 }
 
 /// A rule file, checked with its name and line in errors, as the scenario's JSON shape.
@@ -130,21 +150,29 @@ pub fn execute(
     if options.sandbox_helper.is_none() {
         options.sandbox_helper = sandbox_helper();
     }
+    if log.exists() {
+        return Err(bad_input!(
+            "{} already holds a session ({}); give an empty --session-dir",
+            session_dir.display(),
+            log.display()
+        ));
+    }
     let runtime = runtime()?;
+    let id = SessionId::new("scenario");
     let (report, cards) = runtime.block_on(async {
-        let watching = tokio::spawn(follow(receiver, log.clone(), style));
+        let watching = tokio::spawn(follow(receiver, store.clone(), id, style));
         let report = scenario.run_with(session_dir, options).await;
-        let cards = watching.await.unwrap_or_default();
-        (report, cards)
+        (report, watching.await)
     });
     let report = report.map_err(|error| match error {
         ScenarioError::Invalid(why) => bad_input!("the scenario is not valid: {why}"),
         ScenarioError::Registry(why) => bad_input!("the scenario's tool set: {why}"),
-        other
-        @ (ScenarioError::Store(_) | ScenarioError::Loop(_) | ScenarioError::Workspace(_)) => {
-            anyhow::Error::new(other)
+        ScenarioError::Workspace(why) => {
+            bad_input!("the workspace could not be prepared: {why}; give a writable folder")
         }
+        other @ (ScenarioError::Store(_) | ScenarioError::Loop(_)) => anyhow::Error::new(other),
     })?;
+    let cards = cards.context("the live view failed")?;
     let events = store.read(&SessionId::new("scenario"))?.events;
     Ok(Finished {
         report,

@@ -102,12 +102,8 @@ fn run_replays_to_the_same_cards_and_writes_the_page() {
     // The cards shown live, as each call committed, are the cards the log alone gives.
     let live_cards = live["cards"].as_array().unwrap();
     assert_eq!(live_cards.len(), 6, "every call got a card live");
-    let mut replayed_cards = replayed["cards"].as_array().unwrap().clone();
-    let mut live_cards = live_cards.clone();
-    let by_title = |a: &Value, b: &Value| a.to_string().cmp(&b.to_string());
-    replayed_cards.sort_by(by_title);
-    live_cards.sort_by(by_title);
-    assert_eq!(live_cards, replayed_cards);
+    // In the same order too: commits are in model order, and so is the log.
+    assert_eq!(live_cards, replayed["cards"].as_array().unwrap());
     assert_eq!(live["summary"], replayed["summary"]);
 
     // Plain replay prints the conversation and the cards.
@@ -176,7 +172,13 @@ fn bad_input_exits_with_2_and_names_what_is_wrong() {
 
     let unknown_tool = dir.path().join("tool.json");
     std::fs::write(&unknown_tool, r#"{"toolset": ["teleport"], "turns": []}"#).unwrap();
-    let output = toolrail(&["run", "--scenario", path(&unknown_tool)]);
+    let output = toolrail(&[
+        "run",
+        "--scenario",
+        path(&unknown_tool),
+        "--session-dir",
+        path(&dir.path().join("t")),
+    ]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr(&output).contains("unknown tool `teleport`"),
@@ -342,4 +344,31 @@ fn tools_lists_the_tool_set() {
     let bash = text.lines().find(|line| line.starts_with("bash ")).unwrap();
     assert!(bash.contains("execute") && bash.contains(" no "), "{bash}");
     assert_eq!(text.lines().count(), 4, "{text}");
+}
+
+#[test]
+fn calls_no_live_event_announced_still_get_their_cards() {
+    // A message cut by the length limit executes nothing: its calls get TRUNCATED_CALL
+    // results without passing the scheduler.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("cut.json");
+    std::fs::write(
+        &scenario,
+        r#"{"toolset": ["probe"], "turns": [{"user": "go", "model": [
+            {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{\"val"}], "stop_reason": "length"}]}]}"#,
+    )
+    .unwrap();
+    let output = toolrail(&[
+        "run",
+        "--scenario",
+        path(&scenario),
+        "--session-dir",
+        path(&dir.path().join("s")),
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let cards = report["cards"].as_array().unwrap();
+    assert_eq!(cards.len(), 1, "{report}");
+    assert_eq!(cards[0]["status"]["code"], "TRUNCATED_CALL");
 }

@@ -2,10 +2,10 @@
 //! in one of the documented shapes. Cards are plain data, made by pure functions of the
 //! recorded call, so a live card and a replayed one are equal.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The card shapes (DESIGN §8).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CardKind {
     Generic,
@@ -52,7 +52,7 @@ impl CardKind {
 }
 
 /// One call, as shown.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Card {
     pub kind: CardKind,
     /// The tool's name.
@@ -69,7 +69,7 @@ pub struct Card {
 }
 
 /// Where the call stands.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum CardStatus {
     /// Asked for, no result yet.
@@ -84,7 +84,7 @@ pub enum CardStatus {
 }
 
 /// The body, in the shape of its kind.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum CardBody {
     Generic {
@@ -140,7 +140,7 @@ pub enum CardBody {
     },
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiffFile {
     pub path: String,
     pub added: u64,
@@ -148,13 +148,13 @@ pub struct DiffFile {
     pub lines: Vec<DiffLine>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiffLine {
     pub kind: DiffLineKind,
     pub text: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DiffLineKind {
     /// `@@ -a,b +c,d @@`
@@ -164,7 +164,7 @@ pub enum DiffLineKind {
     Removed,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SearchFile {
     pub path: String,
     /// Matches in the file, when counted.
@@ -172,21 +172,21 @@ pub struct SearchFile {
     pub lines: Vec<SearchLine>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SearchLine {
     pub line: u64,
     pub text: String,
     pub is_match: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TodoItem {
     pub content: String,
     /// `pending`, `in_progress` or `completed`.
     pub status: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuestionItem {
     pub id: String,
     pub question: String,
@@ -196,7 +196,7 @@ pub struct QuestionItem {
     pub answer: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubCall {
     pub call_id: String,
     pub tool: String,

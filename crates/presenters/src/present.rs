@@ -176,7 +176,7 @@ fn call_body(kind: CardKind, args: &Value) -> Option<CardBody> {
                 start_line: offset,
                 end_line: offset
                     .zip(u64_of(args, "limit"))
-                    .map(|(start, limit)| (start + limit).saturating_sub(1)),
+                    .map(|(start, limit)| start.saturating_add(limit).saturating_sub(1)),
                 total_lines: None,
                 truncated: false,
             }

@@ -73,7 +73,7 @@ impl BatchTimeline {
         let mut lanes = Vec::new();
         let mut span_us = 0;
         for record in records {
-            let start_us = (record.recorded_at.as_millis() - first) * 1000;
+            let start_us = (record.recorded_at.as_millis() - first).saturating_mul(1000);
             let mut segments = Vec::new();
             let mut at = start_us;
             let mut push = |phase, length_us: u64| {
@@ -83,7 +83,7 @@ impl BatchTimeline {
                         start_us: at,
                         length_us,
                     });
-                    at += length_us;
+                    at = at.saturating_add(length_us);
                 }
             };
             let error = record
@@ -97,15 +97,19 @@ impl BatchTimeline {
                 push(Phase::Approval, approval);
                 push(Phase::Queued, timing.queued_us);
                 push(Phase::Run, timing.run_us);
-                let accounted = timing.policy_us + timing.queued_us + timing.run_us;
+                // Recorded numbers may be anything: nothing here may overflow.
+                let accounted = timing
+                    .policy_us
+                    .saturating_add(timing.queued_us)
+                    .saturating_add(timing.run_us);
                 push(Phase::Commit, timing.total_us.saturating_sub(accounted));
             }
-            let end = segments
-                .last()
-                .map_or(start_us, |last| last.start_us + last.length_us);
-            let committed = record
-                .committed_at
-                .map_or(0, |at| (at.as_millis().saturating_sub(first)) * 1000);
+            let end = segments.last().map_or(start_us, |last| {
+                last.start_us.saturating_add(last.length_us)
+            });
+            let committed = record.committed_at.map_or(0, |at| {
+                at.as_millis().saturating_sub(first).saturating_mul(1000)
+            });
             span_us = span_us.max(end).max(committed);
             lanes.push(Lane {
                 call_id: record.call_id.to_string(),
@@ -120,7 +124,9 @@ impl BatchTimeline {
 
     /// The sum of the bodies' run times: what running the calls one by one would take.
     pub fn serial_run_us(&self) -> u64 {
-        self.runs().map(|(start, end)| end - start).sum()
+        self.runs()
+            .map(|(start, end)| end - start)
+            .fold(0, u64::saturating_add)
     }
 
     /// Groups of two or more calls whose bodies ran at the same time.
@@ -158,13 +164,13 @@ impl BatchTimeline {
             current = match current {
                 Some((from, to)) if start <= to => Some((from, to.max(end))),
                 Some((from, to)) => {
-                    total += to - from;
+                    total = u64::saturating_add(total, to - from);
                     Some((start, end))
                 }
                 None => Some((start, end)),
             };
         }
-        total + current.map_or(0, |(from, to)| to - from)
+        total.saturating_add(current.map_or(0, |(from, to)| to - from))
     }
 
     fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
@@ -172,7 +178,12 @@ impl BatchTimeline {
             lane.segments
                 .iter()
                 .filter(|segment| segment.phase == Phase::Run)
-                .map(|segment| (segment.start_us, segment.start_us + segment.length_us))
+                .map(|segment| {
+                    (
+                        segment.start_us,
+                        segment.start_us.saturating_add(segment.length_us),
+                    )
+                })
         })
     }
 }
@@ -242,9 +253,11 @@ impl Summary {
             let timeline = BatchTimeline::of(&batch);
             summary.batches += 1;
             summary.parallel_groups += timeline.parallel_groups();
-            summary.saved_us += timeline
-                .serial_run_us()
-                .saturating_sub(timeline.running_us());
+            summary.saved_us = summary.saved_us.saturating_add(
+                timeline
+                    .serial_run_us()
+                    .saturating_sub(timeline.running_us()),
+            );
             for lane in timeline.lanes {
                 if let Some(code) = lane.error {
                     *summary.errors.entry(code).or_default() += 1;

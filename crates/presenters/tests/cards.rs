@@ -296,3 +296,48 @@ fn pending_calls() {
     );
     snapshot_all("pending_raw", &raw);
 }
+
+#[test]
+fn control_characters_in_tool_output_reach_no_terminal() {
+    let args = json!({"command": "printf 'evil'", "description": "x"});
+    let output = "ok\u{1b}]52;c;cGF5bG9hZA==\u{7}\u{1b}[2J\rover\tand\nnext";
+    let result = success(
+        output,
+        None,
+        Some(
+            json!({"type": "terminal", "command": "printf 'evil'\u{1b}[31m", "exit_code": 0,
+            "output_tail": output}),
+        ),
+    );
+    let card = card("bash", &args, &result);
+    for text in [render_plain(&card), render_ansi(&card)] {
+        assert!(
+            !text.contains("\u{1b}]") && !text.contains("\u{1b}[2J") && !text.contains('\r'),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("\\u{1b}]52;") && text.contains("over\tand"),
+            "{text:?}"
+        );
+    }
+    assert!(!render_plain(&card).contains('\u{1b}'));
+}
+
+#[test]
+fn numbers_from_a_log_cannot_overflow() {
+    let read = present_call(
+        CardKind::Read,
+        "read",
+        &json!({"path": "a", "offset": u64::MAX, "limit": 5}),
+    );
+    render_plain(&read);
+    let mut result = success("x", None, None);
+    result.timing.policy_us = u64::MAX;
+    result.timing.queued_us = u64::MAX;
+    result.timing.run_us = u64::MAX;
+    result.timing.total_us = 3;
+    let events = vec![];
+    let _ =
+        toolrail_presenters::session_page("t", &events, &toolrail_presenters::Presenters::new());
+    render_html(&card("deploy", &json!({}), &result));
+}

@@ -5,6 +5,8 @@ use crate::card::{Card, CardBody, CardStatus, DiffLineKind};
 
 /// Lines shown open; longer texts are collapsed.
 const OPEN_LINES: usize = 12;
+/// Characters shown open; a longer text (one huge line) is collapsed too.
+const OPEN_CHARS: usize = 2_000;
 
 /// The card as an `<article>`.
 pub fn render_html(card: &Card) -> String {
@@ -73,9 +75,10 @@ pub fn escape(text: &str) -> String {
 fn block(out: &mut String, class: &str, text: &str) {
     let lines = text.lines().count();
     let pre = format!("<pre class=\"{class}\">{}</pre>", escape(text));
-    if lines > OPEN_LINES {
+    if lines > OPEN_LINES || text.len() > OPEN_CHARS {
         out.push_str(&format!(
-            "<details><summary>{lines} lines</summary>{pre}</details>\n"
+            "<details><summary>{lines} lines, {} bytes</summary>{pre}</details>\n",
+            text.len()
         ));
     } else {
         out.push_str(&pre);

@@ -10,12 +10,61 @@ const MATCH_LINES_PER_FILE: usize = 3;
 
 /// The card as plain text: what logs and pipes get.
 pub fn render_plain(card: &Card) -> String {
-    Text { colour: false }.card(card)
+    Text { colour: false }.card(&harmless(card))
 }
 
 /// The card with ANSI colours, for a terminal.
 pub fn render_ansi(card: &Card) -> String {
-    Text { colour: true }.card(card)
+    Text { colour: true }.card(&harmless(card))
+}
+
+/// The card with every control character in its text (but newlines and tabs) shown as an
+/// escape: tool output and model text must not move a terminal's cursor, set its title or
+/// write its clipboard, and plain output must carry no escape sequences.
+fn harmless(card: &Card) -> Card {
+    fn clean(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(text) => {
+                if text
+                    .chars()
+                    .any(|c| c.is_control() && c != '\n' && c != '\t')
+                {
+                    *text = text
+                        .chars()
+                        .map(|c| {
+                            if c.is_control() && c != '\n' && c != '\t' {
+                                c.escape_default().to_string()
+                            } else {
+                                c.to_string()
+                            }
+                        })
+                        .collect();
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(clean),
+            serde_json::Value::Object(fields) => fields.values_mut().for_each(clean),
+            serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {
+            }
+        }
+    }
+    // Cards are plain data: through JSON and back is the one walk over every string. Should
+    // that ever fail, nothing of the card's text is shown rather than something unsafe.
+    let cleaned = serde_json::to_value(card).and_then(|mut value| {
+        clean(&mut value);
+        serde_json::from_value(value)
+    });
+    cleaned.unwrap_or_else(|_| Card {
+        kind: crate::card::CardKind::Generic,
+        tool: String::new(),
+        title: "(this card could not be shown safely)".to_owned(),
+        status: card.status.clone(),
+        body: CardBody::Generic {
+            arguments: String::new(),
+            output: None,
+        },
+        effects: Vec::new(),
+        notes: Vec::new(),
+    })
 }
 
 /// Whether output to a stream should be coloured: it is a terminal and `NO_COLOR` is unset

@@ -180,6 +180,19 @@ impl Scenario {
             .iter()
             .map(|turn| turn.model.iter().map(assistant_message).collect())
             .collect::<Result<Vec<Vec<AssistantMessage>>, ScenarioError>>()?;
+        // A call id names one call for the whole session: the log, replay and recovery find
+        // calls by it.
+        let mut ids = std::collections::HashSet::new();
+        for (number, turn) in self.turns.iter().enumerate() {
+            for call in turn.model.iter().flat_map(|step| &step.tool_calls) {
+                if !ids.insert(call.id.as_str()) {
+                    return Err(ScenarioError::Invalid(format!(
+                        "turns[{number}]: call id `{}` is used twice; call ids must be unique in a session",
+                        call.id
+                    )));
+                }
+            }
+        }
         let sandbox = match self.config.sandbox.as_deref() {
             None | Some("read-only") => SandboxMode::ReadOnly,
             Some("workspace-write") => SandboxMode::WorkspaceWrite,

@@ -63,17 +63,24 @@ impl JsonlStore {
         let path = self.path_of(id)?;
         let mut read = reader::read_log(&path)?;
         check_first(&path, &read.events)?;
-        let shelf = self.shelf(id);
         for event in &mut read.events {
-            load_form(event, &shelf).map_err(|why| StoreError::Corrupt {
-                path: path.clone(),
-                line: usize::try_from(event.seq).unwrap_or(usize::MAX),
-                why,
-            })?;
+            self.load_spilled(id, event)?;
         }
         Ok(SessionRead {
             events: read.events,
             torn_bytes: read.torn_bytes,
+        })
+    }
+}
+
+impl JsonlStore {
+    /// Puts back into `event` (read from session `id`'s file by hand, as a live view reads
+    /// new lines) the values that were kept beside the log for their size.
+    pub fn load_spilled(&self, id: &SessionId, event: &mut Event) -> Result<(), StoreError> {
+        load_form(event, &self.shelf(id)).map_err(|why| StoreError::Corrupt {
+            path: self.dir.join(format!("{}.jsonl", id.as_str())),
+            line: usize::try_from(event.seq).unwrap_or(usize::MAX),
+            why,
         })
     }
 }
