@@ -246,6 +246,15 @@ fn interrupted_log(dir: &Path) -> std::path::PathBuf {
         name: "bash".into(),
         arguments_raw: r#"{"command": "make deploy", "description": "deploy"}"#.into(),
     };
+    let recorded = |index: u32| {
+        EventData::ToolCall(ToolCall {
+            index,
+            name: "bash".into(),
+            arguments_raw: r#"{"command": "make deploy", "description": "deploy"}"#.into(),
+            source: None,
+            version: None,
+        })
+    };
     let events = vec![
         draft(None, EventData::TurnStart(TurnStart { user: vec![] })),
         draft(
@@ -255,26 +264,8 @@ fn interrupted_log(dir: &Path) -> std::path::PathBuf {
                 stop_reason: StopReason::ToolCalls,
             }),
         ),
-        draft(
-            Some("c1"),
-            EventData::ToolCall(ToolCall {
-                index: 0,
-                name: "bash".into(),
-                arguments_raw: r#"{"command": "make deploy", "description": "deploy"}"#.into(),
-                source: None,
-                version: None,
-            }),
-        ),
-        draft(
-            Some("c2"),
-            EventData::ToolCall(ToolCall {
-                index: 1,
-                name: "bash".into(),
-                arguments_raw: r#"{"command": "make deploy", "description": "deploy"}"#.into(),
-                source: None,
-                version: None,
-            }),
-        ),
+        draft(Some("c1"), recorded(0)),
+        draft(Some("c2"), recorded(1)),
         draft(
             Some("c2"),
             EventData::ToolStart(ToolStart { timeout_ms: None }),

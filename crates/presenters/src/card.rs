@@ -140,6 +140,25 @@ pub enum CardBody {
     },
 }
 
+impl CardBody {
+    /// A read window in words: `lines 1–20 of 57 (more to read)`.
+    pub(crate) fn window_words(
+        start_line: Option<u64>,
+        end_line: Option<u64>,
+        total_lines: Option<u64>,
+        truncated: bool,
+    ) -> String {
+        let window = match (start_line, end_line, total_lines) {
+            (Some(start), Some(end), Some(total)) => format!("lines {start}–{end} of {total}"),
+            (Some(start), Some(end), None) => format!("lines {start}–{end}"),
+            (_, _, Some(total)) => format!("{total} lines"),
+            _ => "whole file".to_owned(),
+        };
+        let cut = if truncated { " (more to read)" } else { "" };
+        format!("{window}{cut}")
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiffFile {
     pub path: String,

@@ -259,19 +259,9 @@ impl Text {
                 truncated,
                 ..
             } => {
-                let window = match (start_line, end_line, total_lines) {
-                    (Some(start), Some(end), Some(total)) => {
-                        format!("lines {start}–{end} of {total}")
-                    }
-                    (Some(start), Some(end), None) => format!("lines {start}–{end}"),
-                    (_, _, Some(total)) => format!("{total} lines"),
-                    _ => "whole file".to_owned(),
-                };
-                let cut = if *truncated { " (more to read)" } else { "" };
-                out.push_str(&format!(
-                    "  {}\n",
-                    self.paint(Paint::Dim, &format!("{window}{cut}"))
-                ));
+                let words =
+                    CardBody::window_words(*start_line, *end_line, *total_lines, *truncated);
+                out.push_str(&format!("  {}\n", self.paint(Paint::Dim, &words)));
             }
             CardBody::Web {
                 status,
