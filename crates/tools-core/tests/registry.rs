@@ -440,3 +440,56 @@ fn a_scope_loads_deferred_tools_for_itself_only() {
         "already loaded"
     );
 }
+
+#[tokio::test]
+async fn in_code_mode_the_model_sees_run_code_alone_and_programs_see_the_rest() {
+    use toolrail_tools_core::{BatchControl, CallRequest, Pipeline};
+    let run_code = Probe::with_spec(
+        ToolSpec::new("run_code", "runs a program", object_schema()),
+        Behaviour::Succeed,
+    );
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(probe("read"))
+        .builtin(probe("grep"))
+        .runtime_tool(ReservedName::RunCode, run_code)
+        .build()
+        .unwrap();
+    let tools = registry.snapshot().for_code_mode("run_code");
+    assert_eq!(tools.names(), ["run_code"]);
+    assert!(tools.is_code_only("read") && !tools.is_code_only("run_code"));
+    let for_programs: Vec<&str> = tools.for_programs().iter().map(|e| e.name()).collect();
+    assert_eq!(for_programs, ["grep", "read", "run_code"]);
+    assert!(tools.resolve("read", CallOrigin::Model).is_none());
+    assert!(tools.resolve("read", CallOrigin::Code).is_some());
+
+    let pipeline = Pipeline::builder(Arc::new(toolrail_session_log::MemorySink::new())).build();
+    let direct = pipeline
+        .execute_one(
+            &tools,
+            CallRequest::new("c1", 0, "read", "{}"),
+            &BatchControl::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        direct.record.error_code().map(|c| c.as_str()),
+        Some("UNKNOWN_TOOL")
+    );
+    assert!(
+        direct
+            .record
+            .text()
+            .contains("call it from a `run_code` program"),
+        "{}",
+        direct.record.text()
+    );
+    let from_program = pipeline
+        .execute_one(
+            &tools,
+            CallRequest::new("c1:code:1", 0, "read", "{}").from_code(),
+            &BatchControl::default(),
+        )
+        .await
+        .unwrap();
+    assert!(!from_program.record.is_error, "{:?}", from_program.record);
+}

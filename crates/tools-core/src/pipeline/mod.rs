@@ -108,6 +108,12 @@ impl CallRequest {
         self.origin = CallOrigin::Host;
         self
     }
+
+    /// Marks the call as made by a code-mode program (tools kept for code resolve).
+    pub fn from_code(mut self) -> Self {
+        self.origin = CallOrigin::Code;
+        self
+    }
 }
 
 /// Per-batch controls: the batch's cancellation token and where progress goes.

@@ -76,6 +76,8 @@ pub enum CallOrigin {
     Model,
     /// The embedding program: hidden tools resolve too.
     Host,
+    /// A code-mode program (a binding call): tools kept for code resolve too.
+    Code,
 }
 
 /// The tools of one model request, by name. Cheap to clone.
@@ -83,6 +85,8 @@ pub enum CallOrigin {
 pub struct ToolSet {
     offered: Arc<BTreeMap<String, Arc<ToolEntry>>>,
     hidden: Arc<BTreeMap<String, Arc<ToolEntry>>>,
+    /// In code mode: the tools a program may call but the model may not call directly.
+    code_only: Arc<BTreeMap<String, Arc<ToolEntry>>>,
 }
 
 impl ToolSet {
@@ -111,7 +115,44 @@ impl ToolSet {
         Self {
             offered: Arc::new(offered),
             hidden: Arc::new(hidden),
+            code_only: Arc::default(),
         }
+    }
+
+    /// This set in code mode: the model is offered `entry_point` alone (`run_code`), and
+    /// every other offered tool is kept for programs (resolved for [`CallOrigin::Code`]).
+    pub fn for_code_mode(&self, entry_point: &str) -> Self {
+        let mut offered = BTreeMap::new();
+        let mut code_only: BTreeMap<String, Arc<ToolEntry>> = (*self.code_only).clone();
+        for (name, entry) in self.offered.iter() {
+            if name == entry_point {
+                offered.insert(name.clone(), Arc::clone(entry));
+            } else {
+                code_only.insert(name.clone(), Arc::clone(entry));
+            }
+        }
+        Self {
+            offered: Arc::new(offered),
+            hidden: Arc::clone(&self.hidden),
+            code_only: Arc::new(code_only),
+        }
+    }
+
+    /// Whether `name` is kept for code-mode programs (and so refused to the model directly).
+    pub fn is_code_only(&self, name: &str) -> bool {
+        self.code_only.contains_key(name)
+    }
+
+    /// The tools a code-mode program may call: the offered ones and those kept for code,
+    /// ordered by name.
+    pub fn for_programs(&self) -> Vec<&Arc<ToolEntry>> {
+        let mut all: Vec<&Arc<ToolEntry>> = self
+            .offered
+            .values()
+            .chain(self.code_only.values())
+            .collect();
+        all.sort_by(|a, b| a.name().cmp(b.name()));
+        all
     }
 
     /// Resolves a name for a caller; `None` is `UNKNOWN_TOOL`.
@@ -119,6 +160,7 @@ impl ToolSet {
         match origin {
             CallOrigin::Model => self.offered.get(name),
             CallOrigin::Host => self.offered.get(name).or_else(|| self.hidden.get(name)),
+            CallOrigin::Code => self.offered.get(name).or_else(|| self.code_only.get(name)),
         }
     }
 
