@@ -1,0 +1,280 @@
+//! Binding calls: a program's call of a tool, re-entering the full pipeline as its own call
+//! `<parent>:code:<n>` (n in submission order), under the gate's scheduling rules. Each is
+//! logged as `tool/code-dispatch-start` before it is recorded and `tool/code-dispatch` with
+//! its committed result once it commits, so a replay rebuilds every value the program saw.
+//! Every call runs as a task the run owns: a program that ends, fails or is cancelled never
+//! leaves a call without its committed outcome.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+use toolrail_session_log::{
+    AppendUrgency, CodeDispatch, CodeDispatchStart, ErrorCode, EventData, EventDraft, EventSink,
+    Timestamp, ToolResultRecord,
+};
+use toolrail_tools_core::{
+    BatchControl, CallIdentity, CallRequest, Pipeline, Preparation, SettledCall, ToolSet,
+};
+
+use crate::gate::Gate;
+use crate::js::Limits;
+
+/// What the run keeps of one binding call, for the result and the card.
+#[derive(Clone, Debug)]
+pub struct SubCall {
+    pub call_id: String,
+    pub tool: String,
+    pub error: Option<String>,
+    /// Whether it reported effects (changed the world).
+    pub had_effects: bool,
+}
+
+pub(crate) struct Bindings {
+    pipeline: Arc<Pipeline>,
+    tools: ToolSet,
+    log: Arc<dyn EventSink>,
+    parent: CallIdentity,
+    gate: Gate,
+    next: AtomicU64,
+    control: BatchControl,
+    /// Bytes of one binding's reply the program may receive.
+    reply_cap: usize,
+    tasks: Mutex<JoinSet<()>>,
+    /// The caller's runtime: binding calls run there, not on the program's thread.
+    runtime: tokio::runtime::Handle,
+    calls: Mutex<Vec<(u64, SubCall)>>,
+}
+
+impl Bindings {
+    pub fn new(
+        pipeline: Arc<Pipeline>,
+        tools: ToolSet,
+        log: Arc<dyn EventSink>,
+        parent: CallIdentity,
+        control: BatchControl,
+        limits: &Limits,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        Self {
+            pipeline,
+            tools,
+            log,
+            parent,
+            gate: Gate::new(limits.max_parallel),
+            next: AtomicU64::new(0),
+            control,
+            reply_cap: limits.binding_bytes,
+            tasks: Mutex::new(JoinSet::new()),
+            runtime,
+            calls: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Submits a call; the returned future gives the reply the program reads (JSON text:
+    /// `{"value": …}` or `{"error": {"code", "message"}}`) once the call committed.
+    pub fn submit(
+        self: &Arc<Self>,
+        name: String,
+        arguments: String,
+    ) -> impl Future<Output = String> + use<> {
+        let ticket = self.next.fetch_add(1, Ordering::SeqCst);
+        let (reply, replied) = oneshot::channel();
+        let this = Arc::clone(self);
+        self.tasks.lock().spawn_on(
+            async move {
+                let _ = reply.send(this.run(ticket, name, arguments).await);
+            },
+            &self.runtime,
+        );
+        async move {
+            replied.await.unwrap_or_else(|_| {
+                error_reply(
+                    "CODE_BINDING_LOST",
+                    "the binding call ended without a result",
+                )
+            })
+        }
+    }
+
+    /// Stops calls not yet started and waits until every submitted call has committed.
+    pub async fn settle_all(&self, cancel: bool) {
+        if cancel {
+            self.control.cancel.cancel();
+        }
+        loop {
+            let next = {
+                let mut tasks = self.tasks.lock();
+                if tasks.is_empty() {
+                    return;
+                }
+                // Joined outside the lock: a task may submit nothing, but the lock is not
+                // to be held across the wait.
+                std::mem::take(&mut *tasks)
+            };
+            let _ = next.join_all().await;
+        }
+    }
+
+    /// The calls so far, in submission order.
+    pub fn calls(&self) -> Vec<SubCall> {
+        let mut calls = self.calls.lock().clone();
+        calls.sort_by_key(|(ticket, _)| *ticket);
+        calls.into_iter().map(|(_, call)| call).collect()
+    }
+
+    async fn run(&self, ticket: u64, name: String, arguments: String) -> String {
+        let call_id = format!("{}:code:{}", self.parent.call_id, ticket + 1);
+        let parsed: Value =
+            serde_json::from_str(&arguments).unwrap_or_else(|_| Value::String(arguments.clone()));
+        self.append(
+            &call_id,
+            EventData::CodeDispatchStart(CodeDispatchStart {
+                parent_call_id: self.parent.call_id.clone(),
+                name: name.clone(),
+                arguments: parsed,
+            }),
+        )
+        .await;
+        self.gate.turn_to_prepare(ticket).await;
+        let mut request = CallRequest::new(
+            call_id.as_str(),
+            u32::try_from(ticket).unwrap_or(u32::MAX),
+            name.as_str(),
+            arguments,
+        )
+        .from_code();
+        if let (Some(turn), Some(step)) = (self.parent.turn, self.parent.step) {
+            request = request.in_step(turn, step);
+        }
+        let settled = match self
+            .pipeline
+            .prepare(&self.tools, request, &self.control)
+            .await
+        {
+            Ok(Preparation::Ready(ready)) => {
+                self.gate.prepared(ticket, Some(ready.concurrency()));
+                self.gate.start(ticket).await;
+                let settled = self.pipeline.dispatch(ready, &self.control).await;
+                self.gate.settled(ticket);
+                settled
+            }
+            Ok(Preparation::Refused(refused)) => {
+                self.gate.prepared(ticket, None);
+                Ok(refused)
+            }
+            Err(error) => {
+                self.gate.prepared(ticket, None);
+                Err(error)
+            }
+        };
+        self.gate.turn_to_commit(ticket).await;
+        let committed = match settled {
+            Ok(settled) => self.commit(settled).await,
+            Err(error) => Err(error.to_string()),
+        };
+        self.gate.committed(ticket);
+        let record = match committed {
+            Ok(record) => record,
+            Err(why) => {
+                self.remember(ticket, &call_id, &name, Some("CODE_BINDING_LOST"), false);
+                return error_reply(
+                    "CODE_BINDING_LOST",
+                    &format!("the runtime could not run or record `{name}`: {why}"),
+                );
+            }
+        };
+        self.append(
+            &call_id,
+            EventData::CodeDispatch(Box::new(CodeDispatch {
+                parent_call_id: self.parent.call_id.clone(),
+                name: name.clone(),
+                result: record.as_ref().clone(),
+            })),
+        )
+        .await;
+        let code = record.error_code().map(ToString::to_string);
+        self.remember(
+            ticket,
+            &call_id,
+            &name,
+            code.as_deref(),
+            !record.effects.is_empty(),
+        );
+        self.reply(&name, &record)
+    }
+
+    async fn commit(&self, settled: SettledCall) -> Result<Arc<ToolResultRecord>, String> {
+        self.pipeline
+            .finish(settled)
+            .await
+            .map(|committed| committed.record)
+            .map_err(|error| error.to_string())
+    }
+
+    fn remember(
+        &self,
+        ticket: u64,
+        call_id: &str,
+        tool: &str,
+        error: Option<&str>,
+        had_effects: bool,
+    ) {
+        self.calls.lock().push((
+            ticket,
+            SubCall {
+                call_id: call_id.to_owned(),
+                tool: tool.to_owned(),
+                error: error.map(str::to_owned),
+                had_effects,
+            },
+        ));
+    }
+
+    /// The program's view of a result: its value (or its text), or its error; a reply over
+    /// the cap is an error of its own, and the program goes on.
+    fn reply(&self, name: &str, record: &ToolResultRecord) -> String {
+        if let Some(error) = &record.error {
+            return error_reply(error.code.as_str(), &error.message);
+        }
+        if record.is_error {
+            return error_reply(ErrorCode::ToolFailed.as_str(), &record.text());
+        }
+        let value = record
+            .value
+            .clone()
+            .unwrap_or_else(|| Value::String(record.text()));
+        let reply = json!({ "value": value }).to_string();
+        if reply.len() > self.reply_cap {
+            return error_reply(
+                "CODE_BINDING_TOO_LARGE",
+                &format!(
+                    "the result of `{name}` is {} bytes, over the {} bytes a binding may return to the program; ask for less (a narrower search, a smaller window)",
+                    reply.len(),
+                    self.reply_cap
+                ),
+            );
+        }
+        reply
+    }
+
+    async fn append(&self, call_id: &str, data: EventData) {
+        let draft = EventDraft {
+            ts: Timestamp::now(),
+            turn: self.parent.turn,
+            step: self.parent.step,
+            call_id: Some(call_id.into()),
+            data,
+        };
+        // A log that refuses writes fails the sub-call's own events too; the pipeline
+        // reports that as an internal failure of the call.
+        let _ = self.log.append(draft, AppendUrgency::Buffered).await;
+    }
+}
+
+pub(crate) fn error_reply(code: &str, message: &str) -> String {
+    json!({"error": {"code": code, "message": message}}).to_string()
+}

@@ -1,0 +1,23 @@
+//! Code mode (DESIGN §7): in code mode the model sees one tool, `run_code`, and an SDK of
+//! the tools it may use; it writes a small program that calls them, and only what the
+//! program prints and returns goes back. Every binding call re-enters the full pipeline as a
+//! call of its own (`<parent>:code:<n>`), under the scheduler's rules, and is logged with its
+//! value so a replay rebuilds the run.
+//!
+//! Built: presentation modes (`ToolSet::for_code_mode` refuses direct calls), the SDK for
+//! JavaScript and Python, the JavaScript runtime (QuickJS) with memory, stack and wall-time
+//! limits, per-binding reply caps, cancellation that settles every binding call. Not built
+//! yet: the Python runtime.
+//!
+//! Depends on `tools-core` and `session-log`.
+
+mod bindings;
+mod gate;
+mod js;
+mod sdk;
+mod tool;
+
+pub use bindings::SubCall;
+pub use js::{FailureKind, Limits};
+pub use sdk::{RUN_CODE, identifier, javascript, python};
+pub use tool::{CodeMode, RunCodeArgs, RunCodeTool};

@@ -1,0 +1,165 @@
+//! `run_code {code, description}`: runs a program whose tool calls re-enter the pipeline.
+//! Only what it prints and returns goes back to the model; every binding call is a call of
+//! its own in the log. A failed program is `CODE_RUN_FAILED (<kind>)` with its output and
+//! the binding calls that had effects (nothing is rolled back, and nothing pretends to be).
+
+use std::sync::{Arc, OnceLock};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use toolrail_session_log::EventSink;
+use toolrail_tools_core::{
+    BatchControl, Pipeline, ProgressSink, Registry, ToolContext, ToolFailure, ToolKind, ToolOutput,
+    ToolResult, ToolSpec, TypedTool,
+};
+
+use crate::bindings::Bindings;
+use crate::js::{self, Limits};
+use crate::sdk::{self, RUN_CODE};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCodeArgs {
+    /// The program: the body of an async JavaScript function. Call tools with `await`,
+    /// combine their results, `console.log` what the user should see, and `return` the
+    /// value to send back.
+    pub code: String,
+    /// What the program does, in a few words.
+    pub description: String,
+}
+
+/// What `run_code` needs once the session is built: the pipeline its bindings re-enter,
+/// the registry whose tools they call, and the log their dispatches go to.
+struct Attached {
+    pipeline: Arc<Pipeline>,
+    registry: Registry,
+    log: Arc<dyn EventSink>,
+}
+
+/// Code mode for one session. Register [`CodeMode::tool`] (as the reserved `run_code`),
+/// build the pipeline, then [`CodeMode::attach`] it.
+#[derive(Clone)]
+pub struct CodeMode {
+    attached: Arc<OnceLock<Attached>>,
+    limits: Limits,
+}
+
+impl CodeMode {
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            attached: Arc::new(OnceLock::new()),
+            limits,
+        }
+    }
+
+    /// The `run_code` tool.
+    pub fn tool(&self) -> RunCodeTool {
+        RunCodeTool { mode: self.clone() }
+    }
+
+    /// Connects the session's pipeline, registry and log; only the first call counts.
+    pub fn attach(&self, pipeline: Arc<Pipeline>, registry: Registry, log: Arc<dyn EventSink>) {
+        let _ = self.attached.set(Attached {
+            pipeline,
+            registry,
+            log,
+        });
+    }
+}
+
+pub struct RunCodeTool {
+    mode: CodeMode,
+}
+
+impl TypedTool for RunCodeTool {
+    type Args = RunCodeArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::for_args::<RunCodeArgs>(
+            RUN_CODE,
+            "Run a JavaScript program that calls the tools of the SDK and combines their results. Only what it prints and returns comes back. A tool call that is refused or fails throws an Error with `code` and `message`, which the program may catch.",
+        )
+        .kind(ToolKind::Execute)
+        .concurrency_note("exclusive: its tool calls follow the scheduler's rules inside")
+    }
+
+    async fn run(&self, ctx: &ToolContext, args: RunCodeArgs) -> ToolResult {
+        let attached = self.mode.attached.get().ok_or_else(|| {
+            ToolFailure::new("code mode is not attached to a pipeline; the program did not run")
+        })?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            ToolFailure::new("run_code needs a tokio runtime to run its tool calls")
+        })?;
+        let tools = attached.registry.snapshot().for_code_mode(RUN_CODE);
+        let cancel = ctx.cancellation().child_token();
+        let bindings = Arc::new(Bindings::new(
+            Arc::clone(&attached.pipeline),
+            tools.clone(),
+            Arc::clone(&attached.log),
+            ctx.identity().clone(),
+            BatchControl {
+                cancel: cancel.clone(),
+                progress: ProgressSink::default(),
+            },
+            &self.mode.limits,
+            runtime,
+        ));
+        let outcome = js::run(
+            args.code.clone(),
+            sdk::javascript(&tools),
+            Arc::clone(&bindings),
+            self.mode.limits.clone(),
+            cancel.clone(),
+        )
+        .await;
+        // Calls the program left running are stopped if it failed; either way each
+        // commits its real outcome before this call returns.
+        bindings.settle_all(outcome.failure.is_some()).await;
+        let calls = bindings.calls();
+        let sub_calls: Vec<serde_json::Value> = calls
+            .iter()
+            .map(|call| json!({"call_id": call.call_id, "tool": call.tool, "error": call.error}))
+            .collect();
+        if let Some((kind, message)) = outcome.failure {
+            let with_effects: Vec<String> = calls
+                .iter()
+                .filter(|call| call.had_effects)
+                .map(|call| format!("{} ({})", call.call_id, call.tool))
+                .collect();
+            let mut text = format!("CODE_RUN_FAILED ({}): {message}", kind.as_str());
+            if !outcome.output.is_empty() {
+                text.push_str(&format!("\n[output]\n{}", outcome.output.trim_end()));
+            }
+            text.push_str(&match with_effects.as_slice() {
+                [] => "\n[no binding call had effects]".to_owned(),
+                some => format!(
+                    "\n[binding calls that had effects, not rolled back: {}]",
+                    some.join(", ")
+                ),
+            });
+            return Err(ToolFailure::with_custom_code("CODE_RUN_FAILED", text));
+        }
+        let value = outcome.value.unwrap_or(serde_json::Value::Null);
+        let mut text = outcome.output.clone();
+        if !value.is_null() {
+            text.push_str(&format!("[returned] {value}"));
+        }
+        if text.is_empty() {
+            text.push_str("(the program printed and returned nothing)");
+        }
+        let details = json!({
+            "type": "code-run",
+            "language": "javascript",
+            "program": args.code,
+            "sub_calls": sub_calls,
+            "logs": (!outcome.output.is_empty()).then_some(outcome.output),
+            "result": value,
+        });
+        Ok(ToolOutput {
+            value: Some(value),
+            ..ToolOutput::text(text.trim_end().to_owned())
+        }
+        .with_details(details))
+    }
+}

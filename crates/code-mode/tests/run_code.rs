@@ -1,0 +1,327 @@
+//! `run_code` with the JavaScript runtime, end to end through the pipeline: values and
+//! output come back; every binding call is a call of its own, logged with its result; the
+//! scheduler's rules hold inside a run; refusals are catchable; limits end programs with
+//! `CODE_RUN_FAILED (<kind>)` and every binding call still commits an honest outcome.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::wildcard_enum_match_arm
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use toolrail_code_mode::{CodeMode, Limits};
+use toolrail_session_log::{EventData, MemorySink};
+use toolrail_testkit::Probe;
+use toolrail_tools_core::{
+    BatchControl, CallRequest, CommittedResult, Pipeline, Registry, RegistryBuilder, ReservedName,
+    Typed,
+};
+
+struct Harness {
+    log: Arc<MemorySink>,
+    registry: Registry,
+    pipeline: Arc<Pipeline>,
+}
+
+fn harness(limits: Limits) -> Harness {
+    let mode = CodeMode::new(limits);
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(Probe::new(None))
+        .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
+        .build()
+        .unwrap();
+    let log = Arc::new(MemorySink::new());
+    let pipeline = Arc::new(Pipeline::builder(log.clone()).build());
+    mode.attach(Arc::clone(&pipeline), registry.clone(), log.clone());
+    Harness {
+        log,
+        registry,
+        pipeline,
+    }
+}
+
+impl Harness {
+    async fn run(&self, code: &str) -> CommittedResult {
+        self.run_with(code, &BatchControl::default()).await
+    }
+
+    async fn run_with(&self, code: &str, control: &BatchControl) -> CommittedResult {
+        let args = json!({"code": code, "description": "test"}).to_string();
+        self.pipeline
+            .execute_one(
+                &self.registry.snapshot().for_code_mode("run_code"),
+                CallRequest::new("c1", 0, "run_code", args),
+                control,
+            )
+            .await
+            .unwrap()
+    }
+
+    /// `(kind, call_id)` of every event, in order.
+    fn trail(&self) -> Vec<(String, String)> {
+        self.log
+            .events()
+            .iter()
+            .map(|event| {
+                (
+                    event.data.kind().to_owned(),
+                    event
+                        .call_id
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    fn results_of(&self, call_id: &str) -> usize {
+        self.trail()
+            .iter()
+            .filter(|(kind, id)| kind == "tool/result" && id == call_id)
+            .count()
+    }
+}
+
+fn code(result: &CommittedResult) -> Option<String> {
+    result.record.error_code().map(ToString::to_string)
+}
+
+fn limits() -> Limits {
+    Limits {
+        wall: Duration::from_secs(10),
+        ..Limits::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_combines_binding_values_and_every_call_is_logged_with_its_result() {
+    let h = harness(limits());
+    let result = h
+        .run(
+            r#"
+            const a = await probe({value: {n: 2}});
+            const b = await probe({value: {n: 3}});
+            console.log("sum is", a.n + b.n);
+            return {sum: a.n + b.n};
+            "#,
+        )
+        .await;
+    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(result.record.value, Some(json!({"sum": 5})));
+    assert_eq!(result.record.text(), "sum is 5\n[returned] {\"sum\":5}");
+    let details = result.record.details.as_ref().unwrap();
+    assert_eq!(details["type"], "code-run");
+    assert_eq!(details["sub_calls"][1]["call_id"], "c1:code:2");
+    // Each binding call: dispatch start, the pipeline's own call/start/result, then the
+    // dispatch with its result — under its own id, in submission order.
+    let trail = h.trail();
+    let of = |id: &str| -> Vec<String> {
+        trail
+            .iter()
+            .filter(|(_, call)| call == id)
+            .map(|(kind, _)| kind.clone())
+            .collect()
+    };
+    for id in ["c1:code:1", "c1:code:2"] {
+        assert_eq!(
+            of(id),
+            [
+                "tool/code-dispatch-start",
+                "tool/call",
+                "tool/start",
+                "tool/result",
+                "tool/code-dispatch"
+            ],
+            "{id}"
+        );
+    }
+    let dispatched = h
+        .log
+        .events()
+        .into_iter()
+        .find_map(|event| match event.data {
+            EventData::CodeDispatch(dispatch)
+                if event.call_id.as_ref().unwrap().as_str() == "c1:code:1" =>
+            {
+                Some(dispatch)
+            }
+            _ => None,
+        });
+    let dispatched = dispatched.unwrap();
+    assert_eq!(dispatched.parent_call_id.as_str(), "c1");
+    assert_eq!(
+        dispatched.result.value,
+        Some(json!({"n": 2})),
+        "replay can rebuild the value"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_safe_bindings_overlap_and_an_exclusive_one_runs_alone() {
+    let h = harness(limits());
+    let result = h
+        .run(
+            r#"
+            await Promise.all([
+              probe({sleep_ms: 150}), probe({sleep_ms: 150}), probe({sleep_ms: 150}),
+            ]);
+            await Promise.all([probe({sleep_ms: 50, concurrency: "exclusive"}), probe({sleep_ms: 50})]);
+            return "done";
+            "#,
+        )
+        .await;
+    assert_eq!(code(&result), None, "{}", result.record.text());
+    let trail: Vec<(String, String)> = h
+        .trail()
+        .into_iter()
+        .filter(|(kind, _)| kind == "tool/start" || kind == "tool/result")
+        .filter(|(_, id)| id.starts_with("c1:code:"))
+        .collect();
+    let position = |kind: &str, id: &str| {
+        trail
+            .iter()
+            .position(|(k, i)| k == kind && i == id)
+            .unwrap()
+    };
+    // The three shared calls all started before any of them finished.
+    let last_start = ["c1:code:1", "c1:code:2", "c1:code:3"]
+        .map(|id| position("tool/start", id))
+        .into_iter()
+        .max()
+        .unwrap();
+    let first_result = ["c1:code:1", "c1:code:2", "c1:code:3"]
+        .map(|id| position("tool/result", id))
+        .into_iter()
+        .min()
+        .unwrap();
+    assert!(last_start < first_result, "{trail:?}");
+    // The exclusive call ran alone: the next call started only after it committed.
+    assert!(
+        position("tool/result", "c1:code:4") < position("tool/start", "c1:code:5"),
+        "{trail:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_binding_is_catchable_and_an_oversized_reply_fails_only_that_binding() {
+    let h = harness(Limits {
+        binding_bytes: 1_000,
+        ..limits()
+    });
+    let result = h
+        .run(
+            r#"
+            const seen = [];
+            try { await probe({fail: "boom"}); } catch (e) { seen.push(e.code + ": " + e.message); }
+            try { await probe({output_bytes: 5000}); } catch (e) { seen.push(e.code); }
+            try { await teleport({}); } catch (e) { seen.push(e.name); }
+            seen.push((await probe({value: "still here"})));
+            return seen;
+            "#,
+        )
+        .await;
+    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(
+        result.record.value,
+        Some(json!([
+            "TOOL_FAILED: boom",
+            "CODE_BINDING_TOO_LARGE",
+            "ReferenceError",
+            "still here"
+        ]))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_end_programs_with_their_kind() {
+    let h = harness(Limits {
+        wall: Duration::from_millis(400),
+        memory_bytes: 16 << 20,
+        ..Limits::default()
+    });
+    for (program, kind) in [
+        ("while (true) {}", "CODE_RUN_FAILED (timeout)"),
+        (
+            "const hog = []; while (true) { hog.push(new Array(100000).fill(7)); }",
+            "CODE_RUN_FAILED (memory)",
+        ),
+        ("return (", "CODE_RUN_FAILED (syntax)"),
+        ("throw new Error('nope')", "CODE_RUN_FAILED (exception)"),
+    ] {
+        let result = h.run(program).await;
+        assert_eq!(
+            code(&result).as_deref(),
+            Some("CODE_RUN_FAILED"),
+            "{program}"
+        );
+        assert!(
+            result.record.text().contains(kind),
+            "{program}: {}",
+            result.record.text()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_waiting_past_its_wall_time_ends_and_its_binding_still_commits() {
+    let h = harness(Limits {
+        wall: Duration::from_millis(300),
+        ..Limits::default()
+    });
+    let result = h.run("await probe({sleep_ms: 5000}); return 1;").await;
+    assert_eq!(code(&result).as_deref(), Some("CODE_RUN_FAILED"));
+    assert!(
+        result.record.text().contains("(timeout)"),
+        "{}",
+        result.record.text()
+    );
+    // The binding call was stopped and committed an honest outcome before run_code returned.
+    assert_eq!(h.results_of("c1:code:1"), 1, "{:?}", h.trail());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_program_lists_the_binding_calls_that_had_effects() {
+    let h = harness(limits());
+    let result = h
+        .run(
+            r#"
+            await probe({effects: ["wrote a"]});
+            await probe({value: 1});
+            throw new Error("changed my mind");
+            "#,
+        )
+        .await;
+    let text = result.record.text();
+    assert_eq!(code(&result).as_deref(), Some("CODE_RUN_FAILED"));
+    assert!(
+        text.contains("binding calls that had effects, not rolled back: c1:code:1 (probe)"),
+        "{text}"
+    );
+    assert!(!text.contains("c1:code:2"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_call_settles_its_binding_calls() {
+    let h = harness(limits());
+    let control = BatchControl::default();
+    let cancel = control.cancel.clone();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    let result = h
+        .run_with(
+            "await Promise.all([probe({sleep_ms: 5000}), probe({sleep_ms: 5000})]); return 1;",
+            &control,
+        )
+        .await;
+    canceller.await.unwrap();
+    assert!(result.record.is_error, "{:?}", result.record);
+    assert_eq!(h.results_of("c1:code:1"), 1, "{:?}", h.trail());
+    assert_eq!(h.results_of("c1:code:2"), 1, "{:?}", h.trail());
+}

@@ -1,0 +1,74 @@
+//! The generated SDKs, snapshot-tested: one function per tool the program may call (never
+//! `run_code`), ordered by name, types from the input schemas (`$ref`s followed, enums,
+//! unions, optional fields), byte-identical for an unchanged tool set.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use serde_json::json;
+use toolrail_code_mode::{CodeMode, Limits, javascript, python};
+use toolrail_testkit::Probe;
+use toolrail_tools_core::{
+    RegistryBuilder, ReservedName, Tool, ToolContext, ToolOutput, ToolResult, ToolSet, ToolSpec,
+    Typed,
+};
+
+/// A tool with a hand-written schema that uses what the generators must handle.
+struct Deploy(ToolSpec);
+
+impl Tool for Deploy {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        _args: &'a serde_json::Value,
+    ) -> toolrail_session_log::BoxFuture<'a, ToolResult> {
+        Box::pin(async { Ok(ToolOutput::text("deployed")) })
+    }
+}
+
+fn tools() -> ToolSet {
+    let deploy = ToolSpec::new(
+        "deploy-app",
+        "Deploys the app.\nTakes a while.",
+        json!({
+            "type": "object",
+            "properties": {
+                "target": {"enum": ["staging", "production"]},
+                "replicas": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "limits": {"$ref": "#/$defs/Limits"},
+                "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}
+            },
+            "required": ["target"],
+            "$defs": {"Limits": {"type": "object", "properties": {"cpu": {"type": "number"}}, "required": ["cpu"]}}
+        }),
+    );
+    let mode = CodeMode::new(Limits::default());
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(Probe::new(None))
+        .builtin(Arc::new(Deploy(deploy)))
+        .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
+        .build()
+        .unwrap();
+    registry.snapshot().for_code_mode("run_code")
+}
+
+#[test]
+fn the_javascript_sdk() {
+    let sdk = javascript(&tools());
+    assert!(!sdk.contains("function run_code"));
+    assert_eq!(sdk, javascript(&tools()), "deterministic");
+    insta::assert_snapshot!("javascript", sdk);
+}
+
+#[test]
+fn the_python_sdk() {
+    let sdk = python(&tools());
+    assert!(!sdk.contains("def run_code"));
+    assert_eq!(sdk, python(&tools()), "deterministic");
+    insta::assert_snapshot!("python", sdk);
+}
