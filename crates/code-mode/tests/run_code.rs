@@ -154,10 +154,29 @@ async fn a_program_combines_binding_values_and_every_call_is_logged_with_its_res
         });
     let dispatched = dispatched.unwrap();
     assert_eq!(dispatched.parent_call_id.as_str(), "c1");
+    assert_eq!(dispatched.result.value, Some(json!({"n": 2})));
+    // Replay rebuilds every sub-call of the run from the log alone.
+    let records = toolrail_session_log::call_records(&h.log.events());
+    let parent = records.iter().find(|r| r.call_id.as_str() == "c1").unwrap();
+    let rebuilt: Vec<(String, Option<serde_json::Value>)> = parent
+        .dispatches
+        .iter()
+        .map(|dispatch| {
+            (
+                dispatch.call_id.to_string(),
+                dispatch
+                    .settled
+                    .as_ref()
+                    .and_then(|settled| settled.result.value.clone()),
+            )
+        })
+        .collect();
     assert_eq!(
-        dispatched.result.value,
-        Some(json!({"n": 2})),
-        "replay can rebuild the value"
+        rebuilt,
+        [
+            ("c1:code:1".to_owned(), Some(json!({"n": 2}))),
+            ("c1:code:2".to_owned(), Some(json!({"n": 3})))
+        ]
     );
 }
 

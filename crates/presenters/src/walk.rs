@@ -29,7 +29,8 @@ pub enum SessionItem<'a> {
 }
 
 /// The items of `events`, whose call records are `records`. Calls no assistant message
-/// named (run outside the agent loop) come last, as one batch.
+/// named (run outside the agent loop) come last, as one batch; code-mode sub-calls do not
+/// (their program's card lists them).
 pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<SessionItem<'a>> {
     let by_id: HashMap<&str, &CallRecord> = records
         .iter()
@@ -99,9 +100,11 @@ pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<Ses
             | EventData::Unknown(_) => {}
         }
     }
+    // Code-mode sub-calls (`<parent>:code:<n>`) belong to their program's card.
     let rest: Vec<&CallRecord> = records
         .iter()
         .filter(|record| !shown.contains(record.call_id.as_str()))
+        .filter(|record| !record.call_id.as_str().contains(":code:"))
         .collect();
     if !rest.is_empty() {
         items.push(SessionItem::Batch(rest));
