@@ -5,6 +5,7 @@
 //! earlier call committed; commits in submission order.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -27,13 +28,22 @@ struct State {
     next_commit: u64,
     /// Prepared, uncommitted calls.
     calls: BTreeMap<u64, Stage>,
+    /// Who waits for what. A change wakes only the waiters it lets go (waking them all
+    /// made a program with a thousand calls in flight quadratic).
+    waiting: BTreeMap<(u64, Wait), Arc<Notify>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Wait {
+    Prepare,
+    Start,
+    Commit,
 }
 
 /// One run's gate. Tickets are handed out in submission order from 0.
 #[derive(Debug)]
 pub(crate) struct Gate {
     state: Mutex<State>,
-    changed: Notify,
     max_parallel: usize,
 }
 
@@ -41,41 +51,53 @@ impl Gate {
     pub fn new(max_parallel: usize) -> Self {
         Self {
             state: Mutex::new(State::default()),
-            changed: Notify::new(),
             max_parallel: max_parallel.max(1),
         }
     }
 
-    async fn wait_until(&self, ready: impl Fn(&State) -> bool) {
-        loop {
-            let notified = self.changed.notified();
-            if ready(&self.state.lock()) {
+    fn ready(&self, state: &State, ticket: u64, wait: Wait) -> bool {
+        match wait {
+            Wait::Prepare => may_prepare(state, ticket),
+            Wait::Start => may_start(state, ticket, self.max_parallel),
+            Wait::Commit => state.next_commit == ticket,
+        }
+    }
+
+    async fn wait_for(&self, ticket: u64, wait: Wait) {
+        let notify = {
+            let mut state = self.state.lock();
+            if self.ready(&state, ticket, wait) {
                 return;
             }
-            notified.await;
+            let notify = Arc::new(Notify::new());
+            state.waiting.insert((ticket, wait), Arc::clone(&notify));
+            notify
+        };
+        loop {
+            // A permit stored by a wake before this await is not lost.
+            notify.notified().await;
+            let mut state = self.state.lock();
+            if self.ready(&state, ticket, wait) {
+                state.waiting.remove(&(ticket, wait));
+                return;
+            }
         }
     }
 
     fn change(&self, update: impl FnOnce(&mut State)) {
-        update(&mut self.state.lock());
-        self.changed.notify_waiters();
+        let mut state = self.state.lock();
+        update(&mut state);
+        for ((ticket, wait), notify) in &state.waiting {
+            if self.ready(&state, *ticket, *wait) {
+                notify.notify_one();
+            }
+        }
     }
 
     /// Waits for `ticket`'s turn to prepare: every earlier call prepared, and no earlier
     /// exclusive call uncommitted.
     pub async fn turn_to_prepare(&self, ticket: u64) {
-        self.wait_until(|state| {
-            state.next_prepare == ticket
-                && !state.calls.iter().any(|(earlier, stage)| {
-                    *earlier < ticket
-                        && matches!(
-                            stage,
-                            Stage::Waiting(Concurrency::Exclusive)
-                                | Stage::Running(Concurrency::Exclusive)
-                        )
-                })
-        })
-        .await;
+        self.wait_for(ticket, Wait::Prepare).await;
     }
 
     /// `ticket` is prepared; `None` when it was refused and goes straight to commit.
@@ -92,8 +114,7 @@ impl Gate {
 
     /// Waits until `ticket` may start, and marks it running.
     pub async fn start(&self, ticket: u64) {
-        self.wait_until(|state| may_start(state, ticket, self.max_parallel))
-            .await;
+        self.wait_for(ticket, Wait::Start).await;
         self.change(|state| {
             if let Some(stage) = state.calls.get_mut(&ticket)
                 && let Stage::Waiting(concurrency) = stage
@@ -111,7 +132,7 @@ impl Gate {
 
     /// Waits for `ticket`'s turn to commit: every earlier call committed.
     pub async fn turn_to_commit(&self, ticket: u64) {
-        self.wait_until(|state| state.next_commit == ticket).await;
+        self.wait_for(ticket, Wait::Commit).await;
     }
 
     pub fn committed(&self, ticket: u64) {
@@ -120,6 +141,17 @@ impl Gate {
             state.next_commit = ticket + 1;
         });
     }
+}
+
+fn may_prepare(state: &State, ticket: u64) -> bool {
+    state.next_prepare == ticket
+        && !state.calls.iter().any(|(earlier, stage)| {
+            *earlier < ticket
+                && matches!(
+                    stage,
+                    Stage::Waiting(Concurrency::Exclusive) | Stage::Running(Concurrency::Exclusive)
+                )
+        })
 }
 
 fn may_start(state: &State, ticket: u64, max_parallel: usize) -> bool {
