@@ -2,16 +2,16 @@
 //! `<parent>:code:<n>` (n in submission order), under the gate's scheduling rules. Each is
 //! logged as `tool/code-dispatch-start` before it is recorded and `tool/code-dispatch` with
 //! its committed result once it commits, so a replay rebuilds every value the program saw.
-//! Every call runs as a task the run owns: a program that ends, fails or is cancelled never
-//! leaves a call without its committed outcome.
+//! Every call runs as a task of its own on the caller's runtime, counted by the run: a
+//! program that ends, fails, is cancelled — or whose `run_code` call is abandoned and dropped
+//! — never leaves a call without its committed outcome.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
-use tokio::task::JoinSet;
+use tokio::sync::{Notify, oneshot};
 use toolrail_session_log::{
     AppendUrgency, CodeDispatch, CodeDispatchStart, ErrorCode, EventData, EventDraft, EventSink,
     Timestamp, ToolResultRecord,
@@ -43,7 +43,9 @@ pub(crate) struct Bindings {
     control: BatchControl,
     /// Bytes of one binding's reply the program may receive.
     reply_cap: usize,
-    tasks: Mutex<JoinSet<()>>,
+    /// Calls submitted and not yet committed.
+    in_flight: AtomicUsize,
+    idle: Notify,
     /// The caller's runtime: binding calls run there, not on the program's thread.
     runtime: tokio::runtime::Handle,
     calls: Mutex<Vec<(u64, SubCall)>>,
@@ -68,7 +70,8 @@ impl Bindings {
             next: AtomicU64::new(0),
             control,
             reply_cap: limits.binding_bytes,
-            tasks: Mutex::new(JoinSet::new()),
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
             runtime,
             calls: Mutex::new(Vec::new()),
         }
@@ -84,12 +87,14 @@ impl Bindings {
         let ticket = self.next.fetch_add(1, Ordering::SeqCst);
         let (reply, replied) = oneshot::channel();
         let this = Arc::clone(self);
-        self.tasks.lock().spawn_on(
-            async move {
-                let _ = reply.send(this.run(ticket, name, arguments).await);
-            },
-            &self.runtime,
-        );
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        // Not aborted when the run is dropped: the call commits its outcome whatever
+        // happens to the program. The guard counts it done even if the task unwinds.
+        self.runtime.spawn(async move {
+            let done = Done(Arc::clone(&this));
+            let _ = reply.send(this.run(ticket, name, arguments).await);
+            drop(done);
+        });
         async move {
             replied.await.unwrap_or_else(|_| {
                 error_reply(
@@ -100,22 +105,18 @@ impl Bindings {
         }
     }
 
-    /// Stops calls not yet started and waits until every submitted call has committed.
+    /// Stops calls not yet started (when `cancel`) and waits until every submitted call has
+    /// committed.
     pub async fn settle_all(&self, cancel: bool) {
         if cancel {
             self.control.cancel.cancel();
         }
         loop {
-            let next = {
-                let mut tasks = self.tasks.lock();
-                if tasks.is_empty() {
-                    return;
-                }
-                // Joined outside the lock: a task may submit nothing, but the lock is not
-                // to be held across the wait.
-                std::mem::take(&mut *tasks)
-            };
-            let _ = next.join_all().await;
+            let idle = self.idle.notified();
+            if self.in_flight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
         }
     }
 
@@ -130,6 +131,8 @@ impl Bindings {
         let call_id = format!("{}:code:{}", self.parent.call_id, ticket + 1);
         let parsed: Value =
             serde_json::from_str(&arguments).unwrap_or_else(|_| Value::String(arguments.clone()));
+        // Logged in its turn, so the log holds the program's calls in submission order.
+        self.gate.turn_to_prepare(ticket).await;
         self.append(
             &call_id,
             EventData::CodeDispatchStart(CodeDispatchStart {
@@ -139,7 +142,6 @@ impl Bindings {
             }),
         )
         .await;
-        self.gate.turn_to_prepare(ticket).await;
         let mut request = CallRequest::new(
             call_id.as_str(),
             u32::try_from(ticket).unwrap_or(u32::MAX),
@@ -272,6 +274,17 @@ impl Bindings {
         // A log that refuses writes fails the sub-call's own events too; the pipeline
         // reports that as an internal failure of the call.
         let _ = self.log.append(draft, AppendUrgency::Buffered).await;
+    }
+}
+
+/// Counts a submitted call done when its task ends, however it ends.
+struct Done(Arc<Bindings>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
     }
 }
 

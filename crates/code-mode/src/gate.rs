@@ -16,8 +16,8 @@ enum Stage {
     /// Prepared, waiting to start.
     Waiting(Concurrency),
     Running(Concurrency),
-    /// Settled (or refused), waiting to commit.
-    Settled,
+    /// Settled (or refused: `None`), waiting to commit.
+    Settled(Option<Concurrency>),
 }
 
 #[derive(Debug, Default)]
@@ -63,10 +63,21 @@ impl Gate {
         }
     }
 
+    /// Waits until `ticket` may do `wait`. Starting is taken under the same lock that saw
+    /// it allowed, so two calls woken together cannot both take the last slot.
     async fn wait_for(&self, ticket: u64, wait: Wait) {
+        let take = |state: &mut State| {
+            if wait == Wait::Start
+                && let Some(stage) = state.calls.get_mut(&ticket)
+                && let Stage::Waiting(concurrency) = stage
+            {
+                *stage = Stage::Running(concurrency.clone());
+            }
+        };
         let notify = {
             let mut state = self.state.lock();
             if self.ready(&state, ticket, wait) {
+                take(&mut state);
                 return;
             }
             let notify = Arc::new(Notify::new());
@@ -79,6 +90,7 @@ impl Gate {
             let mut state = self.state.lock();
             if self.ready(&state, ticket, wait) {
                 state.waiting.remove(&(ticket, wait));
+                take(&mut state);
                 return;
             }
         }
@@ -106,7 +118,7 @@ impl Gate {
             state.next_prepare = ticket + 1;
             let stage = match concurrency {
                 Some(concurrency) => Stage::Waiting(concurrency),
-                None => Stage::Settled,
+                None => Stage::Settled(None),
             };
             state.calls.insert(ticket, stage);
         });
@@ -115,18 +127,19 @@ impl Gate {
     /// Waits until `ticket` may start, and marks it running.
     pub async fn start(&self, ticket: u64) {
         self.wait_for(ticket, Wait::Start).await;
-        self.change(|state| {
-            if let Some(stage) = state.calls.get_mut(&ticket)
-                && let Stage::Waiting(concurrency) = stage
-            {
-                *stage = Stage::Running(concurrency.clone());
-            }
-        });
     }
 
     pub fn settled(&self, ticket: u64) {
         self.change(|state| {
-            state.calls.insert(ticket, Stage::Settled);
+            if let Some(stage) = state.calls.get_mut(&ticket) {
+                let concurrency = match stage {
+                    Stage::Waiting(concurrency) | Stage::Running(concurrency) => {
+                        Some(concurrency.clone())
+                    }
+                    Stage::Settled(concurrency) => concurrency.clone(),
+                };
+                *stage = Stage::Settled(concurrency);
+            }
         });
     }
 
@@ -149,7 +162,9 @@ fn may_prepare(state: &State, ticket: u64) -> bool {
             *earlier < ticket
                 && matches!(
                     stage,
-                    Stage::Waiting(Concurrency::Exclusive) | Stage::Running(Concurrency::Exclusive)
+                    Stage::Waiting(Concurrency::Exclusive)
+                        | Stage::Running(Concurrency::Exclusive)
+                        | Stage::Settled(Some(Concurrency::Exclusive))
                 )
         })
 }
@@ -172,7 +187,7 @@ fn may_start(state: &State, ticket: u64, max_parallel: usize) -> bool {
                         Stage::Running(theirs) => theirs,
                         // An earlier call that has not started still comes first.
                         Stage::Waiting(theirs) if *other < ticket => theirs,
-                        Stage::Waiting(_) | Stage::Settled => return true,
+                        Stage::Waiting(_) | Stage::Settled(_) => return true,
                     };
                     match theirs {
                         Concurrency::Exclusive => false,

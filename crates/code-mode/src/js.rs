@@ -55,6 +55,8 @@ pub enum FailureKind {
     Memory,
     /// The call was cancelled.
     Cancelled,
+    /// It returned more than the output cap.
+    Output,
     /// The runtime could not be set up.
     Runtime,
 }
@@ -67,6 +69,7 @@ impl FailureKind {
             Self::Timeout => "timeout",
             Self::Memory => "memory",
             Self::Cancelled => "cancelled",
+            Self::Output => "output",
             Self::Runtime => "runtime",
         }
     }
@@ -110,8 +113,11 @@ pub(crate) async fn run(
     cancelled: CancellationToken,
 ) -> JsOutcome {
     let (done, outcome) = tokio::sync::oneshot::channel();
+    // The engine's stack limit must fit in the thread's own stack, with room to spare.
+    let stack = limits.stack_bytes.saturating_add(2 << 20);
     let spawned = std::thread::Builder::new()
         .name("toolrail-js".to_owned())
+        .stack_size(stack)
         .spawn(move || {
             let outcome = match tokio::runtime::Builder::new_current_thread()
                 .enable_time()
@@ -162,11 +168,18 @@ async fn run_here(
     runtime.set_max_stack_size(limits.stack_bytes).await;
     let deadline = Instant::now() + limits.wall;
     // Checked between bytecodes: a busy loop stops at its deadline or when the call is
-    // cancelled, whatever else the task is doing.
+    // cancelled, whatever else the task is doing. It notes that it stopped the program, so
+    // the failure is told by what happened, not by words in an error message.
     let stop = cancelled.clone();
+    let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let noted = Arc::clone(&interrupted);
     runtime
         .set_interrupt_handler(Some(Box::new(move || {
-            stop.is_cancelled() || Instant::now() > deadline
+            let stop = stop.is_cancelled() || Instant::now() > deadline;
+            if stop {
+                noted.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            stop
         })))
         .await;
     let context = match AsyncContext::full(&runtime).await {
@@ -191,14 +204,22 @@ async fn run_here(
         );
         let print = Function::new(ctx.clone(), move |line: String| {
             let mut output = printed.lock();
-            if output.len() < cap {
-                let room = cap - output.len();
-                let mut end = line.len().min(room);
+            const CUT: &str = "[output cut: over the cap]\n";
+            if output.ends_with(CUT) {
+                return;
+            }
+            let room = cap.saturating_sub(output.len());
+            if line.len() < room {
+                output.push_str(&line);
+                output.push('\n');
+            } else {
+                let mut end = room;
                 while !line.is_char_boundary(end) {
                     end -= 1;
                 }
                 output.push_str(line.get(..end).unwrap_or_default());
                 output.push('\n');
+                output.push_str(CUT);
             }
         });
         let globals = ctx.globals();
@@ -217,12 +238,10 @@ async fn run_here(
         }
         if let Err(error) = ctx.eval::<(), _>(definition).catch(&ctx) {
             let (kind, message) = classify(&error.to_string());
-            let kind = match kind {
-                FailureKind::Memory | FailureKind::Timeout => kind,
+            let kind = if kind == FailureKind::Memory {
+                kind
+            } else {
                 FailureKind::Syntax
-                | FailureKind::Exception
-                | FailureKind::Cancelled
-                | FailureKind::Runtime => FailureKind::Syntax,
             };
             return Err((kind, message));
         }
@@ -245,7 +264,22 @@ async fn run_here(
         }
         () = cancelled.cancelled() => Err((FailureKind::Cancelled, "the call was cancelled".to_owned())),
     };
+    let stopped = interrupted.load(std::sync::atomic::Ordering::Relaxed);
     let result = match result {
+        Err((_, message)) if stopped && !cancelled.is_cancelled() => Err((
+            FailureKind::Timeout,
+            format!(
+                "the program ran past its {} ms wall time ({message})",
+                limits.wall.as_millis()
+            ),
+        )),
+        Err((FailureKind::Timeout, _)) if !stopped && !cancelled.is_cancelled() => Err((
+            FailureKind::Timeout,
+            format!(
+                "the program ran past its {} ms wall time (waiting for a binding call)",
+                limits.wall.as_millis()
+            ),
+        )),
         Err((FailureKind::Timeout | FailureKind::Exception, _)) if cancelled.is_cancelled() => {
             Err((FailureKind::Cancelled, "the call was cancelled".to_owned()))
         }
@@ -259,6 +293,15 @@ async fn run_here(
         other => other,
     };
     match result {
+        Ok(text) if text.len() > limits.output_bytes => failure(
+            FailureKind::Output,
+            format!(
+                "the program returned {} bytes, over the {} bytes it may return; return less",
+                text.len(),
+                limits.output_bytes
+            ),
+            &output,
+        ),
         Ok(text) => JsOutcome {
             value: Some(serde_json::from_str(&text).unwrap_or(Value::String(text))),
             output: output.lock().clone(),
@@ -270,10 +313,15 @@ async fn run_here(
 
 /// The kind of a failure from the engine's message.
 fn classify(message: &str) -> (FailureKind, String) {
-    let kind = if message.contains("out of memory") || message.contains("stack overflow") {
+    // The engine's own errors, by their first line; a tool's error message cannot make a
+    // program look out of memory, since it arrives as the message of a plain `Error`.
+    let first = message.lines().next().unwrap_or_default();
+    let kind = if first == "Error: out of memory"
+        || first.starts_with("InternalError: out of memory")
+        || first.ends_with("Error: Maximum call stack size exceeded")
+        || first.contains("stack overflow")
+    {
         FailureKind::Memory
-    } else if message.contains("interrupted") {
-        FailureKind::Timeout
     } else {
         FailureKind::Exception
     };

@@ -11,7 +11,92 @@ const TRIPLE_QUOTE: &str = "\"\"\"";
 /// The entry point, never a binding of itself.
 pub const RUN_CODE: &str = "run_code";
 
-/// A tool's name as an identifier in both languages (`mcp-x.y` → `mcp_x_y`).
+/// Words neither language lets a function or parameter be named, and the names the
+/// JavaScript prelude and the program rely on.
+const TAKEN: &[&str] = &[
+    "break",
+    "case",
+    "catch",
+    "class",
+    "const",
+    "continue",
+    "debugger",
+    "default",
+    "delete",
+    "do",
+    "else",
+    "enum",
+    "export",
+    "extends",
+    "false",
+    "finally",
+    "for",
+    "function",
+    "if",
+    "import",
+    "in",
+    "instanceof",
+    "new",
+    "null",
+    "return",
+    "super",
+    "switch",
+    "this",
+    "throw",
+    "true",
+    "try",
+    "typeof",
+    "var",
+    "void",
+    "while",
+    "with",
+    "yield",
+    "let",
+    "static",
+    "implements",
+    "interface",
+    "package",
+    "private",
+    "protected",
+    "public",
+    "await",
+    "async",
+    "arguments",
+    "eval",
+    "and",
+    "as",
+    "assert",
+    "def",
+    "del",
+    "elif",
+    "except",
+    "from",
+    "global",
+    "is",
+    "lambda",
+    "nonlocal",
+    "not",
+    "or",
+    "pass",
+    "raise",
+    "None",
+    "True",
+    "False",
+    "console",
+    "JSON",
+    "Promise",
+    "Object",
+    "Array",
+    "Error",
+    "Math",
+    "globalThis",
+    "Any",
+    "Literal",
+    "ToolError",
+];
+
+/// A name as an identifier in both languages (`mcp-x.y` → `mcp_x_y`); a reserved word or a
+/// name the prelude uses gets a trailing `_`.
 pub fn identifier(name: &str) -> String {
     let mut id: String = name
         .chars()
@@ -23,10 +108,35 @@ pub fn identifier(name: &str) -> String {
             }
         })
         .collect();
-    if id.starts_with(|c: char| c.is_ascii_digit()) {
+    if id.is_empty() || id.starts_with(|c: char| c.is_ascii_digit()) {
         id.insert(0, '_');
     }
+    if id.starts_with("__") || TAKEN.contains(&id.as_str()) {
+        id.push('_');
+    }
     id
+}
+
+/// One identifier per tool, in name order: names that map to the same identifier are told
+/// apart by a numbered suffix, so no tool hides another.
+fn identifiers<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut given: Vec<String> = Vec::new();
+    for name in names {
+        let base = identifier(name);
+        let mut id = base.clone();
+        let mut n = 2;
+        while given.contains(&id) {
+            id = format!("{base}_{n}");
+            n += 1;
+        }
+        given.push(id);
+    }
+    given
+}
+
+/// Text that cannot end the doc comment it stands in.
+fn comment_safe(text: &str) -> String {
+    text.replace("*/", "*\\/")
 }
 
 fn bound(tools: &ToolSet) -> Vec<&std::sync::Arc<ToolEntry>> {
@@ -42,21 +152,22 @@ pub fn javascript(tools: &ToolSet) -> String {
     let mut out = String::from(
         "// Tools, as async functions. Each takes one object of arguments and returns the\n// tool's value; a refused or failed call throws an Error with `code` and `message`.\n",
     );
-    for entry in bound(tools) {
+    let entries = bound(tools);
+    let ids = identifiers(entries.iter().map(|entry| entry.name()));
+    for (entry, id) in entries.iter().zip(ids) {
         let spec = entry.spec();
         let schema = spec.input_schema();
         out.push_str("\n/**\n");
         for line in spec.description().lines() {
-            out.push_str(&format!(" * {line}\n"));
+            out.push_str(&format!(" * {}\n", comment_safe(line)));
         }
         out.push_str(&format!(
             " * @param {{{}}} args\n * @returns {{Promise<any>}}\n */\n",
-            js_type(schema, schema, 0)
+            comment_safe(&js_type(schema, schema, 0))
         ));
+        let literal = serde_json::to_string(spec.name()).unwrap_or_default();
         out.push_str(&format!(
-            "async function {}(args) {{ return __call({:?}, args); }}\n",
-            identifier(spec.name()),
-            spec.name()
+            "async function {id}(args) {{ return __call({literal}, args); }}\n"
         ));
     }
     out
@@ -67,7 +178,9 @@ pub fn python(tools: &ToolSet) -> String {
     let mut out = String::from(
         "# Tools, as async functions taking keyword arguments and returning the tool's value;\n# a refused or failed call raises ToolError (with .code and .message).\nfrom typing import Any, Literal\n",
     );
-    for entry in bound(tools) {
+    let entries = bound(tools);
+    let ids = identifiers(entries.iter().map(|entry| entry.name()));
+    for (entry, id) in entries.iter().zip(ids) {
         let spec = entry.spec();
         let schema = spec.input_schema();
         let required: Vec<&str> = schema
@@ -80,17 +193,18 @@ pub fn python(tools: &ToolSet) -> String {
         if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
             let mut names: Vec<&String> = properties.keys().collect();
             names.sort();
-            for name in names {
+            let params_ids = identifiers(names.iter().map(|name| name.as_str()));
+            for (name, param) in names.into_iter().zip(params_ids) {
                 let ty = py_type(&properties[name], schema, 0);
                 if required.contains(&name.as_str()) {
-                    params.push(format!("{}: {ty}", identifier(name)));
+                    params.push(format!("{param}: {ty}"));
                 } else {
                     let ty = if ty.split(" | ").any(|part| part == "None" || part == "Any") {
                         ty
                     } else {
                         format!("{ty} | None")
                     };
-                    optional.push(format!("{}: {ty} = None", identifier(name)));
+                    optional.push(format!("{param}: {ty} = None"));
                 }
             }
         }
@@ -100,15 +214,17 @@ pub fn python(tools: &ToolSet) -> String {
         } else {
             format!("*, {}", params.join(", "))
         };
+        // Backslashes and quotes escaped, so the docstring cannot end early or escape its
+        // closing quotes.
         let doc = spec
             .description()
-            .replace(TRIPLE_QUOTE, "'''")
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
             .lines()
             .collect::<Vec<_>>()
             .join("\n    ");
         out.push_str(&format!(
-            "\n\nasync def {}({signature}) -> Any:\n    {TRIPLE_QUOTE}{doc}{TRIPLE_QUOTE}\n    ...\n",
-            identifier(spec.name())
+            "\n\nasync def {id}({signature}) -> Any:\n    {TRIPLE_QUOTE}{doc}{TRIPLE_QUOTE}\n    ...\n"
         ));
     }
     out
@@ -214,7 +330,17 @@ fn py_type(schema: &Value, root: &Value, depth: usize) -> String {
         return "Any".to_owned();
     }
     if let Some(choices) = schema.get("enum").and_then(Value::as_array) {
-        let literals: Vec<String> = choices.iter().map(Value::to_string).collect();
+        let literals: Vec<String> = choices
+            .iter()
+            .map(|choice| match choice {
+                Value::Bool(true) => "True".to_owned(),
+                Value::Bool(false) => "False".to_owned(),
+                Value::Null => "None".to_owned(),
+                Value::Number(_) | Value::String(_) | Value::Array(_) | Value::Object(_) => {
+                    choice.to_string()
+                }
+            })
+            .collect();
         return format!("Literal[{}]", literals.join(", "));
     }
     for union in ["anyOf", "oneOf"] {

@@ -289,10 +289,10 @@ async fn limits_end_programs_with_their_kind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_waiting_past_its_wall_time_ends_and_its_binding_still_commits() {
     let h = harness(Limits {
-        wall: Duration::from_millis(300),
+        wall: Duration::from_millis(1_000),
         ..Limits::default()
     });
-    let result = h.run("await probe({sleep_ms: 5000}); return 1;").await;
+    let result = h.run("await probe({sleep_ms: 30000}); return 1;").await;
     assert_eq!(code(&result).as_deref(), Some("CODE_RUN_FAILED"));
     assert!(
         result.record.text().contains("(timeout)"),
@@ -329,18 +329,107 @@ async fn cancelling_the_call_settles_its_binding_calls() {
     let h = harness(limits());
     let control = BatchControl::default();
     let cancel = control.cancel.clone();
+    let log = h.log.clone();
     let canceller = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Cancel once both binding calls are running.
+        for _ in 0..1_000 {
+            let started = log
+                .events()
+                .iter()
+                .filter(|event| event.data.kind() == "tool/start")
+                .count();
+            if started >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         cancel.cancel();
     });
     let result = h
         .run_with(
-            "await Promise.all([probe({sleep_ms: 5000}), probe({sleep_ms: 5000})]); return 1;",
+            "await Promise.all([probe({sleep_ms: 30000}), probe({sleep_ms: 30000})]); return 1;",
             &control,
         )
         .await;
     canceller.await.unwrap();
     assert!(result.record.is_error, "{:?}", result.record);
+    assert_eq!(
+        code(&result).as_deref(),
+        Some("ABORTED"),
+        "{}",
+        result.record.text()
+    );
     assert_eq!(h.results_of("c1:code:1"), 1, "{:?}", h.trail());
     assert_eq!(h.results_of("c1:code:2"), 1, "{:?}", h.trail());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_more_bindings_run_at_once_than_the_cap() {
+    // Five 100 ms bodies two at a time take three rounds: at least 300 ms, however fast the
+    // machine (a lower bound only, which noise cannot break).
+    let h = harness(Limits {
+        max_parallel: 2,
+        ..limits()
+    });
+    let started = std::time::Instant::now();
+    let result = h
+        .run("await Promise.all([1, 2, 3, 4, 5].map(() => probe({sleep_ms: 100}))); return 1;")
+        .await;
+    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(h.results_of("c1:code:5"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_cannot_start_a_program_and_deep_recursion_is_a_memory_failure() {
+    let h = harness(limits());
+    let result = h
+        .run("try { await run_code({code: '1', description: 'x'}); } catch (e) { return e.name; }")
+        .await;
+    assert_eq!(
+        result.record.value,
+        Some(json!("ReferenceError")),
+        "no SDK function for it"
+    );
+    let result = h
+        .run("try { await __call('run_code', {code: '1', description: 'x'}); } catch (e) { return e.code; }")
+        .await;
+    assert_eq!(
+        result.record.value,
+        Some(json!("UNKNOWN_TOOL")),
+        "{}",
+        result.record.text()
+    );
+    let result = h.run("const f = (n) => f(n + 1) + 1; return f(0);").await;
+    assert!(
+        result.record.text().contains("CODE_RUN_FAILED (memory)"),
+        "{}",
+        result.record.text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_and_the_returned_value_are_capped() {
+    let h = harness(Limits {
+        output_bytes: 100,
+        ..limits()
+    });
+    let result = h
+        .run("for (let i = 0; i < 50; i++) { console.log('line ' + i); } return 1;")
+        .await;
+    let text = result.record.text();
+    assert!(
+        text.contains("[output cut: over the cap]") && !text.contains("line 49"),
+        "{text}"
+    );
+    let result = h.run("return 'x'.repeat(1000);").await;
+    assert!(
+        result.record.text().contains("CODE_RUN_FAILED (output)"),
+        "{}",
+        result.record.text()
+    );
 }

@@ -47,10 +47,20 @@ fn tools() -> ToolSet {
             "$defs": {"Limits": {"type": "object", "properties": {"cpu": {"type": "number"}}, "required": ["cpu"]}}
         }),
     );
+    // Names that clash once made identifiers, a reserved word, and a description that
+    // tries to end the doc comment and the docstring.
+    let twin = ToolSpec::new(
+        "deploy_app",
+        "Ends early? */ globalThis.pwned = 1; /* and \\ a backslash \"\"\" quotes \\",
+        json!({"type": "object", "properties": {"from": {"enum": [true, null, 3]}}}),
+    );
+    let reserved = ToolSpec::new("delete", "Deletes.", json!({"type": "object"}));
     let mode = CodeMode::new(Limits::default());
     let (registry, _) = RegistryBuilder::new()
         .builtin(Probe::new(None))
         .builtin(Arc::new(Deploy(deploy)))
+        .builtin(Arc::new(Deploy(twin)))
+        .builtin(Arc::new(Deploy(reserved)))
         .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
         .build()
         .unwrap();
@@ -61,6 +71,15 @@ fn tools() -> ToolSet {
 fn the_javascript_sdk() {
     let sdk = javascript(&tools());
     assert!(!sdk.contains("function run_code"));
+    assert!(
+        sdk.contains("async function deploy_app(args)")
+            && sdk.contains("async function deploy_app_2(args)")
+    );
+    assert!(sdk.contains("async function delete_(args)"));
+    assert!(
+        !sdk.contains("*/ globalThis"),
+        "a description cannot end the comment"
+    );
     assert_eq!(sdk, javascript(&tools()), "deterministic");
     insta::assert_snapshot!("javascript", sdk);
 }
@@ -69,6 +88,10 @@ fn the_javascript_sdk() {
 fn the_python_sdk() {
     let sdk = python(&tools());
     assert!(!sdk.contains("def run_code"));
+    assert!(
+        sdk.contains("from_: Literal[True, None, 3] | None = None"),
+        "{sdk}"
+    );
     assert_eq!(sdk, python(&tools()), "deterministic");
     insta::assert_snapshot!("python", sdk);
 }

@@ -461,6 +461,10 @@ async fn in_code_mode_the_model_sees_run_code_alone_and_programs_see_the_rest() 
     assert_eq!(for_programs, ["grep", "read", "run_code"]);
     assert!(tools.resolve("read", CallOrigin::Model).is_none());
     assert!(tools.resolve("read", CallOrigin::Code).is_some());
+    assert!(
+        tools.resolve("run_code", CallOrigin::Code).is_none(),
+        "a program cannot start another program"
+    );
 
     let pipeline = Pipeline::builder(Arc::new(toolrail_session_log::MemorySink::new())).build();
     let direct = pipeline

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use jsonschema::Validator;
 use toolrail_session_log::{ToolManifestEntry, ToolSource};
 
+use crate::ReservedName;
 use crate::spec::{Exposure, ToolSpec};
 use crate::tool::Tool;
 
@@ -160,7 +161,12 @@ impl ToolSet {
         match origin {
             CallOrigin::Model => self.offered.get(name),
             CallOrigin::Host => self.offered.get(name).or_else(|| self.hidden.get(name)),
-            CallOrigin::Code => self.offered.get(name).or_else(|| self.code_only.get(name)),
+            // A program cannot start another program.
+            CallOrigin::Code => self
+                .code_only
+                .get(name)
+                .or_else(|| self.offered.get(name))
+                .filter(|entry| entry.name() != ReservedName::RunCode.as_str()),
         }
     }
 
