@@ -4,7 +4,8 @@
 //! call of its own (`<parent>:code:<n>`), under the scheduler's rules, and is logged with its
 //! value so a replay rebuilds the run.
 //!
-//! Built: presentation modes (`ToolSet::for_code_mode` refuses direct calls), the SDK for
+//! Built: presentation modes (`native`, `code`, `both`; in code mode a direct call is refused
+//! with a pointer to `run_code`), the SDK for
 //! JavaScript and Python, the JavaScript runtime (QuickJS) with memory, stack and wall-time
 //! limits, per-binding reply caps, cancellation that settles every binding call. Not built
 //! yet: the Python runtime.
@@ -14,10 +15,12 @@
 mod bindings;
 mod gate;
 mod js;
+mod mode;
 mod sdk;
 mod tool;
 
 pub use bindings::SubCall;
 pub use js::{FailureKind, Limits};
+pub use mode::PresentationMode;
 pub use sdk::{RUN_CODE, identifier, javascript, python};
 pub use tool::{CodeMode, RunCodeArgs, RunCodeTool};

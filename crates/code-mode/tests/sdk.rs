@@ -95,3 +95,27 @@ fn the_python_sdk() {
     assert_eq!(sdk, python(&tools()), "deterministic");
     insta::assert_snapshot!("python", sdk);
 }
+
+#[test]
+fn presentation_modes_offer_what_they_say() {
+    use toolrail_code_mode::PresentationMode;
+    let (registry, _) = {
+        let mode = CodeMode::new(Limits::default());
+        RegistryBuilder::new()
+            .builtin(Probe::new(None))
+            .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
+            .build()
+            .unwrap()
+    };
+    let all = registry.snapshot();
+    assert_eq!(PresentationMode::Native.present(&all).names(), ["probe"]);
+    assert_eq!(PresentationMode::Code.present(&all).names(), ["run_code"]);
+    assert_eq!(
+        PresentationMode::Both.present(&all).names(),
+        ["probe", "run_code"]
+    );
+    assert_eq!(PresentationMode::Native.system_prompt(&all), None);
+    let prompt = PresentationMode::Code.system_prompt(&all).unwrap();
+    assert!(prompt.contains("async function probe(args)"), "{prompt}");
+    assert!(!prompt.contains("function run_code"), "{prompt}");
+}

@@ -139,6 +139,17 @@ impl ToolSet {
         }
     }
 
+    /// This set without `name` offered (a native-mode session hides `run_code`).
+    pub fn without(&self, name: &str) -> Self {
+        let mut offered = (*self.offered).clone();
+        offered.remove(name);
+        Self {
+            offered: Arc::new(offered),
+            hidden: Arc::clone(&self.hidden),
+            code_only: Arc::clone(&self.code_only),
+        }
+    }
+
     /// Whether `name` is kept for code-mode programs (and so refused to the model directly).
     pub fn is_code_only(&self, name: &str) -> bool {
         self.code_only.contains_key(name)
