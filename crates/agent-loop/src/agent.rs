@@ -12,17 +12,30 @@ use toolrail_session_log::{
     SessionLog, SinkError, StepEnd, StepId, StepStart, StopReason, Timestamp, TurnEnd, TurnEndKind,
     TurnId, TurnStart,
 };
-use toolrail_tools_core::{CallRequest, PipelineError, Registry};
+use toolrail_tools_core::{CallRequest, PipelineError, Registry, ToolSet};
 
 use crate::model::{ModelClient, ModelError, ModelRequest, ToolDefinition};
 use crate::scheduler::{LiveEvent, Scheduler};
 
 /// Settings of the loop.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct LoopConfig {
     pub system: Option<String>,
     /// Model requests per turn at most.
     pub max_steps: u32,
+    /// How each request's tool set is shown to the model (code mode offers `run_code`
+    /// alone and adds its SDK to the system prompt); `None`: as registered.
+    pub presentation: Option<ToolPresentation>,
+}
+
+impl std::fmt::Debug for LoopConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopConfig")
+            .field("system", &self.system)
+            .field("max_steps", &self.max_steps)
+            .field("presentation", &self.presentation.is_some())
+            .finish()
+    }
 }
 
 impl Default for LoopConfig {
@@ -30,8 +43,21 @@ impl Default for LoopConfig {
         Self {
             system: None,
             max_steps: 50,
+            presentation: None,
         }
     }
+}
+
+/// Turns a request's tool set into what the model is offered, and what the system prompt
+/// must add for it. The calls of the request are resolved against the offered set.
+pub type ToolPresentation = Arc<dyn Fn(&ToolSet) -> PresentedTools + Send + Sync>;
+
+/// What one request offers.
+#[derive(Clone)]
+pub struct PresentedTools {
+    pub tools: ToolSet,
+    /// Appended to the system prompt.
+    pub system: Option<String>,
 }
 
 /// Why a turn could not be carried out.
@@ -147,9 +173,19 @@ impl AgentLoop {
             let step = StepId(number);
             self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
                 .await?;
-            let tools = self.registry.snapshot();
+            let (tools, system) = match &self.config.presentation {
+                None => (self.registry.snapshot(), self.config.system.clone()),
+                Some(present) => {
+                    let presented = present(&self.registry.snapshot());
+                    let system = match (self.config.system.clone(), presented.system) {
+                        (Some(base), Some(extra)) => Some(format!("{base}\n\n{extra}")),
+                        (base, extra) => base.or(extra),
+                    };
+                    (presented.tools, system)
+                }
+            };
             let request = ModelRequest {
-                system: self.config.system.clone(),
+                system,
                 messages: self.conversation.clone(),
                 tools: tools
                     .offered()

@@ -11,7 +11,7 @@ mod model;
 mod scheduler;
 mod tool_search;
 
-pub use agent::{AgentLoop, LoopConfig, LoopError, Steering};
+pub use agent::{AgentLoop, LoopConfig, LoopError, PresentedTools, Steering, ToolPresentation};
 pub use model::{ModelClient, ModelError, ModelRequest, ModelResponse, ToolDefinition};
 pub use scheduler::{BatchOutcome, LiveEvent, Scheduler, SchedulerConfig};
 pub use tool_search::{ToolSearch, ToolSearchArgs};

@@ -135,6 +135,7 @@ fn agent(
         LoopConfig {
             system: Some("be brief".into()),
             max_steps,
+            ..LoopConfig::default()
         },
     )
 }

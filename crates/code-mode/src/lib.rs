@@ -4,13 +4,14 @@
 //! call of its own (`<parent>:code:<n>`), under the scheduler's rules, and is logged with its
 //! value so a replay rebuilds the run.
 //!
-//! Built: presentation modes (`native`, `code`, `both`; in code mode a direct call is refused
-//! with a pointer to `run_code`), the SDK for
+//! Built: presentation modes (`native`, `code`, `both`, given to the agent loop per agent; in
+//! code mode a direct call is refused with a pointer to `run_code`), the SDK for
 //! JavaScript and Python, the JavaScript runtime (QuickJS) with memory, stack and wall-time
 //! limits, per-binding reply caps, cancellation that settles every binding call. Not built
 //! yet: the Python runtime.
 //!
-//! Depends on `tools-core` and `session-log`.
+//! Depends on `agent-loop` (a mode is the loop's presentation of each request's tools),
+//! `tools-core` and `session-log`.
 
 mod bindings;
 mod gate;

@@ -2,6 +2,9 @@
 //! `run_code`), `code` (only `run_code`, with the SDK in the system prompt; a direct call of
 //! another tool is `UNKNOWN_TOOL` telling the model to call it from `run_code`), or `both`.
 
+use std::sync::Arc;
+
+use toolrail_agent_loop::{PresentedTools, ToolPresentation};
 use toolrail_tools_core::ToolSet;
 
 use crate::sdk::{RUN_CODE, javascript};
@@ -26,6 +29,14 @@ impl PresentationMode {
             Self::Code => tools.for_code_mode(RUN_CODE),
             Self::Both => tools.clone(),
         }
+    }
+
+    /// This mode as the agent loop's presentation of each request's tools.
+    pub fn presentation(self) -> ToolPresentation {
+        Arc::new(move |tools: &ToolSet| PresentedTools {
+            tools: self.present(tools),
+            system: self.system_prompt(tools),
+        })
     }
 
     /// What the system prompt must carry in this mode: the SDK a program is written

@@ -433,3 +433,80 @@ async fn output_and_the_returned_value_are_capped() {
         result.record.text()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_in_code_mode_offers_run_code_with_its_sdk_and_refuses_direct_calls() {
+    use toolrail_agent_loop::{AgentLoop, LoopConfig, Scheduler, SchedulerConfig};
+    use toolrail_code_mode::PresentationMode;
+    use toolrail_session_log::{AssistantBlock, AssistantMessage, ContentBlock, StopReason};
+    use toolrail_testkit::ScriptedModel;
+
+    let h = harness(limits());
+    let call = |id: &str, name: &str, args: serde_json::Value| AssistantBlock::ToolCall {
+        call_id: id.into(),
+        name: name.to_owned(),
+        arguments_raw: args.to_string(),
+    };
+    let model = Arc::new(ScriptedModel::new([AssistantMessage {
+        blocks: vec![
+            call("d1", "probe", json!({})),
+            call(
+                "d2",
+                "run_code",
+                json!({"code": "return (await probe({value: 7}));", "description": "x"}),
+            ),
+        ],
+        stop_reason: StopReason::ToolCalls,
+    }]));
+    let mut agent = AgentLoop::new(
+        h.registry.clone(),
+        Scheduler::new(Arc::clone(&h.pipeline), SchedulerConfig::default()),
+        h.log.clone(),
+        model.clone(),
+        LoopConfig {
+            presentation: Some(PresentationMode::Code.presentation()),
+            ..LoopConfig::default()
+        },
+    );
+    agent
+        .run_turn(vec![ContentBlock::text("go")], Default::default(), None)
+        .await
+        .unwrap();
+    let request = &model.requests()[0];
+    let offered: Vec<&str> = request
+        .tools
+        .iter()
+        .map(|tool| tool.name.as_str())
+        .collect();
+    assert_eq!(offered, ["run_code"]);
+    assert!(
+        request
+            .system
+            .as_deref()
+            .unwrap_or_default()
+            .contains("async function probe(args)"),
+        "{:?}",
+        request.system
+    );
+    let results: Vec<(String, Option<String>, Option<serde_json::Value>)> = h
+        .log
+        .events()
+        .into_iter()
+        .filter_map(|event| match event.data {
+            EventData::ToolResult(record) => Some((
+                event.call_id.map(|id| id.to_string()).unwrap_or_default(),
+                record.error_code().map(ToString::to_string),
+                record.value.clone(),
+            )),
+            _ => None,
+        })
+        .filter(|(id, _, _)| id == "d1" || id == "d2")
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("d1".to_owned(), Some("UNKNOWN_TOOL".to_owned()), None),
+            ("d2".to_owned(), None, Some(json!(7)))
+        ]
+    );
+}
