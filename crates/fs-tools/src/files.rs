@@ -9,7 +9,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use toolrail_tools_core::log::{Event, EventData};
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, ResourceClaim, ResourceKey, ToolFailure, WorkspaceRoots,
+    ClaimMode, Concurrency, ResourceClaim, ResourceKey, SubjectKind, ToolFailure, ToolKind,
+    ToolSpec, WorkspaceRoots,
 };
 
 /// Output caps, stated in the tools' descriptions.
@@ -168,6 +169,16 @@ pub(crate) const BINARY: &str = "FS_BINARY_FILE";
 pub(crate) const EDIT_FAILED: &str = "FS_EDIT_FAILED";
 
 /// A failure with one of the file tools' own codes.
+/// The spec of a tool that only looks (`read`, `glob`, `grep`): read-only, idempotent,
+/// its `path` argument the subject rules match, sharing a read claim on what it reads.
+pub(crate) fn looking(spec: ToolSpec, kind: ToolKind, claimed: &str) -> ToolSpec {
+    spec.kind(kind)
+        .read_only()
+        .idempotent()
+        .subject("path", SubjectKind::Path)
+        .concurrency_note(format!("shared: a read claim on {claimed}"))
+}
+
 pub(crate) fn failure(code: &str, message: impl Into<String>) -> ToolFailure {
     ToolFailure::with_custom_code(code, message)
 }

@@ -10,11 +10,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec, TypedTool,
+    ClaimMode, Concurrency, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
+    TypedTool,
 };
 
-use crate::files::{FileTools, Target};
+use crate::files::{FileTools, Target, looking};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -40,12 +40,11 @@ impl GlobTool {
             "List files whose path (relative to `path`, default the workspace root) matches a glob: `*` stays in one folder, `**` crosses folders. Files ignored by .gitignore are left out; newest first; at most {} paths, with a count of the rest.",
             files.limits.glob_results
         );
-        let spec = ToolSpec::for_args::<GlobArgs>(Self::NAME, description)
-            .kind(ToolKind::Search)
-            .read_only()
-            .idempotent()
-            .subject("path", SubjectKind::Path)
-            .concurrency_note("shared: a read claim on the folder searched");
+        let spec = looking(
+            ToolSpec::for_args::<GlobArgs>(Self::NAME, description),
+            ToolKind::Search,
+            "the folder searched",
+        );
         Self { spec, files }
     }
 }

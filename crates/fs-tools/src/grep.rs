@@ -13,11 +13,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolrail_tools_core::{
-    CancellationToken, ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind,
-    ToolOutput, ToolResult, ToolSpec, TypedTool, violations,
+    CancellationToken, ClaimMode, Concurrency, ToolContext, ToolFailure, ToolKind, ToolOutput,
+    ToolResult, ToolSpec, TypedTool, violations,
 };
 
-use crate::files::{FileTools, Target};
+use crate::files::{FileTools, Target, looking};
 use crate::glob::{path_glob, walker};
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -65,12 +65,11 @@ impl GrepTool {
             "Search file contents with a regular expression (ripgrep's engine and rules): files ignored by .gitignore and binary files are skipped. `output` is content (matching lines with numbers, grouped by file; `context` adds lines around them), files (the matching files) or count (matching lines per file). At most {} results, with counts of what was left out.",
             files.limits.grep_results
         );
-        let spec = ToolSpec::for_args::<GrepArgs>(Self::NAME, description)
-            .kind(ToolKind::Search)
-            .read_only()
-            .idempotent()
-            .subject("path", SubjectKind::Path)
-            .concurrency_note("shared: a read claim on the folder searched");
+        let spec = looking(
+            ToolSpec::for_args::<GrepArgs>(Self::NAME, description),
+            ToolKind::Search,
+            "the folder searched",
+        );
         Self { spec, files }
     }
 }

@@ -10,11 +10,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec, TypedTool,
+    ClaimMode, Concurrency, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
+    TypedTool,
 };
 
-use crate::files::{BINARY, FileTools, Target, failure, io_failure};
+use crate::files::{BINARY, FileTools, Target, failure, io_failure, looking};
 use crate::version::VersionDigest;
 
 /// Bytes looked at for a NUL to tell a binary file.
@@ -49,12 +49,11 @@ impl ReadTool {
             limits.line_chars,
             limits.read_bytes / 1024
         );
-        let spec = ToolSpec::for_args::<ReadArgs>(Self::NAME, description)
-            .kind(ToolKind::Read)
-            .read_only()
-            .idempotent()
-            .subject("path", SubjectKind::Path)
-            .concurrency_note("shared: a read claim on the file");
+        let spec = looking(
+            ToolSpec::for_args::<ReadArgs>(Self::NAME, description),
+            ToolKind::Read,
+            "the file",
+        );
         Self { spec, files }
     }
 }
