@@ -100,11 +100,17 @@ pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<Ses
             | EventData::Unknown(_) => {}
         }
     }
-    // Code-mode sub-calls (`<parent>:code:<n>`) belong to their program's card.
+    // A code-mode sub-call belongs to its program's card: the log names it as a dispatch
+    // of its parent.
+    let dispatched: HashSet<&str> = records
+        .iter()
+        .flat_map(|record| &record.dispatches)
+        .map(|dispatch| dispatch.call_id.as_str())
+        .collect();
     let rest: Vec<&CallRecord> = records
         .iter()
         .filter(|record| !shown.contains(record.call_id.as_str()))
-        .filter(|record| !record.call_id.as_str().contains(":code:"))
+        .filter(|record| !dispatched.contains(record.call_id.as_str()))
         .collect();
     if !rest.is_empty() {
         items.push(SessionItem::Batch(rest));
