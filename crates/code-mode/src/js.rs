@@ -85,6 +85,16 @@ pub struct JsOutcome {
     pub failure: Option<(FailureKind, String)>,
 }
 
+impl JsOutcome {
+    fn failed(kind: FailureKind, message: String, output: String) -> Self {
+        Self {
+            value: None,
+            output,
+            failure: Some((kind, message)),
+        }
+    }
+}
+
 const PRELUDE: &str = r#"
 const console = (() => {
   const show = (x) => typeof x === "string" ? x : (() => { try { return JSON.stringify(x); } catch (_) { return String(x); } })();
@@ -126,19 +136,13 @@ pub(crate) async fn run(
                 Ok(runtime) => {
                     runtime.block_on(run_here(&program, &sdk, &bindings, &limits, &cancelled))
                 }
-                Err(error) => JsOutcome {
-                    value: None,
-                    output: String::new(),
-                    failure: Some((FailureKind::Runtime, error.to_string())),
-                },
+                Err(error) => {
+                    JsOutcome::failed(FailureKind::Runtime, error.to_string(), String::new())
+                }
             };
             let _ = done.send(outcome);
         });
-    let lost = |why: String| JsOutcome {
-        value: None,
-        output: String::new(),
-        failure: Some((FailureKind::Runtime, why)),
-    };
+    let lost = |why: String| JsOutcome::failed(FailureKind::Runtime, why, String::new());
     match spawned {
         Ok(_) => outcome
             .await
@@ -155,10 +159,8 @@ async fn run_here(
     cancelled: &CancellationToken,
 ) -> JsOutcome {
     let output = Arc::new(Mutex::new(String::new()));
-    let failure = |kind: FailureKind, message: String, output: &Arc<Mutex<String>>| JsOutcome {
-        value: None,
-        output: output.lock().clone(),
-        failure: Some((kind, message)),
+    let failure = |kind: FailureKind, message: String, output: &Arc<Mutex<String>>| {
+        JsOutcome::failed(kind, message, output.lock().clone())
     };
     let runtime = match AsyncRuntime::new() {
         Ok(runtime) => runtime,
