@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
 use toolrail_agent_loop::LiveEvent;
 use toolrail_presenters::{Card, Presenters, duration};
-use toolrail_session_log::{CallId, Event, JsonlStore, SessionId, call_records};
+use toolrail_session_log::{CallId, Event, EventData, JsonlStore, SessionId, call_records};
 
 use crate::session::render;
 
@@ -63,15 +63,22 @@ pub async fn follow(
     // written when its call was reported committed is there now, and so are results no
     // live event announced (a truncated message's calls).
     view.read_log();
-    view.print_committed();
+    view.print_committed(Scope::WholeLog);
     view.committed = call_records(&view.events)
         .into_iter()
         .filter(|record| record.result.is_some() && !view.printed.contains(&record.call_id))
         .map(|record| record.call_id)
         .collect();
-    view.print_committed();
+    view.print_committed(Scope::WholeLog);
     view.clear();
     view.cards
+}
+
+/// Which events a card is looked for in.
+#[derive(Clone, Copy)]
+enum Scope {
+    LatestMessage,
+    WholeLog,
 }
 
 struct View {
@@ -130,7 +137,7 @@ impl View {
                 self.running.retain(|(id, _)| *id != call_id);
                 self.committed.push(call_id);
                 self.read_log();
-                self.print_committed();
+                self.print_committed(Scope::LatestMessage);
             }
         }
     }
@@ -168,8 +175,18 @@ impl View {
 
     /// Prints the cards of committed calls whose results the log holds, in commit order,
     /// stopping at the first that is not there yet.
-    fn print_committed(&mut self) {
-        let records = call_records(&self.events);
+    fn print_committed(&mut self, scope: Scope) {
+        // A live commit belongs to the latest assistant message: its records are built from
+        // the events since, not from the whole session again at every commit.
+        let from = match scope {
+            Scope::WholeLog => 0,
+            Scope::LatestMessage => self
+                .events
+                .iter()
+                .rposition(|event| matches!(event.data, EventData::AssistantMessage(_)))
+                .unwrap_or(0),
+        };
+        let records = call_records(self.events.get(from..).unwrap_or_default());
         let mut done = 0;
         let mut ready = Vec::new();
         for call_id in &self.committed {
