@@ -3,6 +3,7 @@
 //! own process group and its own PID namespace, so that when the call returns nothing it
 //! started is alive. A call may ask for a wider sandbox; only an approval grants it.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::OnceLock;
@@ -21,7 +22,7 @@ use toolrail_tools_core::{
 use crate::output::{Captured, capture};
 use crate::process::{Ended, Stop, wait_or_stop};
 use crate::sandbox::{
-    Confinement, Escalation, SandboxHelper, SandboxMode, SandboxTier, check_tier,
+    Confinement, Escalation, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier, check_tier,
 };
 
 /// How the tool runs commands.
@@ -311,8 +312,9 @@ impl TypedTool for BashTool {
             roots: self.config.roots.as_slice(),
             private_tmp: &private_tmp,
             workdir: &workdir,
+            limits: ResourceLimits::default(),
         };
-        let mut command = confinement.command(&args.command);
+        let mut command = confinement.command(["bash", "-c", &args.command].map(OsString::from));
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -353,7 +355,7 @@ impl TypedTool for BashTool {
                 capture(stderr, cap, &err_file)
             )
         };
-        let waiting = wait_or_stop(&mut child, timeout, self.config.grace, ctx);
+        let waiting = wait_or_stop(&mut child, timeout, self.config.grace, ctx.cancellation());
         let (((out, out_spill), (err, err_spill)), ended) = tokio::join!(reading, waiting);
         let ended =
             ended.map_err(|error| ToolFailure::new(format!("waiting for bash failed: {error}")))?;

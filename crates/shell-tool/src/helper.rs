@@ -4,7 +4,7 @@
 //! between fork and exec in a threaded process, but is in a program of its own.
 //!
 //! `HELPER [LEADING ARGS] --mode read-only|workspace-write [--write PATH]... [--root PATH]...
-//! [--net] -- CMD...`: the `toolrail-sandbox` binary, or any program that calls
+//! [--net] [--rlimit-as BYTES] [--rlimit-cpu SECONDS] -- CMD...`: the `toolrail-sandbox` binary, or any program that calls
 //! [`sandbox_main`] (the `toolrail` CLI re-executes itself for it).
 //!
 //! Files: Landlock. Everything is readable and executable; writable are `/dev/null`, the
@@ -35,6 +35,8 @@ struct Plan {
     roots: Vec<PathBuf>,
     writable: Vec<PathBuf>,
     network: bool,
+    address_space: Option<u64>,
+    cpu_seconds: Option<u64>,
     command: Vec<String>,
 }
 
@@ -44,7 +46,14 @@ fn parse(args: &[String]) -> Result<Plan, String> {
         roots: Vec::new(),
         writable: Vec::new(),
         network: false,
+        address_space: None,
+        cpu_seconds: None,
         command: Vec::new(),
+    };
+    let number = |flag: &str, value: Option<&String>| {
+        value
+            .and_then(|value| value.parse::<u64>().ok())
+            .ok_or_else(|| format!("{flag} needs a number"))
     };
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
@@ -61,6 +70,8 @@ fn parse(args: &[String]) -> Result<Plan, String> {
                 .writable
                 .push(rest.next().ok_or("--write needs a path")?.into()),
             "--net" => plan.network = true,
+            "--rlimit-as" => plan.address_space = Some(number(arg, rest.next())?),
+            "--rlimit-cpu" => plan.cpu_seconds = Some(number(arg, rest.next())?),
             "--" => {
                 plan.command = rest.cloned().collect();
                 break;
@@ -139,6 +150,21 @@ fn grant_entries(dir: &Path, roots: &[PathBuf], writable: &mut Vec<PathBuf>) -> 
     Ok(())
 }
 
+/// Soft and hard limit alike for memory; for CPU the hard limit a second later, so SIGXCPU
+/// comes first and SIGKILL after.
+fn rlimits(plan: &Plan) -> Result<(), String> {
+    use nix::sys::resource::{Resource, setrlimit};
+    if let Some(bytes) = plan.address_space {
+        setrlimit(Resource::RLIMIT_AS, bytes, bytes)
+            .map_err(|error| format!("RLIMIT_AS: {error}"))?;
+    }
+    if let Some(seconds) = plan.cpu_seconds {
+        setrlimit(Resource::RLIMIT_CPU, seconds, seconds.saturating_add(1))
+            .map_err(|error| format!("RLIMIT_CPU: {error}"))?;
+    }
+    Ok(())
+}
+
 fn seccomp(plan: &Plan) -> Result<(), String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     if !plan.network {
@@ -180,7 +206,10 @@ pub fn sandbox_main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(why) = landlock(&plan).and_then(|()| seccomp(&plan)) {
+    if let Err(why) = landlock(&plan)
+        .and_then(|()| seccomp(&plan))
+        .and_then(|()| rlimits(&plan))
+    {
         eprintln!("SANDBOX_UNAVAILABLE: {why}");
         return ExitCode::from(126);
     }

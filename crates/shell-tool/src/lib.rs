@@ -14,9 +14,13 @@
 //! for `workspace-write` or `network` with a justification; the approval service is asked
 //! whatever the permission rules say, and only its allowed answer widens the sandbox.
 //!
+//! The same confinement and kill path serve other programs ([`ConfinedCommand`]): code
+//! mode's Python runtime uses them.
+//!
 //! Depends on `tools-core` only.
 
 mod bash;
+mod confined;
 mod helper;
 mod namespace;
 mod output;
@@ -24,5 +28,7 @@ mod process;
 mod sandbox;
 
 pub use bash::{BashArgs, BashTool, ShellConfig};
+pub use confined::{ConfineError, ConfinedChild, ConfinedCommand};
 pub use helper::sandbox_main;
-pub use sandbox::{Escalation, SandboxHelper, SandboxMode, SandboxTier};
+pub use process::{Ended, Stop};
+pub use sandbox::{Escalation, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier};

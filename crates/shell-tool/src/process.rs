@@ -7,30 +7,34 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::Child;
-use toolrail_tools_core::ToolContext;
+use toolrail_tools_core::CancellationToken;
 
-/// Why the command was stopped.
+/// Why a command was stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Stop {
+pub enum Stop {
     TimedOut,
     Cancelled,
 }
 
-pub(crate) struct Ended {
+/// How a command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
     pub status: ExitStatus,
+    /// Why it was stopped, if it did not end by itself.
     pub stop: Option<Stop>,
 }
 
+/// Waits for `child` to end; past `timeout`, or once `cancel` fires, stops it.
 pub(crate) async fn wait_or_stop(
     child: &mut Child,
     timeout: Duration,
     grace: Duration,
-    ctx: &ToolContext,
+    cancel: &CancellationToken,
 ) -> std::io::Result<Ended> {
     let stop = tokio::select! {
         status = child.wait() => return status.map(|status| Ended { status, stop: None }),
         () = tokio::time::sleep(timeout) => Stop::TimedOut,
-        () = ctx.cancellation().cancelled() => Stop::Cancelled,
+        () = cancel.cancelled() => Stop::Cancelled,
     };
     // The command's group is led by a process below the wrapper (the waiter of
     // `namespace`, or bubblewrap): bash itself, or bubblewrap's init in the namespace.

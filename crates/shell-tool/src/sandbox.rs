@@ -121,6 +121,16 @@ impl Escalation {
     }
 }
 
+/// rlimits the helper sets on itself before it becomes the command; every process the
+/// command starts inherits them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// `RLIMIT_AS`: bytes of address space; an allocation past it fails.
+    pub address_space: Option<u64>,
+    /// `RLIMIT_CPU`: seconds of CPU time; SIGXCPU past it, SIGKILL a second later.
+    pub cpu_seconds: Option<u64>,
+}
+
 /// Everything one command runs with.
 pub(crate) struct Confinement<'a> {
     pub mode: SandboxMode,
@@ -131,12 +141,14 @@ pub(crate) struct Confinement<'a> {
     pub roots: &'a [PathBuf],
     pub private_tmp: &'a Path,
     pub workdir: &'a Path,
+    /// Set by the helper, so only with one.
+    pub limits: ResourceLimits,
 }
 
 impl Confinement<'_> {
-    /// The command that runs `bash -c COMMAND` confined; stdio and environment are the
-    /// caller's to set.
-    pub(crate) fn command(&self, command: &str) -> Command {
+    /// The command that runs `argv` confined; stdio and environment are the caller's to
+    /// set.
+    pub(crate) fn command(&self, argv: impl IntoIterator<Item = OsString>) -> Command {
         let mut inner: Vec<OsString> = Vec::new();
         if let Some(helper) = self.helper {
             inner.push(helper.program.as_os_str().into());
@@ -150,9 +162,17 @@ impl Confinement<'_> {
             if self.network {
                 inner.push("--net".into());
             }
+            if let Some(bytes) = self.limits.address_space {
+                inner.push("--rlimit-as".into());
+                inner.push(bytes.to_string().into());
+            }
+            if let Some(seconds) = self.limits.cpu_seconds {
+                inner.push("--rlimit-cpu".into());
+                inner.push(seconds.to_string().into());
+            }
             inner.push("--".into());
         }
-        inner.extend(["bash", "-c", command].map(OsString::from));
+        inner.extend(argv);
         let mut line = match self.tier {
             SandboxTier::Landlock => {
                 let (program, args) = inner.split_at(1);
@@ -230,7 +250,8 @@ const BWRAP_NAMESPACES: [&str; 9] = [
     "--new-session",
 ];
 
-/// Whether the tier can contain a command here: `Err` says why not. Run once per tool.
+/// Whether the tier can contain a command here: `Err` says why not. It starts a process, so
+/// run it once per tool.
 pub(crate) fn check_tier(tier: &SandboxTier) -> Result<(), String> {
     let (program, status) = match tier {
         SandboxTier::Landlock => {

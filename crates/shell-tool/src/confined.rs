@@ -1,0 +1,149 @@
+//! Programs other than `bash` under the shell tool's sandbox and kill path: code mode runs
+//! its Python programs this way. Always through the helper (read-only or workspace-write,
+//! never full access), in a PID namespace, with rlimits, stopped with SIGTERM, a grace and
+//! SIGKILL to the whole tree.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+use toolrail_tools_core::CancellationToken;
+
+use crate::process::{Ended, wait_or_stop};
+use crate::sandbox::{
+    Confinement, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier, check_tier,
+};
+
+/// Why a confined program could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// The sandbox cannot be had here; nothing ran.
+    #[error("the sandbox is unavailable, so nothing ran: {0}")]
+    Unavailable(String),
+    #[error("the program could not be started: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+/// A program to run confined. Its environment is exactly `env`: nothing is inherited.
+#[derive(Clone, Debug)]
+pub struct ConfinedCommand {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// `read-only` or `workspace-write`; `full-access` is refused.
+    pub mode: SandboxMode,
+    pub network: bool,
+    pub tier: SandboxTier,
+    pub helper: SandboxHelper,
+    /// The workspace roots: writable in `workspace-write` mode (but their `.git`).
+    pub roots: Vec<PathBuf>,
+    /// Writable in every mode; it must exist.
+    pub private_tmp: PathBuf,
+    pub workdir: PathBuf,
+    pub env: Vec<(OsString, OsString)>,
+    pub limits: ResourceLimits,
+}
+
+impl ConfinedCommand {
+    /// `program` in read-only mode without network, on the default tier, running in
+    /// `workdir` with `private_tmp` as its one writable folder.
+    pub fn new(
+        program: impl Into<OsString>,
+        helper: SandboxHelper,
+        private_tmp: impl Into<PathBuf>,
+        workdir: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+            mode: SandboxMode::ReadOnly,
+            network: false,
+            tier: SandboxTier::default(),
+            helper,
+            roots: Vec::new(),
+            private_tmp: private_tmp.into(),
+            workdir: workdir.into(),
+            env: Vec::new(),
+            limits: ResourceLimits::default(),
+        }
+    }
+
+    /// Whether the tier can contain a program here (it starts a trial process: check once,
+    /// keep the answer).
+    pub fn check_tier(&self) -> Result<(), ConfineError> {
+        check_tier(&self.tier).map_err(ConfineError::Unavailable)
+    }
+
+    /// Starts the program with stdin, stdout and stderr piped, as the leader of its own
+    /// process group in a PID namespace. The helper applies the sandbox and the limits
+    /// before the program runs; if it cannot, it exits with 126 and a line on stderr that
+    /// starts with `SANDBOX_UNAVAILABLE:`, and the program never runs.
+    pub fn spawn(&self) -> Result<ConfinedChild, ConfineError> {
+        if self.mode == SandboxMode::FullAccess {
+            return Err(ConfineError::Unavailable(
+                "a confined program cannot run with full access".to_owned(),
+            ));
+        }
+        if !self.helper.program.is_file() {
+            return Err(ConfineError::Unavailable(format!(
+                "the sandbox helper `{}` is not there",
+                self.helper.program.display()
+            )));
+        }
+        let confinement = Confinement {
+            mode: self.mode,
+            network: self.network,
+            tier: &self.tier,
+            helper: Some(&self.helper),
+            roots: &self.roots,
+            private_tmp: &self.private_tmp,
+            workdir: &self.workdir,
+            limits: self.limits,
+        };
+        let argv = std::iter::once(self.program.clone()).chain(self.args.iter().cloned());
+        let mut command = confinement.command(argv);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .env_clear()
+            .envs(self.env.iter().map(|(name, value)| (name, value)));
+        Ok(ConfinedChild {
+            child: command.spawn()?,
+        })
+    }
+}
+
+/// A running confined program.
+pub struct ConfinedChild {
+    child: Child,
+}
+
+impl ConfinedChild {
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.child.stdin.take()
+    }
+
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
+        self.child.stderr.take()
+    }
+
+    /// Waits for the program to end; past `timeout`, or once `cancel` fires, stops it the
+    /// way `bash` is stopped: SIGTERM to its group, `grace`, then SIGKILL to everything in
+    /// its namespace.
+    pub async fn wait_or_stop(
+        &mut self,
+        timeout: Duration,
+        grace: Duration,
+        cancel: &CancellationToken,
+    ) -> std::io::Result<Ended> {
+        wait_or_stop(&mut self.child, timeout, grace, cancel).await
+    }
+}
