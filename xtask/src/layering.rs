@@ -39,9 +39,10 @@ pub const LAYERS: &[(&str, Allowed)] = &[
     ("fs-tools", Allowed::Only(&["tools-core", "session-log"])),
     ("mcp", Allowed::Only(&["tools-core", "session-log"])),
     ("agent-loop", Allowed::Only(&["tools-core", "session-log"])),
+    // Python programs run under the shell tool's sandbox and kill path (issue 9).
     (
         "code-mode",
-        Allowed::Only(&["agent-loop", "tools-core", "session-log"]),
+        Allowed::Only(&["agent-loop", "shell-tool", "tools-core", "session-log"]),
     ),
     (
         "providers",

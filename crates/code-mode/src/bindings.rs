@@ -21,7 +21,7 @@ use toolrail_tools_core::{
 };
 
 use crate::gate::Gate;
-use crate::js::Limits;
+use crate::run::Limits;
 
 /// What the run keeps of one binding call, for the result and the card.
 #[derive(Clone, Debug)]

@@ -5,7 +5,7 @@
 //! returning JSON text; a prelude turns their error replies into thrown `Error`s.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use rquickjs::prelude::Async;
@@ -14,86 +14,7 @@ use serde_json::Value;
 use toolrail_tools_core::CancellationToken;
 
 use crate::bindings::Bindings;
-
-/// What bounds a run.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    pub memory_bytes: usize,
-    pub stack_bytes: usize,
-    pub wall: Duration,
-    /// Bytes of one binding's reply the program may receive.
-    pub binding_bytes: usize,
-    /// Bytes of `console.log` output kept.
-    pub output_bytes: usize,
-    /// Binding calls running at once.
-    pub max_parallel: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            memory_bytes: 64 << 20,
-            stack_bytes: 1 << 20,
-            wall: Duration::from_secs(30),
-            binding_bytes: 256 << 10,
-            output_bytes: 64 << 10,
-            max_parallel: 8,
-        }
-    }
-}
-
-/// Why a program failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailureKind {
-    /// The program is not valid JavaScript.
-    Syntax,
-    /// It threw and did not catch.
-    Exception,
-    /// It ran past its wall time.
-    Timeout,
-    /// It ran out of memory (or stack).
-    Memory,
-    /// The call was cancelled.
-    Cancelled,
-    /// It returned more than the output cap.
-    Output,
-    /// The runtime could not be set up.
-    Runtime,
-}
-
-impl FailureKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Syntax => "syntax",
-            Self::Exception => "exception",
-            Self::Timeout => "timeout",
-            Self::Memory => "memory",
-            Self::Cancelled => "cancelled",
-            Self::Output => "output",
-            Self::Runtime => "runtime",
-        }
-    }
-}
-
-/// What a run produced.
-#[derive(Debug)]
-pub struct JsOutcome {
-    /// The program's return value (`null` for none).
-    pub value: Option<Value>,
-    /// What it printed, within the output cap.
-    pub output: String,
-    pub failure: Option<(FailureKind, String)>,
-}
-
-impl JsOutcome {
-    fn failed(kind: FailureKind, message: String, output: String) -> Self {
-        Self {
-            value: None,
-            output,
-            failure: Some((kind, message)),
-        }
-    }
-}
+use crate::run::{FailureKind, Limits, Output, RunOutcome};
 
 const PRELUDE: &str = r#"
 const console = (() => {
@@ -121,7 +42,7 @@ pub(crate) async fn run(
     bindings: Arc<Bindings>,
     limits: Limits,
     cancelled: CancellationToken,
-) -> JsOutcome {
+) -> RunOutcome {
     let (done, outcome) = tokio::sync::oneshot::channel();
     // The engine's stack limit must fit in the thread's own stack, with room to spare.
     let stack = limits.stack_bytes.saturating_add(2 << 20);
@@ -137,12 +58,12 @@ pub(crate) async fn run(
                     runtime.block_on(run_here(&program, &sdk, &bindings, &limits, &cancelled))
                 }
                 Err(error) => {
-                    JsOutcome::failed(FailureKind::Runtime, error.to_string(), String::new())
+                    RunOutcome::failed(FailureKind::Runtime, error.to_string(), String::new())
                 }
             };
             let _ = done.send(outcome);
         });
-    let lost = |why: String| JsOutcome::failed(FailureKind::Runtime, why, String::new());
+    let lost = |why: String| RunOutcome::failed(FailureKind::Runtime, why, String::new());
     match spawned {
         Ok(_) => outcome
             .await
@@ -157,10 +78,10 @@ async fn run_here(
     bindings: &Arc<Bindings>,
     limits: &Limits,
     cancelled: &CancellationToken,
-) -> JsOutcome {
-    let output = Arc::new(Mutex::new(String::new()));
-    let failure = |kind: FailureKind, message: String, output: &Arc<Mutex<String>>| {
-        JsOutcome::failed(kind, message, output.lock().clone())
+) -> RunOutcome {
+    let output = Arc::new(Mutex::new(Output::new(limits.output_bytes)));
+    let failure = |kind: FailureKind, message: String, output: &Arc<Mutex<Output>>| {
+        RunOutcome::failed(kind, message, output.lock().text().to_owned())
     };
     let runtime = match AsyncRuntime::new() {
         Ok(runtime) => runtime,
@@ -194,7 +115,6 @@ async fn run_here(
     let start =
         "__toolrail_main().then((value) => JSON.stringify(value === undefined ? null : value))";
     let printed = Arc::clone(&output);
-    let cap = limits.output_bytes;
     let host = Arc::clone(bindings);
     let evaluation = context.async_with(async |ctx| {
         let call = Function::new(
@@ -206,23 +126,8 @@ async fn run_here(
         );
         let print = Function::new(ctx.clone(), move |line: String| {
             let mut output = printed.lock();
-            const CUT: &str = "[output cut: over the cap]\n";
-            if output.ends_with(CUT) {
-                return;
-            }
-            let room = cap.saturating_sub(output.len());
-            if line.len() < room {
-                output.push_str(&line);
-                output.push('\n');
-            } else {
-                let mut end = room;
-                while !line.is_char_boundary(end) {
-                    end -= 1;
-                }
-                output.push_str(line.get(..end).unwrap_or_default());
-                output.push('\n');
-                output.push_str(CUT);
-            }
+            output.push(&line);
+            output.push("\n");
         });
         let globals = ctx.globals();
         let installed = call
@@ -304,9 +209,9 @@ async fn run_here(
             ),
             &output,
         ),
-        Ok(text) => JsOutcome {
+        Ok(text) => RunOutcome {
             value: Some(serde_json::from_str(&text).unwrap_or(Value::String(text))),
-            output: output.lock().clone(),
+            output: output.lock().text().to_owned(),
             failure: None,
         },
         Err((kind, message)) => failure(kind, message, &output),

@@ -7,21 +7,25 @@
 //! Built: presentation modes (`native`, `code`, `both`, given to the agent loop per agent; in
 //! code mode a direct call is refused with a pointer to `run_code`), the SDK for
 //! JavaScript and Python, the JavaScript runtime (QuickJS) with memory, stack and wall-time
-//! limits, per-binding reply caps, cancellation that settles every binding call. Not built
-//! yet: the Python runtime.
+//! limits, the Python runtime (`python3 -I` in the shell tool's sandbox, JSON lines, rlimits),
+//! per-binding reply caps, cancellation that settles every binding call.
 //!
 //! Depends on `agent-loop` (a mode is the loop's presentation of each request's tools),
-//! `tools-core` and `session-log`.
+//! `shell-tool` (the sandbox and kill path Python runs under), `tools-core` and
+//! `session-log`.
 
 mod bindings;
 mod gate;
 mod js;
 mod mode;
+mod python;
+mod run;
 mod sdk;
 mod tool;
 
 pub use bindings::SubCall;
-pub use js::{FailureKind, Limits};
 pub use mode::PresentationMode;
+pub use python::PythonRuntime;
+pub use run::{FailureKind, Limits};
 pub use sdk::{RUN_CODE, identifier, javascript, python};
-pub use tool::{CodeMode, RunCodeArgs, RunCodeTool};
+pub use tool::{CodeMode, Language, RunCodeArgs, RunCodeTool};

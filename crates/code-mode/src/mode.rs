@@ -7,7 +7,8 @@ use std::sync::Arc;
 use toolrail_agent_loop::{PresentedTools, ToolPresentation};
 use toolrail_tools_core::ToolSet;
 
-use crate::sdk::{RUN_CODE, javascript};
+use crate::sdk::{RUN_CODE, javascript, python};
+use crate::tool::Language;
 
 /// The presentation mode of an agent or scope.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,23 +32,48 @@ impl PresentationMode {
         }
     }
 
-    /// This mode as the agent loop's presentation of each request's tools.
+    /// This mode as the agent loop's presentation of each request's tools, for programs in
+    /// JavaScript (see [`CodeMode::presentation`](crate::CodeMode::presentation) for a
+    /// session that also runs Python).
     pub fn presentation(self) -> ToolPresentation {
+        self.presentation_for(vec![Language::Javascript])
+    }
+
+    pub(crate) fn presentation_for(self, languages: Vec<Language>) -> ToolPresentation {
         Arc::new(move |tools: &ToolSet| PresentedTools {
             tools: self.present(tools),
-            system: self.system_prompt(tools),
+            system: self.system_prompt_for(tools, &languages),
         })
     }
 
-    /// What the system prompt must carry in this mode: the SDK a program is written
-    /// against, or nothing in native mode.
+    /// What the system prompt must carry in this mode for JavaScript programs: the SDK a
+    /// program is written against, or nothing in native mode.
     pub fn system_prompt(self, tools: &ToolSet) -> Option<String> {
+        self.system_prompt_for(tools, &[Language::Javascript])
+    }
+
+    /// The system prompt's part for programs in any of `languages`: one SDK each.
+    pub fn system_prompt_for(self, tools: &ToolSet, languages: &[Language]) -> Option<String> {
         match self {
             Self::Native => None,
-            Self::Code | Self::Both => Some(format!(
-                "To use tools, call `{RUN_CODE}` with a JavaScript program (the body of an async function). These functions are available to it:\n\n```javascript\n{}```\n",
-                javascript(&tools.for_code_mode(RUN_CODE))
-            )),
+            Self::Code | Self::Both => {
+                let tools = tools.for_code_mode(RUN_CODE);
+                let mut prompt = String::new();
+                for language in languages {
+                    prompt.push_str(&match language {
+                        Language::Javascript => format!(
+                            "To use tools, call `{RUN_CODE}` with a JavaScript program (the body of an async function). These functions are available to it:\n\n```javascript\n{}```\n",
+                            javascript(&tools)
+                        ),
+                        Language::Python => format!(
+                            "{}Call `{RUN_CODE}` with `\"language\": \"python\"` for a Python program (top-level `await` allowed; the value of its last expression comes back). These functions are available to it:\n\n```python\n{}```\n",
+                            if prompt.is_empty() { "" } else { "\n" },
+                            python(&tools)
+                        ),
+                    });
+                }
+                Some(prompt)
+            }
         }
     }
 }

@@ -175,6 +175,23 @@ pub fn javascript(tools: &ToolSet) -> String {
 
 /// The Python SDK as typed stubs: `async def read(*, path: str, offset: int | None = None)`.
 pub fn python(tools: &ToolSet) -> String {
+    python_sdk(tools, PythonBodies::Stubs)
+}
+
+/// The Python SDK a program runs with: the stubs' signatures, each calling the host.
+pub(crate) fn python_runtime(tools: &ToolSet) -> String {
+    python_sdk(tools, PythonBodies::Calls)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PythonBodies {
+    /// `...`, for the model to read.
+    Stubs,
+    /// A call of the host with the arguments given (`None` meaning left out).
+    Calls,
+}
+
+fn python_sdk(tools: &ToolSet, bodies: PythonBodies) -> String {
     let mut out = String::from(
         "# Tools, as async functions taking keyword arguments and returning the tool's value;\n# a refused or failed call raises ToolError (with .code and .message).\nfrom typing import Any, Literal\n",
     );
@@ -190,12 +207,15 @@ pub fn python(tools: &ToolSet) -> String {
             .unwrap_or_default();
         let mut params = Vec::new();
         let mut optional = Vec::new();
+        let mut passed = Vec::new();
         if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
             let mut names: Vec<&String> = properties.keys().collect();
             names.sort();
             let params_ids = identifiers(names.iter().map(|name| name.as_str()));
             for (name, param) in names.into_iter().zip(params_ids) {
                 let ty = py_type(&properties[name], schema, 0);
+                let key = serde_json::to_string(name).unwrap_or_default();
+                passed.push(format!("{key}: {param}"));
                 if required.contains(&name.as_str()) {
                     params.push(format!("{param}: {ty}"));
                 } else {
@@ -223,8 +243,16 @@ pub fn python(tools: &ToolSet) -> String {
             .lines()
             .collect::<Vec<_>>()
             .join("\n    ");
+        let body = match bodies {
+            PythonBodies::Stubs => "...".to_owned(),
+            PythonBodies::Calls => format!(
+                "return await __toolrail_call({}, {{{}}})",
+                serde_json::to_string(spec.name()).unwrap_or_default(),
+                passed.join(", ")
+            ),
+        };
         out.push_str(&format!(
-            "\n\nasync def {id}({signature}) -> Any:\n    {TRIPLE_QUOTE}{doc}{TRIPLE_QUOTE}\n    ...\n"
+            "\n\nasync def {id}({signature}) -> Any:\n    {TRIPLE_QUOTE}{doc}{TRIPLE_QUOTE}\n    {body}\n"
         ));
     }
     out

@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
+use toolrail_agent_loop::ToolPresentation;
 use toolrail_session_log::EventSink;
 use toolrail_tools_core::{
     BatchControl, Pipeline, ProgressSink, Registry, ToolContext, ToolFailure, ToolKind, ToolOutput,
@@ -15,18 +16,43 @@ use toolrail_tools_core::{
 };
 
 use crate::bindings::Bindings;
-use crate::js::{self, Limits};
+use crate::js;
+use crate::mode::PresentationMode;
+use crate::python::{self, PythonRuntime};
+use crate::run::Limits;
 use crate::sdk::{self, RUN_CODE};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunCodeArgs {
-    /// The program: the body of an async JavaScript function. Call tools with `await`,
-    /// combine their results, `console.log` what the user should see, and `return` the
-    /// value to send back.
+    /// The program. JavaScript: the body of an async function; call tools with `await`,
+    /// `console.log` what the user should see, and `return` the value to send back.
+    /// Python: a module with top-level `await`; `print` what the user should see; the value
+    /// of a last expression is sent back.
     pub code: String,
     /// What the program does, in a few words.
     pub description: String,
+    /// The program's language (default `javascript`).
+    #[serde(default)]
+    pub language: Language,
+}
+
+/// The languages a program may be written in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    #[default]
+    Javascript,
+    Python,
+}
+
+impl Language {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Javascript => "javascript",
+            Self::Python => "python",
+        }
+    }
 }
 
 /// What `run_code` needs once the session is built: the pipeline its bindings re-enter,
@@ -43,14 +69,38 @@ struct Attached {
 pub struct CodeMode {
     attached: Arc<OnceLock<Attached>>,
     limits: Limits,
+    python: Option<PythonRuntime>,
 }
 
 impl CodeMode {
+    /// Code mode with JavaScript only.
     pub fn new(limits: Limits) -> Self {
         Self {
             attached: Arc::new(OnceLock::new()),
             limits,
+            python: None,
         }
+    }
+
+    /// Python programs too, run as `runtime` says.
+    pub fn with_python(mut self, runtime: PythonRuntime) -> Self {
+        self.python = Some(runtime);
+        self
+    }
+
+    /// `mode` as the agent loop's presentation of each request's tools, with an SDK in the
+    /// system prompt for each language this code mode runs.
+    pub fn presentation(&self, mode: PresentationMode) -> ToolPresentation {
+        mode.presentation_for(self.languages())
+    }
+
+    /// The languages programs may be written in.
+    pub fn languages(&self) -> Vec<Language> {
+        let mut languages = vec![Language::Javascript];
+        if self.python.is_some() {
+            languages.push(Language::Python);
+        }
+        languages
     }
 
     /// The `run_code` tool.
@@ -68,6 +118,9 @@ impl CodeMode {
     }
 }
 
+const PYTHON_UNAVAILABLE: &str =
+    "Python is not available in this session; write the program in JavaScript";
+
 pub struct RunCodeTool {
     mode: CodeMode,
 }
@@ -76,12 +129,21 @@ impl TypedTool for RunCodeTool {
     type Args = RunCodeArgs;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::for_args::<RunCodeArgs>(
-            RUN_CODE,
-            "Run a JavaScript program that calls the tools of the SDK and combines their results. Only what it prints and returns comes back. A tool call that is refused or fails throws an Error with `code` and `message`, which the program may catch.",
-        )
-        .kind(ToolKind::Execute)
-        .concurrency_note("exclusive: its tool calls follow the scheduler's rules inside")
+        let description = if self.mode.python.is_some() {
+            "Run a JavaScript or Python program that calls the tools of the SDK and combines their results. Only what it prints and returns comes back. A tool call that is refused or fails throws an Error (Python: raises ToolError) with `code` and `message`, which the program may catch."
+        } else {
+            "Run a JavaScript program that calls the tools of the SDK and combines their results. Only what it prints and returns comes back. A tool call that is refused or fails throws an Error with `code` and `message`, which the program may catch. Only `javascript` is available here."
+        };
+        ToolSpec::for_args::<RunCodeArgs>(RUN_CODE, description)
+            .kind(ToolKind::Execute)
+            .concurrency_note("exclusive: its tool calls follow the scheduler's rules inside")
+    }
+
+    fn check(&self, args: &RunCodeArgs) -> Result<(), Vec<String>> {
+        if args.language == Language::Python && self.mode.python.is_none() {
+            return Err(vec![format!("/language: {PYTHON_UNAVAILABLE}")]);
+        }
+        Ok(())
     }
 
     async fn run(&self, ctx: &ToolContext, args: RunCodeArgs) -> ToolResult {
@@ -105,14 +167,35 @@ impl TypedTool for RunCodeTool {
             &self.mode.limits,
             runtime,
         ));
-        let outcome = js::run(
-            args.code.clone(),
-            sdk::javascript(&tools),
-            Arc::clone(&bindings),
-            self.mode.limits.clone(),
-            cancel.clone(),
-        )
-        .await;
+        let outcome = match (args.language, &self.mode.python) {
+            (Language::Javascript, _) => {
+                js::run(
+                    args.code.clone(),
+                    sdk::javascript(&tools),
+                    Arc::clone(&bindings),
+                    self.mode.limits.clone(),
+                    cancel.clone(),
+                )
+                .await
+            }
+            (Language::Python, Some(runtime)) => {
+                let run_id = ctx.identity().call_id.as_str().replace(['/', ':'], "_");
+                python::run(
+                    &args.code,
+                    sdk::python_runtime(&tools),
+                    &bindings,
+                    &self.mode.limits,
+                    &cancel,
+                    runtime,
+                    &run_id,
+                )
+                .await
+            }
+            // Refused by `check` before the call started.
+            (Language::Python, None) => {
+                return Err(ToolFailure::new(PYTHON_UNAVAILABLE));
+            }
+        };
         // Calls the program left running are stopped if it failed; either way each
         // commits its real outcome before this call returns.
         bindings.settle_all(outcome.failure.is_some()).await;
@@ -150,7 +233,7 @@ impl TypedTool for RunCodeTool {
         }
         let details = json!({
             "type": "code-run",
-            "language": "javascript",
+            "language": args.language.as_str(),
             "program": args.code,
             "sub_calls": sub_calls,
             "logs": (!outcome.output.is_empty()).then_some(outcome.output),

@@ -1,0 +1,178 @@
+# toolrail's Python runner: runs one program whose tool calls go to the host as JSON lines.
+#
+# Host to runner (stdin): first {"program": str, "sdk": str}, then {"id": n, "reply": {...}}
+# for each call, the reply being {"value": v} or {"error": {"code", "message"}}.
+# Runner to host (stdout): {"call": name, "id": n, "args": {...}}, {"print": text}, and last
+# {"done": value} or {"failed": {"kind": "syntax" | "exception" | "memory", "message": str}}.
+#
+# The protocol keeps its own copies of fds 0 and 1; the program's fd 0 is /dev/null and its
+# fd 1 is stderr, so nothing it writes can be taken for a message.
+import ast
+import asyncio
+import json
+import linecache
+import os
+import sys
+import threading
+import traceback
+
+_IN = os.fdopen(os.dup(0), "r", encoding="utf-8")
+_OUT = os.fdopen(os.dup(1), "w", encoding="utf-8")
+_NULL = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_NULL, 0)
+os.dup2(2, 1)
+_LOCK = threading.Lock()
+_PENDING = {}
+_STATE = {"next": 0, "loop": None}
+
+
+def _send(message):
+    line = json.dumps(message, ensure_ascii=True)
+    with _LOCK:
+        _OUT.write(line + "\n")
+        _OUT.flush()
+
+
+class _Printed:
+    """sys.stdout and sys.stderr of the program: what it prints goes to the host, a line at
+    a time (one `print` writes its items and its end separately)."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self):
+        self._held = []
+
+    def write(self, text):
+        text = str(text)
+        self._held.append(text)
+        if "\n" in text:
+            self.flush()
+        return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        if self._held:
+            held = "".join(self._held)
+            self._held = []
+            _send({"print": held})
+
+    def isatty(self):
+        return False
+
+
+class ToolError(Exception):
+    """A tool call that was refused or failed."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+async def __toolrail_call(name, args):
+    args = {key: value for key, value in args.items() if value is not None}
+    _STATE["next"] += 1
+    number = _STATE["next"]
+    future = asyncio.get_running_loop().create_future()
+    _PENDING[number] = future
+    _send({"call": name, "id": number, "args": args})
+    reply = await future
+    error = reply.get("error")
+    if error is not None:
+        raise ToolError(error.get("code"), error.get("message"))
+    return reply.get("value")
+
+
+def _resolve(number, reply):
+    future = _PENDING.pop(number, None)
+    if future is not None and not future.done():
+        future.set_result(reply)
+
+
+def _read_replies(loop):
+    for line in _IN:
+        message = json.loads(line)
+        loop.call_soon_threadsafe(_resolve, message["id"], message["reply"])
+
+
+def _flush_printed():
+    if isinstance(sys.stdout, _Printed):
+        sys.stdout.flush()
+
+
+def _failed(kind, message):
+    _flush_printed()
+    _send({"failed": {"kind": kind, "message": message}})
+
+
+def _describe(error):
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if frame.filename == "<program>"
+    ]
+    text = "".join(traceback.format_list(frames))
+    if frames:
+        text = "Traceback (most recent call last):\n" + text
+    return text + "".join(traceback.format_exception_only(type(error), error))
+
+
+def _main():
+    first = json.loads(_IN.readline())
+    program = first["program"]
+    linecache.cache["<program>"] = (len(program), None, program.splitlines(True), "<program>")
+    namespace = {"__name__": "__main__", "ToolError": ToolError, "__toolrail_call": __toolrail_call}
+    exec(compile(first["sdk"], "<sdk>", "exec"), namespace)
+    try:
+        tree = ast.parse(program, "<program>", "exec")
+        # The value of a last expression is the program's result, as in a notebook.
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = tree.body[-1]
+            target = ast.Name(id="__toolrail_result__", ctx=ast.Store())
+            tree.body[-1] = ast.copy_location(ast.Assign(targets=[target], value=last.value), last)
+            ast.fix_missing_locations(tree)
+        code = compile(tree, "<program>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except (SyntaxError, ValueError) as error:
+        _failed("syntax", _describe(error))
+        return
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=_read_replies, args=(loop,), daemon=True).start()
+        outcome = eval(code, namespace)
+        if asyncio.iscoroutine(outcome):
+            await outcome
+        return namespace.get("__toolrail_result__")
+
+    sys.stdout = sys.stderr = _Printed()
+    try:
+        value = asyncio.run(run())
+    except (MemoryError, RecursionError) as error:
+        _failed("memory", _describe(error))
+        return
+    except SystemExit as error:
+        if error.code not in (None, 0):
+            _failed("exception", f"the program exited with {error.code!r}")
+            return
+        value = None
+    except BaseException as error:
+        _failed("exception", _describe(error))
+        return
+    _flush_printed()
+    try:
+        _send({"done": value})
+    except (TypeError, ValueError):
+        _send({"done": repr(value)})
+
+
+try:
+    _main()
+except MemoryError:
+    _failed("memory", "MemoryError: the program ran out of memory")
+finally:
+    _OUT.flush()
+    os._exit(0)
