@@ -66,6 +66,10 @@ pub struct Card {
     /// What policy did on the way, one line each: the approval asked and its answer, an
     /// argument rewrite.
     pub notes: Vec<String>,
+    /// The cards of the calls this call made, in submission order: a program's binding
+    /// calls, each shown as its tool shows it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<Card>,
 }
 
 /// Where the call stands.

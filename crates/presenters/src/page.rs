@@ -159,5 +159,7 @@ pre { background: #f0f2f4; padding: .5rem .7rem; overflow-x: auto; margin: .3rem
 .matches .hit { font-weight: 600; } .matches .ctx { color: #777; }
 .todo li.completed { text-decoration: line-through; color: #777; } .todo li.in_progress { font-weight: 600; }
 .effects { color: #8d6e00; margin: .3rem 0; }
+.children { margin: .4rem 0 .2rem 1.2rem; padding-left: .6rem; border-left: 2px solid #d0d7de; }
+.children > .card { margin: .4rem 0; }
 .note { color: #555; font-style: italic; }
 "#;

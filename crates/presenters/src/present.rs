@@ -22,6 +22,7 @@ pub fn present_call(kind: CardKind, tool: &str, args: &Value) -> Card {
         body,
         effects: Vec::new(),
         notes: Vec::new(),
+        children: Vec::new(),
     }
 }
 
@@ -56,6 +57,7 @@ pub fn present_result(kind: CardKind, tool: &str, args: &Value, result: &ToolRes
         body,
         effects: result.effects.iter().map(effect_line).collect(),
         notes: Vec::new(),
+        children: Vec::new(),
     }
 }
 
@@ -370,7 +372,10 @@ fn result_body(kind: CardKind, args: &Value, details: &Value, output: &str) -> O
                 .map(|calls| calls.iter().map(sub_call).collect::<Option<_>>())
                 .unwrap_or(Some(Vec::new()))?,
             logs: str_of(details, "logs"),
-            result: details.get("result").map(text_of),
+            result: details
+                .get("result")
+                .filter(|result| !result.is_null())
+                .map(text_of),
         },
     })
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolrail_session_log::{ApprovalAnswerRecord, CallRecord, ToolResultRecord};
 
-use crate::card::{Card, CardKind};
+use crate::card::{Card, CardBody, CardKind};
 use crate::present::{parse_arguments, present_call, present_result};
 
 /// Makes the cards of one tool's calls. Implementations must be pure: the same arguments
@@ -71,7 +71,37 @@ impl Presenters {
             None => self.call(&record.name, &args),
         };
         card.notes.extend(policy_notes(record));
+        card.children = self.dispatched(record);
+        if !card.children.is_empty()
+            && let CardBody::CodeRun { sub_calls, .. } = &mut card.body
+        {
+            // The nested cards say all the list said, and more.
+            sub_calls.clear();
+        }
         card
+    }
+
+    /// The cards of a program's binding calls, from their dispatch events: what each was
+    /// asked, and what it returned once it committed.
+    fn dispatched(&self, record: &CallRecord) -> Vec<Card> {
+        record
+            .dispatches
+            .iter()
+            .filter_map(|dispatch| {
+                let started = dispatch.started.as_ref();
+                let name = started.map(|started| started.name.as_str()).or_else(|| {
+                    dispatch
+                        .settled
+                        .as_ref()
+                        .map(|settled| settled.name.as_str())
+                })?;
+                let args = started.map_or(Value::Null, |started| started.arguments.clone());
+                Some(match &dispatch.settled {
+                    Some(settled) => self.result(name, &args, &settled.result),
+                    None => self.call(name, &args),
+                })
+            })
+            .collect()
     }
 }
 

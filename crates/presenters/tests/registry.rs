@@ -66,3 +66,112 @@ fn a_registered_presenter_shows_its_tool_and_a_broken_one_falls_back() {
         CardKind::Search
     );
 }
+
+/// One event of a log, as the JSONL store writes it.
+fn event(seq: u64, kind: &str, call_id: &str, data: Value) -> toolrail_session_log::Event {
+    serde_json::from_value(json!({
+        "seq": seq, "ts": "2026-12-01T00:00:00Z", "kind": kind, "turn": 1, "step": 1,
+        "call_id": call_id, "data": data,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_code_run_card_nests_a_card_for_each_binding_call_from_the_log() {
+    let program = "const a = await read({path: 'src/lib.rs'});\nawait bash({command: 'cargo test', description: 't'});";
+    let mut read = ToolResultRecord::success(vec![ContentBlock::text("1\tfn main() {}")]);
+    read.details = Some(
+        json!({"type": "read", "path": "src/lib.rs", "start_line": 1,
+        "end_line": 1, "total_lines": 1, "truncated": false}),
+    );
+    let mut bash = ToolResultRecord::success(vec![ContentBlock::text("[exit code 101]")]);
+    bash.details = Some(
+        json!({"type": "terminal", "command": "cargo test", "exit_code": 101,
+        "timed_out": false, "output_tail": "test failed\n[exit code 101]", "truncated": false}),
+    );
+    let mut run = ToolResultRecord::success(vec![ContentBlock::text(
+        "(the program printed and returned nothing)",
+    )]);
+    run.details = Some(
+        json!({"type": "code-run", "language": "javascript", "program": program,
+        "sub_calls": [
+            {"call_id": "c1:code:1", "tool": "read", "error": null},
+            {"call_id": "c1:code:2", "tool": "bash", "error": null},
+            {"call_id": "c1:code:3", "tool": "grep", "error": null}],
+        "result": null}),
+    );
+    let args = json!({"code": program, "description": "read and test"}).to_string();
+    let mut events = vec![
+        event(
+            1,
+            "tool/call",
+            "c1",
+            json!({"index": 0, "name": "run_code", "arguments_raw": args}),
+        ),
+        event(2, "tool/start", "c1", json!({})),
+    ];
+    let mut seq = 3;
+    for (n, name, arguments, result) in [
+        (1, "read", json!({"path": "src/lib.rs"}), Some(read)),
+        (
+            2,
+            "bash",
+            json!({"command": "cargo test", "description": "t"}),
+            Some(bash),
+        ),
+        // Dispatched, never settled: shown as a pending card, not dropped.
+        (3, "grep", json!({"pattern": "todo"}), None),
+    ] {
+        let id = format!("c1:code:{n}");
+        events.push(event(
+            seq,
+            "tool/code-dispatch-start",
+            &id,
+            json!({"parent_call_id": "c1", "name": name, "arguments": arguments}),
+        ));
+        seq += 1;
+        if let Some(result) = result {
+            events.push(event(
+                seq,
+                "tool/code-dispatch",
+                &id,
+                json!({"parent_call_id": "c1", "name": name, "result": result}),
+            ));
+            seq += 1;
+        }
+    }
+    events.push(event(
+        seq,
+        "tool/result",
+        "c1",
+        serde_json::to_value(&run).unwrap(),
+    ));
+    let records = toolrail_session_log::call_records(&events);
+    let record = records
+        .iter()
+        .find(|record| record.call_id.as_str() == "c1")
+        .unwrap();
+    let card = Presenters::new().record(record);
+    let kinds: Vec<(CardKind, String)> = card
+        .children
+        .iter()
+        .map(|child| (child.kind, child.title.clone()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (CardKind::Read, "read src/lib.rs".to_owned()),
+            (CardKind::Terminal, "$ cargo test".to_owned()),
+            (CardKind::Search, "grep todo".to_owned()),
+        ]
+    );
+    assert_eq!(card.children[2].status, CardStatus::Pending);
+    insta::assert_snapshot!(
+        "code_run_nested.plain",
+        toolrail_presenters::render_plain(&card)
+    );
+    insta::assert_snapshot!(
+        "code_run_nested.html",
+        toolrail_presenters::render_html(&card)
+    );
+}

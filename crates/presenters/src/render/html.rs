@@ -43,7 +43,10 @@ pub fn render_html(card: &Card) -> String {
     for note in &card.notes {
         out.push_str(&format!("<p class=\"note policy\">{}</p>\n", escape(note)));
     }
-    body(&card.body, &mut out);
+    body(&card.body, &card.children, &mut out);
+    if !matches!(card.body, CardBody::CodeRun { .. }) {
+        children(&card.children, &mut out);
+    }
     if !card.effects.is_empty() {
         out.push_str("<ul class=\"effects\">");
         for effect in &card.effects {
@@ -86,7 +89,21 @@ fn block(out: &mut String, class: &str, text: &str) {
     }
 }
 
-fn body(body: &CardBody, out: &mut String) {
+/// Each call a call made, as a card of its own, nested in it.
+fn children(children: &[Card], out: &mut String) {
+    if children.is_empty() {
+        return;
+    }
+    out.push_str("<div class=\"children\">\n");
+    for child in children {
+        out.push_str(&render_html(child));
+    }
+    out.push_str("</div>\n");
+}
+
+/// The body; a program's body shows the calls it made (`children`) between the program and
+/// what it printed.
+fn body(body: &CardBody, children_of: &[Card], out: &mut String) {
     match body {
         CardBody::Generic { arguments, output } => {
             block(out, "arguments", arguments);
@@ -273,6 +290,7 @@ fn body(body: &CardBody, out: &mut String) {
             result,
         } => {
             block(out, &format!("program {}", escape(language)), program);
+            children(children_of, out);
             if !sub_calls.is_empty() {
                 out.push_str("<ol class=\"sub-calls\">");
                 for call in sub_calls {

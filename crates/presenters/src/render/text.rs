@@ -64,6 +64,7 @@ fn harmless(card: &Card) -> Card {
         },
         effects: Vec::new(),
         notes: Vec::new(),
+        children: Vec::new(),
     })
 }
 
@@ -138,14 +139,30 @@ impl Text {
         for note in &card.notes {
             out.push_str(&format!("  {} {}\n", self.paint(Paint::Cyan, "⚑"), note));
         }
-        self.body(&card.body, &mut out);
+        self.body(&card.body, &card.children, &mut out);
+        if !matches!(card.body, CardBody::CodeRun { .. }) {
+            self.children(&card.children, &mut out);
+        }
         for effect in &card.effects {
             out.push_str(&format!("  {} {effect}\n", self.paint(Paint::Yellow, "⇒")));
         }
         out
     }
 
-    fn body(&self, body: &CardBody, out: &mut String) {
+    /// Each call a call made, as a card of its own, indented below it.
+    fn children(&self, children: &[Card], out: &mut String) {
+        for child in children {
+            let shown = self.card(child);
+            for (n, line) in shown.lines().enumerate() {
+                let lead = if n == 0 { "  ↳ " } else { "    " };
+                out.push_str(&format!("{lead}{line}\n"));
+            }
+        }
+    }
+
+    /// The body; a program's body shows the calls it made (`children`) between the program
+    /// and what it printed.
+    fn body(&self, body: &CardBody, children: &[Card], out: &mut String) {
         match body {
             CardBody::Generic { arguments, output } => {
                 out.push_str(&format!("  {}\n", self.paint(Paint::Dim, "arguments:")));
@@ -321,6 +338,7 @@ impl Text {
                 ..
             } => {
                 self.lines(out, "  │ ", program, TAIL_LINES, Paint::Dim);
+                self.children(children, out);
                 for call in sub_calls {
                     let outcome = match &call.error {
                         None => self.paint(Paint::Green, "✓"),
