@@ -1,8 +1,10 @@
 //! Code mode beside native calls, in one run: 1,000 no-op calls made by one JavaScript
 //! program (each a binding call through the gate and the whole pipeline, logged twice more
 //! as dispatches) against the same 1,000 calls made natively as one batch through the
-//! scheduler; and the cold start of a JavaScript run (a program that returns at once)
-//! against a bare thread spawn. Prints `BENCH_ROW` lines.
+//! scheduler; the cold start of a JavaScript run (a program that returns at once) against a
+//! bare thread spawn; and the cold start of a Python run (sandboxed `python3 -I` and its
+//! runner) against a bare `python3 -I -c pass`, with binding calls from Python per call.
+//! Prints `BENCH_ROW` lines.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -10,8 +12,9 @@ use std::time::Instant;
 
 use serde_json::json;
 use toolrail_agent_loop::{Scheduler, SchedulerConfig};
-use toolrail_code_mode::{CodeMode, Limits};
+use toolrail_code_mode::{CodeMode, Limits, PythonRuntime};
 use toolrail_session_log::MemorySink;
+use toolrail_shell_tool::SandboxHelper;
 use toolrail_testkit::Probe;
 use toolrail_testkit::bench::{BenchRow, median};
 use toolrail_tools_core::{
@@ -26,7 +29,12 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mode = CodeMode::new(Limits::default());
+    let scratch = std::env::temp_dir().join(format!("toolrail-bench-code-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let helper = SandboxHelper::binary(env!("CARGO_BIN_EXE_toolrail-code-sandbox"));
+    let python_runtime = PythonRuntime::new(helper, Vec::new(), &scratch);
+    let interpreter = python_runtime.python.clone();
+    let mode = CodeMode::new(Limits::default()).with_python(python_runtime);
     let (registry, _) = RegistryBuilder::new()
         .builtin(Probe::new(None))
         .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
@@ -35,8 +43,13 @@ fn main() {
     let program = format!(
         "const all = []; for (let i = 0; i < {calls}; i++) {{ all.push(probe({{}})); }} await Promise.all(all); return all.length;"
     );
+    let python_calls = calls;
+    let python_program = format!(
+        "import asyncio\nlen(await asyncio.gather(*[probe() for _ in range({python_calls})]))"
+    );
     let (mut coded, mut native, mut cold, mut thread) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut python_cold, mut bare_python, mut python_coded) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         // Fresh logs each round, so no round pays for the last one's events.
         let log = Arc::new(MemorySink::new());
@@ -87,7 +100,35 @@ fn main() {
             .join()
             .unwrap();
         thread.push(started.elapsed().as_nanos() as f64);
+
+        let python = |id: String, code: &str| {
+            let args = json!({"code": code, "description": "bench", "language": "python"});
+            let started = Instant::now();
+            let result = runtime
+                .block_on(pipeline.execute_one(
+                    &tools,
+                    CallRequest::new(id, 0, "run_code", args.to_string()),
+                    &BatchControl::default(),
+                ))
+                .unwrap();
+            assert!(!result.record.is_error, "{}", result.record.text());
+            started.elapsed().as_nanos() as f64
+        };
+        let cold_start = python(format!("p{round}"), "1");
+        python_cold.push(cold_start);
+        let started = Instant::now();
+        let status = std::process::Command::new(&interpreter)
+            .args(["-I", "-c", "pass"])
+            .status()
+            .unwrap();
+        bare_python.push(started.elapsed().as_nanos() as f64);
+        assert!(status.success());
+        // What the gathered calls cost beyond starting a program that imports asyncio.
+        let asyncio_start = python(format!("a{round}"), "import asyncio\n0");
+        let whole = python(format!("q{round}"), &python_program);
+        python_coded.push((whole - asyncio_start).max(0.0) / python_calls as f64);
     }
+    let _ = std::fs::remove_dir_all(&scratch);
     let native = median(native);
     BenchRow {
         row: "code mode: binding call from JavaScript (1,000 no-op calls under Promise.all, per call)",
@@ -106,6 +147,26 @@ fn main() {
         baseline_ns: median(thread),
         goal: "≤ 1 ms",
         goal_max_ns: Some(1_000_000.0),
+        goal_max_ratio: None,
+    }
+    .print();
+    BenchRow {
+        row: "code mode: cold start of a Python run (`1`, whole run_code call: sandbox, interpreter, runner)",
+        ours_ns: median(python_cold),
+        baseline_name: "the same interpreter started bare: `python3 -I -c pass`, unsandboxed",
+        baseline_ns: median(bare_python),
+        goal: "none set (reported)",
+        goal_max_ns: None,
+        goal_max_ratio: None,
+    }
+    .print();
+    BenchRow {
+        row: "code mode: binding call from Python (1,000 no-op calls under asyncio.gather, per call, the start of a program importing asyncio taken off)",
+        ours_ns: median(python_coded),
+        baseline_name: "a native call in one batch through the scheduler",
+        baseline_ns: native,
+        goal: "none set (reported)",
+        goal_max_ns: None,
         goal_max_ratio: None,
     }
     .print();

@@ -32,7 +32,9 @@ const STDERR_KEPT: usize = 4 << 10;
 /// How a session runs Python programs.
 #[derive(Clone, Debug)]
 pub struct PythonRuntime {
-    /// The interpreter, found on `PATH` if not a path.
+    /// The interpreter, found on `PATH` if not a path. By default the system's
+    /// (`/usr/bin/python3`) where there is one: a version manager's shim on `PATH` (pyenv's
+    /// is a shell script) can cost ten times the interpreter's own start.
     pub python: OsString,
     /// The shell tool's sandbox helper: it applies Landlock, seccomp and the rlimits.
     pub helper: SandboxHelper,
@@ -56,7 +58,7 @@ impl PythonRuntime {
         scratch: impl Into<PathBuf>,
     ) -> Self {
         Self {
-            python: "python3".into(),
+            python: default_python(),
             helper,
             tier: SandboxTier::default(),
             workspace,
@@ -98,6 +100,14 @@ impl PythonRuntime {
         }
         command
     }
+}
+
+fn default_python() -> OsString {
+    ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|path| std::path::Path::new(path).is_file())
+        .unwrap_or("python3")
+        .into()
 }
 
 /// Runs `program` with the `sdk` (Python source defining the binding functions) in a

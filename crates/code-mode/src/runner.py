@@ -7,21 +7,26 @@
 #
 # The protocol keeps its own copies of fds 0 and 1; the program's fd 0 is /dev/null and its
 # fd 1 is stderr, so nothing it writes can be taken for a message.
-import ast
-import asyncio
+#
+# A program that mentions asyncio runs under asyncio.run, replies arriving on a thread of
+# their own, so gathered calls overlap. Any other program is driven here, one call at a
+# time: importing asyncio costs more than the rest of the start together. For the same
+# reason the program is parsed with the compiler's own `_ast` nodes (the `ast` module costs
+# ten milliseconds more), and what only failures need is imported when one happens.
+import _ast
+import _thread
 import json
-import linecache
 import os
 import sys
-import threading
-import traceback
 
 _IN = os.fdopen(os.dup(0), "r", encoding="utf-8")
 _OUT = os.fdopen(os.dup(1), "w", encoding="utf-8")
 _NULL = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_NULL, 0)
 os.dup2(2, 1)
-_LOCK = threading.Lock()
+_LOCK = _thread.allocate_lock()
+_ONLY_AST = 0x400
+_TOP_LEVEL_AWAIT = 0x2000
 _PENDING = {}
 _STATE = {"next": 0, "loop": None}
 
@@ -73,14 +78,29 @@ class ToolError(Exception):
         self.message = message
 
 
+class _Awaited:
+    """A call's reply awaited outside asyncio: the driver reads it in."""
+
+    __slots__ = ("reply",)
+
+    def __init__(self):
+        self.reply = None
+
+    def __await__(self):
+        if self.reply is None:
+            yield self
+        return self.reply
+
+
 async def __toolrail_call(name, args):
     args = {key: value for key, value in args.items() if value is not None}
     _STATE["next"] += 1
     number = _STATE["next"]
-    future = asyncio.get_running_loop().create_future()
-    _PENDING[number] = future
+    loop = _STATE["loop"]
+    awaited = loop.create_future() if loop is not None else _Awaited()
+    _PENDING[number] = awaited
     _send({"call": name, "id": number, "args": args})
-    reply = await future
+    reply = await awaited
     error = reply.get("error")
     if error is not None:
         raise ToolError(error.get("code"), error.get("message"))
@@ -99,6 +119,29 @@ def _read_replies(loop):
         loop.call_soon_threadsafe(_resolve, message["id"], message["reply"])
 
 
+def _drive(coroutine):
+    """Runs a coroutine that awaits nothing but tool calls, reading each reply in turn."""
+    while True:
+        try:
+            awaited = coroutine.send(None)
+        except StopIteration as stop:
+            return stop.value
+        if not isinstance(awaited, _Awaited):
+            coroutine.close()
+            raise RuntimeError(
+                "only tool calls can be awaited in a program that does not use asyncio; "
+                "import asyncio to await anything else"
+            )
+        while awaited.reply is None:
+            line = _IN.readline()
+            if not line:
+                raise EOFError("the host ended the conversation")
+            message = json.loads(line)
+            waiting = _PENDING.pop(message["id"], None)
+            if waiting is not None:
+                waiting.reply = message["reply"]
+
+
 def _flush_printed():
     if isinstance(sys.stdout, _Printed):
         sys.stdout.flush()
@@ -109,7 +152,11 @@ def _failed(kind, message):
     _send({"failed": {"kind": kind, "message": message}})
 
 
-def _describe(error):
+def _describe(error, program):
+    import linecache
+    import traceback
+
+    linecache.cache["<program>"] = (len(program), None, program.splitlines(True), "<program>")
     frames = [
         frame
         for frame in traceback.extract_tb(error.__traceback__)
@@ -124,35 +171,50 @@ def _describe(error):
 def _main():
     first = json.loads(_IN.readline())
     program = first["program"]
-    linecache.cache["<program>"] = (len(program), None, program.splitlines(True), "<program>")
     namespace = {"__name__": "__main__", "ToolError": ToolError, "__toolrail_call": __toolrail_call}
     exec(compile(first["sdk"], "<sdk>", "exec"), namespace)
     try:
-        tree = ast.parse(program, "<program>", "exec")
+        tree = compile(program, "<program>", "exec", flags=_ONLY_AST | _TOP_LEVEL_AWAIT)
         # The value of a last expression is the program's result, as in a notebook.
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
+        if tree.body and isinstance(tree.body[-1], _ast.Expr):
             last = tree.body[-1]
-            target = ast.Name(id="__toolrail_result__", ctx=ast.Store())
-            tree.body[-1] = ast.copy_location(ast.Assign(targets=[target], value=last.value), last)
-            ast.fix_missing_locations(tree)
-        code = compile(tree, "<program>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            place = {
+                field: getattr(last, field)
+                for field in ("lineno", "col_offset", "end_lineno", "end_col_offset")
+            }
+            target = _ast.Name(id="__toolrail_result__", ctx=_ast.Store(), **place)
+            tree.body[-1] = _ast.Assign(targets=[target], value=last.value, **place)
+        code = compile(tree, "<program>", "exec", flags=_TOP_LEVEL_AWAIT)
     except (SyntaxError, ValueError) as error:
-        _failed("syntax", _describe(error))
+        _failed("syntax", _describe(error, program))
         return
 
-    async def run():
-        loop = asyncio.get_running_loop()
-        threading.Thread(target=_read_replies, args=(loop,), daemon=True).start()
+    def run():
         outcome = eval(code, namespace)
-        if asyncio.iscoroutine(outcome):
-            await outcome
+        if outcome is not None:
+            _drive(outcome)
         return namespace.get("__toolrail_result__")
+
+    def run_with_asyncio():
+        import asyncio
+        import threading
+
+        async def run():
+            loop = asyncio.get_running_loop()
+            _STATE["loop"] = loop
+            threading.Thread(target=_read_replies, args=(loop,), daemon=True).start()
+            outcome = eval(code, namespace)
+            if outcome is not None:
+                await outcome
+            return namespace.get("__toolrail_result__")
+
+        return asyncio.run(run())
 
     sys.stdout = sys.stderr = _Printed()
     try:
-        value = asyncio.run(run())
+        value = run_with_asyncio() if "asyncio" in program else run()
     except (MemoryError, RecursionError) as error:
-        _failed("memory", _describe(error))
+        _failed("memory", _describe(error, program))
         return
     except SystemExit as error:
         if error.code not in (None, 0):
@@ -160,7 +222,7 @@ def _main():
             return
         value = None
     except BaseException as error:
-        _failed("exception", _describe(error))
+        _failed("exception", _describe(error, program))
         return
     _flush_printed()
     try:

@@ -503,3 +503,32 @@ fn a_session_running_python_shows_both_sdks_in_code_mode() {
         (CodeMode::new(limits()).presentation(PresentationMode::Code))(&registry.snapshot());
     assert!(!javascript_only.system.unwrap().contains("async def"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_without_asyncio_may_await_its_own_coroutines_but_nothing_foreign() {
+    let h = harness(limits());
+    let result = h
+        .run(
+            r#"
+async def twice(n):
+    first = await probe(value=n)
+    return first + await probe(value=n)
+await twice(20)
+"#,
+        )
+        .await;
+    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(result.record.value, Some(json!(40)));
+    // Awaiting something else needs an event loop: the program is told to use asyncio.
+    let result = h
+        .run("import types\n@types.coroutine\ndef tick():\n    yield 'tick'\nawait tick()")
+        .await;
+    assert!(
+        result
+            .record
+            .text()
+            .contains("import asyncio to await anything else"),
+        "{}",
+        result.record.text()
+    );
+}
