@@ -14,11 +14,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolrail_code_mode::{CodeMode, Limits};
+use toolrail_session_log::BoxFuture;
 use toolrail_session_log::{EventData, MemorySink};
 use toolrail_testkit::Probe;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Pipeline, Registry, RegistryBuilder, ReservedName,
-    Typed,
+    BatchControl, CallRequest, CallView, CommittedResult, HookError, Pipeline, PreExecuteDecision,
+    PreExecuteHook, PreNext, Registry, RegistryBuilder, ReservedName, Typed,
 };
 
 struct Harness {
@@ -28,6 +29,34 @@ struct Harness {
 }
 
 fn harness(limits: Limits) -> Harness {
+    harness_with(limits, None)
+}
+
+/// Refuses `probe` calls whose value is `"forbidden"`, as a permission rule would.
+struct DenyForbidden;
+
+impl PreExecuteHook for DenyForbidden {
+    fn name(&self) -> &str {
+        "deny-forbidden"
+    }
+
+    fn decide<'a>(
+        &'a self,
+        call: &'a CallView<'a>,
+        next: PreNext<'a>,
+    ) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>> {
+        Box::pin(async move {
+            if call.arguments.get("value") == Some(&json!("forbidden")) {
+                return Ok(PreExecuteDecision::Deny {
+                    reason: "probing the forbidden is not allowed".to_owned(),
+                });
+            }
+            next.run().await
+        })
+    }
+}
+
+fn harness_with(limits: Limits, hook: Option<Arc<dyn PreExecuteHook>>) -> Harness {
     let mode = CodeMode::new(limits);
     let (registry, _) = RegistryBuilder::new()
         .builtin(Probe::new(None))
@@ -35,7 +64,11 @@ fn harness(limits: Limits) -> Harness {
         .build()
         .unwrap();
     let log = Arc::new(MemorySink::new());
-    let pipeline = Arc::new(Pipeline::builder(log.clone()).build());
+    let mut builder = Pipeline::builder(log.clone());
+    if let Some(hook) = hook {
+        builder = builder.pre_hook(hook);
+    }
+    let pipeline = Arc::new(builder.build());
     mode.attach(Arc::clone(&pipeline), registry.clone(), log.clone());
     Harness {
         log,
@@ -254,6 +287,33 @@ async fn a_failed_binding_is_catchable_and_an_oversized_reply_fails_only_that_bi
             "still here"
         ]))
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_denied_by_policy_is_catchable_and_never_runs() {
+    let h = harness_with(limits(), Some(Arc::new(DenyForbidden)));
+    let result = h
+        .run(
+            r#"
+            let refused;
+            try { await probe({value: "forbidden", marker: true}); } catch (e) { refused = e.code + ": " + e.message; }
+            return [refused, await probe({value: "allowed"})];
+            "#,
+        )
+        .await;
+    assert_eq!(code(&result), None, "{}", result.record.text());
+    let value = result.record.value.clone().unwrap();
+    assert!(
+        value[0].as_str().unwrap().starts_with("POLICY_DENIED: ")
+            && value[0].as_str().unwrap().contains("probing the forbidden"),
+        "{value}"
+    );
+    assert_eq!(value[1], json!("allowed"));
+    // The refused call was recorded and answered, but never started.
+    let trail = h.trail();
+    assert!(trail.contains(&("tool/call".to_owned(), "c1:code:1".to_owned())));
+    assert!(!trail.contains(&("tool/start".to_owned(), "c1:code:1".to_owned())));
+    assert_eq!(h.results_of("c1:code:1"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
