@@ -198,7 +198,7 @@ impl View {
             };
             done += 1;
             if self.printed.insert(call_id.clone()) {
-                ready.push(self.presenters.record(record));
+                ready.push(self.presenters.record_in(record, &records));
             }
         }
         self.committed.drain(..done);

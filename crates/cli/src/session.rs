@@ -82,7 +82,7 @@ pub fn replay_text(events: &[Event], presenters: &Presenters, colour: bool) -> (
             SessionItem::Thinking(_) => {}
             SessionItem::Batch(calls) => {
                 for record in calls {
-                    let card = presenters.record(record);
+                    let card = presenters.record_in(record, &records);
                     out.push_str(&render(&card, colour));
                     cards.push(card);
                 }

@@ -43,6 +43,8 @@ pub(crate) struct Bindings {
     control: BatchControl,
     /// Bytes of one binding's reply the program may receive.
     reply_cap: usize,
+    /// Bytes of one binding call's arguments.
+    argument_cap: usize,
     /// Calls submitted and not yet committed.
     in_flight: AtomicUsize,
     idle: Notify,
@@ -70,6 +72,7 @@ impl Bindings {
             next: AtomicU64::new(0),
             control,
             reply_cap: limits.binding_bytes,
+            argument_cap: limits.argument_bytes,
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
             runtime,
@@ -84,8 +87,38 @@ impl Bindings {
         name: String,
         arguments: String,
     ) -> impl Future<Output = String> + use<> {
-        let ticket = self.next.fetch_add(1, Ordering::SeqCst);
         let (reply, replied) = oneshot::channel();
+        if arguments.len() > self.argument_cap {
+            // Refused before it is a call: nothing is logged or kept of arguments this large.
+            let _ = reply.send(error_reply(
+                "CODE_BINDING_TOO_LARGE",
+                &format!(
+                    "the arguments of `{name}` are {} bytes, over the {} bytes a binding call may send; send less",
+                    arguments.len(),
+                    self.argument_cap
+                ),
+            ));
+        } else {
+            let ticket = self.next.fetch_add(1, Ordering::SeqCst);
+            self.spawn_call(ticket, name, arguments, reply);
+        }
+        async move {
+            replied.await.unwrap_or_else(|_| {
+                error_reply(
+                    "CODE_BINDING_LOST",
+                    "the binding call ended without a result",
+                )
+            })
+        }
+    }
+
+    fn spawn_call(
+        self: &Arc<Self>,
+        ticket: u64,
+        name: String,
+        arguments: String,
+        reply: oneshot::Sender<String>,
+    ) {
         let this = Arc::clone(self);
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         // Not aborted when the run is dropped: the call commits its outcome whatever
@@ -95,14 +128,6 @@ impl Bindings {
             let _ = reply.send(this.run(ticket, name, arguments).await);
             drop(done);
         });
-        async move {
-            replied.await.unwrap_or_else(|_| {
-                error_reply(
-                    "CODE_BINDING_LOST",
-                    "the binding call ended without a result",
-                )
-            })
-        }
     }
 
     /// Stops calls not yet started (when `cancel`) and waits until every submitted call has

@@ -5,7 +5,8 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -25,6 +26,9 @@ const RUNNER: &str = include_str!("runner.py");
 /// One message line may hold a tool call's arguments (a file to write, say): this bounds
 /// what a program can make the host buffer.
 const MAX_LINE: usize = 16 << 20;
+
+/// Binding calls a program may have waiting for replies before it is made to wait.
+const MAX_AWAITING: usize = 256;
 
 /// Bytes of the interpreter's own stderr kept for a failure message.
 const STDERR_KEPT: usize = 4 << 10;
@@ -48,7 +52,8 @@ pub struct PythonRuntime {
     pub address_space_bytes: u64,
     /// Between SIGTERM and SIGKILL when a run is stopped.
     pub grace: Duration,
-    tier_usable: Arc<OnceLock<Result<(), String>>>,
+    /// The tier was seen to work here; a failure is checked again next time.
+    tier_usable: Arc<AtomicBool>,
 }
 
 impl PythonRuntime {
@@ -65,7 +70,30 @@ impl PythonRuntime {
             scratch: scratch.into(),
             address_space_bytes: 512 << 20,
             grace: Duration::from_millis(500),
-            tier_usable: Arc::new(OnceLock::new()),
+            tier_usable: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether the tier can confine a program here: a trial process, run off the async
+    /// workers and bounded in time; only success is remembered.
+    async fn check_tier(&self, command: &ConfinedCommand) -> Result<(), String> {
+        if self.tier_usable.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let trial = command.clone();
+        let checked = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::task::spawn_blocking(move || trial.check_tier()),
+        )
+        .await;
+        match checked {
+            Ok(Ok(Ok(()))) => {
+                self.tier_usable.store(true, Ordering::Release);
+                Ok(())
+            }
+            Ok(Ok(Err(error))) => Err(error.to_string()),
+            Ok(Err(error)) => Err(format!("the check could not run: {error}")),
+            Err(_) => Err("the check did not finish within 10 s".to_owned()),
         }
     }
 
@@ -86,8 +114,7 @@ impl PythonRuntime {
         command.roots = self.workspace.clone();
         command.limits = ResourceLimits {
             address_space: Some(self.address_space_bytes),
-            // A backstop behind the wall-time kill: CPU time cannot pass wall time.
-            cpu_seconds: Some(limits.wall.as_secs().saturating_add(1)),
+            cpu_seconds: Some(cpu_seconds(limits)),
         };
         if let Some(path) = std::env::var_os("PATH") {
             command.env.push(("PATH".into(), path));
@@ -100,6 +127,17 @@ impl PythonRuntime {
         }
         command
     }
+}
+
+/// A backstop behind the wall-time kill: the CPU time every core could spend in the wall
+/// time (threads that leave the interpreter's lock run in parallel).
+fn cpu_seconds(limits: &Limits) -> u64 {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    limits
+        .wall
+        .as_secs()
+        .saturating_add(1)
+        .saturating_mul(u64::try_from(cores).unwrap_or(1))
 }
 
 fn default_python() -> OsString {
@@ -121,25 +159,52 @@ pub(crate) async fn run(
     runtime: &PythonRuntime,
     run_id: &str,
 ) -> RunOutcome {
-    let private_tmp = runtime.scratch.join(format!("{run_id}.py.tmp"));
-    if let Err(error) = std::fs::create_dir_all(&private_tmp) {
+    // Unique to this run even where call ids repeat across sessions sharing `scratch`.
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let private_tmp = runtime.scratch.join(format!(
+        "{run_id}.{}.{}.py.tmp",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    ));
+    if let Err(error) =
+        std::fs::create_dir_all(&runtime.scratch).and_then(|()| std::fs::create_dir(&private_tmp))
+    {
         return broke(format!(
             "the temp folder {} could not be made: {error}",
             private_tmp.display()
         ));
     }
-    let outcome = run_in(
-        program,
-        sdk,
-        bindings,
-        limits,
-        cancel,
-        runtime,
-        private_tmp.clone(),
-    )
-    .await;
-    let _ = tokio::fs::remove_dir_all(&private_tmp).await;
+    // Removed however the run ends, the caller's future dropped included.
+    let folder = TempFolder(private_tmp.clone());
+    let outcome = run_in(program, sdk, bindings, limits, cancel, runtime, private_tmp).await;
+    drop(folder);
     outcome
+}
+
+/// A run's temp folder, removed on drop; folders the program made unreadable are opened up
+/// first, so none of it stays behind.
+struct TempFolder(PathBuf);
+
+impl Drop for TempFolder {
+    fn drop(&mut self) {
+        if std::fs::remove_dir_all(&self.0).is_ok() {
+            return;
+        }
+        open_up(&self.0);
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn open_up(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                open_up(&entry.path());
+            }
+        }
+    }
 }
 
 async fn run_in(
@@ -152,10 +217,7 @@ async fn run_in(
     private_tmp: PathBuf,
 ) -> RunOutcome {
     let command = runtime.command(private_tmp, limits);
-    let usable = runtime
-        .tier_usable
-        .get_or_init(|| command.check_tier().map_err(|error| error.to_string()));
-    if let Err(why) = usable {
+    if let Err(why) = runtime.check_tier(&command).await {
         return broke(format!(
             "Python cannot be confined here, so it did not run: {why}"
         ));
@@ -175,8 +237,8 @@ async fn run_in(
     // that lingers after its last word); the caller's cancel fires it too.
     let stop = cancel.child_token();
     let said = async {
-        if let Err(error) = write_line(&mut stdin, &first).await {
-            return Said::Broken(format!("the program could not be sent: {error}"));
+        if write_line(&mut stdin, &first).await.is_err() {
+            return Said::Gone;
         }
         converse(stdout, stdin, bindings, &mut output).await
     };
@@ -193,7 +255,7 @@ async fn run_in(
             tokio::select! {
                 word = &mut said, if last_word.is_none() => {
                     match word {
-                        Said::Eof => {}
+                        Said::Eof | Said::Gone => {}
                         Said::Broken(_) => stop.cancel(),
                         Said::Done(_) | Said::Failed(..) => {
                             linger.as_mut().reset(tokio::time::Instant::now() + Duration::from_secs(1));
@@ -235,8 +297,10 @@ enum Said {
     Failed(FailureKind, String),
     /// It ended without a word (killed, crashed, or never started).
     Eof,
-    /// It broke the protocol, or the pipes broke.
+    /// It broke the protocol.
     Broken(String),
+    /// Its stdin closed under a write: it ended, or is ending; how is told by its end.
+    Gone,
 }
 
 /// Reads the program's messages and answers its calls until it is done.
@@ -251,7 +315,9 @@ async fn converse(
     let mut replies: JoinSet<(u64, String)> = JoinSet::new();
     loop {
         tokio::select! {
-            read = read_line(&mut lines, &mut line) => {
+            // Backpressure: past this many calls awaiting their replies, the program's
+            // next messages wait, and so does the program.
+            read = read_line(&mut lines, &mut line), if replies.len() < MAX_AWAITING => {
                 match read {
                     Ok(false) => return Said::Eof,
                     Ok(true) => {}
@@ -276,8 +342,8 @@ async fn converse(
                 };
                 // The reply is JSON text already; it is embedded as it is.
                 let line = format!("{{\"id\":{id},\"reply\":{reply}}}");
-                if let Err(error) = write_line(&mut stdin, &line).await {
-                    return Said::Broken(format!("a reply could not be sent: {error}"));
+                if write_line(&mut stdin, &line).await.is_err() {
+                    return Said::Gone;
                 }
             }
         }
@@ -327,6 +393,7 @@ fn message(line: &[u8]) -> Result<Message, String> {
         let kind = match failed.get("kind").and_then(Value::as_str) {
             Some("syntax") => FailureKind::Syntax,
             Some("memory") => FailureKind::Memory,
+            Some("runtime") => FailureKind::Runtime,
             Some(_) | None => FailureKind::Exception,
         };
         let text = failed
@@ -397,19 +464,19 @@ fn outcome(
     output: String,
 ) -> RunOutcome {
     use std::os::unix::process::ExitStatusExt;
-    let wall = || {
-        format!(
-            "the program ran past its {} ms wall time",
-            limits.wall.as_millis()
-        )
-    };
-    match (said, ended.stop) {
-        (_, Some(Stop::Cancelled)) if cancel.is_cancelled() => RunOutcome::failed(
-            FailureKind::Cancelled,
-            "the call was cancelled".to_owned(),
-            output,
-        ),
-        (Said::Done(value), _) => {
+    // bubblewrap reports a command killed by signal N as exit code 128 + N.
+    let signal = ended.status.signal().or_else(|| {
+        ended
+            .status
+            .code()
+            .filter(|code| (129..160).contains(code))
+            .map(|code| code - 128)
+    });
+    // The program's last word wins over how its process then ended; then the caller's
+    // cancel, the wall time, a sandbox that could not be had, a broken protocol, and last
+    // the bare facts of the end.
+    match said {
+        Said::Done(value) => {
             let size = value.to_string().len();
             if size > limits.output_bytes {
                 return RunOutcome::failed(
@@ -421,58 +488,73 @@ fn outcome(
                     output,
                 );
             }
-            RunOutcome {
+            return RunOutcome {
                 value: Some(value),
                 output,
                 failure: None,
-            }
+            };
         }
-        (Said::Failed(kind, message), _) => RunOutcome::failed(kind, message, output),
-        (Said::Broken(why), _) => RunOutcome::failed(
+        Said::Failed(kind, message) => return RunOutcome::failed(kind, message, output),
+        Said::Eof | Said::Gone | Said::Broken(_) => {}
+    }
+    if ended.stop == Some(Stop::Cancelled) && cancel.is_cancelled() {
+        return RunOutcome::failed(
+            FailureKind::Cancelled,
+            "the call was cancelled".to_owned(),
+            output,
+        );
+    }
+    if ended.stop == Some(Stop::TimedOut) {
+        return RunOutcome::failed(
+            FailureKind::Timeout,
+            format!(
+                "the program ran past its {} ms wall time",
+                limits.wall.as_millis()
+            ),
+            output,
+        );
+    }
+    if ended.status.code() == Some(126) && stderr.starts_with("SANDBOX_UNAVAILABLE") {
+        return RunOutcome::failed(
+            FailureKind::Runtime,
+            format!("the sandbox could not be applied, so the program did not run ({stderr})"),
+            output,
+        );
+    }
+    if let Said::Broken(why) = said {
+        return RunOutcome::failed(
             FailureKind::Runtime,
             format!("the Python process broke the protocol: {why}"),
             output,
-        ),
-        (Said::Eof, Some(Stop::TimedOut)) => {
-            RunOutcome::failed(FailureKind::Timeout, wall(), output)
-        }
-        (Said::Eof, _) if ended.status.signal() == Some(libc::SIGXCPU) => RunOutcome::failed(
+        );
+    }
+    if signal == Some(libc::SIGXCPU) {
+        return RunOutcome::failed(
             FailureKind::Timeout,
             format!(
-                "the program used up its CPU time ({} s)",
-                limits.wall.as_secs() + 1
+                "the program used up its CPU time limit ({} s of CPU)",
+                cpu_seconds(limits)
             ),
             output,
-        ),
-        (Said::Eof, _) => {
-            let kind =
-                if stderr.contains("MemoryError") || stderr.contains("Cannot allocate memory") {
-                    FailureKind::Memory
-                } else {
-                    FailureKind::Runtime
-                };
-            let how = match (ended.status.code(), ended.status.signal()) {
-                (Some(126), _) if stderr.starts_with("SANDBOX_UNAVAILABLE") => {
-                    format!(
-                        "the sandbox could not be applied, so the program did not run ({stderr})"
-                    )
-                }
-                (Some(code), _) => {
-                    format!("the Python process ended without a result (exit code {code})")
-                }
-                (None, Some(signal)) => {
-                    format!("the Python process ended without a result (signal {signal})")
-                }
-                (None, None) => "the Python process ended without a result".to_owned(),
-            };
-            let message = if stderr.is_empty() || how.starts_with("the sandbox") {
-                how
-            } else {
-                format!("{how}:\n{stderr}")
-            };
-            RunOutcome::failed(kind, message, output)
-        }
+        );
     }
+    // Only the protocol and the signal tell a kind; what the process wrote to stderr is
+    // shown, never trusted.
+    let how = match (ended.status.code(), signal) {
+        (_, Some(signal)) => {
+            format!("the Python process ended without a result (signal {signal})")
+        }
+        (Some(code), None) => {
+            format!("the Python process ended without a result (exit code {code})")
+        }
+        (None, None) => "the Python process ended without a result".to_owned(),
+    };
+    let message = if stderr.is_empty() {
+        how
+    } else {
+        format!("{how}:\n{stderr}")
+    };
+    RunOutcome::failed(FailureKind::Runtime, message, output)
 }
 
 fn broke(message: String) -> RunOutcome {

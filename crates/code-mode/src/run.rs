@@ -15,6 +15,8 @@ pub struct Limits {
     pub wall: Duration,
     /// Bytes of one binding's reply the program may receive.
     pub binding_bytes: usize,
+    /// Bytes of one binding call's arguments (as JSON) the program may send.
+    pub argument_bytes: usize,
     /// Bytes of printed output kept, and of the returned value allowed.
     pub output_bytes: usize,
     /// Binding calls running at once.
@@ -28,6 +30,7 @@ impl Default for Limits {
             stack_bytes: 1 << 20,
             wall: Duration::from_secs(30),
             binding_bytes: 256 << 10,
+            argument_bytes: 1 << 20,
             output_bytes: 64 << 10,
             max_parallel: 8,
         }

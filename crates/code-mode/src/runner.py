@@ -20,7 +20,9 @@ import os
 import sys
 
 _IN = os.fdopen(os.dup(0), "r", encoding="utf-8")
-_OUT = os.fdopen(os.dup(1), "w", encoding="utf-8")
+# A lone surrogate (a file name that is not UTF-8, say) is written as `?`: the host reads
+# only UTF-8 and strict JSON.
+_OUT = os.fdopen(os.dup(1), "w", encoding="utf-8", errors="replace")
 _NULL = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_NULL, 0)
 os.dup2(2, 1)
@@ -29,13 +31,23 @@ _ONLY_AST = 0x400
 _TOP_LEVEL_AWAIT = 0x2000
 _PENDING = {}
 _STATE = {"next": 0, "loop": None}
+# Printed text goes out in pieces no larger than this, far below the host's line limit.
+_PRINT_PIECE = 1 << 16
 
 
-def _send(message):
-    line = json.dumps(message, ensure_ascii=True)
+def _encode(message):
+    # NaN and infinities are not JSON: refused here, where the program can see why.
+    return json.dumps(message, ensure_ascii=False, allow_nan=False)
+
+
+def _write(line):
     with _LOCK:
         _OUT.write(line + "\n")
         _OUT.flush()
+
+
+def _send(message):
+    _write(_encode(message))
 
 
 class _Printed:
@@ -63,7 +75,8 @@ class _Printed:
         if self._held:
             held = "".join(self._held)
             self._held = []
-            _send({"print": held})
+            for start in range(0, len(held), _PRINT_PIECE):
+                _send({"print": held[start : start + _PRINT_PIECE]})
 
     def isatty(self):
         return False
@@ -98,8 +111,9 @@ async def __toolrail_call(name, args):
     number = _STATE["next"]
     loop = _STATE["loop"]
     awaited = loop.create_future() if loop is not None else _Awaited()
+    line = _encode({"call": name, "id": number, "args": args})
     _PENDING[number] = awaited
-    _send({"call": name, "id": number, "args": args})
+    _write(line)
     reply = await awaited
     error = reply.get("error")
     if error is not None:
@@ -114,9 +128,15 @@ def _resolve(number, reply):
 
 
 def _read_replies(loop):
-    for line in _IN:
-        message = json.loads(line)
-        loop.call_soon_threadsafe(_resolve, message["id"], message["reply"])
+    try:
+        for line in _IN:
+            message = json.loads(line)
+            loop.call_soon_threadsafe(_resolve, message["id"], message["reply"])
+    except BaseException as error:
+        # Without this thread no reply would ever arrive: the run ends here, saying why.
+        _failed("runtime", f"the runner stopped reading replies: {type(error).__name__}: {error}")
+        _OUT.flush()
+        os._exit(1)
 
 
 def _drive(coroutine):
@@ -188,6 +208,9 @@ def _main():
     except (SyntaxError, ValueError) as error:
         _failed("syntax", _describe(error, program))
         return
+    except (MemoryError, RecursionError) as error:
+        _failed("memory", _describe(error, program))
+        return
 
     def run():
         outcome = eval(code, namespace)
@@ -228,13 +251,18 @@ def _main():
     try:
         _send({"done": value})
     except (TypeError, ValueError):
-        _send({"done": repr(value)})
+        try:
+            _send({"done": repr(value)})
+        except Exception:
+            _send({"done": f"<a {type(value).__name__} that cannot be shown>"})
 
 
 try:
     _main()
 except MemoryError:
     _failed("memory", "MemoryError: the program ran out of memory")
+except BaseException as error:
+    _failed("runtime", f"the runner failed: {type(error).__name__}: {error}")
 finally:
     _OUT.flush()
     os._exit(0)

@@ -532,3 +532,54 @@ await twice(20)
         result.record.text()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn awkward_values_are_the_program_s_to_handle_not_a_broken_protocol() {
+    let h = harness(Limits {
+        argument_bytes: 10_000,
+        ..limits()
+    });
+    let result = h
+        .run(
+            r#"
+seen = []
+try:
+    await probe(value="x" * 20_000)
+except ToolError as error:
+    seen.append(error.code)
+try:
+    await probe(value=float("nan"))
+except ValueError:
+    seen.append("ValueError")
+print("not utf-8: \udcff")
+print("y" * 200_000, end="")
+print()
+seen.append(await probe(value="after"))
+seen
+"#,
+        )
+        .await;
+    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(
+        result.record.value,
+        Some(json!(["CODE_BINDING_TOO_LARGE", "ValueError", "after"]))
+    );
+    assert!(
+        result.record.text().contains("not utf-8: ?"),
+        "{}",
+        result.record.text()
+    );
+    // Only the one call that was sent became a call.
+    assert_eq!(h.results_of("c1:code:1"), 1);
+    assert_eq!(h.results_of("c1:code:2"), 0);
+    // What a program writes to stderr cannot make it look out of memory.
+    let result = h
+        .run("import os, sys\nos.write(2, b'MemoryError\\n')\nos._exit(3)")
+        .await;
+    assert!(
+        result.record.text().contains("CODE_RUN_FAILED (runtime)")
+            && result.record.text().contains("exit code 3"),
+        "{}",
+        result.record.text()
+    );
+}

@@ -34,7 +34,9 @@ pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> S
                 "<details class=\"msg thinking\"><summary>thinking</summary>{}</details>\n",
                 paragraphs(&text)
             )),
-            SessionItem::Batch(calls) => out.push_str(&batch_html(&calls, presenters)),
+            SessionItem::Batch(calls) => {
+                out.push_str(&batch_html(&calls, &records, presenters));
+            }
             SessionItem::Context { source, text } => out.push_str(&format!(
                 "<div class=\"msg context\"><span class=\"who\">context from {}</span>{}</div>\n",
                 escape(&source),
@@ -71,7 +73,7 @@ fn paragraphs(text: &str) -> String {
 }
 
 /// A batch: its timeline, then its cards in model order.
-fn batch_html(records: &[&CallRecord], presenters: &Presenters) -> String {
+fn batch_html(records: &[&CallRecord], session: &[CallRecord], presenters: &Presenters) -> String {
     let timeline = BatchTimeline::of(records);
     let span = timeline.span_us.max(1) as f64;
     let mut out = format!(
@@ -106,7 +108,7 @@ fn batch_html(records: &[&CallRecord], presenters: &Presenters) -> String {
             escape(record.call_id.as_str()),
             escape(record.call_id.as_str())
         ));
-        out.push_str(&render_html(&presenters.record(record)));
+        out.push_str(&render_html(&presenters.record_in(record, session)));
         out.push_str("</div>\n");
     }
     out.push_str("</section>\n");

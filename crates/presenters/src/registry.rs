@@ -7,9 +7,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolrail_session_log::{ApprovalAnswerRecord, CallRecord, ToolResultRecord};
+use toolrail_session_log::{ApprovalAnswerRecord, CallId, CallRecord, ToolResultRecord};
 
-use crate::card::{Card, CardBody, CardKind};
+use crate::card::{Card, CardBody, CardKind, CardStatus};
 use crate::present::{parse_arguments, present_call, present_result};
 
 /// Makes the cards of one tool's calls. Implementations must be pure: the same arguments
@@ -60,8 +60,17 @@ impl Presenters {
     }
 
     /// The card of a call as the log records it: with its result once committed. The
-    /// arguments shown are the effective ones when a hook rewrote them.
+    /// arguments shown are the effective ones when a hook rewrote them. A program's binding
+    /// calls are nested from its dispatch events alone; [`Presenters::record_in`] shows them
+    /// from their own records.
     pub fn record(&self, record: &CallRecord) -> Card {
+        self.record_in(record, &[])
+    }
+
+    /// The card of a call, with the cards of its binding calls built from their own records
+    /// among `session` (effective arguments, policy notes, results), or from the dispatch
+    /// events where a record is missing.
+    pub fn record_in(&self, record: &CallRecord, session: &[CallRecord]) -> Card {
         let args = match &record.rewritten {
             Some(rewritten) => rewritten.effective.clone(),
             None => parse_arguments(&record.arguments_raw),
@@ -71,23 +80,36 @@ impl Presenters {
             None => self.call(&record.name, &args),
         };
         card.notes.extend(policy_notes(record));
-        card.children = self.dispatched(record);
-        if !card.children.is_empty()
-            && let CardBody::CodeRun { sub_calls, .. } = &mut card.body
-        {
-            // The nested cards say all the list said, and more.
-            sub_calls.clear();
+        let children = self.dispatched(record, session);
+        if let CardBody::CodeRun { sub_calls, .. } = &mut card.body {
+            // The nested cards say all the list said, and more; only a binding whose card
+            // has no outcome keeps its entry, which may hold the error it ended with.
+            sub_calls.retain(|listed| {
+                children.iter().any(|(call_id, child)| {
+                    call_id.as_str() == listed.call_id && child.status == CardStatus::Pending
+                }) || !children
+                    .iter()
+                    .any(|(call_id, _)| call_id.as_str() == listed.call_id)
+            });
         }
+        card.children = children.into_iter().map(|(_, child)| child).collect();
         card
     }
 
-    /// The cards of a program's binding calls, from their dispatch events: what each was
-    /// asked, and what it returned once it committed.
-    fn dispatched(&self, record: &CallRecord) -> Vec<Card> {
+    /// The cards of a program's binding calls: from each one's own record where `session`
+    /// has it, else from the dispatch events — what it was asked, and what it returned once
+    /// it committed.
+    fn dispatched(&self, record: &CallRecord, session: &[CallRecord]) -> Vec<(CallId, Card)> {
         record
             .dispatches
             .iter()
             .filter_map(|dispatch| {
+                if let Some(own) = session
+                    .iter()
+                    .find(|candidate| candidate.call_id == dispatch.call_id)
+                {
+                    return Some((dispatch.call_id.clone(), self.record_in(own, session)));
+                }
                 let started = dispatch.started.as_ref();
                 let name = started.map(|started| started.name.as_str()).or_else(|| {
                     dispatch
@@ -96,10 +118,11 @@ impl Presenters {
                         .map(|settled| settled.name.as_str())
                 })?;
                 let args = started.map_or(Value::Null, |started| started.arguments.clone());
-                Some(match &dispatch.settled {
+                let card = match &dispatch.settled {
                     Some(settled) => self.result(name, &args, &settled.result),
                     None => self.call(name, &args),
-                })
+                };
+                Some((dispatch.call_id.clone(), card))
             })
             .collect()
     }

@@ -97,7 +97,7 @@ fn a_code_run_card_nests_a_card_for_each_binding_call_from_the_log() {
         "sub_calls": [
             {"call_id": "c1:code:1", "tool": "read", "error": null},
             {"call_id": "c1:code:2", "tool": "bash", "error": null},
-            {"call_id": "c1:code:3", "tool": "grep", "error": null}],
+            {"call_id": "c1:code:3", "tool": "grep", "error": "CODE_BINDING_LOST"}],
         "result": null}),
     );
     let args = json!({"code": program, "description": "read and test"}).to_string();
@@ -166,6 +166,39 @@ fn a_code_run_card_nests_a_card_for_each_binding_call_from_the_log() {
         ]
     );
     assert_eq!(card.children[2].status, CardStatus::Pending);
+    // With the sub-calls' own records, a nested card shows what ran: the arguments a hook
+    // rewrote, and the note saying so.
+    let rewritten = json!({"command": "cargo test -q", "description": "t"});
+    let mut with_own = events.clone();
+    with_own.extend([
+        event(
+            100,
+            "tool/call",
+            "c1:code:2",
+            json!({"index": 1, "name": "bash",
+            "arguments_raw": json!({"command": "cargo test", "description": "t"}).to_string()}),
+        ),
+        event(
+            101,
+            "tool/args-rewritten",
+            "c1:code:2",
+            json!({
+            "original": {"command": "cargo test", "description": "t"},
+            "effective": rewritten, "by": "quiet-tests", "reason": "quieter output"}),
+        ),
+    ]);
+    let records = toolrail_session_log::call_records(&with_own);
+    let record = records
+        .iter()
+        .find(|record| record.call_id.as_str() == "c1")
+        .unwrap();
+    let card = Presenters::new().record_in(record, &records);
+    assert_eq!(card.children[1].title, "$ cargo test -q");
+    assert_eq!(
+        card.children[1].notes,
+        ["arguments rewritten by quiet-tests: quieter output"]
+    );
+    let card = Presenters::new().record(record);
     insta::assert_snapshot!(
         "code_run_nested.plain",
         toolrail_presenters::render_plain(&card)
