@@ -1,0 +1,325 @@
+//! The HTTP side: one streamed request per model request, tried again on 429, 5xx,
+//! connection failures and broken-off streams, with the server's words (and its request id)
+//! in every error. Cancellation is honoured at every wait.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use rustls_platform_verifier::BuilderVerifierExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolrail_agent_loop::{ModelClient, ModelError, ModelRequest, ModelResponse};
+use toolrail_session_log::BoxFuture;
+
+use crate::anthropic::{self, AnthropicStream};
+use crate::config::{ProviderConfig, Wire};
+use crate::draft::StreamError;
+use crate::openai::{self, OpenAiStream};
+use crate::sse::{SseEvent, SseParser};
+
+/// Why a provider client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("the HTTP client could not be built: {0}")]
+    Http(String),
+}
+
+/// A model on a server, as the agent loop's [`ModelClient`].
+#[derive(Clone, Debug)]
+pub struct ProviderClient {
+    config: ProviderConfig,
+    http: reqwest::Client,
+}
+
+/// One failed try, and whether another may follow.
+enum Failure {
+    Retry {
+        why: String,
+        retry_after: Option<Duration>,
+    },
+    Fatal(String),
+    Cancelled,
+}
+
+/// Bytes of an error answer kept for its message.
+const ERROR_BODY_KEPT: usize = 4 << 10;
+
+/// Bytes of a whole (not streamed) answer read at most.
+const WHOLE_BODY_KEPT: usize = 64 << 20;
+
+impl ProviderClient {
+    pub fn new(config: ProviderConfig) -> Result<Self, ProviderError> {
+        // ring, not reqwest's default aws-lc (a C build with cmake); the same provider for
+        // every connection, installed nowhere globally.
+        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|error| ProviderError::Http(error.to_string()))?
+        // The system's trust store, as every other program on the machine uses it.
+        .with_platform_verifier()
+        .map_err(|error| ProviderError::Http(error.to_string()))?
+        .with_no_client_auth();
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .connect_timeout(config.connect_timeout)
+            .read_timeout(config.idle_timeout)
+            .build()
+            .map_err(|error| ProviderError::Http(error.to_string()))?;
+        Ok(Self { config, http })
+    }
+
+    pub fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// The request body this client sends for `request`.
+    pub fn body(&self, request: &ModelRequest) -> Value {
+        match self.config.wire {
+            Wire::OpenAi => openai::request_body(
+                request,
+                &openai::Options {
+                    model: &self.config.model,
+                    max_tokens: self.config.max_tokens,
+                    strict: self.config.strict,
+                    include_usage: self.config.stream_usage,
+                },
+            ),
+            Wire::Anthropic => anthropic::request_body(
+                request,
+                &self.config.model,
+                self.config.max_tokens.unwrap_or(4096),
+            ),
+        }
+    }
+
+    async fn complete_now(
+        &self,
+        request: &ModelRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ModelResponse, ModelError> {
+        let key = self.config.key().map_err(ModelError::Failed)?;
+        let body = self.body(request).to_string();
+        let attempts = self.config.retry.attempts.max(1);
+        let mut last = String::new();
+        for attempt in 1..=attempts {
+            match self.attempt(&body, key.as_deref(), cancel).await {
+                Ok(response) => return Ok(response),
+                Err(Failure::Cancelled) => return Err(ModelError::Cancelled),
+                Err(Failure::Fatal(why)) => return Err(ModelError::Failed(why)),
+                Err(Failure::Retry { why, retry_after }) => {
+                    last = why;
+                    if attempt == attempts {
+                        break;
+                    }
+                    let wait = self.config.retry.delay(attempt, retry_after);
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = cancel.cancelled() => return Err(ModelError::Cancelled),
+                    }
+                }
+            }
+        }
+        Err(ModelError::Failed(format!(
+            "{last} (gave up after {attempts} tries)"
+        )))
+    }
+
+    async fn attempt(
+        &self,
+        body: &str,
+        key: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<ModelResponse, Failure> {
+        let endpoint = self.config.endpoint();
+        let mut post = self
+            .http
+            .post(&endpoint)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_owned());
+        post = match (self.config.wire, key) {
+            (Wire::OpenAi, Some(key)) => post.bearer_auth(key),
+            (Wire::Anthropic, Some(key)) => post.header("x-api-key", key),
+            (Wire::OpenAi | Wire::Anthropic, None) => post,
+        };
+        if self.config.wire == Wire::Anthropic {
+            post = post.header("anthropic-version", anthropic::VERSION);
+        }
+        let response = tokio::select! {
+            response = post.send() => response,
+            () = cancel.cancelled() => return Err(Failure::Cancelled),
+        };
+        let response = response.map_err(|error| Failure::Retry {
+            why: format!("{endpoint} could not be reached: {}", error_chain(&error)),
+            retry_after: None,
+        })?;
+        let status = response.status();
+        let request_id = ["x-request-id", "request-id"]
+            .iter()
+            .find_map(|name| response.headers().get(*name)?.to_str().ok())
+            .map(str::to_owned);
+        let id_note = request_id
+            .as_deref()
+            .map(|id| format!(" (request id {id})"))
+            .unwrap_or_default();
+        if !status.is_success() {
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.trim().parse::<f64>().ok())
+                .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
+                .map(Duration::from_secs_f64);
+            let text = tokio::select! {
+                text = read_some(response, ERROR_BODY_KEPT) => text,
+                () = cancel.cancelled() => return Err(Failure::Cancelled),
+            };
+            let why = format!(
+                "{endpoint} answered {status}: {}{id_note}",
+                server_message(&text)
+            );
+            return Err(if status.as_u16() == 429 || status.is_server_error() {
+                Failure::Retry { why, retry_after }
+            } else {
+                Failure::Fatal(why)
+            });
+        }
+        let stream_failed = |error: StreamError| match error {
+            StreamError::Ended => Failure::Retry {
+                why: format!("{endpoint}: {error}{id_note}"),
+                retry_after: None,
+            },
+            StreamError::Malformed(_) | StreamError::Server(_) => {
+                Failure::Fatal(format!("{endpoint}: {error}{id_note}"))
+            }
+        };
+        let whole = response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.trim_start().starts_with("application/json"));
+        if whole {
+            // A server that answers a streamed request with the whole message at once.
+            let text = tokio::select! {
+                text = read_some(response, WHOLE_BODY_KEPT) => text,
+                () = cancel.cancelled() => return Err(Failure::Cancelled),
+            };
+            let body: Value = serde_json::from_str(&text).map_err(|error| {
+                Failure::Fatal(format!(
+                    "{endpoint} answered with JSON that could not be read ({error}){id_note}"
+                ))
+            })?;
+            let response = match self.config.wire {
+                Wire::OpenAi => openai::whole_response(&body),
+                Wire::Anthropic => anthropic::whole_response(&body),
+            };
+            return response.map_err(stream_failed);
+        }
+        let mut assembler = match self.config.wire {
+            Wire::OpenAi => Assembler::OpenAi(OpenAiStream::new()),
+            Wire::Anthropic => Assembler::Anthropic(AnthropicStream::new()),
+        };
+        let mut parser = SseParser::default();
+        let mut events: Vec<SseEvent> = Vec::new();
+        let mut stream = response.bytes_stream();
+        loop {
+            let chunk = tokio::select! {
+                chunk = stream.next() => chunk,
+                () = cancel.cancelled() => return Err(Failure::Cancelled),
+            };
+            match chunk {
+                Some(Ok(bytes)) => {
+                    parser
+                        .feed(&bytes, &mut events)
+                        .map_err(|error| Failure::Fatal(format!("{endpoint}: {error}{id_note}")))?;
+                    for event in events.drain(..) {
+                        assembler.event(&event).map_err(stream_failed)?;
+                    }
+                }
+                Some(Err(error)) => {
+                    return Err(Failure::Retry {
+                        why: format!(
+                            "{endpoint}: the answer broke off: {}{id_note}",
+                            error_chain(&error)
+                        ),
+                        retry_after: None,
+                    });
+                }
+                None => return assembler.finish().map_err(stream_failed),
+            }
+        }
+    }
+}
+
+enum Assembler {
+    OpenAi(OpenAiStream),
+    Anthropic(AnthropicStream),
+}
+
+impl Assembler {
+    fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+        match self {
+            Self::OpenAi(stream) => stream.event(event),
+            Self::Anthropic(stream) => stream.event(event),
+        }
+    }
+
+    fn finish(self) -> Result<ModelResponse, StreamError> {
+        match self {
+            Self::OpenAi(stream) => stream.finish(),
+            Self::Anthropic(stream) => stream.finish(),
+        }
+    }
+}
+
+impl ModelClient for ProviderClient {
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(self.complete_now(request, cancel))
+    }
+}
+
+/// Up to `limit` bytes of an answer's body, as text.
+async fn read_some(response: reqwest::Response, limit: usize) -> String {
+    let mut kept = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(Ok(bytes)) = stream.next().await {
+        kept.extend_from_slice(&bytes);
+        if kept.len() >= limit {
+            kept.truncate(limit);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}
+
+/// What an error answer says: the `message` of either format's error object, or the text.
+fn server_message(text: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(text).ok();
+    let message = parsed.as_ref().and_then(|body| {
+        body.pointer("/error/message")
+            .or_else(|| body.get("message"))
+            .or_else(|| body.get("detail"))
+            .and_then(Value::as_str)
+    });
+    match message {
+        Some(message) => message.to_owned(),
+        None if text.trim().is_empty() => "(no message)".to_owned(),
+        None => text.trim().to_owned(),
+    }
+}
+
+/// An error with its causes, which hold what actually went wrong (refused, reset, timed out).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}

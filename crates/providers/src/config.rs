@@ -1,0 +1,213 @@
+//! How to reach a model server: the wire format, where, which model, the key (named, never
+//! held in the configuration or logged), timeouts and retries.
+
+use std::time::Duration;
+
+/// The two wire formats nearly every model server speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// OpenAI Chat Completions (`POST {base}/chat/completions`): OpenAI, DeepSeek, vLLM,
+    /// llama.cpp's server, Ollama.
+    OpenAi,
+    /// Anthropic Messages (`POST {base}/v1/messages`).
+    Anthropic,
+}
+
+impl Wire {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+
+    /// The environment variable a key is usually kept in.
+    pub fn usual_key_variable(self) -> &'static str {
+        match self {
+            Self::OpenAi => "OPENAI_API_KEY",
+            Self::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+}
+
+/// Where the API key comes from. A key named by a variable is read when a request is made;
+/// a key given directly is kept in a [`Secret`], which never prints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApiKey {
+    /// No key (a local server).
+    None,
+    /// This variable must be set.
+    Env(String),
+    /// This variable, if it is set (the usual one, for servers that may not need it).
+    EnvIfSet(String),
+    /// A key the embedder holds (from a secret store, say).
+    Given(Secret),
+}
+
+/// A key that shows as `***` in any `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// When and how often a failed request is tried again: on 429, 5xx, connection failures
+/// and streams that break off, never on other 4xx answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Tries in all, the first included.
+    pub attempts: u32,
+    /// The wait before the second try; it doubles each time, up to `max_delay`. A server's
+    /// `Retry-After` wins when it asks for longer, up to `max_delay`.
+    pub first_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 4,
+            first_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(8),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait after failed try number `attempt` (from 1).
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let doubled = self
+            .first_delay
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+        doubled
+            .max(retry_after.unwrap_or_default())
+            .min(self.max_delay)
+    }
+}
+
+/// One model server and model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderConfig {
+    pub wire: Wire,
+    /// `https://api.openai.com/v1`, `http://127.0.0.1:8080/v1`, `https://api.anthropic.com`.
+    pub base_url: String,
+    pub model: String,
+    pub api_key: ApiKey,
+    pub connect_timeout: Duration,
+    /// The longest silence allowed while waiting for the answer's first or next bytes.
+    pub idle_timeout: Duration,
+    pub retry: RetryPolicy,
+    /// The answer's length limit (Anthropic requires one: 4096 when unset).
+    pub max_tokens: Option<u32>,
+    /// OpenAI strict mode: schemas adapted (every property required, no others, optional
+    /// ones nullable) and `strict: true` on every function.
+    pub strict: bool,
+    /// Ask an OpenAI-compatible server for usage in the stream (`stream_options`); a
+    /// server that refuses the field needs this off.
+    pub stream_usage: bool,
+}
+
+impl ProviderConfig {
+    /// `model` on `base_url` in `wire`'s format, with the usual key variable if it is set.
+    pub fn new(wire: Wire, base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            wire,
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: ApiKey::EnvIfSet(wire.usual_key_variable().to_owned()),
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+            max_tokens: None,
+            strict: false,
+            stream_usage: true,
+        }
+    }
+
+    /// The endpoint requests go to.
+    pub fn endpoint(&self) -> String {
+        let base = self.base_url.trim_end_matches('/');
+        match self.wire {
+            Wire::OpenAi => format!("{base}/chat/completions"),
+            Wire::Anthropic if base.ends_with("/v1") => format!("{base}/messages"),
+            Wire::Anthropic => format!("{base}/v1/messages"),
+        }
+    }
+
+    /// The key, read now: `Err` names the variable that must be set.
+    pub(crate) fn key(&self) -> Result<Option<String>, String> {
+        match &self.api_key {
+            ApiKey::None => Ok(None),
+            ApiKey::Env(name) => match std::env::var(name) {
+                Ok(key) if !key.is_empty() => Ok(Some(key)),
+                Ok(_) | Err(_) => Err(format!(
+                    "the API key variable `{name}` is not set; export it with the key, or name another variable"
+                )),
+            },
+            ApiKey::EnvIfSet(name) => Ok(std::env::var(name).ok().filter(|key| !key.is_empty())),
+            ApiKey::Given(Secret(key)) => Ok(Some(key.clone())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{ProviderConfig, RetryPolicy, Wire};
+
+    #[test]
+    fn delays_double_up_to_the_cap_and_a_longer_retry_after_wins() {
+        let policy = RetryPolicy {
+            attempts: 5,
+            first_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(500),
+        };
+        let delays: Vec<u128> = (1..=4)
+            .map(|attempt| policy.delay(attempt, None).as_millis())
+            .collect();
+        assert_eq!(delays, [100, 200, 400, 500]);
+        assert_eq!(
+            policy
+                .delay(1, Some(Duration::from_millis(300)))
+                .as_millis(),
+            300
+        );
+        assert_eq!(
+            policy.delay(1, Some(Duration::from_secs(60))).as_millis(),
+            500
+        );
+    }
+
+    #[test]
+    fn a_given_key_never_prints() {
+        let mut config = ProviderConfig::new(Wire::OpenAi, "http://x", "m");
+        config.api_key = super::ApiKey::Given(super::Secret::new("sk-very-secret"));
+        assert!(!format!("{config:?}").contains("sk-very-secret"));
+    }
+
+    #[test]
+    fn endpoints_follow_the_base_url() {
+        let openai = ProviderConfig::new(Wire::OpenAi, "http://127.0.0.1:8000/v1/", "m");
+        assert_eq!(
+            openai.endpoint(),
+            "http://127.0.0.1:8000/v1/chat/completions"
+        );
+        let anthropic = ProviderConfig::new(Wire::Anthropic, "https://api.anthropic.com", "m");
+        assert_eq!(
+            anthropic.endpoint(),
+            "https://api.anthropic.com/v1/messages"
+        );
+        let anthropic = ProviderConfig::new(Wire::Anthropic, "http://127.0.0.1:9/v1", "m");
+        assert_eq!(anthropic.endpoint(), "http://127.0.0.1:9/v1/messages");
+    }
+}

@@ -1,0 +1,151 @@
+//! An assistant message as a stream builds it: text, thinking and tool calls in the order
+//! they began, each grown by fragments. Both wire formats assemble into one.
+
+use serde_json::Value;
+use toolrail_agent_loop::ModelResponse;
+use toolrail_session_log::{AssistantBlock, AssistantMessage, CallId, StopReason};
+
+/// Why a stream could not be made into a message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    /// The server sent something that is not the format.
+    #[error("the server sent a malformed stream: {0}")]
+    Malformed(String),
+    /// The server reported an error inside the stream.
+    #[error("the server reported an error mid-stream: {0}")]
+    Server(String),
+    /// The stream ended before the message did, with no tool call to mark as cut.
+    #[error("the stream ended before the model finished its message")]
+    Ended,
+}
+
+#[derive(Debug)]
+enum Block {
+    Text(String),
+    Thinking(String),
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+}
+
+/// The message so far.
+#[derive(Debug, Default)]
+pub(crate) struct Draft {
+    blocks: Vec<Block>,
+    pub stop: Option<StopReason>,
+    pub usage: Option<Value>,
+}
+
+impl Draft {
+    /// Appends text, to the last block if it is text.
+    pub fn text(&mut self, fragment: &str) {
+        if fragment.is_empty() {
+            return;
+        }
+        match self.blocks.last_mut() {
+            Some(Block::Text(text)) => text.push_str(fragment),
+            Some(Block::Thinking(_) | Block::ToolCall { .. }) | None => {
+                self.blocks.push(Block::Text(fragment.to_owned()));
+            }
+        }
+    }
+
+    /// Appends reasoning, to the last block if it is reasoning.
+    pub fn thinking(&mut self, fragment: &str) {
+        if fragment.is_empty() {
+            return;
+        }
+        match self.blocks.last_mut() {
+            Some(Block::Thinking(text)) => text.push_str(fragment),
+            Some(Block::Text(_) | Block::ToolCall { .. }) | None => {
+                self.blocks.push(Block::Thinking(fragment.to_owned()));
+            }
+        }
+    }
+
+    /// Starts a tool call; returns its slot for later fragments.
+    pub fn start_call(&mut self, id: &str, name: &str) -> usize {
+        self.blocks.push(Block::ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: String::new(),
+        });
+        self.blocks.len() - 1
+    }
+
+    /// Adds to the call in `slot`: more of its id or name (formats that send them in
+    /// pieces), more of its arguments.
+    pub fn grow_call(&mut self, slot: usize, id: &str, name: &str, arguments: &str) {
+        if let Some(Block::ToolCall {
+            id: call_id,
+            name: call_name,
+            arguments: call_arguments,
+        }) = self.blocks.get_mut(slot)
+        {
+            call_id.push_str(id);
+            call_name.push_str(name);
+            call_arguments.push_str(arguments);
+        }
+    }
+
+    /// Replaces the arguments of the call in `slot` if it has none yet.
+    pub fn default_arguments(&mut self, slot: usize, arguments: &str) {
+        if let Some(Block::ToolCall {
+            arguments: call_arguments,
+            ..
+        }) = self.blocks.get_mut(slot)
+            && call_arguments.is_empty()
+        {
+            call_arguments.push_str(arguments);
+        }
+    }
+
+    pub fn has_calls(&self) -> bool {
+        self.blocks
+            .iter()
+            .any(|block| matches!(block, Block::ToolCall { .. }))
+    }
+
+    /// The message once the stream ended. Without a stop reason, a message with a tool call
+    /// was cut inside it, perhaps mid-arguments: it is marked `length`, so nothing of it
+    /// runs (DESIGN §5). One without is an error.
+    pub fn finish(self) -> Result<ModelResponse, StreamError> {
+        let stop = match self.stop {
+            Some(stop) => stop,
+            None if self.has_calls() => StopReason::Length,
+            None => return Err(StreamError::Ended),
+        };
+        let blocks = self
+            .blocks
+            .into_iter()
+            .enumerate()
+            .map(|(n, block)| match block {
+                Block::Text(text) => AssistantBlock::Text { text },
+                Block::Thinking(text) => AssistantBlock::Thinking { text },
+                Block::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => AssistantBlock::ToolCall {
+                    // A server that sends no id (some local ones) still gets distinct ones.
+                    call_id: CallId::from(if id.is_empty() {
+                        format!("call_{n}")
+                    } else {
+                        id
+                    }),
+                    name,
+                    arguments_raw: arguments,
+                },
+            })
+            .collect();
+        Ok(ModelResponse {
+            message: AssistantMessage {
+                blocks,
+                stop_reason: stop,
+            },
+            usage: self.usage,
+        })
+    }
+}

@@ -1,0 +1,352 @@
+//! OpenAI Chat Completions, as nearly every model server speaks it (OpenAI, DeepSeek, vLLM,
+//! llama.cpp's server, Ollama): the request body, and a streamed answer assembled from its
+//! chunks. Tool calls arrive as fragments keyed by `index` — the id and name in the first,
+//! the arguments as pieces of a string.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+use toolrail_agent_loop::{ModelRequest, ModelResponse};
+use toolrail_session_log::{AssistantBlock, ContentBlock, ConversationItem, StopReason};
+
+use crate::draft::{Draft, StreamError};
+use crate::sse::SseEvent;
+
+/// What the request says beyond the conversation.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Options<'a> {
+    pub model: &'a str,
+    pub max_tokens: Option<u32>,
+    pub strict: bool,
+    pub include_usage: bool,
+}
+
+/// The body of `POST /chat/completions`, streamed.
+pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Value {
+    let mut messages = Vec::new();
+    if let Some(system) = &request.system {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    for item in &request.messages {
+        messages.push(match item {
+            ConversationItem::User(blocks) => json!({"role": "user", "content": user_content(blocks)}),
+            ConversationItem::Assistant(message) => {
+                let text: String = message
+                    .blocks
+                    .iter()
+                    .filter_map(|block| match block {
+                        AssistantBlock::Text { text } => Some(text.as_str()),
+                        AssistantBlock::Thinking { .. } | AssistantBlock::ToolCall { .. } => None,
+                    })
+                    .collect();
+                let calls: Vec<Value> = message
+                    .tool_calls()
+                    .map(|(id, name, arguments)| {
+                        json!({"id": id.as_str(), "type": "function",
+                               "function": {"name": name, "arguments": arguments}})
+                    })
+                    .collect();
+                let mut assistant = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+                if !calls.is_empty() {
+                    assistant["tool_calls"] = Value::Array(calls);
+                }
+                assistant
+            }
+            ConversationItem::ToolResult { call_id, record } => json!({
+                "role": "tool", "tool_call_id": call_id.as_str(), "content": text_of(&record.content),
+            }),
+            ConversationItem::Context { content, .. } => {
+                json!({"role": "user", "content": user_content(content)})
+            }
+        });
+    }
+    let tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|tool| {
+            let parameters = if options.strict {
+                strict_schema(&tool.input_schema)
+            } else {
+                tool.input_schema.clone()
+            };
+            let mut function = json!({"name": tool.name, "description": tool.description, "parameters": parameters});
+            if options.strict {
+                function["strict"] = Value::Bool(true);
+            }
+            json!({"type": "function", "function": function})
+        })
+        .collect();
+    let mut body = json!({"model": options.model, "messages": messages, "stream": true});
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(tools);
+    }
+    if let Some(max) = options.max_tokens {
+        body["max_tokens"] = json!(max);
+    }
+    if options.include_usage {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    body
+}
+
+/// A user message's content: plain text, or parts when it holds an image.
+fn user_content(blocks: &[ContentBlock]) -> Value {
+    if blocks
+        .iter()
+        .all(|block| !matches!(block, ContentBlock::Image { .. }))
+    {
+        return Value::String(text_of(blocks));
+    }
+    Value::Array(
+        blocks
+            .iter()
+            .map(|block| match block {
+                ContentBlock::Text { text } => json!({"type": "text", "text": text}),
+                ContentBlock::Json { value } => json!({"type": "text", "text": value.to_string()}),
+                ContentBlock::Image { media_type, data } => json!({
+                    "type": "image_url", "image_url": {"url": format!("data:{media_type};base64,{data}")}
+                }),
+            })
+            .collect(),
+    )
+}
+
+/// Blocks as one text: JSON as JSON text, an image (which a tool message cannot carry) as a
+/// note that there was one.
+pub(crate) fn text_of(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => text.clone(),
+            ContentBlock::Json { value } => value.to_string(),
+            ContentBlock::Image { media_type, .. } => format!("[an image ({media_type})]"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A schema as strict mode wants it: every property required and no others allowed, the
+/// optional ones made nullable, all the way down.
+pub fn strict_schema(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    tighten(&mut schema);
+    schema
+}
+
+fn tighten(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    if object.get("properties").is_some_and(Value::is_object) {
+        let required: Vec<String> = match object.get("required") {
+            Some(Value::Array(names)) => names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let Some(Value::Object(properties)) = object.get_mut("properties") else {
+            return;
+        };
+        for (name, property) in properties.iter_mut() {
+            tighten(property);
+            if !required.contains(name) {
+                make_nullable(property);
+            }
+        }
+        let all: Vec<Value> = properties.keys().cloned().map(Value::String).collect();
+        object.insert("required".to_owned(), Value::Array(all));
+        object.insert("additionalProperties".to_owned(), Value::Bool(false));
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(inner) = object.get_mut(key)
+            && inner.is_object()
+        {
+            tighten(inner);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(schemas)) = object.get_mut(key) {
+            schemas.iter_mut().for_each(tighten);
+        }
+    }
+    for key in ["$defs", "definitions"] {
+        if let Some(Value::Object(defs)) = object.get_mut(key) {
+            defs.values_mut().for_each(tighten);
+        }
+    }
+}
+
+/// Lets `schema` also be `null`.
+fn make_nullable(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    match object.get_mut("type") {
+        Some(Value::String(single)) if single != "null" => {
+            let single = std::mem::take(single);
+            object.insert("type".to_owned(), json!([single, "null"]));
+        }
+        Some(Value::Array(types)) => {
+            if !types.iter().any(|t| t == "null") {
+                types.push(json!("null"));
+            }
+        }
+        Some(_) => {}
+        None => {
+            let inner = Value::Object(std::mem::take(object));
+            let mut wrapper = Map::new();
+            wrapper.insert("anyOf".to_owned(), json!([inner, {"type": "null"}]));
+            *object = wrapper;
+        }
+    }
+    if let Some(Value::Array(options)) = object.get_mut("enum")
+        && !options.iter().any(Value::is_null)
+    {
+        options.push(Value::Null);
+    }
+}
+
+/// A streamed answer, chunk by chunk.
+#[derive(Debug, Default)]
+pub struct OpenAiStream {
+    draft: Draft,
+    /// The draft slot of each tool call, by the index the server gave it.
+    slots: BTreeMap<u64, usize>,
+    done: bool,
+}
+
+impl OpenAiStream {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes one event of the stream.
+    pub fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        if data.is_empty() || self.done {
+            return Ok(());
+        }
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|error| StreamError::Malformed(format!("a chunk is not JSON ({error})")))?;
+        if let Some(error) = chunk.get("error") {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| error.to_string(), str::to_owned);
+            return Err(StreamError::Server(message));
+        }
+        if let Some(usage) = chunk.get("usage").filter(|usage| !usage.is_null()) {
+            self.draft.usage = Some(usage.clone());
+        }
+        let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {
+            return Ok(());
+        };
+        // One completion is asked for; other choices (n > 1) are not this message.
+        let Some(choice) = choices
+            .iter()
+            .find(|choice| choice.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+        else {
+            return Ok(());
+        };
+        if let Some(delta) = choice.get("delta") {
+            for key in ["reasoning_content", "reasoning"] {
+                if let Some(text) = delta.get(key).and_then(Value::as_str) {
+                    self.draft.thinking(text);
+                }
+            }
+            if let Some(text) = delta.get("content").and_then(Value::as_str) {
+                self.draft.text(text);
+            }
+            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                for (position, call) in calls.iter().enumerate() {
+                    self.call_fragment(position, call)?;
+                }
+            }
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.draft.stop = Some(stop_reason(reason));
+        }
+        Ok(())
+    }
+
+    fn call_fragment(&mut self, position: usize, call: &Value) -> Result<(), StreamError> {
+        let index = match call.get("index") {
+            Some(index) => index.as_u64().ok_or_else(|| {
+                StreamError::Malformed(format!("a tool call's index is not a number: {index}"))
+            })?,
+            // Servers that send each call whole may leave the index out.
+            None => u64::try_from(position).unwrap_or(u64::MAX),
+        };
+        let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
+        let function = call.get("function");
+        let field = |name: &str| {
+            function
+                .and_then(|function| function.get(name))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let (name, arguments) = (field("name"), field("arguments"));
+        match self.slots.get(&index) {
+            Some(&slot) => {
+                // The id and name come once; a server repeating them is not appending.
+                self.draft.grow_call(slot, "", "", arguments);
+            }
+            None => {
+                let slot = self.draft.start_call(id, name);
+                self.draft.grow_call(slot, "", "", arguments);
+                self.slots.insert(index, slot);
+            }
+        }
+        Ok(())
+    }
+
+    /// The message, once the stream has ended.
+    pub fn finish(self) -> Result<ModelResponse, StreamError> {
+        self.draft.finish()
+    }
+}
+
+/// A whole (not streamed) completion, as some servers answer even a streamed request.
+pub(crate) fn whole_response(body: &Value) -> Result<ModelResponse, StreamError> {
+    let mut stream = OpenAiStream::new();
+    if let Some(error) = body.get("error") {
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .map_or_else(|| error.to_string(), str::to_owned);
+        return Err(StreamError::Server(message));
+    }
+    let choice = body
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|choices| choices.first())
+        .ok_or_else(|| StreamError::Malformed("a completion without choices".to_owned()))?;
+    let message = choice.get("message").unwrap_or(&Value::Null);
+    // The message read as one chunk whose delta is all of it.
+    let chunk = json!({
+        "choices": [{"index": 0, "delta": message, "finish_reason": choice.get("finish_reason")}],
+        "usage": body.get("usage"),
+    });
+    stream.event(&SseEvent {
+        event: None,
+        data: chunk.to_string(),
+    })?;
+    stream.finish()
+}
+
+/// `finish_reason` as the loop's stop reason.
+fn stop_reason(reason: &str) -> StopReason {
+    match reason {
+        "stop" => StopReason::EndTurn,
+        "length" => StopReason::Length,
+        "tool_calls" | "function_call" => StopReason::ToolCalls,
+        "content_filter" => StopReason::ContentFilter,
+        other => StopReason::Other(other.to_owned()),
+    }
+}

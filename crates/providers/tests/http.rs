@@ -1,0 +1,333 @@
+//! `ProviderClient` against a fake server on 127.0.0.1 replaying recorded streams: what each
+//! format's request carries (tools, the conversation with tool results, the key in its
+//! header), retries on 429 and 5xx but not on 401, the server's words in every error, an
+//! error mid-stream, a whole JSON answer to a streamed request, and cancellation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use support::{FakeServer, Reply, fixture};
+use tokio_util::sync::CancellationToken;
+use toolrail_agent_loop::{ModelClient, ModelError, ModelRequest, ToolDefinition};
+use toolrail_providers::{ApiKey, ProviderClient, ProviderConfig, RetryPolicy, Secret, Wire};
+use toolrail_session_log::{
+    AssistantBlock, AssistantMessage, ContentBlock, ConversationItem, StopReason, ToolResultRecord,
+};
+
+fn config(wire: Wire, server: &FakeServer) -> ProviderConfig {
+    let base = match wire {
+        Wire::OpenAi => format!("{}/v1", server.url),
+        Wire::Anthropic => server.url.clone(),
+    };
+    let mut config = ProviderConfig::new(wire, base, "test-model");
+    config.api_key = ApiKey::Given(Secret::new("sk-test-123"));
+    config.retry = RetryPolicy {
+        attempts: 3,
+        first_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(50),
+    };
+    config
+}
+
+/// A conversation with a tool call answered, one failed, and a context message.
+fn request() -> ModelRequest {
+    let mut failed =
+        ToolResultRecord::failure(toolrail_session_log::ErrorCode::ToolFailed, "no such file");
+    failed.is_error = true;
+    ModelRequest {
+        system: Some("Be brief.".to_owned()),
+        messages: vec![
+            ConversationItem::User(vec![ContentBlock::text("Read both files.")]),
+            ConversationItem::Assistant(AssistantMessage {
+                blocks: vec![
+                    AssistantBlock::Text {
+                        text: "Reading.".to_owned(),
+                    },
+                    AssistantBlock::ToolCall {
+                        call_id: "c1".into(),
+                        name: "read".to_owned(),
+                        arguments_raw: r#"{"path":"a.rs"}"#.to_owned(),
+                    },
+                    AssistantBlock::ToolCall {
+                        call_id: "c2".into(),
+                        name: "read".to_owned(),
+                        arguments_raw: r#"{"path":"b.rs"}"#.to_owned(),
+                    },
+                ],
+                stop_reason: StopReason::ToolCalls,
+            }),
+            ConversationItem::ToolResult {
+                call_id: "c1".into(),
+                record: Arc::new(ToolResultRecord::success(vec![ContentBlock::text(
+                    "fn a() {}",
+                )])),
+            },
+            ConversationItem::ToolResult {
+                call_id: "c2".into(),
+                record: Arc::new(failed),
+            },
+            ConversationItem::Context {
+                source: "hook".to_owned(),
+                content: vec![ContentBlock::text("b.rs was moved.")],
+            },
+        ],
+        tools: vec![ToolDefinition {
+            name: "read".to_owned(),
+            description: "Read a file.".to_owned(),
+            input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        }],
+    }
+}
+
+async fn complete(
+    client: &ProviderClient,
+) -> Result<toolrail_agent_loop::ModelResponse, ModelError> {
+    client.complete(&request(), &CancellationToken::new()).await
+}
+
+#[tokio::test]
+async fn openai_request_carries_tools_results_and_key_and_the_stream_becomes_the_message() {
+    let server = FakeServer::start(vec![Reply::stream(&fixture(
+        "openai/parallel_tool_calls.sse",
+    ))])
+    .await;
+    let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
+    let response = complete(&client).await.unwrap();
+    assert_eq!(response.message.stop_reason, StopReason::ToolCalls);
+    assert_eq!(response.message.tool_calls().count(), 2);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].path, "/v1/chat/completions");
+    assert_eq!(seen[0].header("authorization"), Some("Bearer sk-test-123"));
+    assert_eq!(
+        seen[0].body,
+        json!({
+            "model": "test-model",
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Read both files."},
+                {"role": "assistant", "content": "Reading.", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.rs\"}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"b.rs\"}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "c1", "content": "fn a() {}"},
+                {"role": "tool", "tool_call_id": "c2", "content": "Error: no such file"},
+                {"role": "user", "content": "b.rs was moved."}
+            ],
+            "tools": [{"type": "function", "function": {
+                "name": "read", "description": "Read a file.",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+            }}]
+        })
+    );
+}
+
+#[tokio::test]
+async fn anthropic_request_puts_results_in_one_user_message_with_is_error() {
+    let server = FakeServer::start(vec![Reply::stream(&fixture(
+        "anthropic/parallel_tool_uses.sse",
+    ))])
+    .await;
+    let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
+    let response = complete(&client).await.unwrap();
+    assert_eq!(response.message.tool_calls().count(), 3);
+    let seen = &server.seen()[0];
+    assert_eq!(seen.path, "/v1/messages");
+    assert_eq!(seen.header("x-api-key"), Some("sk-test-123"));
+    assert_eq!(seen.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(
+        seen.body,
+        json!({
+            "model": "test-model",
+            "max_tokens": 4096,
+            "stream": true,
+            "system": "Be brief.",
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Read both files."}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Reading."},
+                    {"type": "tool_use", "id": "c1", "name": "read", "input": {"path": "a.rs"}},
+                    {"type": "tool_use", "id": "c2", "name": "read", "input": {"path": "b.rs"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": "fn a() {}"}]},
+                    {"type": "tool_result", "tool_use_id": "c2", "is_error": true,
+                     "content": [{"type": "text", "text": "Error: no such file"}]},
+                    {"type": "text", "text": "b.rs was moved."}
+                ]}
+            ],
+            "tools": [{"name": "read", "description": "Read a file.",
+                       "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_429_is_tried_again_and_then_succeeds() {
+    let server = FakeServer::start(vec![
+        Reply::json(
+            429,
+            r#"{"error":{"message":"Rate limit reached","type":"rate_limit"}}"#,
+        )
+        .header("retry-after", "0"),
+        Reply::stream(&fixture("openai/parallel_tool_calls.sse")),
+    ])
+    .await;
+    let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
+    let response = complete(&client).await.unwrap();
+    assert_eq!(response.message.stop_reason, StopReason::ToolCalls);
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[tokio::test]
+async fn a_401_is_not_tried_again_and_says_what_the_server_said() {
+    let server = FakeServer::start(vec![
+        Reply::json(
+            401,
+            r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+        )
+        .header("request-id", "req_0042"),
+    ])
+    .await;
+    let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
+    let ModelError::Failed(message) = complete(&client).await.unwrap_err() else {
+        panic!("not a failure");
+    };
+    assert!(message.contains("401 Unauthorized"), "{message}");
+    assert!(message.contains("invalid x-api-key"), "{message}");
+    assert!(message.contains("request id req_0042"), "{message}");
+    assert!(
+        !message.contains("sk-test-123"),
+        "the key never shows: {message}"
+    );
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn server_errors_are_tried_up_to_the_limit_then_reported() {
+    let server = FakeServer::start(vec![
+        Reply::json(503, r#"{"error":{"message":"overloaded"}}"#),
+        Reply::json(500, r#"{"error":{"message":"boom"}}"#),
+        Reply::json(503, r#"{"error":{"message":"still overloaded"}}"#),
+    ])
+    .await;
+    let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
+    let ModelError::Failed(message) = complete(&client).await.unwrap_err() else {
+        panic!("not a failure");
+    };
+    assert!(message.contains("still overloaded"), "{message}");
+    assert!(message.contains("gave up after 3 tries"), "{message}");
+    assert_eq!(server.seen().len(), 3);
+}
+
+#[tokio::test]
+async fn an_error_event_mid_stream_fails_the_request_with_the_server_s_words() {
+    let server = FakeServer::start(vec![Reply::stream(&fixture(
+        "anthropic/error_mid_stream.sse",
+    ))])
+    .await;
+    let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
+    let ModelError::Failed(message) = complete(&client).await.unwrap_err() else {
+        panic!("not a failure");
+    };
+    assert!(
+        message.contains("overloaded_error: Overloaded"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_whole_json_answer_to_a_streamed_request_is_read_too() {
+    let server = FakeServer::start(vec![
+        Reply::json(
+            200,
+            r#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"read","arguments":"{\"path\": \"x\"}"}}]},"finish_reason":"tool_calls"}]}"#,
+        ),
+        Reply::json(
+            200,
+            r#"{"type":"message","content":[{"type":"text","text":"Sure."},{"type":"tool_use","id":"toolu_1","name":"read","input":{"path":"x"}}],"stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":4}}"#,
+        ),
+    ])
+    .await;
+    let response = complete(&ProviderClient::new(config(Wire::OpenAi, &server)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        response.message.tool_calls().collect::<Vec<_>>(),
+        [(&"call_1".into(), "read", r#"{"path": "x"}"#)]
+    );
+    let response = complete(&ProviderClient::new(config(Wire::Anthropic, &server)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.message.stop_reason, StopReason::ToolCalls);
+    assert_eq!(
+        response.message.tool_calls().collect::<Vec<_>>(),
+        [(&"toolu_1".into(), "read", r#"{"path":"x"}"#)]
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_slow_stream_answers_cancelled_at_once() {
+    let bytes = fixture("openai/parallel_tool_calls.sse");
+    let server = FakeServer::start(vec![Reply {
+        pieces: bytes.chunks(40).map(<[u8]>::to_vec).collect(),
+        pause: Duration::from_secs(5),
+        ..Reply::stream(&bytes)
+    }])
+    .await;
+    let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
+    let cancel = CancellationToken::new();
+    let later = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        later.cancel();
+    });
+    let answer = tokio::time::timeout(Duration::from_secs(4), client.complete(&request(), &cancel))
+        .await
+        .expect("cancellation is honoured mid-stream, long before the stream would end");
+    assert_eq!(answer.unwrap_err(), ModelError::Cancelled);
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_there_is_named_in_the_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    drop(listener);
+    let mut config =
+        ProviderConfig::new(Wire::OpenAi, format!("http://{address}/v1"), "test-model");
+    config.api_key = ApiKey::None;
+    config.retry.attempts = 2;
+    config.retry.first_delay = Duration::from_millis(10);
+    let ModelError::Failed(message) = complete(&ProviderClient::new(config).unwrap())
+        .await
+        .unwrap_err()
+    else {
+        panic!("not a failure");
+    };
+    assert!(message.contains(&address.to_string()), "{message}");
+    assert!(message.contains("could not be reached"), "{message}");
+}
+
+#[tokio::test]
+async fn a_named_key_variable_that_is_not_set_is_named_and_nothing_is_sent() {
+    let server = FakeServer::start(vec![]).await;
+    let mut config = config(Wire::OpenAi, &server);
+    config.api_key = ApiKey::Env("TOOLRAIL_TEST_KEY_THAT_IS_NEVER_SET".to_owned());
+    let ModelError::Failed(message) = complete(&ProviderClient::new(config).unwrap())
+        .await
+        .unwrap_err()
+    else {
+        panic!("not a failure");
+    };
+    assert!(
+        message.contains("TOOLRAIL_TEST_KEY_THAT_IS_NEVER_SET"),
+        "{message}"
+    );
+    assert!(server.seen().is_empty());
+}
