@@ -36,8 +36,8 @@ struct Cli {
 enum Command {
     /// Run the bundled demo: a small project, a scripted model and the real tools.
     Demo(demo::DemoArgs),
-    /// Run a scenario file (a scripted session) against the real runtime.
-    Run(run::RunArgs),
+    /// Run a session: a scenario file (scripted), or a real model through a provider.
+    Run(Box<run::RunArgs>),
     /// Show a session from its log alone: every call's card, and optionally its page.
     Replay(replay::ReplayArgs),
     /// Open a session log, apply recovery and say what was repaired and why.
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.command {
         Command::Demo(args) => demo::run(args),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Replay(args) => replay::run(args),
         Command::Recover(args) => recover::run(args),
         Command::Tools(args) => tools::run(args),

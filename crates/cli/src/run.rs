@@ -1,14 +1,20 @@
-//! `toolrail run --scenario FILE`: a scripted session (the testkit's scenario format) on the
-//! real runtime, shown live, summarised, and optionally written as a page or as JSON.
+//! `toolrail run`: a session on the real runtime, shown live, summarised, and optionally
+//! written as a page or as JSON. Either a scripted one (`--scenario FILE`, the testkit's
+//! scenario format) or a real model's (`--provider openai|anthropic --model NAME --prompt
+//! TEXT`) with the shipped tools, a permission preset (default `untrusted`) and approvals
+//! asked on the terminal (no terminal: nobody to ask, so asking means no).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use toolrail_permissions::RuleFile;
+use toolrail_interaction::TerminalApprovals;
+use toolrail_permissions::{Preset, RuleFile};
 use toolrail_presenters::{Card, colour_wanted};
-use toolrail_session_log::{Durability, Event, JsonlStore, SessionId};
+use toolrail_providers::{ApiKey, ProviderClient, ProviderConfig, Wire};
+use toolrail_session_log::{AssistantBlock, Durability, Event, EventData, JsonlStore, SessionId};
 use toolrail_testkit::{RunOptions, Scenario, ScenarioError, ScenarioReport};
 
 use crate::live::{LiveStyle, follow};
@@ -16,14 +22,43 @@ use crate::session::{summary_of, write_page};
 use crate::{bad_input, fresh_dir, runtime, sandbox_helper};
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["scenario", "provider"])))]
 pub struct RunArgs {
     /// The scenario file (JSON, the testkit's scenario format).
     #[arg(long)]
-    scenario: PathBuf,
+    scenario: Option<PathBuf>,
+    /// A real model's wire format: `openai` (OpenAI-compatible chat completions: OpenAI,
+    /// DeepSeek, vLLM, llama.cpp, Ollama) or `anthropic`.
+    #[arg(long, value_enum, requires_all = ["model", "prompt"])]
+    provider: Option<ProviderArg>,
+    /// The server's base URL (default: OpenAI's or Anthropic's own API).
+    #[arg(long, requires = "provider")]
+    base_url: Option<String>,
+    /// The model's name on the server.
+    #[arg(long, requires = "provider")]
+    model: Option<String>,
+    /// The environment variable holding the API key (default: OPENAI_API_KEY or
+    /// ANTHROPIC_API_KEY, if set). The key is never printed or logged.
+    #[arg(long, requires = "provider")]
+    api_key_env: Option<String>,
+    /// The user's message.
+    #[arg(long, requires = "provider")]
+    prompt: Option<String>,
+    /// The permission preset: untrusted (read-only tools run, the rest asks), workspace,
+    /// never-ask, full-auto.
+    #[arg(long, requires = "provider", default_value = "untrusted")]
+    preset: String,
+    /// The most model requests the turn may make.
+    #[arg(long, requires = "provider", default_value_t = 25)]
+    max_steps: u32,
+    /// OpenAI strict mode: schemas adapted so the server holds the model to them.
+    #[arg(long, requires = "provider")]
+    strict: bool,
     /// Where the session log, outputs and markers go (default: a fresh temp folder).
     #[arg(long)]
     session_dir: Option<PathBuf>,
-    /// The workspace the tools work in (default: `<session-dir>/workspace`).
+    /// The workspace the tools work in (default: `<session-dir>/workspace` for a scenario,
+    /// the current folder for a provider).
     #[arg(long)]
     workspace: Option<PathBuf>,
     /// Replace the scenario's tool set, e.g. `probe,todo_write` or `read,grep,bash`.
@@ -40,11 +75,23 @@ pub struct RunArgs {
     json: bool,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ProviderArg {
+    Openai,
+    Anthropic,
+}
+
 pub fn run(args: RunArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&args.scenario)
-        .map_err(|error| bad_input!("cannot read {}: {error}", args.scenario.display()))?;
-    let mut scenario = Scenario::from_json(&text)
-        .map_err(|error| bad_input!("{}: {error}", args.scenario.display()))?;
+    let mut options = RunOptions::default();
+    let mut scenario = match (&args.scenario, args.provider) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|error| bad_input!("cannot read {}: {error}", path.display()))?;
+            Scenario::from_json(&text).map_err(|error| bad_input!("{}: {error}", path.display()))?
+        }
+        (None, Some(provider)) => provider_session(&args, provider, &mut options)?,
+        (None, None) => return Err(bad_input!("give --scenario FILE or --provider")),
+    };
     if let Some(toolset) = args.toolset {
         scenario.toolset = toolset;
     }
@@ -58,9 +105,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         Some(dir) => dir,
         None => fresh_dir("run")?,
     };
-    let options = RunOptions {
-        workspace: args.workspace,
-        ..RunOptions::default()
+    options.workspace = match (args.workspace, args.provider) {
+        (Some(workspace), _) => Some(workspace),
+        (None, Some(_)) => Some(std::env::current_dir()?),
+        (None, None) => None,
     };
     let finished = execute(&scenario, &session_dir, options, args.json)?;
     if let Some(out) = &args.html {
@@ -78,6 +126,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        if args.provider.is_some() {
+            print_answer(&finished.events);
+        }
         println!("\n{}", summary.line());
         println!("log: {}", finished.report.log_path.display());
         if let Some(out) = &args.html {
@@ -85,6 +136,82 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
     }
     expectations_met(&finished.report)
+}
+
+/// The session a real model drives: the shipped tools, the preset (or the rule file given),
+/// the terminal as approver, and one turn with the prompt.
+fn provider_session(
+    args: &RunArgs,
+    provider: ProviderArg,
+    options: &mut RunOptions,
+) -> Result<Scenario> {
+    let wire = match provider {
+        ProviderArg::Openai => Wire::OpenAi,
+        ProviderArg::Anthropic => Wire::Anthropic,
+    };
+    let base_url = args.base_url.clone().unwrap_or_else(|| {
+        match wire {
+            Wire::OpenAi => "https://api.openai.com/v1",
+            Wire::Anthropic => "https://api.anthropic.com",
+        }
+        .to_owned()
+    });
+    let model = args.model.clone().unwrap_or_default();
+    let mut config = ProviderConfig::new(wire, base_url, model);
+    if let Some(name) = &args.api_key_env {
+        if std::env::var_os(name).is_none_or(|key| key.is_empty()) {
+            return Err(bad_input!(
+                "--api-key-env {name}: the variable is not set; export it with the key"
+            ));
+        }
+        config.api_key = ApiKey::Env(name.clone());
+    }
+    config.strict = args.strict;
+    let client = ProviderClient::new(config)
+        .map_err(|error| anyhow::anyhow!("the model client could not be made: {error}"))?;
+    if !Preset::ALL
+        .iter()
+        .any(|preset| preset.as_str() == args.preset)
+    {
+        let known: Vec<&str> = Preset::ALL.iter().map(|preset| preset.as_str()).collect();
+        return Err(bad_input!(
+            "--preset {}: use one of {}",
+            args.preset,
+            known.join(", ")
+        ));
+    }
+    options.model = Some(Arc::new(client));
+    options.approvals = Some(Arc::new(TerminalApprovals::stdio()));
+    options.max_steps = Some(args.max_steps);
+    let scenario = json!({
+        "toolset": ["read", "write", "edit", "glob", "grep", "bash", "todo_write"],
+        "config": {"permissions": {"preset": args.preset}},
+        "turns": [{"user": args.prompt.clone().unwrap_or_default(), "model": []}],
+    });
+    Scenario::from_json(&scenario.to_string()).map_err(|error| anyhow::anyhow!("{error}"))
+}
+
+/// What the model said last, after its calls' cards.
+fn print_answer(events: &[Event]) {
+    let answer = events.iter().rev().find_map(|event| {
+        let EventData::AssistantMessage(message) = &event.data else {
+            return None;
+        };
+        Some(
+            message
+                .blocks
+                .iter()
+                .filter_map(|block| match block {
+                    AssistantBlock::Text { text } => Some(text.as_str()),
+                    AssistantBlock::Thinking { .. } | AssistantBlock::ToolCall { .. } => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    });
+    if let Some(answer) = answer.filter(|answer| !answer.trim().is_empty()) {
+        println!("\nassistant: {}", answer.trim());
+    }
 }
 
 /// Refuses, before anything runs, an output path whose folder does not exist.

@@ -363,3 +363,142 @@ fn calls_no_live_event_announced_still_get_their_cards() {
     assert_eq!(cards.len(), 1, "{report}");
     assert_eq!(cards[0]["status"]["code"], "TRUNCATED_CALL");
 }
+
+/// A one-shot model server on 127.0.0.1: answers the first request with `stream` as
+/// server-sent events and hands back what it was asked.
+fn one_answer_server(stream: &'static str) -> (String, std::thread::JoinHandle<String>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        socket
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut request = Vec::new();
+        let mut buffer = [0u8; 4096];
+        // Bounded: headers and a small body, until the body's length is in.
+        for _ in 0..1_000 {
+            let read = socket.read(&mut buffer).unwrap_or(0);
+            if read == 0 {
+                break;
+            }
+            request.extend_from_slice(&buffer[..read]);
+            let text = String::from_utf8_lossy(&request);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|line| {
+                        line.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                    })
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    break;
+                }
+            }
+        }
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        socket.write_all(head.as_bytes()).unwrap();
+        socket.write_all(stream.as_bytes()).unwrap();
+        String::from_utf8_lossy(&request).into_owned()
+    });
+    (url, handle)
+}
+
+#[test]
+fn run_with_a_provider_drives_a_turn_with_a_real_model_client() {
+    let (url, server) = one_answer_server(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Nothing to change.\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::cargo_bin("toolrail")
+        .unwrap()
+        .env("NO_COLOR", "1")
+        .env("TEST_MODEL_KEY", "sk-cli-test")
+        .args([
+            "run",
+            "--provider",
+            "openai",
+            "--base-url",
+            &url,
+            "--model",
+            "m1",
+        ])
+        .args([
+            "--api-key-env",
+            "TEST_MODEL_KEY",
+            "--prompt",
+            "Anything to fix?",
+        ])
+        .args(["--workspace", path(dir.path())])
+        .args(["--session-dir", path(&dir.path().join("session"))])
+        .output()
+        .unwrap();
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}\n{}", stderr(&output));
+    assert!(text.contains("assistant: Nothing to change."), "{text}");
+    let request = server.join().unwrap();
+    assert!(
+        request.contains("authorization: Bearer sk-cli-test"),
+        "{request}"
+    );
+    assert!(
+        request.contains("\"content\":\"Anything to fix?\""),
+        "{request}"
+    );
+    // The shipped tools were offered.
+    for tool in [
+        "\"name\":\"bash\"",
+        "\"name\":\"edit\"",
+        "\"name\":\"grep\"",
+    ] {
+        assert!(request.contains(tool), "{tool}: {request}");
+    }
+    assert!(!text.contains("sk-cli-test") && !stderr(&output).contains("sk-cli-test"));
+}
+
+#[test]
+fn run_with_a_provider_refuses_incomplete_or_unknown_settings() {
+    let output = toolrail(&["run", "--provider", "openai", "--prompt", "hi"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--model"), "{}", stderr(&output));
+    let output = toolrail(&[
+        "run",
+        "--provider",
+        "openai",
+        "--model",
+        "m",
+        "--prompt",
+        "hi",
+        "--preset",
+        "yolo",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("untrusted, workspace, never-ask, full-auto"),
+        "{}",
+        stderr(&output)
+    );
+    let output = toolrail(&[
+        "run",
+        "--provider",
+        "anthropic",
+        "--model",
+        "m",
+        "--prompt",
+        "hi",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--api-key-env",
+        "TOOLRAIL_NEVER_SET_KEY",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("TOOLRAIL_NEVER_SET_KEY"),
+        "{}",
+        stderr(&output)
+    );
+}

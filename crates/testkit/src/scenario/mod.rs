@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
-use toolrail_agent_loop::{AgentLoop, LoopConfig, LoopError, Scheduler, SchedulerConfig};
+use toolrail_agent_loop::{
+    AgentLoop, LoopConfig, LoopError, ModelClient, Scheduler, SchedulerConfig,
+};
 use toolrail_fs_tools::FileTools;
 use toolrail_session_log::{
     AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, FORMAT_VERSION, JsonlStore,
@@ -17,7 +19,8 @@ use toolrail_session_log::{
 };
 use toolrail_shell_tool::{BashTool, SandboxHelper, SandboxMode, ShellConfig};
 use toolrail_tools_core::{
-    Pipeline, PipelineConfig, Registry, RegistryBuilder, RegistryError, Typed, WorkspaceRoots,
+    ApprovalService, Pipeline, PipelineConfig, Registry, RegistryBuilder, RegistryError, Typed,
+    WorkspaceRoots,
 };
 
 use toolrail_interaction::{AskUser, TodoBoard, TodoWriteTool};
@@ -71,7 +74,7 @@ pub struct ScenarioConfig {
 }
 
 /// How a scenario is run, beyond what its file says.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct RunOptions {
     /// The scheduler's live events (prepared, started, progress, finished, committed).
     pub live: Option<tokio::sync::mpsc::UnboundedSender<toolrail_agent_loop::LiveEvent>>,
@@ -81,6 +84,13 @@ pub struct RunOptions {
     pub workspace: Option<PathBuf>,
     /// Files written into the workspace before the session, besides the scenario's own.
     pub extra_files: BTreeMap<String, String>,
+    /// A model to drive the turns instead of the scenario's scripts (which must then be
+    /// empty): a real provider.
+    pub model: Option<Arc<dyn ModelClient>>,
+    /// An approval service instead of the scenario's scripted answers (a terminal).
+    pub approvals: Option<Arc<dyn ApprovalService>>,
+    /// The most model requests one turn may make (default: the loop's).
+    pub max_steps: Option<u32>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -224,7 +234,12 @@ impl Scenario {
             std::fs::write(path, content)?;
         }
 
-        let people = People::new(&self.config, &workspace)?;
+        if options.model.is_some() && self.turns.iter().any(|turn| !turn.model.is_empty()) {
+            return Err(ScenarioError::Invalid(
+                "a scenario run with a model of its own must script no model steps".to_owned(),
+            ));
+        }
+        let people = People::new(&self.config, &workspace, options.approvals.clone())?;
         let registry = self.registry(&people, &workspace, session_dir, &options, sandbox)?;
 
         let durability = match self.config.durability.as_deref() {
@@ -268,17 +283,19 @@ impl Scenario {
                 sequential: false,
             },
         );
-        let model = Arc::new(ScriptedModel::new([]));
-        let mut agent = AgentLoop::new(
-            registry,
-            scheduler,
-            log.clone(),
-            model.clone(),
-            LoopConfig::default(),
-        );
+        let scripted = Arc::new(ScriptedModel::new([]));
+        let model: Arc<dyn ModelClient> = match &options.model {
+            Some(model) => Arc::clone(model),
+            None => scripted.clone(),
+        };
+        let mut loop_config = LoopConfig::default();
+        if let Some(max_steps) = options.max_steps {
+            loop_config.max_steps = max_steps;
+        }
+        let mut agent = AgentLoop::new(registry, scheduler, log.clone(), model, loop_config);
         let mut turn_ends = Vec::new();
         for (turn, script) in self.turns.iter().zip(scripts) {
-            model.load(script);
+            scripted.load(script);
             let cancel = CancellationToken::new();
             if let Some(ms) = turn.cancel_after_ms {
                 let cancel = cancel.clone();
@@ -321,7 +338,7 @@ impl Scenario {
         session_dir: &Path,
         options: &RunOptions,
     ) -> Result<Registry, ScenarioError> {
-        let people = People::new(&self.config, workspace)?;
+        let people = People::new(&self.config, workspace, None)?;
         self.registry(
             &people,
             workspace,

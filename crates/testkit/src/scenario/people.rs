@@ -9,14 +9,14 @@ use toolrail_permissions::{Permissions, Preset, RememberApprovals, RuleFile};
 use toolrail_policy_guards::{PlanModeGuard, WorkspacePathGuard, WorkspaceRoots};
 use toolrail_session_log::BoxFuture;
 use toolrail_tools_core::{
-    ApprovalAnswer, CallView, HookError, PipelineBuilder, PlanModeSwitch, PreExecuteDecision,
-    PreExecuteHook, PreNext,
+    ApprovalAnswer, ApprovalService, CallView, HookError, PipelineBuilder, PlanModeSwitch,
+    PreExecuteDecision, PreExecuteHook, PreNext,
 };
 
 use super::{ScenarioConfig, ScenarioError};
 
 pub(super) struct People {
-    approvals: Arc<ScriptedApprovals>,
+    approvals: Arc<dyn ApprovalService>,
     /// The permission rules and the workspace they guard, read before anything runs.
     rules: Option<(Arc<Permissions>, WorkspaceRoots)>,
     pub questions: Arc<ScriptedQuestions>,
@@ -25,7 +25,12 @@ pub(super) struct People {
 
 impl People {
     /// Checks and reads everything first, so a bad scenario writes no session at all.
-    pub fn new(config: &ScenarioConfig, workspace: &Path) -> Result<Self, ScenarioError> {
+    /// `approvals` replaces the scripted answers (a terminal, for a real session).
+    pub fn new(
+        config: &ScenarioConfig,
+        workspace: &Path,
+        approvals: Option<Arc<dyn ApprovalService>>,
+    ) -> Result<Self, ScenarioError> {
         let answers = match &config.approval {
             None => Vec::new(),
             Some(approval) if approval.mode == "scripted" => approval
@@ -56,7 +61,9 @@ impl People {
             }
         };
         Ok(Self {
-            approvals: Arc::new(ScriptedApprovals::new(answers)),
+            approvals: approvals.unwrap_or_else(|| {
+                Arc::new(ScriptedApprovals::new(answers)) as Arc<dyn ApprovalService>
+            }),
             rules,
             questions: Arc::new(ScriptedQuestions::new(questions)),
             plan: PlanMode::new(PlanModeSwitch::new()),
