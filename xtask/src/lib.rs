@@ -12,6 +12,7 @@ pub mod bench;
 pub mod check_guards;
 pub mod ci;
 pub mod diagram;
+pub mod fuzz;
 pub mod layering;
 pub mod workspace;
 

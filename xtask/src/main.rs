@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use xtask::{bench, check_guards, ci, diagram, layering};
+use xtask::{bench, check_guards, ci, diagram, fuzz, layering};
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
@@ -13,7 +13,9 @@ commands:
   layering                 check that each crate depends only on crates below it (DESIGN §2)
   check-guards             check that guards can only refuse
   diagram [--check]        write docs/tool-execution-pipeline.md, or check that it is current
-  bench [--quick] [--json] run every bench, print one table, write docs/benchmarks.md";
+  bench [--quick] [--json] run every bench, print one table, write docs/benchmarks.md
+  fuzz [--seconds N] [TARGET...]
+                           run the cargo-fuzz targets in fuzz/ (all by default) N s each (60)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -60,6 +62,27 @@ fn dispatch(args: &[String]) -> Result<()> {
                 }
             }
             bench::run(options)
+        }
+        "fuzz" => {
+            let mut options = fuzz::Options::default();
+            let mut rest = flags.iter();
+            while let Some(flag) = rest.next() {
+                match *flag {
+                    "--seconds" => {
+                        options.seconds = rest
+                            .next()
+                            .and_then(|seconds| seconds.parse().ok())
+                            .ok_or_else(|| {
+                                anyhow::anyhow!("--seconds needs a number\n\n{USAGE}")
+                            })?;
+                    }
+                    flag if flag.starts_with('-') => {
+                        bail!("fuzz does not know {flag:?}\n\n{USAGE}")
+                    }
+                    target => options.targets.push(target.to_owned()),
+                }
+            }
+            fuzz::run(options)
         }
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
