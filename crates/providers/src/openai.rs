@@ -350,3 +350,57 @@ fn stop_reason(reason: &str) -> StopReason {
         other => StopReason::Other(other.to_owned()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::strict_schema;
+
+    #[test]
+    fn strict_schemas_require_everything_allow_nothing_else_and_make_optional_fields_nullable() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "limit": {"type": "integer"},
+                "mode": {"enum": ["fast", "slow"]},
+                "range": {
+                    "type": "object",
+                    "properties": {"start": {"type": "integer"}, "end": {"type": ["integer", "null"]}},
+                    "required": ["start"]
+                },
+                "tags": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}
+            },
+            "required": ["path"]
+        });
+        assert_eq!(
+            strict_schema(&schema),
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "limit": {"type": ["integer", "null"]},
+                    "mode": {"anyOf": [{"enum": ["fast", "slow"]}, {"type": "null"}]},
+                    "range": {
+                        "type": ["object", "null"],
+                        "properties": {"start": {"type": "integer"}, "end": {"type": ["integer", "null"]}},
+                        "required": ["end", "start"],
+                        "additionalProperties": false
+                    },
+                    "tags": {
+                        "type": ["array", "null"],
+                        "items": {
+                            "type": "object",
+                            "properties": {"name": {"type": ["string", "null"]}},
+                            "required": ["name"],
+                            "additionalProperties": false
+                        }
+                    }
+                },
+                "required": ["limit", "mode", "path", "range", "tags"],
+                "additionalProperties": false
+            })
+        );
+    }
+}
