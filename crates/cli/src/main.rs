@@ -1,12 +1,14 @@
 //! `toolrail`: the command-line face of toolrail. `demo` runs a bundled session on the real
 //! tools; `run` plays any scenario file; `replay` shows a session from its log alone (and
-//! writes its page); `recover` repairs an interrupted log; `tools` lists a tool set.
+//! writes its page); `recover` repairs an interrupted log; `tools` lists a tool set; `mcp
+//! list` shows MCP servers' tools as registered.
 //!
 //! Exit codes: 0 when the session ran (tool errors included), 2 for a bad invocation or input
 //! (the message names what and how to fix it), 1 for an internal failure.
 
 mod demo;
 mod live;
+mod mcp;
 mod recover;
 mod replay;
 mod run;
@@ -44,6 +46,8 @@ enum Command {
     Recover(recover::RecoverArgs),
     /// List a tool set: kind, source, version, exposure, concurrency, read-only.
     Tools(tools::ToolsArgs),
+    /// MCP servers: `list` starts a configuration's servers and shows their tools.
+    Mcp(mcp::McpArgs),
 }
 
 /// Input that cannot be used (a file that is not a scenario, an unknown tool): exit code 2.
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(args),
         Command::Recover(args) => recover::run(args),
         Command::Tools(args) => tools::run(args),
+        Command::Mcp(args) => mcp::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

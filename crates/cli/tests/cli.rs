@@ -502,3 +502,40 @@ fn run_with_a_provider_refuses_incomplete_or_unknown_settings() {
         stderr(&output)
     );
 }
+
+#[test]
+fn mcp_list_shows_a_server_s_tools_as_registered_and_refuses_a_bad_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("servers.json");
+    std::fs::write(&bad, r#"{"mcpServers": {"x": {"comand": "node"}}}"#).unwrap();
+    let output = toolrail(&["mcp", "list", "--config", path(&bad)]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("servers.json"),
+        "{}",
+        stderr(&output)
+    );
+    let modules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ci-npm/node_modules");
+    let everything = modules.join("@modelcontextprotocol/server-everything/dist/index.js");
+    if !everything.is_file() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the MCP test servers are missing: .ci/run installs them"
+        );
+        return;
+    }
+    let config = dir.path().join("servers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+            everything.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let output = toolrail(&["mcp", "list", "--config", path(&config)]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}\n{}", stderr(&output));
+    assert!(text.contains("everything: running"), "{text}");
+    assert!(text.contains("mcp__everything__echo"), "{text}");
+}

@@ -19,3 +19,9 @@ pub use scenario::{
 };
 /// Scripted approval answers, for crates that may not depend on `interaction` themselves.
 pub use toolrail_interaction::ScriptedApprovals;
+
+/// The batch scheduler, for tests of crates below the agent loop (tool crates, MCP) that
+/// must show how their tools schedule; the layering lets them reach it only through here.
+pub mod scheduling {
+    pub use toolrail_agent_loop::{BatchOutcome, Scheduler, SchedulerConfig};
+}

@@ -1,0 +1,186 @@
+//! Server configuration, in the common `mcpServers` shape (JSON or TOML): how to start each
+//! server, how long to wait for it, which of its tools to offer, and whether its calls may
+//! run beside others.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Every configured server, by name.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    #[serde(rename = "mcpServers", alias = "mcp_servers", default)]
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// Whether a server's calls may overlap with other calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Parallel {
+    /// Tools the server marks read-only (`readOnlyHint`) may; the rest run alone.
+    #[default]
+    Auto,
+    /// Every call runs alone.
+    Never,
+    /// Every call may overlap (the server is known to cope).
+    Always,
+}
+
+/// When a server starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Start {
+    /// At session start: the session waits until its tools are listed (up to the startup
+    /// timeout).
+    #[default]
+    Session,
+    /// In the background: the session does not wait; its tools join from the first request
+    /// after they are listed.
+    Lazy,
+}
+
+/// One server.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ServerConfig {
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Set for the server on top of an allow-listed part of this process's environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The server's working folder.
+    pub cwd: Option<PathBuf>,
+    #[serde(default = "default_startup_ms", alias = "startup_timeout_ms")]
+    pub startup_timeout_ms: u64,
+    #[serde(default = "default_call_ms", alias = "call_timeout_ms")]
+    pub call_timeout_ms: u64,
+    #[serde(default)]
+    pub parallel: Parallel,
+    #[serde(default)]
+    pub start: Start,
+    /// Only these tools are offered, when given.
+    #[serde(alias = "enabled_tools")]
+    pub enabled_tools: Option<Vec<String>>,
+    /// These tools are never offered.
+    #[serde(default, alias = "disabled_tools")]
+    pub disabled_tools: Vec<String>,
+    /// A disabled server is not started.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Restarts after a crash before its tools are withdrawn.
+    #[serde(default = "default_restarts", alias = "max_restarts")]
+    pub max_restarts: u32,
+}
+
+fn default_startup_ms() -> u64 {
+    30_000
+}
+
+fn default_call_ms() -> u64 {
+    120_000
+}
+
+fn default_restarts() -> u32 {
+    3
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ServerConfig {
+    pub fn startup_timeout(&self) -> Duration {
+        Duration::from_millis(self.startup_timeout_ms)
+    }
+
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.call_timeout_ms)
+    }
+
+    /// Whether the server's tool `name` is offered.
+    pub fn offers(&self, name: &str) -> bool {
+        !self.disabled_tools.iter().any(|disabled| disabled == name)
+            && self
+                .enabled_tools
+                .as_ref()
+                .is_none_or(|enabled| enabled.iter().any(|tool| tool == name))
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub message: String,
+}
+
+impl McpConfig {
+    /// Reads JSON; `file` names the source in errors.
+    pub fn from_json(text: &str, file: &str) -> Result<Self, ConfigError> {
+        serde_json::from_str::<Self>(text)
+            .map_err(|error| ConfigError {
+                file: file.to_owned(),
+                message: error.to_string(),
+            })
+            .and_then(|config| config.checked(file))
+    }
+
+    /// Reads TOML; `file` names the source in errors.
+    pub fn from_toml(text: &str, file: &str) -> Result<Self, ConfigError> {
+        toml::from_str::<Self>(text)
+            .map_err(|error| ConfigError {
+                file: file.to_owned(),
+                message: error.to_string(),
+            })
+            .and_then(|config| config.checked(file))
+    }
+
+    fn checked(self, file: &str) -> Result<Self, ConfigError> {
+        for (name, server) in &self.servers {
+            if name.is_empty() || server.command.trim().is_empty() {
+                return Err(ConfigError {
+                    file: file.to_owned(),
+                    message: format!(
+                        "server `{name}`: give it a name and a `command` to start it with"
+                    ),
+                });
+            }
+        }
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{McpConfig, Parallel, Start};
+
+    #[test]
+    fn both_shapes_read_with_defaults_and_unknown_fields_are_named() {
+        let json = r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "x"],
+            "parallel": "never", "start": "lazy", "disabledTools": ["write_file"]}}}"#;
+        let config = McpConfig::from_json(json, "servers.json").unwrap();
+        let fs = &config.servers["fs"];
+        assert_eq!(fs.args, ["-y", "x"]);
+        assert_eq!((fs.parallel, fs.start), (Parallel::Never, Start::Lazy));
+        assert!(!fs.offers("write_file") && fs.offers("read_file"));
+        assert_eq!(fs.call_timeout_ms, 120_000);
+        let toml = "[mcp_servers.time]\ncommand = \"uvx\"\nenabled_tools = [\"now\"]\n";
+        let config = McpConfig::from_toml(toml, "servers.toml").unwrap();
+        assert!(config.servers["time"].offers("now") && !config.servers["time"].offers("later"));
+        let error = McpConfig::from_json(
+            r#"{"mcpServers": {"x": {"command": "a", "comand": "b"}}}"#,
+            "bad.json",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with("bad.json: ") && error.contains("comand"),
+            "{error}"
+        );
+    }
+}
