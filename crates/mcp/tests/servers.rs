@@ -450,3 +450,45 @@ async fn a_crashed_server_is_restarted_then_withdrawn_after_its_limit() {
     );
     servers.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_server_does_not_hold_up_the_session_and_joins_when_listed() {
+    let Some(modules) = servers_or_skip() else {
+        return;
+    };
+    let config = McpConfig::from_json(
+        &json!({"mcpServers": {"later": {
+            "command": "node", "args": [server_script(&modules, "server-everything"), "stdio"],
+            "start": "lazy", "enabledTools": ["echo"],
+        }, "off": {"command": "node", "enabled": false}}})
+        .to_string(),
+        "test",
+    )
+    .unwrap();
+    let registry = registry();
+    let servers = McpServers::start(&config, &registry).await;
+    // Returned at once: a node server takes far longer than this to list its tools.
+    assert_eq!(
+        servers.states()[0],
+        ("later".to_owned(), ServerState::Starting)
+    );
+    assert_eq!(
+        servers.states()[1],
+        ("off".to_owned(), ServerState::Disabled)
+    );
+    assert!(!registry.snapshot().names().contains(&"mcp__later__echo"));
+    eventually("the lazy server's tools", || {
+        registry.snapshot().names().contains(&"mcp__later__echo")
+    })
+    .await;
+    // Only the enabled tool is offered.
+    let offered: Vec<String> = registry
+        .snapshot()
+        .names()
+        .iter()
+        .filter(|name| name.starts_with("mcp__"))
+        .map(|name| (*name).to_owned())
+        .collect();
+    assert_eq!(offered, ["mcp__later__echo"]);
+    servers.shutdown().await;
+}
