@@ -166,6 +166,11 @@ fn provider_session(
         }
         config.api_key = ApiKey::Env(name.clone());
     }
+    if args.strict && wire == Wire::Anthropic {
+        return Err(bad_input!(
+            "--strict is OpenAI's strict mode; the anthropic format has none"
+        ));
+    }
     config.strict = args.strict;
     let client = ProviderClient::new(config)
         .map_err(|error| anyhow::anyhow!("the model client could not be made: {error}"))?;

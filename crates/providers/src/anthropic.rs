@@ -31,12 +31,17 @@ pub(crate) fn request_body(request: &ModelRequest, model: &str, max_tokens: u32)
             | ConversationItem::Context {
                 content: blocks, ..
             } => {
-                user.extend(blocks.iter().map(content_block));
+                user.extend(blocks.iter().filter_map(content_block));
             }
             ConversationItem::ToolResult { call_id, record } => {
+                let mut content: Vec<Value> =
+                    record.content.iter().filter_map(content_block).collect();
+                if content.is_empty() {
+                    // Empty text blocks are refused; a result with nothing says so.
+                    content.push(json!({"type": "text", "text": "(no output)"}));
+                }
                 let mut result = json!({
-                    "type": "tool_result", "tool_use_id": call_id.as_str(),
-                    "content": record.content.iter().map(content_block).collect::<Vec<_>>(),
+                    "type": "tool_result", "tool_use_id": call_id.as_str(), "content": content,
                 });
                 if record.is_error {
                     result["is_error"] = Value::Bool(true);
@@ -44,7 +49,6 @@ pub(crate) fn request_body(request: &ModelRequest, model: &str, max_tokens: u32)
                 user.push(result);
             }
             ConversationItem::Assistant(message) => {
-                flush(&mut user, &mut messages);
                 let content: Vec<Value> = message
                     .blocks
                     .iter()
@@ -65,7 +69,9 @@ pub(crate) fn request_body(request: &ModelRequest, model: &str, max_tokens: u32)
                         })),
                     })
                     .collect();
+                // An empty answer is left out; what follows it joins the user message before.
                 if !content.is_empty() {
+                    flush(&mut user, &mut messages);
                     messages.push(json!({"role": "assistant", "content": content}));
                 }
             }
@@ -100,14 +106,16 @@ fn input_of(arguments_raw: &str) -> Value {
     }
 }
 
-fn content_block(block: &ContentBlock) -> Value {
-    match block {
+/// A block as the API takes it; an empty text block (which it refuses) is left out.
+fn content_block(block: &ContentBlock) -> Option<Value> {
+    Some(match block {
+        ContentBlock::Text { text } if text.is_empty() => return None,
         ContentBlock::Text { text } => json!({"type": "text", "text": text}),
         ContentBlock::Json { value } => json!({"type": "text", "text": value.to_string()}),
         ContentBlock::Image { media_type, data } => json!({
             "type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}
         }),
-    }
+    })
 }
 
 /// What the stream's block at an index is.
@@ -228,7 +236,12 @@ impl AnthropicStream {
                     .pointer("/error/type")
                     .and_then(Value::as_str)
                     .unwrap_or("error");
-                return Err(StreamError::Server(format!("{kind}: {message}")));
+                let text = format!("{kind}: {message}");
+                return Err(if crate::draft::passes(kind) {
+                    StreamError::Transient(text)
+                } else {
+                    StreamError::Server(text)
+                });
             }
             // `ping`, and event types added after this was written.
             _ => {}

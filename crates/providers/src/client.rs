@@ -44,7 +44,7 @@ enum Failure {
 /// Bytes of an error answer kept for its message.
 const ERROR_BODY_KEPT: usize = 4 << 10;
 
-/// Bytes of a whole (not streamed) answer read at most.
+/// Bytes of an answer, whole or streamed, read at most.
 const WHOLE_BODY_KEPT: usize = 64 << 20;
 
 impl ProviderClient {
@@ -62,6 +62,9 @@ impl ProviderClient {
         .with_no_client_auth();
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
+            // A model API does not redirect; following one could carry the key (an
+            // `x-api-key` header is not stripped on a change of host) somewhere else.
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(config.connect_timeout)
             .read_timeout(config.idle_timeout)
             .build()
@@ -150,9 +153,17 @@ impl ProviderClient {
             response = post.send() => response,
             () = cancel.cancelled() => return Err(Failure::Cancelled),
         };
-        let response = response.map_err(|error| Failure::Retry {
-            why: format!("{endpoint} could not be reached: {}", error_chain(&error)),
-            retry_after: None,
+        let response = response.map_err(|error| {
+            let why = format!("{endpoint} could not be reached: {}", error_chain(&error));
+            if error.is_builder() {
+                // The request itself is wrong (a key with a line break, a bad URL).
+                Failure::Fatal(why)
+            } else {
+                Failure::Retry {
+                    why,
+                    retry_after: None,
+                }
+            }
         })?;
         let status = response.status();
         let request_id = ["x-request-id", "request-id"]
@@ -169,8 +180,7 @@ impl ProviderClient {
                 .get("retry-after")
                 .and_then(|value| value.to_str().ok())
                 .and_then(|value| value.trim().parse::<f64>().ok())
-                .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
-                .map(Duration::from_secs_f64);
+                .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok());
             let text = tokio::select! {
                 text = read_some(response, ERROR_BODY_KEPT) => text,
                 () = cancel.cancelled() => return Err(Failure::Cancelled),
@@ -179,6 +189,11 @@ impl ProviderClient {
                 "{endpoint} answered {status}: {}{id_note}",
                 server_message(&text)
             );
+            if status.is_redirection() {
+                return Err(Failure::Fatal(format!(
+                    "{endpoint} answered {status}, a redirect, which is not followed (the key must not travel to another address); give the final URL as the base URL{id_note}"
+                )));
+            }
             return Err(if status.as_u16() == 429 || status.is_server_error() {
                 Failure::Retry { why, retry_after }
             } else {
@@ -187,6 +202,10 @@ impl ProviderClient {
         }
         let stream_failed = |error: StreamError| match error {
             StreamError::Ended => Failure::Retry {
+                why: format!("{endpoint}: {error}{id_note}"),
+                retry_after: None,
+            },
+            StreamError::Transient(_) => Failure::Retry {
                 why: format!("{endpoint}: {error}{id_note}"),
                 retry_after: None,
             },
@@ -223,6 +242,7 @@ impl ProviderClient {
         let mut parser = SseParser::default();
         let mut events: Vec<SseEvent> = Vec::new();
         let mut stream = response.bytes_stream();
+        let mut received = 0usize;
         loop {
             let chunk = tokio::select! {
                 chunk = stream.next() => chunk,
@@ -230,6 +250,12 @@ impl ProviderClient {
             };
             match chunk {
                 Some(Ok(bytes)) => {
+                    received = received.saturating_add(bytes.len());
+                    if received > WHOLE_BODY_KEPT {
+                        return Err(Failure::Fatal(format!(
+                            "{endpoint}: the answer grew past {WHOLE_BODY_KEPT} bytes and was cut off{id_note}"
+                        )));
+                    }
                     parser
                         .feed(&bytes, &mut events)
                         .map_err(|error| Failure::Fatal(format!("{endpoint}: {error}{id_note}")))?;

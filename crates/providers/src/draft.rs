@@ -14,6 +14,10 @@ pub enum StreamError {
     /// The server reported an error inside the stream.
     #[error("the server reported an error mid-stream: {0}")]
     Server(String),
+    /// The server reported, mid-stream, an error that passes (overloaded, a server error,
+    /// a rate limit): the request may be tried again.
+    #[error("the server reported a passing error mid-stream: {0}")]
+    Transient(String),
     /// The stream ended before the message did, with no tool call to mark as cut.
     #[error("the stream ended before the model finished its message")]
     Ended,
@@ -28,6 +32,22 @@ enum Block {
         name: String,
         arguments: String,
     },
+}
+
+/// Whether an error type a server names mid-stream passes, so the request may be tried
+/// again: overloaded, internal and rate-limit errors of either format.
+pub(crate) fn passes(error_type: &str) -> bool {
+    matches!(
+        error_type,
+        "overloaded_error"
+            | "api_error"
+            | "rate_limit_error"
+            | "server_error"
+            | "overloaded"
+            | "rate_limit_exceeded"
+            | "internal_error"
+            | "service_unavailable"
+    )
 }
 
 /// The message so far.
@@ -99,6 +119,14 @@ impl Draft {
             && call_arguments.is_empty()
         {
             call_arguments.push_str(arguments);
+        }
+    }
+
+    /// The id the call in `slot` has so far.
+    pub fn call_id(&self, slot: usize) -> Option<&str> {
+        match self.blocks.get(slot) {
+            Some(Block::ToolCall { id, .. }) => Some(id),
+            Some(Block::Text(_) | Block::Thinking(_)) | None => None,
         }
     }
 

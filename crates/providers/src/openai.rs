@@ -46,7 +46,13 @@ pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Val
                                "function": {"name": name, "arguments": arguments}})
                     })
                     .collect();
-                let mut assistant = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+                // `null` content is allowed only beside tool calls: an empty answer is "".
+                let content = if text.is_empty() && !calls.is_empty() {
+                    Value::Null
+                } else {
+                    Value::String(text)
+                };
+                let mut assistant = json!({"role": "assistant", "content": content});
                 if !calls.is_empty() {
                     assistant["tool_calls"] = Value::Array(calls);
                 }
@@ -64,13 +70,15 @@ pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Val
         .tools
         .iter()
         .map(|tool| {
-            let parameters = if options.strict {
-                strict_schema(&tool.input_schema)
-            } else {
-                tool.input_schema.clone()
-            };
+            // A schema with a free-form object cannot be strict: that function is sent as
+            // it is, and the server answers the rest strictly.
+            let strict = options
+                .strict
+                .then(|| strict_schema(&tool.input_schema))
+                .filter(closed);
+            let parameters = strict.clone().unwrap_or_else(|| tool.input_schema.clone());
             let mut function = json!({"name": tool.name, "description": tool.description, "parameters": parameters});
-            if options.strict {
+            if strict.is_some() {
                 function["strict"] = Value::Bool(true);
             }
             json!({"type": "function", "function": function})
@@ -178,6 +186,43 @@ fn tighten(schema: &mut Value) {
     }
 }
 
+/// Whether every object in `schema` lists its properties (strict mode has no free-form
+/// objects).
+fn closed(schema: &Value) -> bool {
+    let Some(object) = schema.as_object() else {
+        return true;
+    };
+    let is_object = match object.get("type") {
+        Some(Value::String(kind)) => kind == "object",
+        Some(Value::Array(kinds)) => kinds.iter().any(|kind| kind == "object"),
+        _ => false,
+    };
+    if is_object && !object.get("properties").is_some_and(Value::is_object) {
+        return false;
+    }
+    let nested = |key: &str| match object.get(key) {
+        Some(Value::Object(map))
+            if key == "properties" || key == "$defs" || key == "definitions" =>
+        {
+            map.values().all(closed)
+        }
+        Some(Value::Array(list)) => list.iter().all(closed),
+        Some(other @ Value::Object(_)) => closed(other),
+        _ => true,
+    };
+    [
+        "properties",
+        "items",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$defs",
+        "definitions",
+    ]
+    .iter()
+    .all(|key| nested(key))
+}
+
 /// Lets `schema` also be `null`.
 fn make_nullable(schema: &mut Value) {
     let Some(object) = schema.as_object_mut() else {
@@ -235,11 +280,7 @@ impl OpenAiStream {
         let chunk: Value = serde_json::from_str(data)
             .map_err(|error| StreamError::Malformed(format!("a chunk is not JSON ({error})")))?;
         if let Some(error) = chunk.get("error") {
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(|| error.to_string(), str::to_owned);
-            return Err(StreamError::Server(message));
+            return Err(server_error(error));
         }
         if let Some(usage) = chunk.get("usage").filter(|usage| !usage.is_null()) {
             self.draft.usage = Some(usage.clone());
@@ -255,10 +296,12 @@ impl OpenAiStream {
             return Ok(());
         };
         if let Some(delta) = choice.get("delta") {
-            for key in ["reasoning_content", "reasoning"] {
-                if let Some(text) = delta.get(key).and_then(Value::as_str) {
-                    self.draft.thinking(text);
-                }
+            // Servers name reasoning one way or the other; one that sends both sends it once.
+            if let Some(text) = ["reasoning_content", "reasoning"]
+                .iter()
+                .find_map(|key| delta.get(*key).and_then(Value::as_str))
+            {
+                self.draft.thinking(text);
             }
             if let Some(text) = delta.get("content").and_then(Value::as_str) {
                 self.draft.text(text);
@@ -292,8 +335,15 @@ impl OpenAiStream {
                 .unwrap_or_default()
         };
         let (name, arguments) = (field("name"), field("arguments"));
-        match self.slots.get(&index) {
-            Some(&slot) => {
+        // A fragment with an id of its own starts another call, even at an index taken
+        // before (servers that send each call whole, without an index).
+        let known = self
+            .slots
+            .get(&index)
+            .copied()
+            .filter(|&slot| id.is_empty() || self.draft.call_id(slot) == Some(id));
+        match known {
+            Some(slot) => {
                 // The id and name come once; a server repeating them is not appending.
                 self.draft.grow_call(slot, "", "", arguments);
             }
@@ -316,11 +366,7 @@ impl OpenAiStream {
 pub(crate) fn whole_response(body: &Value) -> Result<ModelResponse, StreamError> {
     let mut stream = OpenAiStream::new();
     if let Some(error) = body.get("error") {
-        let message = error
-            .get("message")
-            .and_then(Value::as_str)
-            .map_or_else(|| error.to_string(), str::to_owned);
-        return Err(StreamError::Server(message));
+        return Err(server_error(error));
     }
     let choice = body
         .get("choices")
@@ -338,6 +384,23 @@ pub(crate) fn whole_response(body: &Value) -> Result<ModelResponse, StreamError>
         data: chunk.to_string(),
     })?;
     stream.finish()
+}
+
+/// An error object a server sent in place of a chunk or a completion.
+fn server_error(error: &Value) -> StreamError {
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map_or_else(|| error.to_string(), str::to_owned);
+    let kind = error
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if crate::draft::passes(kind) {
+        StreamError::Transient(message)
+    } else {
+        StreamError::Server(message)
+    }
 }
 
 /// `finish_reason` as the loop's stop reason.
@@ -401,6 +464,53 @@ mod tests {
                 "required": ["limit", "mode", "path", "range", "tags"],
                 "additionalProperties": false
             })
+        );
+    }
+}
+
+#[cfg(test)]
+mod strict_requests {
+    use serde_json::json;
+    use toolrail_agent_loop::{ModelRequest, ToolDefinition};
+
+    use super::{Options, request_body};
+
+    #[test]
+    fn a_function_with_a_free_form_object_is_sent_without_strict() {
+        let tool = |name: &str, schema: serde_json::Value| ToolDefinition {
+            name: name.to_owned(),
+            description: String::new(),
+            input_schema: schema,
+        };
+        let request = ModelRequest {
+            system: None,
+            messages: Vec::new(),
+            tools: vec![
+                tool(
+                    "closed",
+                    json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+                ),
+                tool(
+                    "open",
+                    json!({"type": "object", "properties": {"meta": {"type": "object"}}}),
+                ),
+            ],
+        };
+        let options = Options {
+            model: "m",
+            strict: true,
+            ..Options::default()
+        };
+        let body = request_body(&request, &options);
+        assert_eq!(body["tools"][0]["function"]["strict"], json!(true));
+        assert_eq!(
+            body["tools"][0]["function"]["parameters"]["additionalProperties"],
+            json!(false)
+        );
+        assert_eq!(body["tools"][1]["function"].get("strict"), None);
+        assert_eq!(
+            body["tools"][1]["function"]["parameters"],
+            json!({"type": "object", "properties": {"meta": {"type": "object"}}})
         );
     }
 }

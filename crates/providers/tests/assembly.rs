@@ -177,7 +177,7 @@ fn an_error_mid_stream_is_the_server_s_message() {
     let error = assemble(Format::OpenAi, &fixture("openai/error_mid_stream.sse"), &[]).unwrap_err();
     assert_eq!(
         error,
-        StreamError::Server("The server had an error while processing your request.".to_owned())
+        StreamError::Transient("The server had an error while processing your request.".to_owned())
     );
     let error = assemble(
         Format::Anthropic,
@@ -187,7 +187,7 @@ fn an_error_mid_stream_is_the_server_s_message() {
     .unwrap_err();
     assert_eq!(
         error,
-        StreamError::Server("overloaded_error: Overloaded".to_owned())
+        StreamError::Transient("overloaded_error: Overloaded".to_owned())
     );
 }
 
@@ -226,4 +226,20 @@ proptest! {
         let bytes = fixture(name);
         prop_assert_eq!(assemble(format, &bytes, &cuts), assemble(format, &bytes, &[]));
     }
+}
+
+#[test]
+fn calls_sent_whole_without_an_index_stay_apart() {
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"read\",\"arguments\":\"{\\\"path\\\":\\\"a\\\"}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"read\",\"arguments\":\"{\\\"path\\\":\\\"b\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    );
+    let response = assemble(Format::OpenAi, stream.as_bytes(), &[]).unwrap();
+    assert_eq!(
+        response.message.blocks,
+        [
+            call("c1", "read", r#"{"path":"a"}"#),
+            call("c2", "read", r#"{"path":"b"}"#)
+        ]
+    );
 }

@@ -227,19 +227,44 @@ async fn server_errors_are_tried_up_to_the_limit_then_reported() {
 }
 
 #[tokio::test]
-async fn an_error_event_mid_stream_fails_the_request_with_the_server_s_words() {
-    let server = FakeServer::start(vec![Reply::stream(&fixture(
-        "anthropic/error_mid_stream.sse",
-    ))])
+async fn a_passing_error_mid_stream_is_tried_again_and_a_lasting_one_is_reported() {
+    let server = FakeServer::start(vec![
+        Reply::stream(&fixture("anthropic/error_mid_stream.sse")),
+        Reply::stream(&fixture("anthropic/parallel_tool_uses.sse")),
+    ])
     .await;
+    let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
+    let response = complete(&client).await.unwrap();
+    assert_eq!(response.message.tool_calls().count(), 3);
+    assert_eq!(server.seen().len(), 2, "overloaded mid-stream: tried again");
+    let lasting = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long\"}}\n\n";
+    let server = FakeServer::start(vec![Reply::stream(lasting.as_bytes())]).await;
     let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
     let ModelError::Failed(message) = complete(&client).await.unwrap_err() else {
         panic!("not a failure");
     };
     assert!(
-        message.contains("overloaded_error: Overloaded"),
+        message.contains("invalid_request_error: prompt is too long"),
         "{message}"
     );
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_so_the_key_stays_where_it_was_sent() {
+    let server = FakeServer::start(vec![Reply {
+        status: 307,
+        headers: vec![("location".into(), "http://127.0.0.1:9/elsewhere".into())],
+        pieces: Vec::new(),
+        pause: Duration::ZERO,
+    }])
+    .await;
+    let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
+    let ModelError::Failed(message) = complete(&client).await.unwrap_err() else {
+        panic!("not a failure");
+    };
+    assert!(message.contains("redirect"), "{message}");
+    assert_eq!(server.seen().len(), 1);
 }
 
 #[tokio::test]

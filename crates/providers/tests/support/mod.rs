@@ -99,6 +99,7 @@ impl FakeServer {
                 let reply = script.next().unwrap_or_else(|| Reply::json(500, "{}"));
                 let reason = match reply.status {
                     200 => "OK",
+                    307 => "Temporary Redirect",
                     401 => "Unauthorized",
                     429 => "Too Many Requests",
                     500 => "Internal Server Error",
