@@ -40,10 +40,15 @@ pub fn run(args: McpArgs) -> Result<()> {
         McpConfig::from_json(&text, &name)
     }
     .map_err(|error| bad_input!("{error}"))?;
-    let registry = toolrail_tools_core::RegistryBuilder::new()
-        .build()
-        .map_err(|error| anyhow::anyhow!("{error}"))?
-        .0;
+    // The shipped tools first, so a name an MCP tool cannot have shows as taken.
+    let shipped = toolrail_testkit::Scenario::from_json(
+        r#"{"toolset": ["read", "write", "edit", "glob", "grep", "bash", "todo_write"], "turns": []}"#,
+    )
+    .map_err(|error| anyhow::anyhow!("{error}"))?;
+    let workspace = std::env::current_dir()?;
+    let registry = shipped
+        .tools(&workspace, &std::env::temp_dir(), &Default::default())
+        .map_err(|error| anyhow::anyhow!("{error}"))?;
     runtime()?.block_on(async {
         let servers = McpServers::start(&parsed, &registry).await;
         let tools = registry.snapshot();

@@ -71,6 +71,13 @@ pub struct ServerConfig {
     /// A disabled server is not started.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Take the server's annotations at their word: `readOnlyHint` makes a tool read-only
+    /// (which the presets let run without asking) and, with `parallel: auto`, shared;
+    /// `idempotentHint` makes it safe to retry after a crash. Off by default: hints from a
+    /// server are claims, and only ones that ask for more care (`destructiveHint`) count
+    /// without this.
+    #[serde(default, alias = "trust_annotations")]
+    pub trust_annotations: bool,
     /// Restarts after a crash before its tools are withdrawn.
     #[serde(default = "default_restarts", alias = "max_restarts")]
     pub max_restarts: u32,

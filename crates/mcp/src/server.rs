@@ -4,10 +4,9 @@
 //! crashes and withdrawn after its restarts run out, and ended — its whole process group —
 //! at shutdown.
 
-use std::collections::BTreeSet;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -47,8 +46,27 @@ pub enum ServerState {
     },
 }
 
+/// How long a connection must last for its server's restart count to start again.
+const STABLE: Duration = Duration::from_secs(60);
+
 /// Environment variables a server inherits; the configuration adds its own.
-const ENV_ALLOW: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "TMPDIR"];
+const ENV_ALLOW: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "USER",
+    "TMPDIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
 
 /// Every configured server of a session.
 pub struct McpServers {
@@ -142,6 +160,7 @@ pub(crate) struct Server {
     settled: tokio::sync::Notify,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     relisted: AtomicU64,
+    first_try_over: AtomicBool,
 }
 
 /// Receives the server's notifications.
@@ -177,6 +196,7 @@ impl Server {
             settled: tokio::sync::Notify::new(),
             tasks: Mutex::new(Vec::new()),
             relisted: AtomicU64::new(0),
+            first_try_over: AtomicBool::new(false),
         })
     }
 
@@ -184,11 +204,14 @@ impl Server {
         ToolSource::Mcp(Arc::from(self.name.as_str()))
     }
 
-    /// Waits until the server is running or withdrawn.
+    /// Waits until the server's first try is over: running, or not (it may still be
+    /// restarted in the background).
     async fn started(&self) {
         loop {
             let settled = self.settled.notified();
-            if !matches!(*self.state.lock(), ServerState::Starting) {
+            if !matches!(*self.state.lock(), ServerState::Starting)
+                || self.first_try_over.load(Ordering::Acquire)
+            {
                 return;
             }
             settled.await;
@@ -205,14 +228,23 @@ impl Server {
     async fn run(self: Arc<Self>) {
         let mut restarts = 0;
         loop {
+            let began = tokio::time::Instant::now();
             let outcome = tokio::select! {
                 outcome = self.connect_and_serve() => outcome,
                 () = self.stop.cancelled() => return,
             };
             self.registry.remove_source(&self.source());
             *self.link.lock() = None;
+            // The session waits for the first try only, not for every restart.
+            self.first_try_over.store(true, Ordering::Release);
+            self.settled.notify_waiters();
             if self.stop.is_cancelled() {
                 return;
+            }
+            // A server that ran a good while before it failed starts its count again:
+            // crashes spread over a long session do not add up to a withdrawal.
+            if began.elapsed() > STABLE {
+                restarts = 0;
             }
             if restarts >= self.config.max_restarts {
                 self.set_state(ServerState::Withdrawn {
@@ -224,6 +256,7 @@ impl Server {
                 return;
             }
             restarts += 1;
+            self.set_state(ServerState::Starting);
             let backoff = Duration::from_millis(200u64.saturating_mul(1 << restarts.min(6)));
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
@@ -259,6 +292,9 @@ impl Server {
             }
         };
         let group = transport.id();
+        // Whatever ends this connection — a failed handshake, a crash, a stop while it
+        // starts — ends the server's whole process group with it.
+        let _group = GroupGuard(group);
         let (changed, mut changes) = mpsc::unbounded_channel();
         let client = Client {
             progress: self.progress.clone(),
@@ -339,37 +375,37 @@ impl Server {
             .filter_map(|tool| Listed::from_wire(&tool))
             .filter(|tool| self.config.offers(&tool.name))
             .collect();
-        self.registry.remove_source(&self.source());
-        let taken: BTreeSet<String> = self
-            .registry
-            .snapshot()
-            .names()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let pairs: Vec<(String, String)> = listed
-            .iter()
-            .map(|tool| (self.name.clone(), tool.name.clone()))
-            .collect();
-        let names = naming::assign(&pairs, &taken);
-        let mut registered = Vec::new();
-        for (tool, name) in listed.iter().zip(names) {
-            let entry = McpTool::new(
-                name.clone(),
-                tool,
-                Arc::clone(self),
-                version,
-                self.config.parallel,
-            );
-            match self
-                .registry
-                .register_external(self.source(), Arc::new(entry))
-            {
-                Ok(None) => registered.push(name),
-                Ok(Some(warning)) => tracing_note(&self.name, &warning.message),
-                Err(error) => tracing_note(&self.name, &error.to_string()),
+        let server = Arc::clone(self);
+        let made = self.registry.replace_source(&self.source(), move |taken| {
+            let pairs: Vec<(String, String)> = listed
+                .iter()
+                .map(|tool| (server.name.clone(), tool.name.clone()))
+                .collect();
+            let names = naming::assign(&pairs, taken);
+            listed
+                .iter()
+                .zip(names)
+                .map(|(tool, name)| {
+                    Arc::new(McpTool::new(
+                        name,
+                        tool,
+                        Arc::clone(&server),
+                        version,
+                        server.config.parallel,
+                        server.config.trust_annotations,
+                    )) as Arc<dyn toolrail_tools_core::Tool>
+                })
+                .collect()
+        });
+        let registered = match made {
+            Ok((registered, skipped)) => {
+                for warning in skipped {
+                    tracing_note(&self.name, &warning.message);
+                }
+                registered
             }
-        }
+            Err(error) => return Err(format!("its tools could not be registered: {error}")),
+        };
         self.set_state(ServerState::Running {
             version: version.to_owned(),
             tools: registered,
@@ -432,7 +468,9 @@ impl Server {
             let id = id.clone();
             async move {
                 let param = CancelledNotificationParam::new(Some(id), Some(reason.to_owned()));
-                let _ = peer.notify_cancelled(param).await;
+                // A server that stopped reading must not hold the call past its end.
+                let _ = tokio::time::timeout(Duration::from_secs(1), peer.notify_cancelled(param))
+                    .await;
             }
         };
         tokio::select! {
@@ -478,9 +516,20 @@ impl Server {
             link.service.cancel();
             kill_group(link.group);
         }
+        // Its tools hold the server: leaving them would keep both alive, offered but dead.
+        self.registry.remove_source(&self.source());
         for task in self.tasks.lock().drain(..) {
             task.abort();
         }
+    }
+}
+
+/// Kills a process group when dropped.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0);
     }
 }
 

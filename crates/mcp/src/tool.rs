@@ -66,9 +66,14 @@ impl McpTool {
         server: Arc<Server>,
         version: &str,
         parallel: Parallel,
+        trusted: bool,
     ) -> Self {
+        // Hints that relax policy count only for a trusted server; one that asks for more
+        // care always counts.
+        let read_only = trusted && listed.read_only;
+        let idempotent = trusted && listed.idempotent;
         // Destructive tools are of a kind the presets ask about; read-only ones are reads.
-        let kind = if listed.read_only {
+        let kind = if read_only {
             ToolKind::Read
         } else if listed.destructive {
             ToolKind::Delete
@@ -82,14 +87,14 @@ impl McpTool {
         )
         .kind(kind)
         .version(version);
-        if listed.read_only {
+        if read_only {
             spec = spec.read_only();
         }
-        if listed.idempotent {
+        if idempotent {
             spec = spec.idempotent();
         }
         let parallel = match parallel {
-            Parallel::Auto => listed.read_only,
+            Parallel::Auto => read_only,
             Parallel::Never => false,
             Parallel::Always => true,
         };

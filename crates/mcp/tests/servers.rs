@@ -106,6 +106,7 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
     let config = McpConfig::from_json(
         &json!({"mcpServers": {"everything": {
             "command": "node", "args": [server_script(&modules, "server-everything"), "stdio"],
+            "trustAnnotations": true,
         }}})
         .to_string(),
         "test",
@@ -308,6 +309,7 @@ async fn filesystem_reads_are_structured_and_run_in_parallel() {
         &json!({"mcpServers": {"fs": {
             "command": "node",
             "args": [server_script(&modules, "server-filesystem"), root_path.to_str().unwrap()],
+            "trustAnnotations": true,
         }}})
         .to_string(),
         "test",
@@ -490,5 +492,13 @@ async fn a_lazy_server_does_not_hold_up_the_session_and_joins_when_listed() {
         .map(|name| (*name).to_owned())
         .collect();
     assert_eq!(offered, ["mcp__later__echo"]);
+    // Its annotations are not trusted: `readOnlyHint` does not make it read-only (which the
+    // presets would let run unasked), nor shared.
+    let snapshot = registry.snapshot();
+    let echo = snapshot
+        .resolve("mcp__later__echo", toolrail_tools_core::CallOrigin::Model)
+        .unwrap();
+    assert!(!echo.spec().is_read_only());
+    assert_eq!(echo.spec().concurrency_summary(), Some("exclusive"));
     servers.shutdown().await;
 }

@@ -346,6 +346,49 @@ impl Registry {
         removed.unwrap_or_default()
     }
 
+    /// Replaces every tool of a source in one change (an MCP server's list changed): no
+    /// snapshot ever sees some of its tools, or none, in between. `make` gets the names the
+    /// other sources hold and returns the source's new tools, named around them. Returns
+    /// the names registered and the tools skipped.
+    pub fn replace_source(
+        &self,
+        source: &ToolSource,
+        make: impl FnOnce(&BTreeSet<String>) -> Vec<Arc<dyn Tool>>,
+    ) -> Result<(Vec<String>, Vec<RegistryWarning>), RegistryError> {
+        if source.is_trusted() {
+            return Err(RegistryError::Scope {
+                message: format!(
+                    "tools from {source} are installed through RegistryBuilder, not at run time"
+                ),
+            });
+        }
+        self.mutate(|state| {
+            let old: Vec<String> = state
+                .tools
+                .iter()
+                .filter(|(_, entry)| entry.source() == source)
+                .map(|(name, _)| name.clone())
+                .collect();
+            for name in &old {
+                state.tools.remove(name);
+                if let Some(builtin) = state.displaced.remove(name) {
+                    state.tools.insert(name.clone(), builtin);
+                }
+            }
+            let taken: BTreeSet<String> = state.tools.keys().cloned().collect();
+            let mut registered = Vec::new();
+            let mut skipped = Vec::new();
+            for tool in make(&taken) {
+                let name = tool.spec().name().to_owned();
+                match state.insert(source.clone(), tool, None)? {
+                    Some(warning) => skipped.push(warning),
+                    None => registered.push(name),
+                }
+            }
+            Ok((registered, skipped))
+        })
+    }
+
     /// Makes deferred tools visible from the next snapshot; returns the names that were
     /// deferred and are now loaded (unknown or non-deferred names are ignored).
     pub fn load_deferred(&self, names: &[&str]) -> Vec<String> {
