@@ -38,6 +38,8 @@ pub use sink::{
     AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SinkError,
 };
 pub use store::jsonl::{JsonlLog, JsonlStore, SessionRead};
+#[cfg(feature = "postgres")]
+pub use store::postgres::{Lease, PostgresLog, PostgresStore};
 pub use store::sqlite::{SqliteLog, SqliteStore};
 pub use store::{
     DEFAULT_BLOB_CAP, Durability, Opened, SessionLog, SessionStore, StoreError, StoreLog,

@@ -350,6 +350,61 @@ contract!(sqlite, |dir: &std::path::Path, durability| {
     SqliteStore::new(dir.join("sessions.db"), durability).unwrap()
 });
 
+mod pg;
+
+/// The same contract against a real PostgreSQL server, a fresh database per store.
+mod postgres_store {
+    use super::pg::PgServer;
+    use super::*;
+
+    fn store(server: &PgServer, durability: Durability) -> PostgresStore {
+        PostgresStore::connect(&server.fresh_database(), durability).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn round_trip() {
+        let Some(server) = PgServer::start() else {
+            return;
+        };
+        super::round_trip(store(&server, Durability::Strict)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_appenders_keep_seq_dense() {
+        let Some(server) = PgServer::start() else {
+            return;
+        };
+        for durability in [Durability::Strict, Durability::Batched, Durability::None] {
+            super::concurrent_appenders_keep_seq_dense(store(&server, durability)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn recovery_cases() {
+        let Some(server) = PgServer::start() else {
+            return;
+        };
+        super::recovery_cases(store(&server, Durability::Strict)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn large_values_are_kept_beside_the_log_and_read_back() {
+        let Some(server) = PgServer::start() else {
+            return;
+        };
+        let store = store(&server, Durability::Strict).with_blob_cap(1024);
+        super::large_values_are_kept_beside_the_log_and_read_back(store).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn names_and_existing_sessions() {
+        let Some(server) = PgServer::start() else {
+            return;
+        };
+        super::names_and_existing_sessions(store(&server, Durability::Batched)).await;
+    }
+}
+
 #[tokio::test]
 async fn sqlite_names_a_corrupt_row_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();

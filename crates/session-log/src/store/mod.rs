@@ -4,6 +4,8 @@
 
 pub mod jsonl;
 mod log;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod spill;
 pub mod sqlite;
 mod writer;
@@ -64,6 +66,18 @@ pub enum StoreError {
     Database { path: PathBuf, message: String },
     #[error("{path} is open in another log (this process or another); close that one first")]
     Locked { path: PathBuf },
+    #[error(
+        "session `{session}` is leased to `{owner}` for {seconds_left:.1} s more; wait for it to expire or be released"
+    )]
+    Leased {
+        session: String,
+        owner: String,
+        seconds_left: f64,
+    },
+    #[error(
+        "session `{session}`: the lease with token {token} is no longer held (another worker took it over); stop driving the session"
+    )]
+    Fenced { session: String, token: i64 },
 }
 
 impl StoreError {

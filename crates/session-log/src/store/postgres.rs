@@ -1,0 +1,572 @@
+//! The PostgreSQL store: the sessions of a fleet of workers in one database, one row per
+//! event keyed by (session, seq) with the same envelope as a JSONL line, large values in
+//! their own table by content hash, a group of events per transaction. Migrations live here
+//! and run on connect.
+//!
+//! Leases: a worker that drives a session holds its lease — a row with the owner, a fencing
+//! token and an expiry in the database's clock. Every append of a leased log checks, in its
+//! own transaction, that the token is still the session's: once another worker took the
+//! lease over (after it expired), the old owner's next append is refused, so a paused or
+//! partitioned worker can never write after a takeover.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use postgres::{Client, NoTls};
+
+use super::jsonl::{check_first, first_event};
+use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
+use super::writer::Medium;
+use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
+use crate::event::{Event, SessionStart};
+use crate::ids::SessionId;
+use crate::sink::SinkError;
+
+/// Each migration once, in order; the `toolrail_schema` table remembers how far a database
+/// is. Appending a step is how the schema changes.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE events (
+        session TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        line TEXT NOT NULL,
+        PRIMARY KEY (session, seq)
+    );
+    CREATE TABLE blobs (
+        digest TEXT PRIMARY KEY,
+        bytes BYTEA NOT NULL
+    );
+    CREATE TABLE leases (
+        session TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        token BIGINT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE sync_marks (n INTEGER);
+"];
+
+/// A key for `pg_advisory_lock`, so two workers connecting at once migrate one at a time.
+const MIGRATION_LOCK: i64 = 0x746f_6f6c_7261_696c;
+
+/// A database of sessions.
+#[derive(Clone)]
+pub struct PostgresStore {
+    url: String,
+    /// The URL without its password, for messages.
+    shown: String,
+    durability: Durability,
+    blob_cap: usize,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("url", &self.shown)
+            .field("durability", &self.durability)
+            .finish()
+    }
+}
+
+/// The log of a PostgreSQL session.
+pub type PostgresLog = StoreLog;
+
+/// A worker's hold on a session: while its token is the session's, its appends go through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub session: SessionId,
+    pub owner: String,
+    /// Larger for every new holder; appends carry it.
+    pub token: i64,
+    pub ttl: Duration,
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user@host:port/db`) and brings its
+    /// schema up to date.
+    pub fn connect(url: &str, durability: Durability) -> Result<Self, StoreError> {
+        off_runtime(|| Self::connect_here(url, durability))
+    }
+
+    fn connect_here(url: &str, durability: Durability) -> Result<Self, StoreError> {
+        let store = Self {
+            url: url.to_owned(),
+            shown: without_password(url),
+            durability,
+            blob_cap: DEFAULT_BLOB_CAP,
+        };
+        let mut client = store.client()?;
+        store.migrate(&mut client)?;
+        Ok(store)
+    }
+
+    /// Values (and details) whose compact JSON is longer than `bytes` go to `blobs`.
+    pub fn with_blob_cap(mut self, bytes: usize) -> Self {
+        self.blob_cap = bytes;
+        self
+    }
+
+    fn client(&self) -> Result<Client, StoreError> {
+        Client::connect(&self.url, NoTls).map_err(|error| self.failed(&error))
+    }
+
+    fn failed(&self, error: &dyn std::fmt::Display) -> StoreError {
+        StoreError::Database {
+            path: PathBuf::from(&self.shown),
+            message: error.to_string(),
+        }
+    }
+
+    fn name(&self, id: &SessionId) -> String {
+        format!("{}#{}", self.shown, id.as_str())
+    }
+
+    fn migrate(&self, client: &mut Client) -> Result<(), StoreError> {
+        let fail = |error: postgres::Error| self.failed(&error);
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+            .map_err(fail)?;
+        let migrated = (|| {
+            client.batch_execute(
+                "CREATE TABLE IF NOT EXISTS toolrail_schema (version INTEGER NOT NULL)",
+            )?;
+            let version: i32 = client
+                .query_opt("SELECT version FROM toolrail_schema", &[])?
+                .map_or(0, |row| row.get(0));
+            for (number, step) in MIGRATIONS.iter().enumerate() {
+                let target = i32::try_from(number + 1).unwrap_or(i32::MAX);
+                if target <= version {
+                    continue;
+                }
+                let mut transaction = client.transaction()?;
+                transaction.batch_execute(step)?;
+                transaction.execute("DELETE FROM toolrail_schema", &[])?;
+                transaction.execute(
+                    "INSERT INTO toolrail_schema (version) VALUES ($1)",
+                    &[&target],
+                )?;
+                transaction.commit()?;
+            }
+            Ok::<_, postgres::Error>(())
+        })();
+        let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
+        migrated.map_err(fail)?;
+        unlocked.map_err(fail).map(drop)
+    }
+
+    /// Takes the lease of session `id` for `owner`, for `ttl`: granted when nobody holds
+    /// it, when its holder's lease expired (a takeover: the token grows), or when `owner`
+    /// holds it already. Refused, naming the holder, while another holder's lease runs.
+    pub fn acquire(&self, id: &SessionId, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
+        off_runtime(|| self.acquire_here(id, owner, ttl))
+    }
+
+    fn acquire_here(
+        &self,
+        id: &SessionId,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Lease, StoreError> {
+        check_session_id(id)?;
+        let mut client = self.client()?;
+        let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let granted = client
+            .query_opt(
+                "INSERT INTO leases (session, owner, token, expires_at)
+                 VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
+                 ON CONFLICT (session) DO UPDATE
+                 SET owner = EXCLUDED.owner, token = leases.token + 1,
+                     expires_at = EXCLUDED.expires_at
+                 WHERE leases.expires_at < now() OR leases.owner = EXCLUDED.owner
+                 RETURNING token",
+                &[&id.as_str(), &owner, &millis],
+            )
+            .map_err(|error| self.failed(&error))?;
+        match granted {
+            Some(row) => Ok(Lease {
+                session: id.clone(),
+                owner: owner.to_owned(),
+                token: row.get(0),
+                ttl,
+            }),
+            None => {
+                let holder = client
+                    .query_opt(
+                        "SELECT owner, GREATEST(0, EXTRACT(EPOCH FROM expires_at - now()))::float8
+                         FROM leases WHERE session = $1",
+                        &[&id.as_str()],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                let (holder, left): (String, f64) =
+                    holder.map_or_else(|| ("?".to_owned(), 0.0), |row| (row.get(0), row.get(1)));
+                Err(StoreError::Leased {
+                    session: id.as_str().to_owned(),
+                    owner: holder,
+                    seconds_left: left,
+                })
+            }
+        }
+    }
+
+    /// Extends `lease` by its ttl; `Err` when it is no longer the session's (taken over).
+    pub fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
+        off_runtime(|| self.renew_here(lease))
+    }
+
+    fn renew_here(&self, lease: &Lease) -> Result<(), StoreError> {
+        let mut client = self.client()?;
+        let millis = i64::try_from(lease.ttl.as_millis()).unwrap_or(i64::MAX);
+        let renewed = client
+            .execute(
+                "UPDATE leases SET expires_at = now() + $3::bigint * interval '1 millisecond'
+                 WHERE session = $1 AND token = $2",
+                &[&lease.session.as_str(), &lease.token, &millis],
+            )
+            .map_err(|error| self.failed(&error))?;
+        if renewed == 1 {
+            Ok(())
+        } else {
+            Err(self.fenced(lease))
+        }
+    }
+
+    /// Gives the lease up (its session may be taken at once).
+    pub fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        off_runtime(|| self.release_here(lease))
+    }
+
+    fn release_here(&self, lease: &Lease) -> Result<(), StoreError> {
+        let mut client = self.client()?;
+        client
+            .execute(
+                "UPDATE leases SET expires_at = now() - interval '1 second'
+                 WHERE session = $1 AND token = $2",
+                &[&lease.session.as_str(), &lease.token],
+            )
+            .map_err(|error| self.failed(&error))
+            .map(drop)
+    }
+
+    fn fenced(&self, lease: &Lease) -> StoreError {
+        StoreError::Fenced {
+            session: lease.session.as_str().to_owned(),
+            token: lease.token,
+        }
+    }
+
+    /// Creates session `start` under `lease` (which must be for it).
+    pub fn create_leased(
+        &self,
+        start: SessionStart,
+        lease: &Lease,
+    ) -> Result<PostgresLog, StoreError> {
+        self.create_with(start, Some(lease.token))
+    }
+
+    /// Opens session `id` under `lease`: every append checks the lease is still held.
+    pub fn open_leased(&self, lease: &Lease) -> Result<Opened<PostgresLog>, StoreError> {
+        self.open_with(&lease.session, Some(lease.token))
+    }
+
+    fn create_with(
+        &self,
+        start: SessionStart,
+        fence: Option<i64>,
+    ) -> Result<PostgresLog, StoreError> {
+        off_runtime(|| self.create_here(start, fence))
+    }
+
+    fn create_here(
+        &self,
+        start: SessionStart,
+        fence: Option<i64>,
+    ) -> Result<PostgresLog, StoreError> {
+        check_session_id(&start.session_id)?;
+        let id = start.session_id.clone();
+        let mut client = self.client()?;
+        let first = first_event(start);
+        let line = serde_json::to_string(&first).map_err(|error| self.failed(&error))?;
+        // session/start is durable before create returns, whatever the mode.
+        let inserted = client
+            .execute(
+                "INSERT INTO events (session, seq, line) VALUES ($1, 1, $2) ON CONFLICT DO NOTHING",
+                &[&id.as_str(), &line],
+            )
+            .map_err(|error| self.failed(&error))?;
+        if inserted == 0 {
+            return Err(StoreError::Exists {
+                path: PathBuf::from(self.name(&id)),
+            });
+        }
+        self.start_log(client, &id, 2, fence)
+    }
+
+    fn open_with(
+        &self,
+        id: &SessionId,
+        fence: Option<i64>,
+    ) -> Result<Opened<PostgresLog>, StoreError> {
+        off_runtime(|| self.open_here(id, fence))
+    }
+
+    fn open_here(
+        &self,
+        id: &SessionId,
+        fence: Option<i64>,
+    ) -> Result<Opened<PostgresLog>, StoreError> {
+        check_session_id(id)?;
+        let mut client = self.client()?;
+        let name = PathBuf::from(self.name(id));
+        let rows = client
+            .query(
+                "SELECT seq, line FROM events WHERE session = $1 ORDER BY seq",
+                &[&id.as_str()],
+            )
+            .map_err(|error| self.failed(&error))?;
+        let mut events: Vec<Event> = Vec::with_capacity(rows.len());
+        for (number, row) in rows.iter().enumerate() {
+            let seq: i64 = row.get(0);
+            let line: String = row.get(1);
+            let corrupt = |why: String| StoreError::Corrupt {
+                path: name.clone(),
+                line: number + 1,
+                why,
+            };
+            let mut event: Event =
+                serde_json::from_str(&line).map_err(|error| corrupt(error.to_string()))?;
+            let expected = events.len() as u64 + 1;
+            if u64::try_from(seq).ok() != Some(expected) || event.seq != expected {
+                return Err(corrupt(format!(
+                    "seq {} (key {seq}) where {expected} was expected (a gap or a repeat)",
+                    event.seq
+                )));
+            }
+            let shelf = ReadShelf {
+                client: std::cell::RefCell::new(&mut client),
+            };
+            load_form(&mut event, &shelf).map_err(corrupt)?;
+            events.push(event);
+        }
+        if events.is_empty() {
+            return Err(StoreError::io(
+                "opening",
+                &name,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such session in the database",
+                ),
+            ));
+        }
+        check_first(&name, &events)?;
+        let next_seq = events.len() as u64 + 1;
+        Ok(Opened {
+            log: self.start_log(client, id, next_seq, fence)?,
+            events,
+            torn_bytes_dropped: 0,
+        })
+    }
+
+    fn start_log(
+        &self,
+        mut client: Client,
+        id: &SessionId,
+        next_seq: u64,
+        fence: Option<i64>,
+    ) -> Result<PostgresLog, StoreError> {
+        // Only `strict` waits for every commit to be flushed; the others commit without
+        // waiting and flush when a group asks.
+        if self.durability != Durability::Strict {
+            client
+                .batch_execute("SET synchronous_commit = off")
+                .map_err(|error| self.failed(&error))?;
+        }
+        let medium = PostgresSession {
+            client,
+            session: id.as_str().to_owned(),
+            durability: self.durability,
+            blob_cap: self.blob_cap,
+            fence,
+        };
+        Ok(StoreLog::start(
+            medium,
+            self.name(id),
+            next_seq,
+            self.durability,
+        ))
+    }
+}
+
+impl SessionStore for PostgresStore {
+    type Log = PostgresLog;
+
+    fn create(&self, start: SessionStart) -> Result<PostgresLog, StoreError> {
+        self.create_with(start, None)
+    }
+
+    fn open(&self, id: &SessionId) -> Result<Opened<PostgresLog>, StoreError> {
+        self.open_with(id, None)
+    }
+}
+
+/// Runs `work` on a thread of its own. The `postgres` client drives its connection with a
+/// runtime of its own, which must not be entered — or dropped — on a thread that runs an
+/// async runtime, and store calls come from async code. The writer thread is such a thread
+/// of its own already.
+fn off_runtime<T: Send>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send,
+) -> Result<T, StoreError> {
+    std::thread::scope(|scope| {
+        scope.spawn(work).join().unwrap_or_else(|_| {
+            Err(StoreError::Database {
+                path: PathBuf::from("postgres"),
+                message: "the database call panicked".to_owned(),
+            })
+        })
+    })
+}
+
+/// `postgres://user:secret@host/db` as `postgres://user@host/db`.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    let user = userinfo.split(':').next().unwrap_or_default();
+    format!("{scheme}://{user}@{host}")
+}
+
+/// One session's writer connection: one transaction per group.
+struct PostgresSession {
+    client: Client,
+    session: String,
+    durability: Durability,
+    blob_cap: usize,
+    /// The lease token every group checks, for a leased log.
+    fence: Option<i64>,
+}
+
+/// Large values as rows of `blobs`, in the group's transaction (or on the reader's
+/// connection).
+struct TableShelf<'a, C: postgres::GenericClient> {
+    client: &'a mut C,
+}
+
+impl<C: postgres::GenericClient> BlobShelf for TableShelf<'_, C> {
+    fn put(&mut self, digest: &str, bytes: &[u8]) -> Result<(), String> {
+        self.client
+            .execute(
+                "INSERT INTO blobs (digest, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&digest, &bytes],
+            )
+            .map(drop)
+            .map_err(|error| format!("storing the large value {digest} failed: {error}"))
+    }
+
+    fn get(&self, _digest: &str) -> Result<Vec<u8>, String> {
+        Err("large values are read through the loading shelf".to_owned())
+    }
+}
+
+/// Large values read back while a session is opened.
+struct ReadShelf<'a> {
+    client: std::cell::RefCell<&'a mut Client>,
+}
+
+impl BlobShelf for ReadShelf<'_> {
+    fn put(&mut self, digest: &str, _bytes: &[u8]) -> Result<(), String> {
+        Err(format!("{digest}: a reading shelf stores nothing"))
+    }
+
+    fn get(&self, digest: &str) -> Result<Vec<u8>, String> {
+        self.client
+            .borrow_mut()
+            .query_one("SELECT bytes FROM blobs WHERE digest = $1", &[&digest])
+            .map(|row| row.get(0))
+            .map_err(|error| format!("the large value {digest} cannot be read: {error}"))
+    }
+}
+
+/// What refuses a group: the database, or a lease that is no longer this log's.
+enum GroupError {
+    Database(postgres::Error),
+    Encoding(String),
+    Fenced { holder: i64 },
+}
+
+impl PostgresSession {
+    fn write_group(&mut self, events: &[&Event], sync: bool) -> Result<(), GroupError> {
+        let mut transaction = self.client.transaction().map_err(GroupError::Database)?;
+        if let Some(token) = self.fence {
+            // Locks the lease row until this group commits: a takeover waits for it, and
+            // every group after a takeover sees the new token and is refused.
+            let held: Option<i64> = transaction
+                .query_opt(
+                    "SELECT token FROM leases WHERE session = $1 FOR SHARE",
+                    &[&self.session],
+                )
+                .map_err(GroupError::Database)?
+                .map(|row| row.get(0));
+            if held != Some(token) {
+                return Err(GroupError::Fenced {
+                    holder: held.unwrap_or(0),
+                });
+            }
+        }
+        if sync && self.durability != Durability::Strict {
+            transaction
+                .batch_execute("SET LOCAL synchronous_commit = on")
+                .map_err(GroupError::Database)?;
+        }
+        let mut line = Vec::with_capacity(1024);
+        for event in events {
+            line.clear();
+            {
+                let mut shelf = TableShelf {
+                    client: &mut transaction,
+                };
+                encode_stored(event, self.blob_cap, &mut shelf, &mut line)
+                    .map_err(GroupError::Encoding)?;
+            }
+            let text = String::from_utf8_lossy(&line).into_owned();
+            let seq = i64::try_from(event.seq)
+                .map_err(|error| GroupError::Encoding(error.to_string()))?;
+            transaction
+                .execute(
+                    "INSERT INTO events (session, seq, line) VALUES ($1, $2, $3)",
+                    &[&self.session, &seq, &text],
+                )
+                .map_err(GroupError::Database)?;
+        }
+        if sync && events.is_empty() {
+            // A commit that wrote nothing waits for nothing: a mark makes one to flush.
+            transaction
+                .batch_execute("INSERT INTO sync_marks (n) VALUES (1); DELETE FROM sync_marks")
+                .map_err(GroupError::Database)?;
+        }
+        transaction.commit().map_err(GroupError::Database)
+    }
+}
+
+impl Medium for PostgresSession {
+    fn commit(&mut self, events: &[&Event], sync: bool) -> Result<(), SinkError> {
+        self.write_group(events, sync).map_err(|error| {
+            SinkError::Refused(match error {
+                GroupError::Database(error) => format!(
+                    "writing session `{}` to PostgreSQL failed: {error}",
+                    self.session
+                ),
+                GroupError::Encoding(why) => format!(
+                    "writing session `{}` to PostgreSQL failed: {why}",
+                    self.session
+                ),
+                GroupError::Fenced { holder } => format!(
+                    "session `{}` was taken over (its lease token is now {holder}, this log holds {}): this worker must stop driving it; nothing more was written",
+                    self.session,
+                    self.fence.unwrap_or_default()
+                ),
+            })
+        })
+    }
+
+    fn close(&mut self) {}
+}
