@@ -115,3 +115,106 @@ async fn migrations_run_once_and_a_password_never_shows() {
     );
     assert!(!shown.contains("hunter2"), "{shown}");
 }
+
+fn at(call: Option<&str>, data: EventData) -> EventDraft {
+    EventDraft {
+        ts: Timestamp::now(),
+        turn: Some(TurnId(1)),
+        step: Some(StepId(1)),
+        call_id: call.map(CallId::from),
+        data,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_recovers_the_dead_worker_s_call_as_outcome_unknown() {
+    let Some(server) = pg::PgServer::start() else {
+        return;
+    };
+    let store = PostgresStore::connect(&server.fresh_database(), Durability::Strict).unwrap();
+    let id = SessionId::new("t1");
+    // Worker A starts a side-effecting call and dies before its result (its lease runs out).
+    let a = store
+        .acquire(&id, "worker-a", Duration::from_millis(300))
+        .unwrap();
+    let log = store.create_leased(start("t1"), &a).unwrap();
+    let message = EventData::AssistantMessage(AssistantMessage {
+        blocks: vec![AssistantBlock::ToolCall {
+            call_id: CallId::from("w1"),
+            name: "write".into(),
+            arguments_raw: "{}".into(),
+        }],
+        stop_reason: StopReason::ToolCalls,
+    });
+    for (call, data) in [
+        (None, EventData::TurnStart(TurnStart { user: Vec::new() })),
+        (None, message),
+        (
+            Some("w1"),
+            EventData::ToolCall(ToolCall {
+                index: 0,
+                name: "write".into(),
+                arguments_raw: "{}".into(),
+                source: None,
+                version: None,
+            }),
+        ),
+        (Some("w1"), EventData::ToolStart(ToolStart::default())),
+    ] {
+        log.append(at(call, data), AppendUrgency::Durable)
+            .await
+            .unwrap();
+    }
+    // Worker B takes the expired lease over, and recovers.
+    let mut taken = None;
+    for _ in 0..100 {
+        if let Ok(lease) = store.acquire(&id, "worker-b", Duration::from_secs(30)) {
+            taken = Some(lease);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let b = taken.expect("taken over once A's lease ran out");
+    let opened = store.open_leased(&b).unwrap();
+    let report = recover(&opened.events, 0, &[], &opened.log).await.unwrap();
+    let repaired: Vec<(String, Option<&str>)> = report
+        .repaired
+        .iter()
+        .map(|(call, code)| (call.to_string(), code.as_ref().map(ErrorCode::as_str)))
+        .collect();
+    assert_eq!(
+        repaired,
+        [("w1".to_owned(), Some("TOOL_OUTCOME_UNKNOWN"))],
+        "it started and may have acted: not 'not started'"
+    );
+    // A, back from the dead, writes its result: refused, and the log holds nothing of it.
+    let late = log
+        .append(
+            at(
+                Some("w1"),
+                EventData::ToolResult(std::sync::Arc::new(ToolResultRecord::success(vec![
+                    ContentBlock::text("done"),
+                ]))),
+            ),
+            AppendUrgency::Durable,
+        )
+        .await;
+    assert!(late.is_err());
+    drop(log);
+    drop(opened);
+    let events = store.open_leased(&b).unwrap().events;
+    let seqs: Vec<u64> = events.iter().map(|event| event.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "seq stays dense"
+    );
+    let results: Vec<bool> = events
+        .iter()
+        .filter_map(|event| match &event.data {
+            EventData::ToolResult(record) => Some(record.synthetic),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [true], "one result, the takeover's synthetic one");
+}
