@@ -13,6 +13,7 @@ mod recover;
 mod replay;
 mod run;
 mod session;
+mod sessions;
 mod tools;
 
 use std::path::PathBuf;
@@ -48,6 +49,8 @@ enum Command {
     Tools(tools::ToolsArgs),
     /// MCP servers: `list` starts a configuration's servers and shows their tools.
     Mcp(mcp::McpArgs),
+    /// The sessions of a PostgreSQL store, with their state and lease holders.
+    Sessions(sessions::SessionsArgs),
 }
 
 /// Input that cannot be used (a file that is not a scenario, an unknown tool): exit code 2.
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
         Command::Recover(args) => recover::run(args),
         Command::Tools(args) => tools::run(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::Sessions(args) => sessions::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

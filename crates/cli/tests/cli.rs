@@ -539,3 +539,44 @@ fn mcp_list_shows_a_server_s_tools_as_registered_and_refuses_a_bad_config() {
     assert!(text.contains("everything: running"), "{text}");
     assert!(text.contains("mcp__everything__echo"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_lists_a_postgres_store_with_states_and_lease_holders() {
+    use toolrail_session_log::{PostgresStore, SessionStore};
+    let Some(server) = toolrail_testkit::pg::PgServer::start() else {
+        return;
+    };
+    let url = server.fresh_database();
+    let store = PostgresStore::connect(&url, Durability::Strict).unwrap();
+    let start = |id: &str| SessionStart {
+        format_version: FORMAT_VERSION,
+        session_id: SessionId::new(id),
+        tools: Vec::new(),
+        meta: None,
+    };
+    drop(store.create(start("alpha")).unwrap());
+    let lease = store
+        .acquire(
+            &SessionId::new("beta"),
+            "worker-7",
+            std::time::Duration::from_secs(60),
+        )
+        .unwrap();
+    drop(store.create_leased(start("beta"), &lease).unwrap());
+    let output = toolrail(&["sessions", "--store", &url]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}\n{}", stderr(&output));
+    let line = |id: &str| {
+        text.lines()
+            .find(|line| line.starts_with(id))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        line("alpha").contains("open") && line("alpha").ends_with("none"),
+        "{text}"
+    );
+    assert!(line("beta").ends_with("held by worker-7"), "{text}");
+    let output = toolrail(&["sessions", "--store", "/tmp/sessions"]);
+    assert_eq!(output.status.code(), Some(2));
+}

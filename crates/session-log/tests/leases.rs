@@ -8,7 +8,7 @@
     clippy::wildcard_enum_match_arm
 )]
 
-mod pg;
+use toolrail_testkit::pg;
 
 use std::time::Duration;
 

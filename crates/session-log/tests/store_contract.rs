@@ -350,12 +350,10 @@ contract!(sqlite, |dir: &std::path::Path, durability| {
     SqliteStore::new(dir.join("sessions.db"), durability).unwrap()
 });
 
-mod pg;
-
 /// The same contract against a real PostgreSQL server, a fresh database per store.
 mod postgres_store {
-    use super::pg::PgServer;
     use super::*;
+    use toolrail_testkit::pg::PgServer;
 
     fn store(server: &PgServer, durability: Durability) -> PostgresStore {
         PostgresStore::connect(&server.fresh_database(), durability).unwrap()

@@ -6,6 +6,8 @@
 
 pub mod bench;
 mod model;
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+pub mod pg;
 mod probe;
 mod rng;
 mod scenario;

@@ -394,6 +394,64 @@ impl PostgresStore {
     }
 }
 
+/// One session as `toolrail sessions` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionSummary {
+    pub session: String,
+    pub events: u64,
+    /// The kind of its last event (`turn/end`, `tool/result`, …).
+    pub last_kind: String,
+    /// How its last turn ended, if it did.
+    pub ended: Option<String>,
+    /// The lease holder, and whether the lease still runs.
+    pub owner: Option<String>,
+    pub leased: bool,
+}
+
+impl PostgresStore {
+    /// Every session in the database, by name, with its lease.
+    pub fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        off_runtime(|| {
+            let mut client = self.client()?;
+            let rows = client
+                .query(
+                    "SELECT DISTINCT ON (e.session) e.session, e.seq, e.line, l.owner,
+                            COALESCE(l.expires_at > now(), false)
+                     FROM events e LEFT JOIN leases l ON l.session = e.session
+                     ORDER BY e.session, e.seq DESC",
+                    &[],
+                )
+                .map_err(|error| self.failed(&error))?;
+            Ok(rows
+                .iter()
+                .map(|row| {
+                    let line: String = row.get(2);
+                    let last: Option<Event> = serde_json::from_str(&line).ok();
+                    let last_kind = last
+                        .as_ref()
+                        .map_or_else(|| "?".to_owned(), |event| event.data.kind().to_owned());
+                    let ended = last.as_ref().and_then(|event| {
+                        let crate::event::EventData::TurnEnd(end) = &event.data else {
+                            return None;
+                        };
+                        serde_json::to_value(end.kind)
+                            .ok()
+                            .and_then(|kind| kind.as_str().map(str::to_owned))
+                    });
+                    SessionSummary {
+                        session: row.get(0),
+                        events: u64::try_from(row.get::<_, i64>(1)).unwrap_or_default(),
+                        last_kind,
+                        ended,
+                        owner: row.get(3),
+                        leased: row.get(4),
+                    }
+                })
+                .collect())
+        })
+    }
+}
+
 impl SessionStore for PostgresStore {
     type Log = PostgresLog;
 

@@ -2,8 +2,8 @@
 //! binaries into a temporary folder, listening on 127.0.0.1 on a free port, stopped and
 //! removed on drop. As root (CI), the server runs as the `postgres` user, since PostgreSQL
 //! refuses to run as root. `.ci/run` installs Debian's `postgresql` when the binaries are
-//! missing; without them a test fails in CI and says so elsewhere.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+//! missing; without them a test fails in CI and says so elsewhere. Test support: it panics
+//! on any failure, as a test should.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
