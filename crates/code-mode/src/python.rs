@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::ChildStdin;
 use tokio::task::JoinSet;
 use toolrail_shell_tool::{
-    ConfinedCommand, Ended, ResourceLimits, SandboxHelper, SandboxTier, Stop,
+    ConfinedCommand, Ended, ResourceLimits, SandboxHelper, SandboxTier, Stop, TierCheck,
 };
 use toolrail_tools_core::CancellationToken;
 
@@ -52,8 +52,7 @@ pub struct PythonRuntime {
     pub address_space_bytes: u64,
     /// Between SIGTERM and SIGKILL when a run is stopped.
     pub grace: Duration,
-    /// The tier was seen to work here; a failure is checked again next time.
-    tier_usable: Arc<AtomicBool>,
+    tier_usable: Arc<TierCheck>,
 }
 
 impl PythonRuntime {
@@ -70,30 +69,7 @@ impl PythonRuntime {
             scratch: scratch.into(),
             address_space_bytes: 512 << 20,
             grace: Duration::from_millis(500),
-            tier_usable: Arc::new(AtomicBool::new(false)),
-        }
-    }
-
-    /// Whether the tier can confine a program here: a trial process, run off the async
-    /// workers and bounded in time; only success is remembered.
-    async fn check_tier(&self, command: &ConfinedCommand) -> Result<(), String> {
-        if self.tier_usable.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let trial = command.clone();
-        let checked = tokio::time::timeout(
-            Duration::from_secs(10),
-            tokio::task::spawn_blocking(move || trial.check_tier()),
-        )
-        .await;
-        match checked {
-            Ok(Ok(Ok(()))) => {
-                self.tier_usable.store(true, Ordering::Release);
-                Ok(())
-            }
-            Ok(Ok(Err(error))) => Err(error.to_string()),
-            Ok(Err(error)) => Err(format!("the check could not run: {error}")),
-            Err(_) => Err("the check did not finish within 10 s".to_owned()),
+            tier_usable: Arc::new(TierCheck::new()),
         }
     }
 
@@ -217,7 +193,7 @@ async fn run_in(
     private_tmp: PathBuf,
 ) -> RunOutcome {
     let command = runtime.command(private_tmp, limits);
-    if let Err(why) = runtime.check_tier(&command).await {
+    if let Err(why) = runtime.tier_usable.ensure(&command.tier).await {
         return broke(format!(
             "Python cannot be confined here, so it did not run: {why}"
         ));

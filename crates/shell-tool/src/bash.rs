@@ -6,7 +6,6 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -22,7 +21,7 @@ use toolrail_tools_core::{
 use crate::output::{Captured, capture};
 use crate::process::{Ended, Stop, wait_or_stop};
 use crate::sandbox::{
-    Confinement, Escalation, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier, check_tier,
+    Confinement, Escalation, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier, TierCheck,
 };
 
 /// How the tool runs commands.
@@ -105,7 +104,7 @@ pub struct BashTool {
     config: ShellConfig,
     read_only: Option<globset::GlobSet>,
     /// Whether the tier can contain commands here, checked on the first call.
-    tier_usable: OnceLock<Result<(), String>>,
+    tier_usable: TierCheck,
 }
 
 impl BashTool {
@@ -136,7 +135,7 @@ impl BashTool {
             spec,
             config,
             read_only,
-            tier_usable: OnceLock::new(),
+            tier_usable: TierCheck::new(),
         }
     }
 
@@ -261,10 +260,7 @@ impl TypedTool for BashTool {
                 ));
             }
         };
-        if let Err(why) = self
-            .tier_usable
-            .get_or_init(|| check_tier(&self.config.tier))
-        {
+        if let Err(why) = self.tier_usable.ensure(&self.config.tier).await {
             return Err(ToolFailure::with_custom_code(
                 "SANDBOX_UNAVAILABLE",
                 format!(

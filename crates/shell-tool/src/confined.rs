@@ -12,9 +12,7 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use toolrail_tools_core::CancellationToken;
 
 use crate::process::{Ended, wait_or_stop};
-use crate::sandbox::{
-    Confinement, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier, check_tier,
-};
+use crate::sandbox::{Confinement, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier};
 
 /// Why a confined program could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -67,12 +65,6 @@ impl ConfinedCommand {
             env: Vec::new(),
             limits: ResourceLimits::default(),
         }
-    }
-
-    /// Whether the tier can contain a program here (it starts a trial process: check once,
-    /// keep the answer).
-    pub fn check_tier(&self) -> Result<(), ConfineError> {
-        check_tier(&self.tier).map_err(ConfineError::Unavailable)
     }
 
     /// Starts the program with stdin, stdout and stderr piped, as the leader of its own

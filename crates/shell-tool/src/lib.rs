@@ -31,4 +31,4 @@ pub use bash::{BashArgs, BashTool, ShellConfig};
 pub use confined::{ConfineError, ConfinedChild, ConfinedCommand};
 pub use helper::sandbox_main;
 pub use process::{Ended, Stop};
-pub use sandbox::{Escalation, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier};
+pub use sandbox::{Escalation, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier, TierCheck};

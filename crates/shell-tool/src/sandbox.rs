@@ -250,8 +250,45 @@ const BWRAP_NAMESPACES: [&str; 9] = [
     "--new-session",
 ];
 
+/// Remembers that a tier was seen to work here. The check starts a trial process, so it runs
+/// off the async workers and is bounded in time; a failure (perhaps passing: a process
+/// limit reached) is checked again next time rather than remembered.
+#[derive(Debug, Default)]
+pub struct TierCheck {
+    usable: std::sync::atomic::AtomicBool,
+}
+
+impl TierCheck {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `Ok` once `tier` can contain a command here; `Err` says why not.
+    pub async fn ensure(&self, tier: &SandboxTier) -> Result<(), String> {
+        use std::sync::atomic::Ordering;
+        if self.usable.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let trial = tier.clone();
+        let checked = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            tokio::task::spawn_blocking(move || check_tier(&trial)),
+        )
+        .await;
+        match checked {
+            Ok(Ok(Ok(()))) => {
+                self.usable.store(true, Ordering::Release);
+                Ok(())
+            }
+            Ok(Ok(Err(why))) => Err(why),
+            Ok(Err(error)) => Err(format!("the check could not run: {error}")),
+            Err(_) => Err("the check did not finish within 10 s".to_owned()),
+        }
+    }
+}
+
 /// Whether the tier can contain a command here: `Err` says why not. It starts a process, so
-/// run it once per tool.
+/// run it through a [`TierCheck`].
 pub(crate) fn check_tier(tier: &SandboxTier) -> Result<(), String> {
     let (program, status) = match tier {
         SandboxTier::Landlock => {
