@@ -16,8 +16,7 @@ pub struct SessionsArgs {
 pub fn run(args: SessionsArgs) -> Result<()> {
     if !args.store.starts_with("postgres://") && !args.store.starts_with("postgresql://") {
         return Err(bad_input!(
-            "--store {}: give a postgres:// URL (JSONL sessions are files: use `toolrail replay`)",
-            args.store
+            "--store: give a postgres:// URL (JSONL sessions are files: use `toolrail replay`)"
         ));
     }
     let store = PostgresStore::connect(&args.store, Durability::Strict)

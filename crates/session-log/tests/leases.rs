@@ -113,12 +113,26 @@ async fn migrations_run_once_and_a_password_never_shows() {
     log.append(step(), AppendUrgency::Durable).await.unwrap();
     drop(log);
     assert_eq!(second.open(&SessionId::new("m1")).unwrap().events.len(), 2);
-    let with_password = url.replace("toolrail@", "toolrail:hunter2@");
-    let shown = format!(
-        "{:?}",
-        PostgresStore::connect(&with_password, Durability::Strict)
-    );
-    assert!(!shown.contains("hunter2"), "{shown}");
+    for secret in [
+        url.replace("toolrail@", "toolrail:hunter2@"),
+        format!("{url}?password=hunter2"),
+    ] {
+        let shown = format!("{:?}", PostgresStore::connect(&secret, Durability::Strict));
+        assert!(!shown.contains("hunter2"), "{shown}");
+        // An error names the database, not the password.
+        let failing = secret.replace("toolrail", "nobody");
+        let error = PostgresStore::connect(&failing, Durability::Strict).unwrap_err();
+        assert!(!error.to_string().contains("hunter2"), "{error}");
+        assert!(error.to_string().contains("nobody"), "{error}");
+    }
+    // A lease for another session cannot create this one.
+    let lease = first
+        .acquire(&SessionId::new("other"), "w", Duration::from_secs(5))
+        .unwrap();
+    assert!(matches!(
+        first.create_leased(start("m2"), &lease),
+        Err(StoreError::Fenced { .. })
+    ));
 }
 
 fn at(call: Option<&str>, data: EventData) -> EventDraft {

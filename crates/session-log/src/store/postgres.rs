@@ -108,10 +108,10 @@ impl PostgresStore {
         Client::connect(&self.url, NoTls).map_err(|error| self.failed(&error))
     }
 
-    fn failed(&self, error: &dyn std::fmt::Display) -> StoreError {
+    fn failed(&self, error: &dyn std::error::Error) -> StoreError {
         StoreError::Database {
             path: PathBuf::from(&self.shown),
-            message: error.to_string(),
+            message: describe(error),
         }
     }
 
@@ -131,6 +131,9 @@ impl PostgresStore {
             let version: i32 = client
                 .query_opt("SELECT version FROM toolrail_schema", &[])?
                 .map_or(0, |row| row.get(0));
+            if usize::try_from(version).unwrap_or(usize::MAX) > MIGRATIONS.len() {
+                return Ok(Some(version));
+            }
             for (number, step) in MIGRATIONS.iter().enumerate() {
                 let target = i32::try_from(number + 1).unwrap_or(i32::MAX);
                 if target <= version {
@@ -145,16 +148,26 @@ impl PostgresStore {
                 )?;
                 transaction.commit()?;
             }
-            Ok::<_, postgres::Error>(())
+            Ok::<_, postgres::Error>(None)
         })();
         let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
-        migrated.map_err(fail)?;
+        if let Some(newer) = migrated.map_err(fail)? {
+            return Err(StoreError::Database {
+                path: PathBuf::from(&self.shown),
+                message: format!(
+                    "the database's schema is version {newer}, written by a newer toolrail (this one knows {}); upgrade toolrail",
+                    MIGRATIONS.len()
+                ),
+            });
+        }
         unlocked.map_err(fail).map(drop)
     }
 
     /// Takes the lease of session `id` for `owner`, for `ttl`: granted when nobody holds
     /// it, when its holder's lease expired (a takeover: the token grows), or when `owner`
-    /// holds it already. Refused, naming the holder, while another holder's lease runs.
+    /// holds it already — with a new token, which fences any log opened under the old one:
+    /// give every worker process an owner name of its own, and keep a lease with `renew`.
+    /// Refused, naming the holder, while another holder's lease runs.
     pub fn acquire(&self, id: &SessionId, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
         off_runtime(|| self.acquire_here(id, owner, ttl))
     }
@@ -168,18 +181,25 @@ impl PostgresStore {
         check_session_id(id)?;
         let mut client = self.client()?;
         let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-        let granted = client
+        // A holder paused inside a group holds the lease row; a takeover waits for it at
+        // most this long (the writer's own idle limit ends such a group soon after).
+        let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+        transaction
+            .batch_execute("SET LOCAL lock_timeout = '2s'")
+            .map_err(|error| self.failed(&error))?;
+        let granted = transaction
             .query_opt(
                 "INSERT INTO leases (session, owner, token, expires_at)
-                 VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
+                 VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 millisecond')
                  ON CONFLICT (session) DO UPDATE
                  SET owner = EXCLUDED.owner, token = leases.token + 1,
                      expires_at = EXCLUDED.expires_at
-                 WHERE leases.expires_at < now() OR leases.owner = EXCLUDED.owner
+                 WHERE leases.expires_at < clock_timestamp() OR leases.owner = EXCLUDED.owner
                  RETURNING token",
                 &[&id.as_str(), &owner, &millis],
             )
             .map_err(|error| self.failed(&error))?;
+        transaction.commit().map_err(|error| self.failed(&error))?;
         match granted {
             Some(row) => Ok(Lease {
                 session: id.clone(),
@@ -216,7 +236,7 @@ impl PostgresStore {
         let millis = i64::try_from(lease.ttl.as_millis()).unwrap_or(i64::MAX);
         let renewed = client
             .execute(
-                "UPDATE leases SET expires_at = now() + $3::bigint * interval '1 millisecond'
+                "UPDATE leases SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
                  WHERE session = $1 AND token = $2",
                 &[&lease.session.as_str(), &lease.token, &millis],
             )
@@ -284,13 +304,34 @@ impl PostgresStore {
         let mut client = self.client()?;
         let first = first_event(start);
         let line = serde_json::to_string(&first).map_err(|error| self.failed(&error))?;
-        // session/start is durable before create returns, whatever the mode.
-        let inserted = client
+        // session/start is durable before create returns, whatever the mode or the server's
+        // default; a leased create is fenced like any group.
+        let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+        transaction
+            .batch_execute("SET LOCAL synchronous_commit = on")
+            .map_err(|error| self.failed(&error))?;
+        if let Some(token) = fence {
+            let held: Option<i64> = transaction
+                .query_opt(
+                    "SELECT token FROM leases WHERE session = $1 FOR SHARE",
+                    &[&id.as_str()],
+                )
+                .map_err(|error| self.failed(&error))?
+                .map(|row| row.get(0));
+            if held != Some(token) {
+                return Err(StoreError::Fenced {
+                    session: id.as_str().to_owned(),
+                    token,
+                });
+            }
+        }
+        let inserted = transaction
             .execute(
                 "INSERT INTO events (session, seq, line) VALUES ($1, 1, $2) ON CONFLICT DO NOTHING",
                 &[&id.as_str(), &line],
             )
             .map_err(|error| self.failed(&error))?;
+        transaction.commit().map_err(|error| self.failed(&error))?;
         if inserted == 0 {
             return Err(StoreError::Exists {
                 path: PathBuf::from(self.name(&id)),
@@ -373,11 +414,19 @@ impl PostgresStore {
     ) -> Result<PostgresLog, StoreError> {
         // Only `strict` waits for every commit to be flushed; the others commit without
         // waiting and flush when a group asks.
-        if self.durability != Durability::Strict {
-            client
-                .batch_execute("SET synchronous_commit = off")
-                .map_err(|error| self.failed(&error))?;
-        }
+        // Strict waits for every commit to be flushed whatever the server's default says;
+        // the other modes commit without waiting and flush when a group asks. A group left
+        // open (a paused worker) is ended by the server, so it cannot hold a lease row.
+        let setting = if self.durability == Durability::Strict {
+            "on"
+        } else {
+            "off"
+        };
+        client
+            .batch_execute(&format!(
+                "SET synchronous_commit = {setting}; SET idle_in_transaction_session_timeout = '5s'"
+            ))
+            .map_err(|error| self.failed(&error))?;
         let medium = PostgresSession {
             client,
             session: id.as_str().to_owned(),
@@ -464,6 +513,18 @@ impl SessionStore for PostgresStore {
     }
 }
 
+/// An error with its causes: the `postgres` error's own text is only its kind ("db error");
+/// the server's message and code are in its source.
+fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
 /// Runs `work` on a thread of its own. The `postgres` client drives its connection with a
 /// runtime of its own, which must not be entered — or dropped — on a thread that runs an
 /// async runtime, and store calls come from async code. The writer thread is such a thread
@@ -481,16 +542,29 @@ fn off_runtime<T: Send>(
     })
 }
 
-/// `postgres://user:secret@host/db` as `postgres://user@host/db`.
+/// The connection as shown in messages: user, hosts, ports and database only — never a
+/// password, whether in the URL's user part, its query, or a key-value string.
 fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+    use postgres::config::Host;
+    let Ok(config) = url.parse::<postgres::Config>() else {
+        return "postgres (a connection string that could not be read)".to_owned();
     };
-    let Some((userinfo, host)) = rest.split_once('@') else {
-        return url.to_owned();
-    };
-    let user = userinfo.split(':').next().unwrap_or_default();
-    format!("{scheme}://{user}@{host}")
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|host| match host {
+            Host::Tcp(name) => name.clone(),
+            Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    let ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
+    format!(
+        "postgres://{}@{}:{}/{}",
+        config.get_user().unwrap_or_default(),
+        hosts.join(","),
+        ports.join(","),
+        config.get_dbname().unwrap_or_default()
+    )
 }
 
 /// One session's writer connection: one transaction per group.
