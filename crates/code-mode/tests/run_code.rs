@@ -96,20 +96,7 @@ impl Harness {
 
     /// `(kind, call_id)` of every event, in order.
     fn trail(&self) -> Vec<(String, String)> {
-        self.log
-            .events()
-            .iter()
-            .map(|event| {
-                (
-                    event.data.kind().to_owned(),
-                    event
-                        .call_id
-                        .as_ref()
-                        .map(ToString::to_string)
-                        .unwrap_or_default(),
-                )
-            })
-            .collect()
+        toolrail_testkit::trail(&self.log.events())
     }
 
     fn results_of(&self, call_id: &str) -> usize {

@@ -350,19 +350,8 @@ async fn filesystem_reads_are_structured_and_run_in_parallel() {
         "structuredContent is the value"
     );
     // Both started before either finished: read-only tools share.
-    let kinds: Vec<(String, String)> = log
-        .events()
-        .iter()
-        .map(|event| {
-            (
-                event.data.kind().to_owned(),
-                event
-                    .call_id
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default(),
-            )
-        })
+    let kinds: Vec<(String, String)> = toolrail_testkit::trail(&log.events())
+        .into_iter()
         .filter(|(kind, _)| kind == "tool/start" || kind == "tool/result")
         .collect();
     let position = |kind: &str, id: &str| {

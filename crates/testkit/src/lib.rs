@@ -22,6 +22,23 @@ pub use scenario::{
 /// Scripted approval answers, for crates that may not depend on `interaction` themselves.
 pub use toolrail_interaction::ScriptedApprovals;
 
+/// `(kind, call id)` of every event, in order: the shape most tests compare a log by.
+pub fn trail(events: &[toolrail_session_log::Event]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|event| {
+            (
+                event.data.kind().to_owned(),
+                event
+                    .call_id
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
 /// The batch scheduler, for tests of crates below the agent loop (tool crates, MCP) that
 /// must show how their tools schedule; the layering lets them reach it only through here.
 pub mod scheduling {

@@ -113,6 +113,47 @@ pub trait SessionStore: Send + Sync {
     fn open(&self, id: &SessionId) -> Result<Opened<Self::Log>, StoreError>;
 }
 
+/// One row of a database store read back: its event, which must be the next in `seq` order
+/// (`number` is the row's place, from 0). Rows hold the JSONL envelope.
+pub(crate) fn row_event(
+    name: &Path,
+    number: usize,
+    seq: i64,
+    line: &str,
+    expected: u64,
+) -> Result<Event, StoreError> {
+    let corrupt = |why: String| StoreError::Corrupt {
+        path: name.to_path_buf(),
+        line: number + 1,
+        why,
+    };
+    let event: Event = serde_json::from_str(line).map_err(|error| corrupt(error.to_string()))?;
+    if u64::try_from(seq).ok() != Some(expected) || event.seq != expected {
+        return Err(corrupt(format!(
+            "seq {} (key {seq}) where {expected} was expected (a gap or a repeat)",
+            event.seq
+        )));
+    }
+    Ok(event)
+}
+
+/// A database session's events, checked whole: at least its `session/start` (none means
+/// there is no such session). Returns the next `seq`.
+pub(crate) fn checked_rows(name: &Path, events: &[Event]) -> Result<u64, StoreError> {
+    if events.is_empty() {
+        return Err(StoreError::io(
+            "opening",
+            name,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such session in the database",
+            ),
+        ));
+    }
+    jsonl::check_first(name, events)?;
+    Ok(events.len() as u64 + 1)
+}
+
 /// A session id usable as a file stem or key: letters, digits, `.`, `_`, `-`, no leading dot.
 pub(crate) fn check_session_id(id: &SessionId) -> Result<(), StoreError> {
     let text = id.as_str();

@@ -14,10 +14,13 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls};
 
-use super::jsonl::{check_first, first_event};
+use super::jsonl::first_event;
 use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
 use super::writer::Medium;
-use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
+use super::{
+    Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id, checked_rows,
+    row_event,
+};
 use crate::event::{Event, SessionStart};
 use crate::ids::SessionId;
 use crate::sink::SinkError;
@@ -364,40 +367,24 @@ impl PostgresStore {
             .map_err(|error| self.failed(&error))?;
         let mut events: Vec<Event> = Vec::with_capacity(rows.len());
         for (number, row) in rows.iter().enumerate() {
-            let seq: i64 = row.get(0);
-            let line: String = row.get(1);
-            let corrupt = |why: String| StoreError::Corrupt {
-                path: name.clone(),
-                line: number + 1,
-                why,
-            };
-            let mut event: Event =
-                serde_json::from_str(&line).map_err(|error| corrupt(error.to_string()))?;
-            let expected = events.len() as u64 + 1;
-            if u64::try_from(seq).ok() != Some(expected) || event.seq != expected {
-                return Err(corrupt(format!(
-                    "seq {} (key {seq}) where {expected} was expected (a gap or a repeat)",
-                    event.seq
-                )));
-            }
+            let mut event = row_event(
+                &name,
+                number,
+                row.get(0),
+                row.get::<_, &str>(1),
+                events.len() as u64 + 1,
+            )?;
             let shelf = ReadShelf {
                 client: std::cell::RefCell::new(&mut client),
             };
-            load_form(&mut event, &shelf).map_err(corrupt)?;
+            load_form(&mut event, &shelf).map_err(|why| StoreError::Corrupt {
+                path: name.clone(),
+                line: number + 1,
+                why,
+            })?;
             events.push(event);
         }
-        if events.is_empty() {
-            return Err(StoreError::io(
-                "opening",
-                &name,
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no such session in the database",
-                ),
-            ));
-        }
-        check_first(&name, &events)?;
-        let next_seq = events.len() as u64 + 1;
+        let next_seq = checked_rows(&name, &events)?;
         Ok(Opened {
             log: self.start_log(client, id, next_seq, fence)?,
             events,

@@ -8,10 +8,13 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, params};
 
-use super::jsonl::{check_first, first_event};
+use super::jsonl::first_event;
 use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
 use super::writer::Medium;
-use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
+use super::{
+    Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id, checked_rows,
+    row_event,
+};
 use crate::event::{Event, SessionStart};
 use crate::ids::SessionId;
 use crate::sink::SinkError;
@@ -153,39 +156,19 @@ impl SessionStore for SqliteStore {
             let mut events: Vec<Event> = Vec::new();
             for (number, row) in rows.enumerate() {
                 let (seq, line) = row.map_err(|error| database(&self.path, &error))?;
-                let corrupt = |why: String| StoreError::Corrupt {
-                    path: name.clone(),
-                    line: number + 1,
-                    why,
-                };
-                let event: Event =
-                    serde_json::from_str(&line).map_err(|error| corrupt(error.to_string()))?;
-                let expected = events.len() as u64 + 1;
-                if u64::try_from(seq).ok() != Some(expected) || event.seq != expected {
-                    return Err(corrupt(format!(
-                        "seq {} (key {seq}) where {expected} was expected (a gap or a repeat)",
-                        event.seq
-                    )));
-                }
-                let mut event = event;
-                load_form(&mut event, &TableShelf { conn: &conn }).map_err(corrupt)?;
+                let mut event = row_event(&name, number, seq, &line, events.len() as u64 + 1)?;
+                load_form(&mut event, &TableShelf { conn: &conn }).map_err(|why| {
+                    StoreError::Corrupt {
+                        path: name.clone(),
+                        line: number + 1,
+                        why,
+                    }
+                })?;
                 events.push(event);
             }
             events
         };
-        // A session has at least its `session/start` row: none means there is no such session.
-        if events.is_empty() {
-            return Err(StoreError::io(
-                "opening",
-                &name,
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no such session in the database",
-                ),
-            ));
-        }
-        check_first(&name, &events)?;
-        let next_seq = events.len() as u64 + 1;
+        let next_seq = checked_rows(&name, &events)?;
         Ok(Opened {
             log: self.start_log(conn, id, next_seq),
             events,
