@@ -39,7 +39,7 @@ pub use sink::{
 };
 pub use store::jsonl::{JsonlLog, JsonlStore, SessionRead};
 #[cfg(feature = "postgres")]
-pub use store::postgres::{Lease, PostgresLog, PostgresStore, SessionSummary};
+pub use store::postgres::{Claimed, Lease, PostgresLog, PostgresStore, SessionSummary};
 pub use store::sqlite::{SqliteLog, SqliteStore};
 pub use store::{
     DEFAULT_BLOB_CAP, Durability, Opened, SessionLog, SessionStore, StoreError, StoreLog,

@@ -237,3 +237,91 @@ async fn a_takeover_recovers_the_dead_worker_s_call_as_outcome_unknown() {
         .collect();
     assert_eq!(results, [true], "one result, the takeover's synthetic one");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_workers_drain_the_queue_and_no_session_is_driven_twice() {
+    let Some(server) = pg::PgServer::start() else {
+        return;
+    };
+    let store = PostgresStore::connect(&server.fresh_database(), Durability::Batched).unwrap();
+    for n in 0..200 {
+        store
+            .enqueue(
+                &SessionId::new(format!("q{n:03}")),
+                &format!("{{\"n\": {n}}}"),
+            )
+            .unwrap();
+    }
+    let mut workers = tokio::task::JoinSet::new();
+    for worker in 0..4 {
+        let store = store.clone();
+        workers.spawn(async move {
+            let owner = format!("worker-{worker}");
+            let mut driven = Vec::new();
+            while let Some(claimed) = store.claim(&owner, Duration::from_secs(30)).unwrap() {
+                assert_eq!(claimed.earlier_claims, 0);
+                let log = store
+                    .create_leased(start(claimed.lease.session.as_str()), &claimed.lease)
+                    .unwrap();
+                log.append(step(), AppendUrgency::Buffered).await.unwrap();
+                log.barrier().await.unwrap();
+                drop(log);
+                store.finish(&claimed.lease, true).unwrap();
+                driven.push(claimed.lease.session.as_str().to_owned());
+            }
+            driven
+        });
+    }
+    let mut all = Vec::new();
+    let mut per_worker = Vec::new();
+    while let Some(driven) = workers.join_next().await {
+        let driven = driven.unwrap();
+        per_worker.push(driven.len());
+        all.extend(driven);
+    }
+    all.sort();
+    let expected: Vec<String> = (0..200).map(|n| format!("q{n:03}")).collect();
+    assert_eq!(all, expected, "every session driven exactly once");
+    assert!(
+        per_worker.iter().filter(|&&count| count > 0).count() >= 2,
+        "{per_worker:?}"
+    );
+    assert!(
+        store
+            .claim("late", Duration::from_secs(1))
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_session_whose_worker_went_silent_is_claimed_again() {
+    let Some(server) = pg::PgServer::start() else {
+        return;
+    };
+    let store = PostgresStore::connect(&server.fresh_database(), Durability::Strict).unwrap();
+    store.enqueue(&SessionId::new("slow"), "{}").unwrap();
+    let first = store
+        .claim("a", Duration::from_millis(300))
+        .unwrap()
+        .unwrap();
+    // While A's lease runs, nobody else gets it.
+    assert!(store.claim("b", Duration::from_secs(30)).unwrap().is_none());
+    let mut again = None;
+    for _ in 0..100 {
+        if let Some(claimed) = store.claim("b", Duration::from_secs(30)).unwrap() {
+            again = Some(claimed);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let again = again.expect("claimed again once A's lease ran out");
+    assert_eq!(again.earlier_claims, 1);
+    assert!(again.lease.token > first.lease.token);
+    // A, back, cannot finish what it no longer holds.
+    assert!(matches!(
+        store.finish(&first.lease, true),
+        Err(StoreError::Fenced { .. })
+    ));
+    store.finish(&again.lease, true).unwrap();
+}

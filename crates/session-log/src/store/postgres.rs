@@ -27,7 +27,8 @@ use crate::sink::SinkError;
 
 /// Each migration once, in order; the `toolrail_schema` table remembers how far a database
 /// is. Appending a step is how the schema changes.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE events (
         session TEXT NOT NULL,
         seq BIGINT NOT NULL,
@@ -45,7 +46,19 @@ const MIGRATIONS: &[&str] = &["
         expires_at TIMESTAMPTZ NOT NULL
     );
     CREATE TABLE sync_marks (n INTEGER);
-"];
+",
+    "
+    CREATE TABLE work_queue (
+        session TEXT PRIMARY KEY,
+        payload TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'waiting',
+        worker TEXT,
+        claims INTEGER NOT NULL DEFAULT 0,
+        updated_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX work_queue_waiting ON work_queue (updated_at) WHERE state = 'waiting';
+",
+];
 
 /// A key for `pg_advisory_lock`, so two workers connecting at once migrate one at a time.
 const MIGRATION_LOCK: i64 = 0x746f_6f6c_7261_696c;
@@ -427,6 +440,160 @@ impl PostgresStore {
             next_seq,
             self.durability,
         ))
+    }
+}
+
+/// A session a worker claimed from the queue: its lease, and what it is to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claimed {
+    pub lease: Lease,
+    /// What the enqueuer put there (a scenario, a prompt and settings).
+    pub payload: String,
+    /// How many times it was claimed before (0 for a first claim; more after takeovers).
+    pub earlier_claims: i32,
+}
+
+impl PostgresStore {
+    /// Puts session `id` in the queue with `payload`, waiting for a worker.
+    pub fn enqueue(&self, id: &SessionId, payload: &str) -> Result<(), StoreError> {
+        check_session_id(id)?;
+        off_runtime(|| {
+            let mut client = self.client()?;
+            client
+                .execute(
+                    "INSERT INTO work_queue (session, payload) VALUES ($1, $2)",
+                    &[&id.as_str(), &payload],
+                )
+                .map_err(|error| self.failed(&error))
+                .map(drop)
+        })
+    }
+
+    /// Claims the oldest session waiting for work — or one whose worker's lease ran out (a
+    /// takeover) — for `owner`, with its lease. Claimers skip rows another claimer has
+    /// locked (`FOR UPDATE SKIP LOCKED`), so no session is claimed twice at once and no
+    /// claimer waits for another. `None` when nothing waits.
+    pub fn claim(&self, owner: &str, ttl: Duration) -> Result<Option<Claimed>, StoreError> {
+        off_runtime(|| {
+            let mut client = self.client()?;
+            let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+            let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+            // The candidate is locked first, then checked again by a statement of its own:
+            // under READ COMMITTED a locked row that another claimer has just taken is
+            // re-read, but the lease it joined is not, so the first query alone would let a
+            // fresh claim look like a lapsed one and hand the session out twice.
+            let mut passed: Vec<String> = Vec::new();
+            let found = loop {
+                if passed.len() > 32 {
+                    break None;
+                }
+                let row = transaction
+                    .query_opt(
+                        "SELECT q.session FROM work_queue q
+                         LEFT JOIN leases l ON l.session = q.session
+                         WHERE (q.state = 'waiting'
+                             OR (q.state = 'running'
+                                 AND (l.expires_at IS NULL OR l.expires_at < clock_timestamp())))
+                           AND NOT (q.session = ANY($1))
+                         ORDER BY q.updated_at
+                         LIMIT 1
+                         FOR UPDATE OF q SKIP LOCKED",
+                        &[&passed],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                let Some(row) = row else {
+                    break None;
+                };
+                let session: String = row.get(0);
+                let current = transaction
+                    .query_one(
+                        "SELECT q.payload, q.claims, q.state = 'waiting'
+                             OR (q.state = 'running' AND (l.expires_at IS NULL
+                                 OR l.expires_at < clock_timestamp()))
+                         FROM work_queue q LEFT JOIN leases l ON l.session = q.session
+                         WHERE q.session = $1",
+                        &[&session],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                if current.get::<_, bool>(2) {
+                    break Some((
+                        session,
+                        current.get::<_, String>(0),
+                        current.get::<_, i32>(1),
+                    ));
+                }
+                passed.push(session);
+            };
+            let Some((session, payload, claims)) = found else {
+                return Ok(None);
+            };
+            let token: i64 = transaction
+                .query_one(
+                    "INSERT INTO leases (session, owner, token, expires_at)
+                     VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 millisecond')
+                     ON CONFLICT (session) DO UPDATE
+                     SET owner = EXCLUDED.owner, token = leases.token + 1,
+                         expires_at = EXCLUDED.expires_at
+                     RETURNING token",
+                    &[&session, &owner, &millis],
+                )
+                .map_err(|error| self.failed(&error))?
+                .get(0);
+            transaction
+                .execute(
+                    "UPDATE work_queue SET state = 'running', worker = $2, claims = claims + 1,
+                         updated_at = clock_timestamp()
+                     WHERE session = $1",
+                    &[&session, &owner],
+                )
+                .map_err(|error| self.failed(&error))?;
+            transaction.commit().map_err(|error| self.failed(&error))?;
+            Ok(Some(Claimed {
+                lease: Lease {
+                    session: SessionId::new(session),
+                    owner: owner.to_owned(),
+                    token,
+                    ttl,
+                },
+                payload,
+                earlier_claims: claims,
+            }))
+        })
+    }
+
+    /// Marks a claimed session `done` (or `failed`) and gives its lease up — only while the
+    /// lease is still this worker's: a worker that was taken over finishes nothing.
+    pub fn finish(&self, lease: &Lease, succeeded: bool) -> Result<(), StoreError> {
+        off_runtime(|| {
+            let mut client = self.client()?;
+            let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+            let held: Option<i64> = transaction
+                .query_opt(
+                    "SELECT token FROM leases WHERE session = $1 FOR UPDATE",
+                    &[&lease.session.as_str()],
+                )
+                .map_err(|error| self.failed(&error))?
+                .map(|row| row.get(0));
+            if held != Some(lease.token) {
+                return Err(self.fenced(lease));
+            }
+            let state = if succeeded { "done" } else { "failed" };
+            transaction
+                .execute(
+                    "UPDATE work_queue SET state = $2, updated_at = clock_timestamp()
+                     WHERE session = $1",
+                    &[&lease.session.as_str(), &state],
+                )
+                .map_err(|error| self.failed(&error))?;
+            transaction
+                .execute(
+                    "UPDATE leases SET expires_at = clock_timestamp() - interval '1 second'
+                     WHERE session = $1 AND token = $2",
+                    &[&lease.session.as_str(), &lease.token],
+                )
+                .map_err(|error| self.failed(&error))?;
+            transaction.commit().map_err(|error| self.failed(&error))
+        })
     }
 }
 
