@@ -9,7 +9,7 @@ use rustls_platform_verifier::BuilderVerifierExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{ModelClient, ModelError, ModelRequest, ModelResponse};
-use toolrail_session_log::BoxFuture;
+use toolrail_session_log::{BoxFuture, error_chain};
 
 use crate::anthropic::{self, AnthropicStream};
 use crate::config::{ProviderConfig, Wire};
@@ -337,15 +337,4 @@ fn server_message(text: &str) -> String {
         None if text.trim().is_empty() => "(no message)".to_owned(),
         None => text.trim().to_owned(),
     }
-}
-
-/// An error with its causes, which hold what actually went wrong (refused, reset, timed out).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
 }

@@ -43,5 +43,6 @@ pub use store::postgres::{Claimed, Lease, PostgresLog, PostgresStore, SessionSum
 pub use store::sqlite::{SqliteLog, SqliteStore};
 pub use store::{
     DEFAULT_BLOB_CAP, Durability, Opened, SessionLog, SessionStore, StoreError, StoreLog,
+    error_chain,
 };
 pub use time::{InvalidTimestamp, Timestamp, format_rfc3339_utc};

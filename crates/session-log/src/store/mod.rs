@@ -113,6 +113,18 @@ pub trait SessionStore: Send + Sync {
     fn open(&self, id: &SessionId) -> Result<Opened<Self::Log>, StoreError>;
 }
 
+/// An error with its causes, which hold what actually went wrong (a server's message, a
+/// refused connection): the top error's own text is often only its kind.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
 /// One row of a database store read back: its event, which must be the next in `seq` order
 /// (`number` is the row's place, from 0). Rows hold the JSONL envelope.
 pub(crate) fn row_event(

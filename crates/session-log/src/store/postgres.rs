@@ -19,7 +19,7 @@ use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
 use super::writer::Medium;
 use super::{
     Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id, checked_rows,
-    row_event,
+    error_chain, row_event,
 };
 use crate::event::{Event, SessionStart};
 use crate::ids::SessionId;
@@ -127,7 +127,9 @@ impl PostgresStore {
     fn failed(&self, error: &dyn std::error::Error) -> StoreError {
         StoreError::Database {
             path: PathBuf::from(&self.shown),
-            message: describe(error),
+            // The `postgres` error's own text is only its kind ("db error"); the server's
+            // message and code are in its source.
+            message: error_chain(error),
         }
     }
 
@@ -196,31 +198,20 @@ impl PostgresStore {
     ) -> Result<Lease, StoreError> {
         check_session_id(id)?;
         let mut client = self.client()?;
-        let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
         // A holder paused inside a group holds the lease row; a takeover waits for it at
         // most this long (the writer's own idle limit ends such a group soon after).
         let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
         transaction
             .batch_execute("SET LOCAL lock_timeout = '2s'")
             .map_err(|error| self.failed(&error))?;
-        let granted = transaction
-            .query_opt(
-                "INSERT INTO leases (session, owner, token, expires_at)
-                 VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 millisecond')
-                 ON CONFLICT (session) DO UPDATE
-                 SET owner = EXCLUDED.owner, token = leases.token + 1,
-                     expires_at = EXCLUDED.expires_at
-                 WHERE leases.expires_at < clock_timestamp() OR leases.owner = EXCLUDED.owner
-                 RETURNING token",
-                &[&id.as_str(), &owner, &millis],
-            )
+        let granted = grant_lease(&mut transaction, id.as_str(), owner, ttl)
             .map_err(|error| self.failed(&error))?;
         transaction.commit().map_err(|error| self.failed(&error))?;
         match granted {
-            Some(row) => Ok(Lease {
+            Some(token) => Ok(Lease {
                 session: id.clone(),
                 owner: owner.to_owned(),
-                token: row.get(0),
+                token,
                 ttl,
             }),
             None => {
@@ -271,12 +262,7 @@ impl PostgresStore {
 
     fn release_here(&self, lease: &Lease) -> Result<(), StoreError> {
         let mut client = self.client()?;
-        client
-            .execute(
-                "UPDATE leases SET expires_at = now() - interval '1 second'
-                 WHERE session = $1 AND token = $2",
-                &[&lease.session.as_str(), &lease.token],
-            )
+        expire_lease(&mut client, lease)
             .map_err(|error| self.failed(&error))
             .map(drop)
     }
@@ -327,13 +313,8 @@ impl PostgresStore {
             .batch_execute("SET LOCAL synchronous_commit = on")
             .map_err(|error| self.failed(&error))?;
         if let Some(token) = fence {
-            let held: Option<i64> = transaction
-                .query_opt(
-                    "SELECT token FROM leases WHERE session = $1 FOR SHARE",
-                    &[&id.as_str()],
-                )
-                .map_err(|error| self.failed(&error))?
-                .map(|row| row.get(0));
+            let held = lease_token(&mut transaction, id.as_str(), RowLock::Share)
+                .map_err(|error| self.failed(&error))?;
             if held != Some(token) {
                 return Err(StoreError::Fenced {
                     session: id.as_str().to_owned(),
@@ -476,7 +457,6 @@ impl PostgresStore {
     pub fn claim(&self, owner: &str, ttl: Duration) -> Result<Option<Claimed>, StoreError> {
         off_runtime(|| {
             let mut client = self.client()?;
-            let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
             let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
             // The candidate is locked first, then checked again by a statement of its own:
             // under READ COMMITTED a locked row that another claimer has just taken is
@@ -516,29 +496,18 @@ impl PostgresStore {
                     )
                     .map_err(|error| self.failed(&error))?;
                 if current.get::<_, bool>(2) {
-                    break Some((
-                        session,
-                        current.get::<_, String>(0),
-                        current.get::<_, i32>(1),
-                    ));
+                    let granted = grant_lease(&mut transaction, &session, owner, ttl)
+                        .map_err(|error| self.failed(&error))?;
+                    if let Some(token) = granted {
+                        let (payload, claims) = (current.get(0), current.get(1));
+                        break Some((session, payload, claims, token));
+                    }
                 }
                 passed.push(session);
             };
-            let Some((session, payload, claims)) = found else {
+            let Some((session, payload, claims, token)) = found else {
                 return Ok(None);
             };
-            let token: i64 = transaction
-                .query_one(
-                    "INSERT INTO leases (session, owner, token, expires_at)
-                     VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 millisecond')
-                     ON CONFLICT (session) DO UPDATE
-                     SET owner = EXCLUDED.owner, token = leases.token + 1,
-                         expires_at = EXCLUDED.expires_at
-                     RETURNING token",
-                    &[&session, &owner, &millis],
-                )
-                .map_err(|error| self.failed(&error))?
-                .get(0);
             transaction
                 .execute(
                     "UPDATE work_queue SET state = 'running', worker = $2, claims = claims + 1,
@@ -567,13 +536,8 @@ impl PostgresStore {
         off_runtime(|| {
             let mut client = self.client()?;
             let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
-            let held: Option<i64> = transaction
-                .query_opt(
-                    "SELECT token FROM leases WHERE session = $1 FOR UPDATE",
-                    &[&lease.session.as_str()],
-                )
-                .map_err(|error| self.failed(&error))?
-                .map(|row| row.get(0));
+            let held = lease_token(&mut transaction, lease.session.as_str(), RowLock::Update)
+                .map_err(|error| self.failed(&error))?;
             if held != Some(lease.token) {
                 return Err(self.fenced(lease));
             }
@@ -585,16 +549,68 @@ impl PostgresStore {
                     &[&lease.session.as_str(), &state],
                 )
                 .map_err(|error| self.failed(&error))?;
-            transaction
-                .execute(
-                    "UPDATE leases SET expires_at = clock_timestamp() - interval '1 second'
-                     WHERE session = $1 AND token = $2",
-                    &[&lease.session.as_str(), &lease.token],
-                )
-                .map_err(|error| self.failed(&error))?;
+            expire_lease(&mut transaction, lease).map_err(|error| self.failed(&error))?;
             transaction.commit().map_err(|error| self.failed(&error))
         })
     }
+}
+
+/// Grants the lease of `session` to `owner` for `ttl` when nobody holds it, its holder's
+/// lease ran out, or `owner` holds it already; the token grows with every grant. `None`
+/// while another holder's lease runs.
+fn grant_lease(
+    client: &mut impl postgres::GenericClient,
+    session: &str,
+    owner: &str,
+    ttl: Duration,
+) -> Result<Option<i64>, postgres::Error> {
+    let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    Ok(client
+        .query_opt(
+            "INSERT INTO leases (session, owner, token, expires_at)
+             VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 millisecond')
+             ON CONFLICT (session) DO UPDATE
+             SET owner = EXCLUDED.owner, token = leases.token + 1,
+                 expires_at = EXCLUDED.expires_at
+             WHERE leases.expires_at < clock_timestamp() OR leases.owner = EXCLUDED.owner
+             RETURNING token",
+            &[&session, &owner, &millis],
+        )?
+        .map(|row| row.get(0)))
+}
+
+/// How a transaction holds the lease row it reads.
+#[derive(Clone, Copy)]
+enum RowLock {
+    /// Against a takeover until the transaction ends (a group being written).
+    Share,
+    /// To change it (finishing).
+    Update,
+}
+
+/// The token of `session`'s lease, its row locked for the rest of the transaction.
+fn lease_token(
+    client: &mut impl postgres::GenericClient,
+    session: &str,
+    lock: RowLock,
+) -> Result<Option<i64>, postgres::Error> {
+    let query = match lock {
+        RowLock::Share => "SELECT token FROM leases WHERE session = $1 FOR SHARE",
+        RowLock::Update => "SELECT token FROM leases WHERE session = $1 FOR UPDATE",
+    };
+    Ok(client.query_opt(query, &[&session])?.map(|row| row.get(0)))
+}
+
+/// Ends `lease` at once, if its token still holds the session.
+fn expire_lease(
+    client: &mut impl postgres::GenericClient,
+    lease: &Lease,
+) -> Result<u64, postgres::Error> {
+    client.execute(
+        "UPDATE leases SET expires_at = clock_timestamp() - interval '1 second'
+         WHERE session = $1 AND token = $2",
+        &[&lease.session.as_str(), &lease.token],
+    )
 }
 
 /// One session as `toolrail sessions` lists it.
@@ -665,18 +681,6 @@ impl SessionStore for PostgresStore {
     fn open(&self, id: &SessionId) -> Result<Opened<PostgresLog>, StoreError> {
         self.open_with(id, None)
     }
-}
-
-/// An error with its causes: the `postgres` error's own text is only its kind ("db error");
-/// the server's message and code are in its source.
-fn describe(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
 }
 
 /// Runs `work` on a thread of its own. The `postgres` client drives its connection with a
@@ -785,13 +789,8 @@ impl PostgresSession {
         if let Some(token) = self.fence {
             // Locks the lease row until this group commits: a takeover waits for it, and
             // every group after a takeover sees the new token and is refused.
-            let held: Option<i64> = transaction
-                .query_opt(
-                    "SELECT token FROM leases WHERE session = $1 FOR SHARE",
-                    &[&self.session],
-                )
-                .map_err(GroupError::Database)?
-                .map(|row| row.get(0));
+            let held = lease_token(&mut transaction, &self.session, RowLock::Share)
+                .map_err(GroupError::Database)?;
             if held != Some(token) {
                 return Err(GroupError::Fenced {
                     holder: held.unwrap_or(0),
