@@ -495,29 +495,29 @@ impl Server {
         }
     }
 
-    /// Ends the server: its connection, its process group, its tools.
-    async fn stop(&self) {
+    /// Ends the server: its connection, its process group, its tools (which hold the
+    /// server: leaving them would keep both alive, offered but dead). Its task ends too.
+    fn end(&self) {
         self.stop.cancel();
-        let link = self.link.lock().take();
-        if let Some(link) = link {
+        if let Some(link) = self.link.lock().take() {
             link.service.cancel();
             kill_group(link.group);
         }
         self.registry.remove_source(&self.source());
+    }
+
+    /// Ends the server and waits for its task.
+    async fn stop(&self) {
+        self.end();
         let tasks: Vec<_> = self.tasks.lock().drain(..).collect();
         for task in tasks {
             let _ = task.await;
         }
     }
 
+    /// Ends the server without waiting (on drop).
     fn kill_now(&self) {
-        self.stop.cancel();
-        if let Some(link) = self.link.lock().take() {
-            link.service.cancel();
-            kill_group(link.group);
-        }
-        // Its tools hold the server: leaving them would keep both alive, offered but dead.
-        self.registry.remove_source(&self.source());
+        self.end();
         for task in self.tasks.lock().drain(..) {
             task.abort();
         }
