@@ -10,86 +10,49 @@
 )]
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 use toolrail_code_mode::{CodeMode, Limits, PythonRuntime};
-use toolrail_session_log::MemorySink;
 use toolrail_shell_tool::SandboxHelper;
-use toolrail_testkit::Probe;
-use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Pipeline, Registry, RegistryBuilder, ReservedName,
-    Typed,
-};
+use toolrail_tools_core::BatchControl;
 
+mod support;
+
+use support::code;
+
+/// A session running Python, and the folders it runs in.
 struct Harness {
-    log: Arc<MemorySink>,
-    registry: Registry,
-    pipeline: Arc<Pipeline>,
+    session: support::Harness,
     workspace: tempfile::TempDir,
     _scratch: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Harness {
+    type Target = support::Harness;
+
+    fn deref(&self) -> &support::Harness {
+        &self.session
+    }
 }
 
 fn harness(limits: Limits) -> Harness {
     let workspace = tempfile::tempdir().unwrap();
     let scratch = tempfile::tempdir().unwrap();
-    let helper = SandboxHelper::binary(env!("CARGO_BIN_EXE_toolrail-code-sandbox"));
     let python = PythonRuntime::new(
-        helper,
+        helper(),
         vec![workspace.path().canonicalize().unwrap()],
         scratch.path(),
     );
-    let mode = CodeMode::new(limits).with_python(python);
-    let (registry, _) = RegistryBuilder::new()
-        .builtin(Probe::new(None))
-        .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
-        .build()
-        .unwrap();
-    let log = Arc::new(MemorySink::new());
-    let pipeline = Arc::new(Pipeline::builder(log.clone()).build());
-    mode.attach(Arc::clone(&pipeline), registry.clone(), log.clone());
     Harness {
-        log,
-        registry,
-        pipeline,
+        session: support::session(&CodeMode::new(limits).with_python(python), None, "python"),
         workspace,
         _scratch: scratch,
     }
 }
 
-impl Harness {
-    async fn run(&self, code: &str) -> CommittedResult {
-        self.run_with(code, &BatchControl::default()).await
-    }
-
-    async fn run_with(&self, code: &str, control: &BatchControl) -> CommittedResult {
-        let args = json!({"code": code, "description": "test", "language": "python"}).to_string();
-        self.pipeline
-            .execute_one(
-                &self.registry.snapshot().for_code_mode("run_code"),
-                CallRequest::new("c1", 0, "run_code", args),
-                control,
-            )
-            .await
-            .unwrap()
-    }
-
-    /// `(kind, call_id)` of every event, in order.
-    fn trail(&self) -> Vec<(String, String)> {
-        toolrail_testkit::trail(&self.log.events())
-    }
-
-    fn results_of(&self, call_id: &str) -> usize {
-        self.trail()
-            .iter()
-            .filter(|(kind, id)| kind == "tool/result" && id == call_id)
-            .count()
-    }
-}
-
-fn code(result: &CommittedResult) -> Option<String> {
-    result.record.error_code().map(ToString::to_string)
+fn helper() -> SandboxHelper {
+    SandboxHelper::binary(env!("CARGO_BIN_EXE_toolrail-code-sandbox"))
 }
 
 fn limits() -> Limits {
@@ -420,24 +383,8 @@ subprocess.Popen(["sleep", "317.25"], start_new_session=True)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_is_refused_when_the_session_did_not_enable_it() {
-    let mode = CodeMode::new(limits());
-    let (registry, _) = RegistryBuilder::new()
-        .builtin(Probe::new(None))
-        .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
-        .build()
-        .unwrap();
-    let log = Arc::new(MemorySink::new());
-    let pipeline = Arc::new(Pipeline::builder(log.clone()).build());
-    mode.attach(Arc::clone(&pipeline), registry.clone(), log);
-    let args = json!({"code": "1", "description": "x", "language": "python"}).to_string();
-    let result = pipeline
-        .execute_one(
-            &registry.snapshot().for_code_mode("run_code"),
-            CallRequest::new("c1", 0, "run_code", args),
-            &BatchControl::default(),
-        )
-        .await
-        .unwrap();
+    let h = support::session(&CodeMode::new(limits()), None, "python");
+    let result = h.run("1").await;
     assert_eq!(code(&result).as_deref(), Some("INVALID_ARGS"));
     assert!(result.record.text().contains("Python is not available"));
 }
@@ -473,14 +420,12 @@ await asyncio.sleep(60)
 fn a_session_running_python_shows_both_sdks_in_code_mode() {
     use toolrail_code_mode::PresentationMode;
     let scratch = tempfile::tempdir().unwrap();
-    let helper = SandboxHelper::binary(env!("CARGO_BIN_EXE_toolrail-code-sandbox"));
-    let mode =
-        CodeMode::new(limits()).with_python(PythonRuntime::new(helper, Vec::new(), scratch.path()));
-    let (registry, _) = RegistryBuilder::new()
-        .builtin(Probe::new(None))
-        .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
-        .build()
-        .unwrap();
+    let mode = CodeMode::new(limits()).with_python(PythonRuntime::new(
+        helper(),
+        Vec::new(),
+        scratch.path(),
+    ));
+    let registry = support::session(&mode, None, "python").registry.clone();
     let presented = (mode.presentation(PresentationMode::Code))(&registry.snapshot());
     let system = presented.system.unwrap();
     assert!(system.contains("async function probe(args)"), "{system}");

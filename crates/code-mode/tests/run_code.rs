@@ -15,18 +15,14 @@ use std::time::Duration;
 use serde_json::json;
 use toolrail_code_mode::{CodeMode, Limits};
 use toolrail_session_log::BoxFuture;
-use toolrail_session_log::{EventData, MemorySink};
-use toolrail_testkit::Probe;
+use toolrail_session_log::EventData;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CallView, CommittedResult, HookError, Pipeline, PreExecuteDecision,
-    PreExecuteHook, PreNext, Registry, RegistryBuilder, ReservedName, Typed,
+    BatchControl, CallView, HookError, PreExecuteDecision, PreExecuteHook, PreNext,
 };
 
-struct Harness {
-    log: Arc<MemorySink>,
-    registry: Registry,
-    pipeline: Arc<Pipeline>,
-}
+mod support;
+
+use support::{Harness, code};
 
 fn harness(limits: Limits) -> Harness {
     harness_with(limits, None)
@@ -57,58 +53,7 @@ impl PreExecuteHook for DenyForbidden {
 }
 
 fn harness_with(limits: Limits, hook: Option<Arc<dyn PreExecuteHook>>) -> Harness {
-    let mode = CodeMode::new(limits);
-    let (registry, _) = RegistryBuilder::new()
-        .builtin(Probe::new(None))
-        .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
-        .build()
-        .unwrap();
-    let log = Arc::new(MemorySink::new());
-    let mut builder = Pipeline::builder(log.clone());
-    if let Some(hook) = hook {
-        builder = builder.pre_hook(hook);
-    }
-    let pipeline = Arc::new(builder.build());
-    mode.attach(Arc::clone(&pipeline), registry.clone(), log.clone());
-    Harness {
-        log,
-        registry,
-        pipeline,
-    }
-}
-
-impl Harness {
-    async fn run(&self, code: &str) -> CommittedResult {
-        self.run_with(code, &BatchControl::default()).await
-    }
-
-    async fn run_with(&self, code: &str, control: &BatchControl) -> CommittedResult {
-        let args = json!({"code": code, "description": "test"}).to_string();
-        self.pipeline
-            .execute_one(
-                &self.registry.snapshot().for_code_mode("run_code"),
-                CallRequest::new("c1", 0, "run_code", args),
-                control,
-            )
-            .await
-            .unwrap()
-    }
-
-    /// `(kind, call_id)` of every event, in order.
-    fn trail(&self) -> Vec<(String, String)> {
-        toolrail_testkit::trail(&self.log.events())
-    }
-
-    fn results_of(&self, call_id: &str) -> usize {
-        self.trail()
-            .iter()
-            .filter(|(kind, id)| kind == "tool/result" && id == call_id)
-            .count()
-    }
-}
-
-fn code(result: &CommittedResult) -> Option<String> {
-    result.record.error_code().map(ToString::to_string)
+    support::session(&CodeMode::new(limits), hook, "javascript")
 }
 
 fn limits() -> Limits {
