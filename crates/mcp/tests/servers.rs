@@ -61,6 +61,11 @@ fn server_script(modules: &std::path::Path, package: &str) -> String {
         .to_owned()
 }
 
+/// A configuration from its JSON.
+fn config(json: serde_json::Value) -> McpConfig {
+    McpConfig::from_json(&json.to_string(), "test").unwrap()
+}
+
 fn registry() -> Registry {
     RegistryBuilder::new()
         .builtin(Probe::new(None))
@@ -103,15 +108,10 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
     let Some(modules) = servers_or_skip() else {
         return;
     };
-    let config = McpConfig::from_json(
-        &json!({"mcpServers": {"everything": {
-            "command": "node", "args": [server_script(&modules, "server-everything"), "stdio"],
-            "trustAnnotations": true,
-        }}})
-        .to_string(),
-        "test",
-    )
-    .unwrap();
+    let config = config(json!({"mcpServers": {"everything": {
+        "command": "node", "args": [server_script(&modules, "server-everything"), "stdio"],
+        "trustAnnotations": true,
+    }}}));
     let registry = registry();
     let servers = McpServers::start(&config, &registry).await;
     let version = match &servers.states()[0].1 {
@@ -305,16 +305,11 @@ async fn filesystem_reads_are_structured_and_run_in_parallel() {
     let root_path = root.path().canonicalize().unwrap();
     std::fs::write(root_path.join("a.txt"), "alpha").unwrap();
     std::fs::write(root_path.join("b.txt"), "beta").unwrap();
-    let config = McpConfig::from_json(
-        &json!({"mcpServers": {"fs": {
-            "command": "node",
-            "args": [server_script(&modules, "server-filesystem"), root_path.to_str().unwrap()],
-            "trustAnnotations": true,
-        }}})
-        .to_string(),
-        "test",
-    )
-    .unwrap();
+    let config = config(json!({"mcpServers": {"fs": {
+        "command": "node",
+        "args": [server_script(&modules, "server-filesystem"), root_path.to_str().unwrap()],
+        "trustAnnotations": true,
+    }}}));
     let registry = registry();
     let servers = McpServers::start(&config, &registry).await;
     let log = Arc::new(MemorySink::new());
@@ -372,15 +367,10 @@ async fn a_crashed_server_is_restarted_then_withdrawn_after_its_limit() {
     let Some(modules) = servers_or_skip() else {
         return;
     };
-    let config = McpConfig::from_json(
-        &json!({"mcpServers": {"everything": {
-            "command": "node", "args": [server_script(&modules, "server-everything"), "stdio"],
-            "maxRestarts": 1,
-        }}})
-        .to_string(),
-        "test",
-    )
-    .unwrap();
+    let config = config(json!({"mcpServers": {"everything": {
+        "command": "node", "args": [server_script(&modules, "server-everything"), "stdio"],
+        "maxRestarts": 1,
+    }}}));
     let registry = registry();
     let servers = McpServers::start(&config, &registry).await;
     let kill = |pid: u32| {
@@ -447,15 +437,10 @@ async fn a_lazy_server_does_not_hold_up_the_session_and_joins_when_listed() {
     let Some(modules) = servers_or_skip() else {
         return;
     };
-    let config = McpConfig::from_json(
-        &json!({"mcpServers": {"later": {
+    let config = config(json!({"mcpServers": {"later": {
             "command": "node", "args": [server_script(&modules, "server-everything"), "stdio"],
             "start": "lazy", "enabledTools": ["echo"],
-        }, "off": {"command": "node", "enabled": false}}})
-        .to_string(),
-        "test",
-    )
-    .unwrap();
+        }, "off": {"command": "node", "enabled": false}}}));
     let registry = registry();
     let servers = McpServers::start(&config, &registry).await;
     // Returned at once: a node server takes far longer than this to list its tools.
