@@ -58,6 +58,10 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX work_queue_waiting ON work_queue (updated_at) WHERE state = 'waiting';
 ",
+    // Which lease wrote each event: the audit that shows no worker wrote after a takeover.
+    "
+    ALTER TABLE events ADD COLUMN lease_token BIGINT;
+",
 ];
 
 /// A key for `pg_advisory_lock`, so two workers connecting at once migrate one at a time.
@@ -324,8 +328,9 @@ impl PostgresStore {
         }
         let inserted = transaction
             .execute(
-                "INSERT INTO events (session, seq, line) VALUES ($1, 1, $2) ON CONFLICT DO NOTHING",
-                &[&id.as_str(), &line],
+                "INSERT INTO events (session, seq, line, lease_token) VALUES ($1, 1, $2, $3)
+                 ON CONFLICT DO NOTHING",
+                &[&id.as_str(), &line, &fence],
             )
             .map_err(|error| self.failed(&error))?;
         transaction.commit().map_err(|error| self.failed(&error))?;
@@ -352,6 +357,48 @@ impl PostgresStore {
     ) -> Result<Opened<PostgresLog>, StoreError> {
         check_session_id(id)?;
         let mut client = self.client()?;
+        let events = self.read_with(&mut client, id)?;
+        let next_seq = checked_rows(&PathBuf::from(self.name(id)), &events)?;
+        Ok(Opened {
+            log: self.start_log(client, id, next_seq, fence)?,
+            events,
+            torn_bytes_dropped: 0,
+        })
+    }
+
+    /// Every event of session `id`, in `seq` order, without opening a log (empty when the
+    /// database holds no such session): what a worker reads to decide whether a session it
+    /// claimed is new or to be resumed.
+    pub fn read(&self, id: &SessionId) -> Result<Vec<Event>, StoreError> {
+        check_session_id(id)?;
+        off_runtime(|| {
+            let mut client = self.client()?;
+            self.read_with(&mut client, id)
+        })
+    }
+
+    /// `(seq, lease token)` of every event of session `id`: which lease wrote what (`None`
+    /// for an unleased write).
+    pub fn written_under(&self, id: &SessionId) -> Result<Vec<(u64, Option<i64>)>, StoreError> {
+        off_runtime(|| {
+            let mut client = self.client()?;
+            let rows = client
+                .query(
+                    "SELECT seq, lease_token FROM events WHERE session = $1 ORDER BY seq",
+                    &[&id.as_str()],
+                )
+                .map_err(|error| self.failed(&error))?;
+            Ok(rows
+                .iter()
+                .map(|row| {
+                    let seq: i64 = row.get(0);
+                    (u64::try_from(seq).unwrap_or_default(), row.get(1))
+                })
+                .collect())
+        })
+    }
+
+    fn read_with(&self, client: &mut Client, id: &SessionId) -> Result<Vec<Event>, StoreError> {
         let name = PathBuf::from(self.name(id));
         let rows = client
             .query(
@@ -369,7 +416,7 @@ impl PostgresStore {
                 events.len() as u64 + 1,
             )?;
             let shelf = ReadShelf {
-                client: std::cell::RefCell::new(&mut client),
+                client: std::cell::RefCell::new(&mut *client),
             };
             load_form(&mut event, &shelf).map_err(|why| StoreError::Corrupt {
                 path: name.clone(),
@@ -378,12 +425,7 @@ impl PostgresStore {
             })?;
             events.push(event);
         }
-        let next_seq = checked_rows(&name, &events)?;
-        Ok(Opened {
-            log: self.start_log(client, id, next_seq, fence)?,
-            events,
-            torn_bytes_dropped: 0,
-        })
+        Ok(events)
     }
 
     fn start_log(
@@ -435,18 +477,25 @@ pub struct Claimed {
 }
 
 impl PostgresStore {
-    /// Puts session `id` in the queue with `payload`, waiting for a worker.
+    /// Puts session `id` in the queue with `payload`, waiting for a worker; `Exists` when
+    /// the queue has (or had) a session of that name.
     pub fn enqueue(&self, id: &SessionId, payload: &str) -> Result<(), StoreError> {
         check_session_id(id)?;
         off_runtime(|| {
             let mut client = self.client()?;
-            client
+            let queued = client
                 .execute(
-                    "INSERT INTO work_queue (session, payload) VALUES ($1, $2)",
+                    "INSERT INTO work_queue (session, payload) VALUES ($1, $2)
+                     ON CONFLICT DO NOTHING",
                     &[&id.as_str(), &payload],
                 )
-                .map_err(|error| self.failed(&error))
-                .map(drop)
+                .map_err(|error| self.failed(&error))?;
+            if queued == 0 {
+                return Err(StoreError::Exists {
+                    path: PathBuf::from(self.name(id)),
+                });
+            }
+            Ok(())
         })
     }
 
@@ -817,8 +866,8 @@ impl PostgresSession {
                 .map_err(|error| GroupError::Encoding(error.to_string()))?;
             transaction
                 .execute(
-                    "INSERT INTO events (session, seq, line) VALUES ($1, $2, $3)",
-                    &[&self.session, &seq, &text],
+                    "INSERT INTO events (session, seq, line, lease_token) VALUES ($1, $2, $3, $4)",
+                    &[&self.session, &seq, &text, &self.fence],
                 )
                 .map_err(GroupError::Database)?;
         }
