@@ -60,11 +60,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let page = session_dir.join("session.html");
     write_page(&page, "toolrail demo", &finished.events)?;
     println!("\n{}", summary_of(&finished.events).line());
-    println!("log:  {}", finished.report.log_path.display());
+    println!("log:  {}", finished.log.display());
     println!("page: {}", page.display());
-    println!(
-        "replay it with: toolrail replay {}",
-        finished.report.log_path.display()
-    );
+    println!("replay it with: toolrail replay {}", finished.log.display());
     expectations_met(&finished.report)
 }

@@ -73,6 +73,16 @@ pub struct RunArgs {
     /// Print a machine-readable summary instead of cards.
     #[arg(long)]
     json: bool,
+    /// Log the session in a PostgreSQL store (`postgres://…`) under a lease, instead of a
+    /// session folder; the scenario file is run as written.
+    #[arg(long, requires = "scenario", conflicts_with_all = ["session_dir", "toolset", "rules", "html", "json", "workspace"])]
+    store: Option<String>,
+    /// The session's name in the store (default: `run-<time>-<pid>`).
+    #[arg(long, requires = "store")]
+    session: Option<String>,
+    /// Put the session in the store's queue for `toolrail worker` instead of driving it.
+    #[arg(long, requires = "store")]
+    enqueue: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -92,6 +102,12 @@ pub fn run(args: RunArgs) -> Result<()> {
         (None, Some(provider)) => provider_session(&args, provider, &mut options)?,
         (None, None) => return Err(bad_input!("give --scenario FILE or --provider")),
     };
+    if let (Some(url), Some(path)) = (&args.store, &args.scenario) {
+        // The queue and other workers get the file's own text: a worker reads it as is.
+        let payload = std::fs::read_to_string(path)
+            .map_err(|error| bad_input!("cannot read {}: {error}", path.display()))?;
+        return crate::worker::run_stored(url, args.session.clone(), &payload, args.enqueue);
+    }
     if let Some(toolset) = args.toolset {
         scenario.toolset = toolset;
     }
@@ -117,7 +133,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let summary = summary_of(&finished.events);
     if args.json {
         let report = json!({
-            "log": finished.report.log_path,
+            "log": finished.log,
             "turn_ends": finished.report.turn_ends,
             "summary": summary,
             "mismatches": finished.report.mismatches,
@@ -130,7 +146,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             print_answer(&finished.events);
         }
         println!("\n{}", summary.line());
-        println!("log: {}", finished.report.log_path.display());
+        println!("log: {}", finished.log.display());
         if let Some(out) = &args.html {
             println!("page: {}", out.display());
         }
@@ -256,6 +272,8 @@ fn rule_file(path: &Path) -> Result<serde_json::Value> {
 /// A run's outcome: what the scenario runner reports, the log's events, and the cards shown.
 pub struct Finished {
     pub report: ScenarioReport,
+    /// The session log's file.
+    pub log: PathBuf,
     pub events: Vec<Event>,
     pub cards: Vec<Card>,
 }
@@ -308,6 +326,7 @@ pub fn execute(
     let events = store.read(&SessionId::new("scenario"))?.events;
     Ok(Finished {
         report,
+        log,
         events,
         cards,
     })

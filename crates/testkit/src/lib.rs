@@ -5,6 +5,7 @@
 //! May depend on every library crate; the others use it as a dev-dependency.
 
 pub mod bench;
+pub mod fleet;
 mod model;
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 pub mod pg;
@@ -16,8 +17,9 @@ pub use model::ScriptedModel;
 pub use probe::{Probe, ProbeArgs};
 pub use rng::SeededRng;
 pub use scenario::{
-    ApprovalSpec, Expectations, ModelStep, RunOptions, Scenario, ScenarioConfig, ScenarioError,
-    ScenarioReport, ToolCallSpec, TurnSpec, WorkspaceSpec,
+    ApprovalSpec, Begun, Expectations, JsonlPlace, ModelStep, RESUME_MESSAGE, RunOptions, Scenario,
+    ScenarioConfig, ScenarioError, ScenarioReport, SessionPlace, ToolCallSpec, TurnSpec,
+    WorkspaceSpec,
 };
 /// Scripted approval answers, for crates that may not depend on `interaction` themselves.
 pub use toolrail_interaction::ScriptedApprovals;

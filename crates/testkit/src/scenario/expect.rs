@@ -2,12 +2,9 @@
 //! code of its result (`ok` for a success). Each difference is reported, not just the first.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::Deserialize;
 use toolrail_session_log::{Event, EventData};
-
-use super::ScenarioError;
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -20,22 +17,8 @@ pub struct Expectations {
 }
 
 impl Expectations {
-    /// The differences between the log at `path` and what is expected.
-    pub fn check(&self, path: &Path) -> Result<Vec<String>, ScenarioError> {
-        let text = std::fs::read_to_string(path)?;
-        let events = text
-            .lines()
-            .enumerate()
-            .map(|(at, line)| {
-                serde_json::from_str::<Event>(line).map_err(|error| {
-                    ScenarioError::Invalid(format!(
-                        "line {} of {} is not an event: {error}",
-                        at + 1,
-                        path.display()
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+    /// The differences between a session's events and what is expected.
+    pub fn check(&self, events: &[Event]) -> Vec<String> {
         let mut mismatches = Vec::new();
         if let Some(expected) = &self.event_kinds {
             let kinds: Vec<&str> = events.iter().map(|event| event.data.kind()).collect();
@@ -46,7 +29,7 @@ impl Expectations {
             }
         }
         let mut outcomes: BTreeMap<String, String> = BTreeMap::new();
-        for event in &events {
+        for event in events {
             if let (EventData::ToolResult(record), Some(call_id)) = (&event.data, &event.call_id) {
                 let outcome = record
                     .error_code()
@@ -65,6 +48,6 @@ impl Expectations {
                 )),
             }
         }
-        Ok(mismatches)
+        mismatches
     }
 }

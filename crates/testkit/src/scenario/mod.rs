@@ -14,8 +14,8 @@ use toolrail_agent_loop::{
 };
 use toolrail_fs_tools::FileTools;
 use toolrail_session_log::{
-    AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, FORMAT_VERSION, JsonlStore,
-    SessionId, SessionLog, SessionStart, SessionStore, StopReason, StoreError, TurnEndKind,
+    AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, FORMAT_VERSION, SessionId,
+    SessionStart, StopReason, StoreError, TurnEndKind,
 };
 use toolrail_shell_tool::{BashTool, SandboxHelper, SandboxMode, ShellConfig};
 use toolrail_tools_core::{
@@ -29,9 +29,11 @@ use crate::{Probe, ScriptedModel};
 
 mod expect;
 mod people;
+mod place;
 
 pub use expect::Expectations;
 use people::People;
+pub use place::{Begun, JsonlPlace, RESUME_MESSAGE, SessionPlace};
 
 /// A scenario file.
 #[derive(Clone, Debug, Deserialize)]
@@ -91,6 +93,11 @@ pub struct RunOptions {
     pub approvals: Option<Arc<dyn ApprovalService>>,
     /// The most model requests one turn may make (default: the loop's).
     pub max_steps: Option<u32>,
+    /// Where the session is logged (default: `<session_dir>/scenario.jsonl`, new). A place
+    /// that holds the session already resumes it (see [`SessionPlace`]).
+    pub place: Option<Arc<dyn SessionPlace>>,
+    /// Cancels every turn from outside (a worker that lost its lease stops driving).
+    pub cancel: Option<CancellationToken>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -157,7 +164,10 @@ pub enum ScenarioError {
 /// What a run produced.
 #[derive(Debug)]
 pub struct ScenarioReport {
-    pub log_path: PathBuf,
+    /// The log's file, when the place is one.
+    pub log_path: Option<PathBuf>,
+    /// How many events the session held before this run (0 for a new session).
+    pub earlier_events: usize,
     pub marker_dir: PathBuf,
     pub turn_ends: Vec<TurnEndKind>,
     /// Every way the run differed from the scenario's `expect` (empty when it matched or
@@ -221,17 +231,19 @@ impl Scenario {
             .unwrap_or_else(|| session_dir.join("workspace"));
         std::fs::create_dir_all(&workspace)?;
         let workspace = std::fs::canonicalize(&workspace)?;
-        for (relative, content) in self.workspace.files.iter().chain(&options.extra_files) {
+        // Paths are checked before anything is written; the files are written once the
+        // session is known to be new (a resumed session's workspace is the agent's work).
+        for relative in self
+            .workspace
+            .files
+            .keys()
+            .chain(options.extra_files.keys())
+        {
             if Path::new(relative).is_absolute() || relative.split('/').any(|part| part == "..") {
                 return Err(ScenarioError::Invalid(format!(
                     "workspace file `{relative}` must stay inside the workspace"
                 )));
             }
-            let path = workspace.join(relative);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(path, content)?;
         }
 
         if options.model.is_some() && self.turns.iter().any(|turn| !turn.model.is_empty()) {
@@ -252,16 +264,27 @@ impl Scenario {
                 )));
             }
         };
-        let store = JsonlStore::new(session_dir, durability)?;
-        let session_id = SessionId::new("scenario");
-        let log_path = store.path_of(&session_id)?;
+        let place: Arc<dyn SessionPlace> = match &options.place {
+            Some(place) => Arc::clone(place),
+            None => Arc::new(JsonlPlace::new(session_dir, durability)?),
+        };
         let start = SessionStart {
             format_version: FORMAT_VERSION,
-            session_id,
+            session_id: SessionId::new("scenario"),
             tools: registry.snapshot().manifest(),
             meta: None,
         };
-        let log: Arc<dyn SessionLog> = Arc::new(store.create(start)?);
+        let Begun { log, earlier } = place.begin(start).await?;
+        let fresh = earlier.is_empty();
+        if fresh {
+            for (relative, content) in self.workspace.files.iter().chain(&options.extra_files) {
+                let path = workspace.join(relative);
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::write(path, content)?;
+            }
+        }
 
         let pipeline = Pipeline::builder(log.clone()).config(PipelineConfig {
             cancel_grace: Duration::from_millis(self.config.cancel_grace_ms.unwrap_or(5_000)),
@@ -269,7 +292,7 @@ impl Scenario {
             workspace: Some(Arc::from(workspace.as_path())),
             ..PipelineConfig::default()
         });
-        if self.config.plan_mode {
+        if self.config.plan_mode && fresh {
             people.plan.enter(log.as_ref()).await.map_err(|error| {
                 ScenarioError::Invalid(format!("could not log entering plan mode: {error}"))
             })?;
@@ -293,10 +316,17 @@ impl Scenario {
             loop_config.max_steps = max_steps;
         }
         let mut agent = AgentLoop::new(registry, scheduler, log.clone(), model, loop_config);
+        let planned = if fresh {
+            place::remaining_turns(&self.turns, scripts, &[])
+        } else {
+            agent = agent.resume(&earlier);
+            place::remaining_turns(&self.turns, scripts, &earlier)
+        };
+        let outside = options.cancel.clone().unwrap_or_default();
         let mut turn_ends = Vec::new();
-        for (turn, script) in self.turns.iter().zip(scripts) {
-            scripted.load(script);
-            let cancel = CancellationToken::new();
+        for turn in planned {
+            scripted.load(turn.script);
+            let cancel = outside.child_token();
             if let Some(ms) = turn.cancel_after_ms {
                 let cancel = cancel.clone();
                 tokio::spawn(async move {
@@ -320,11 +350,12 @@ impl Scenario {
             ScenarioError::Invalid(format!("the session log could not be synced: {error}"))
         })?;
         let mismatches = match &self.expect {
-            Some(expect) => expect.check(&log_path)?,
+            Some(expect) => expect.check(&place.read()?),
             None => Vec::new(),
         };
         Ok(ScenarioReport {
-            log_path,
+            log_path: place.file(),
+            earlier_events: earlier.len(),
             marker_dir,
             turn_ends,
             mismatches,

@@ -1,0 +1,318 @@
+//! Workers that share sessions through PostgreSQL: each claims a session waiting in the
+//! queue (or one whose worker's lease ran out), drives its scenario under the lease —
+//! renewed in the background, checked by every append — and finishes it. A session taken
+//! over from a dead worker is recovered first (DESIGN §6) and continued from its log.
+//!
+//! Store calls block the calling thread for a round trip: run each worker on a runtime of
+//! its own (`toolrail worker` gives each a thread).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use toolrail_fs_tools::FsEffectProbe;
+use toolrail_session_log::{
+    BoxFuture, Claimed, EffectProbe, Event, Lease, PostgresStore, SessionId, SessionLog,
+    SessionStart, StoreError, TurnEndKind, recover,
+};
+use toolrail_shell_tool::SandboxHelper;
+
+use crate::{Begun, RunOptions, Scenario, ScenarioError, SessionPlace};
+
+/// A session in PostgreSQL under a lease: a new one is created under it; one that holds
+/// events already is opened under it and recovered, the file tools' probe settling what
+/// interrupted writes did.
+pub struct LeasedPlace {
+    store: PostgresStore,
+    lease: Lease,
+    probes: Vec<Arc<dyn EffectProbe>>,
+}
+
+impl LeasedPlace {
+    pub fn new(store: PostgresStore, lease: Lease) -> Self {
+        Self {
+            store,
+            lease,
+            probes: vec![Arc::new(FsEffectProbe)],
+        }
+    }
+}
+
+impl SessionPlace for LeasedPlace {
+    fn begin(&self, start: SessionStart) -> BoxFuture<'_, Result<Begun, ScenarioError>> {
+        Box::pin(async move {
+            let id = &self.lease.session;
+            if self.store.read(id)?.is_empty() {
+                let start = SessionStart {
+                    session_id: id.clone(),
+                    ..start
+                };
+                let log: Arc<dyn SessionLog> =
+                    Arc::new(self.store.create_leased(start, &self.lease)?);
+                return Ok(Begun {
+                    log,
+                    earlier: Vec::new(),
+                });
+            }
+            let opened = self.store.open_leased(&self.lease)?;
+            let log: Arc<dyn SessionLog> = Arc::new(opened.log);
+            recover(&opened.events, 0, &self.probes, log.as_ref())
+                .await
+                .map_err(|error| {
+                    ScenarioError::Invalid(format!(
+                        "recovering session `{id}` failed: {error}; nothing after the repair was written"
+                    ))
+                })?;
+            let earlier = self.store.read(id)?;
+            Ok(Begun { log, earlier })
+        })
+    }
+
+    fn read(&self) -> Result<Vec<Event>, ScenarioError> {
+        Ok(self.store.read(&self.lease.session)?)
+    }
+
+    fn file(&self) -> Option<PathBuf> {
+        None
+    }
+}
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// The lease owner's name: one per worker, never shared.
+    pub owner: String,
+    /// How long a lease lasts without renewal; it is renewed every third of it.
+    pub lease: Duration,
+    /// Each session's folder (workspace, markers, spilled outputs) is `<work_dir>/<session>`.
+    pub work_dir: PathBuf,
+    pub sandbox_helper: Option<SandboxHelper>,
+    /// How long to wait before asking the queue again when it was empty.
+    pub poll: Duration,
+    /// Stop once the queue has been empty this long (`None`: never).
+    pub idle_exit: Option<Duration>,
+}
+
+/// How driving one session ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Every turn ran; the session is `done` (or `failed` when it missed its expectations).
+    Finished {
+        turn_ends: Vec<TurnEndKind>,
+        mismatches: Vec<String>,
+        /// Events the session held when this worker took it (more than 0 after a takeover).
+        earlier_events: usize,
+    },
+    /// The session could not be driven; it is marked `failed`.
+    Failed { why: String },
+    /// Another worker holds the session now: this one stopped driving it and wrote nothing
+    /// more.
+    TakenOver { why: String },
+}
+
+/// One session a worker drove.
+#[derive(Debug)]
+pub struct Driven {
+    pub session: SessionId,
+    /// The lease's fencing token.
+    pub token: i64,
+    /// Claims before this one (more than 0 after a takeover).
+    pub earlier_claims: i32,
+    pub outcome: Outcome,
+}
+
+/// A worker of the fleet.
+pub struct Worker {
+    store: PostgresStore,
+    config: WorkerConfig,
+}
+
+impl Worker {
+    pub fn new(store: PostgresStore, config: WorkerConfig) -> Self {
+        Self { store, config }
+    }
+
+    /// Claims one session and drives it to its end; `None` when nothing waits.
+    pub async fn drive_next(&self) -> Result<Option<Driven>, StoreError> {
+        let claimed = self.store.claim(&self.config.owner, self.config.lease)?;
+        match claimed {
+            Some(claimed) => Ok(Some(self.drive(claimed).await)),
+            None => Ok(None),
+        }
+    }
+
+    /// Drives sessions until the queue stays empty for `idle_exit`, reporting each; returns
+    /// how many it drove.
+    pub async fn run(&self, mut each: impl FnMut(&Driven)) -> Result<usize, StoreError> {
+        let mut driven = 0;
+        let mut idle_since = Instant::now();
+        loop {
+            match self.drive_next().await? {
+                Some(done) => {
+                    each(&done);
+                    driven += 1;
+                    idle_since = Instant::now();
+                }
+                None => {
+                    if self
+                        .config
+                        .idle_exit
+                        .is_some_and(|limit| idle_since.elapsed() >= limit)
+                    {
+                        return Ok(driven);
+                    }
+                    tokio::time::sleep(self.config.poll).await;
+                }
+            }
+        }
+    }
+
+    async fn drive(&self, claimed: Claimed) -> Driven {
+        let Claimed {
+            lease,
+            payload,
+            earlier_claims,
+        } = claimed;
+        let mut driven = self.drive_leased(lease, &payload).await;
+        driven.earlier_claims = earlier_claims;
+        driven
+    }
+
+    /// Drives the scenario `payload` under `lease`, a session this worker acquired itself
+    /// (not from the queue): renewal, recovery and fencing as for a claimed one.
+    pub async fn drive_leased(&self, lease: Lease, payload: &str) -> Driven {
+        let outcome = self.outcome(&lease, payload).await;
+        Driven {
+            session: lease.session.clone(),
+            token: lease.token,
+            earlier_claims: 0,
+            outcome,
+        }
+    }
+
+    async fn outcome(&self, lease: &Lease, payload: &str) -> Outcome {
+        let scenario = match Scenario::from_json(payload) {
+            Ok(scenario) => scenario,
+            Err(error) => return self.fail(lease, error.to_string()),
+        };
+        let cancel = CancellationToken::new();
+        let renewing = match Renewal::start(self.store.clone(), lease.clone(), cancel.clone()) {
+            Ok(renewing) => renewing,
+            Err(error) => {
+                return self.fail(lease, format!("the lease renewal could not start: {error}"));
+            }
+        };
+        let options = RunOptions {
+            place: Some(Arc::new(LeasedPlace::new(
+                self.store.clone(),
+                lease.clone(),
+            ))),
+            cancel: Some(cancel),
+            sandbox_helper: self.config.sandbox_helper.clone(),
+            ..RunOptions::default()
+        };
+        let session_dir = self.config.work_dir.join(lease.session.as_str());
+        let ran = scenario.run_with(&session_dir, options).await;
+        if let Some(why) = renewing.stop().await {
+            return Outcome::TakenOver { why };
+        }
+        match ran {
+            Ok(report) => match self.store.finish(lease, report.mismatches.is_empty()) {
+                Ok(()) => Outcome::Finished {
+                    turn_ends: report.turn_ends,
+                    mismatches: report.mismatches,
+                    earlier_events: report.earlier_events,
+                },
+                Err(error) => refused(error, None),
+            },
+            Err(error) => self.fail(lease, error.to_string()),
+        }
+    }
+
+    /// Marks the session failed, if its lease is still this worker's.
+    fn fail(&self, lease: &Lease, why: String) -> Outcome {
+        match self.store.finish(lease, false) {
+            Ok(()) => Outcome::Failed { why },
+            Err(error) => refused(error, Some(why)),
+        }
+    }
+}
+
+/// What a refused `finish` means: a lease lost to another worker (whose failure to write
+/// explains `first`), or a database that failed.
+fn refused(error: StoreError, first: Option<String>) -> Outcome {
+    if matches!(error, StoreError::Fenced { .. } | StoreError::Leased { .. }) {
+        return Outcome::TakenOver {
+            why: first.unwrap_or_else(|| error.to_string()),
+        };
+    }
+    Outcome::Failed {
+        why: format!(
+            "{}the session could not be marked finished: {error}",
+            first.map(|first| format!("{first}; ")).unwrap_or_default()
+        ),
+    }
+}
+
+/// Renews a lease every third of its life on a thread of its own (a renewal must not wait
+/// behind the session's work), and cancels the session once the lease is lost.
+struct Renewal {
+    stop: CancellationToken,
+    thread: Option<std::thread::JoinHandle<Option<String>>>,
+}
+
+impl Renewal {
+    fn start(
+        store: PostgresStore,
+        lease: Lease,
+        session: CancellationToken,
+    ) -> std::io::Result<Self> {
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let every = lease.ttl / 3;
+        let thread = std::thread::Builder::new()
+            .name(format!("lease {}", lease.session))
+            .spawn(move || {
+                loop {
+                    let deadline = Instant::now() + every;
+                    while Instant::now() < deadline {
+                        if stopped.is_cancelled() {
+                            return None;
+                        }
+                        std::thread::sleep(Duration::from_millis(10).min(every));
+                    }
+                    match store.renew(&lease) {
+                        Ok(()) => {}
+                        Err(error @ (StoreError::Fenced { .. } | StoreError::Leased { .. })) => {
+                            session.cancel();
+                            return Some(error.to_string());
+                        }
+                        // A failed round trip is tried again at the next tick; the appends'
+                        // own fencing still guards the log meanwhile.
+                        Err(_) => {}
+                    }
+                }
+            })?;
+        Ok(Self {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops renewing; says why the lease was lost, if it was.
+    async fn stop(mut self) -> Option<String> {
+        self.stop.cancel();
+        let thread = self.thread.take()?;
+        tokio::task::spawn_blocking(move || thread.join().ok().flatten())
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for Renewal {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
