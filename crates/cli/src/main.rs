@@ -1,7 +1,8 @@
 //! `toolrail`: the command-line face of toolrail. `demo` runs a bundled session on the real
 //! tools; `run` plays any scenario file; `replay` shows a session from its log alone (and
 //! writes its page); `recover` repairs an interrupted log; `tools` lists a tool set; `mcp
-//! list` shows MCP servers' tools as registered.
+//! list` shows MCP servers' tools as registered; `sessions` and `worker` work on a PostgreSQL
+//! store shared by a fleet.
 //!
 //! Exit codes: 0 when the session ran (tool errors included), 2 for a bad invocation or input
 //! (the message names what and how to fix it), 1 for an internal failure.
@@ -15,6 +16,7 @@ mod run;
 mod session;
 mod sessions;
 mod tools;
+mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +53,8 @@ enum Command {
     Mcp(mcp::McpArgs),
     /// The sessions of a PostgreSQL store, with their state and lease holders.
     Sessions(sessions::SessionsArgs),
+    /// Drive the sessions queued in a PostgreSQL store, taking over those of dead workers.
+    Worker(worker::WorkerArgs),
 }
 
 /// Input that cannot be used (a file that is not a scenario, an unknown tool): exit code 2.
@@ -104,6 +108,7 @@ fn main() -> ExitCode {
         Command::Tools(args) => tools::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::Sessions(args) => sessions::run(args),
+        Command::Worker(args) => worker::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

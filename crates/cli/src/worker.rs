@@ -1,0 +1,244 @@
+//! `toolrail worker --store postgres://…`: workers that drain a PostgreSQL store's queue —
+//! each claims a waiting session (or one whose worker died), drives its scenario under a
+//! renewed lease, and finishes it; a line per session says how it ended. Also the stored
+//! form of `toolrail run`: one session driven here, or put in the queue for the workers.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use toolrail_session_log::{Durability, PostgresStore, SessionId, StoreError};
+use toolrail_testkit::fleet::{Driven, Outcome, Worker, WorkerConfig};
+
+use crate::session::summary_of;
+use crate::{bad_input, fresh_dir, sandbox_helper};
+
+#[derive(clap::Args)]
+pub struct WorkerArgs {
+    /// The store: `postgres://user@host:port/database`.
+    #[arg(long)]
+    store: String,
+    /// How many workers this process runs, each with a thread, a runtime and a lease owner
+    /// name of its own.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// The lease owner's name (each worker adds `-N`); default: `worker-<pid>`.
+    #[arg(long)]
+    owner: Option<String>,
+    /// How long a lease lasts unrenewed, in milliseconds; a dead worker's sessions are taken
+    /// over this long after it stopped renewing.
+    #[arg(long, default_value_t = 10_000)]
+    lease_ms: u64,
+    /// Where sessions' workspaces and outputs go (`<dir>/<session>`); workers that may take
+    /// over each other's sessions must share it. Default: a fresh temp folder.
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// Stop once the queue has been empty this long (default: run until killed).
+    #[arg(long)]
+    idle_exit_ms: Option<u64>,
+}
+
+/// Connects to a `postgres://` store, or says what to give instead.
+pub fn connect(url: &str) -> Result<PostgresStore> {
+    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        return Err(bad_input!(
+            "--store: give a postgres:// URL (JSONL sessions are files: use --session-dir)"
+        ));
+    }
+    PostgresStore::connect(url, Durability::Strict).map_err(|error| bad_input!("{error}"))
+}
+
+pub fn run(args: WorkerArgs) -> Result<()> {
+    if args.workers == 0 {
+        return Err(bad_input!("--workers 0: give at least 1"));
+    }
+    if args.lease_ms < 30 {
+        return Err(bad_input!(
+            "--lease-ms {}: give at least 30 (renewal runs every third of it)",
+            args.lease_ms
+        ));
+    }
+    let store = connect(&args.store)?;
+    let work_dir = match args.work_dir {
+        Some(dir) => dir,
+        None => fresh_dir("worker")?,
+    };
+    std::fs::create_dir_all(&work_dir)?;
+    let owner = args
+        .owner
+        .unwrap_or_else(|| format!("worker-{}", std::process::id()));
+    let threads: Vec<_> = (1..=args.workers)
+        .map(|number| {
+            let config = WorkerConfig {
+                owner: if args.workers == 1 {
+                    owner.clone()
+                } else {
+                    format!("{owner}-{number}")
+                },
+                lease: Duration::from_millis(args.lease_ms),
+                work_dir: work_dir.clone(),
+                sandbox_helper: sandbox_helper(),
+                poll: Duration::from_millis(50),
+                idle_exit: args.idle_exit_ms.map(Duration::from_millis),
+            };
+            let store = store.clone();
+            std::thread::Builder::new()
+                .name(config.owner.clone())
+                .spawn(move || work(store, config))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut total = Tally::default();
+    let mut failure = None;
+    for thread in threads {
+        match thread.join() {
+            Ok(Ok(tally)) => total.add(&tally),
+            Ok(Err(error)) => failure = Some(error),
+            Err(_) => failure = Some(anyhow::anyhow!("a worker thread panicked")),
+        }
+    }
+    println!(
+        "workers drove {} sessions: {} done, {} failed, {} taken over by other workers",
+        total.driven, total.done, total.failed, total.taken_over
+    );
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    driven: usize,
+    done: usize,
+    failed: usize,
+    taken_over: usize,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.driven += other.driven;
+        self.done += other.done;
+        self.failed += other.failed;
+        self.taken_over += other.taken_over;
+    }
+
+    fn count(&mut self, driven: &Driven) {
+        self.driven += 1;
+        match &driven.outcome {
+            Outcome::Finished { mismatches, .. } if mismatches.is_empty() => self.done += 1,
+            Outcome::Finished { .. } | Outcome::Failed { .. } => self.failed += 1,
+            Outcome::TakenOver { .. } => self.taken_over += 1,
+        }
+    }
+}
+
+/// One worker on a runtime of its own, until the queue stays empty.
+fn work(store: PostgresStore, config: WorkerConfig) -> Result<Tally> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let owner = config.owner.clone();
+    let worker = Worker::new(store, config);
+    let mut tally = Tally::default();
+    runtime.block_on(worker.run(|driven| {
+        tally.count(driven);
+        report(&owner, driven);
+    }))?;
+    Ok(tally)
+}
+
+/// The line that says how a session ended; a lost lease goes to stderr, as an error would.
+pub fn report(owner: &str, driven: &Driven) {
+    let session = &driven.session;
+    let token = driven.token;
+    match &driven.outcome {
+        Outcome::Finished {
+            turn_ends,
+            mismatches,
+            earlier_events,
+        } => {
+            let ends: Vec<String> = turn_ends
+                .iter()
+                .map(|kind| {
+                    serde_json::to_value(kind)
+                        .ok()
+                        .and_then(|kind| kind.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                })
+                .collect();
+            let resumed = if *earlier_events > 0 {
+                format!(", resumed after {earlier_events} events")
+            } else {
+                String::new()
+            };
+            println!(
+                "{owner}: session {session} (token {token}) finished: turns {}{resumed}",
+                ends.join(", ")
+            );
+            for mismatch in mismatches {
+                eprintln!("{owner}: session {session}: expected otherwise: {mismatch}");
+            }
+        }
+        Outcome::Failed { why } => {
+            eprintln!("{owner}: session {session} (token {token}) failed: {why}");
+        }
+        Outcome::TakenOver { why } => eprintln!(
+            "{owner}: session {session} (token {token}) was taken over by another worker; stopped driving it: {why}"
+        ),
+    }
+}
+
+/// `toolrail run --store`: the scenario `payload` as session `id`, queued for the workers
+/// (`enqueue`) or driven here under a lease of this process.
+pub fn run_stored(url: &str, id: Option<String>, payload: &str, enqueue: bool) -> Result<()> {
+    let store = connect(url)?;
+    let id = SessionId::new(id.unwrap_or_else(|| {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|since| since.as_millis())
+            .unwrap_or_default();
+        format!("run-{stamp}-{}", std::process::id())
+    }));
+    if enqueue {
+        store.enqueue(&id, payload).map_err(|error| {
+            if matches!(error, StoreError::Exists { .. }) {
+                bad_input!(
+                    "{error}: the queue knows session `{id}` already; give another --session"
+                )
+            } else {
+                anyhow::Error::new(error)
+            }
+        })?;
+        println!("queued session {id}: `toolrail worker --store …` will drive it");
+        return Ok(());
+    }
+    let owner = format!("run-{}", std::process::id());
+    let lease_time = Duration::from_secs(10);
+    let lease = store
+        .acquire(&id, &owner, lease_time)
+        .map_err(|error| bad_input!("{error}"))?;
+    let worker = Worker::new(
+        store.clone(),
+        WorkerConfig {
+            owner: owner.clone(),
+            lease: lease_time,
+            work_dir: fresh_dir("run")?,
+            sandbox_helper: sandbox_helper(),
+            poll: Duration::from_millis(50),
+            idle_exit: None,
+        },
+    );
+    let driven = crate::runtime()?.block_on(worker.drive_leased(lease, payload));
+    report(&owner, &driven);
+    let events = store.read(&id)?;
+    println!("{}", summary_of(&events).line());
+    println!("log: session {id} in the store");
+    match driven.outcome {
+        Outcome::Finished { mismatches, .. } if mismatches.is_empty() => Ok(()),
+        Outcome::Finished { mismatches, .. } => anyhow::bail!(
+            "the run differs from the scenario's expectations in {} ways",
+            mismatches.len()
+        ),
+        Outcome::Failed { why } | Outcome::TakenOver { why } => anyhow::bail!("{why}"),
+    }
+}
