@@ -13,32 +13,10 @@ use serde_json::json;
 use toolrail_session_log::*;
 use toolrail_testkit::bench::BenchRow;
 
+mod common;
+use common::{event_draft, start};
+
 const APPENDERS: u32 = 8;
-
-fn event_draft(n: u32) -> EventDraft {
-    let record = ToolResultRecord {
-        value: Some(json!({"path": format!("src/file_{n}.rs"), "lines": 120, "bytes": 4096})),
-        ..ToolResultRecord::success(vec![ContentBlock::text(format!(
-            "read src/file_{n}.rs: 120 lines"
-        ))])
-    };
-    EventDraft {
-        ts: Timestamp::now(),
-        turn: Some(TurnId(1)),
-        step: Some(StepId(1)),
-        call_id: Some(CallId::from(format!("c{n}"))),
-        data: EventData::ToolResult(Arc::new(record)),
-    }
-}
-
-fn start(id: &str) -> SessionStart {
-    SessionStart {
-        format_version: FORMAT_VERSION,
-        session_id: SessionId::new(id),
-        tools: vec![],
-        meta: None,
-    }
-}
 
 /// The bytes the store writes for `count` events, for the floors.
 fn lines(count: u32) -> Vec<Vec<u8>> {

@@ -635,6 +635,8 @@ enum RowLock {
     Share,
     /// To change it (finishing).
     Update,
+    /// Only to read it (naming the holder of a lease that refused a group).
+    None,
 }
 
 /// The token of `session`'s lease, its row locked for the rest of the transaction.
@@ -646,6 +648,7 @@ fn lease_token(
     let query = match lock {
         RowLock::Share => "SELECT token FROM leases WHERE session = $1 FOR SHARE",
         RowLock::Update => "SELECT token FROM leases WHERE session = $1 FOR UPDATE",
+        RowLock::None => "SELECT token FROM leases WHERE session = $1",
     };
     Ok(client.query_opt(query, &[&session])?.map(|row| row.get(0)))
 }
@@ -784,28 +787,6 @@ struct PostgresSession {
     fence: Option<i64>,
 }
 
-/// Large values as rows of `blobs`, in the group's transaction (or on the reader's
-/// connection).
-struct TableShelf<'a, C: postgres::GenericClient> {
-    client: &'a mut C,
-}
-
-impl<C: postgres::GenericClient> BlobShelf for TableShelf<'_, C> {
-    fn put(&mut self, digest: &str, bytes: &[u8]) -> Result<(), String> {
-        self.client
-            .execute(
-                "INSERT INTO blobs (digest, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                &[&digest, &bytes],
-            )
-            .map(drop)
-            .map_err(|error| format!("storing the large value {digest} failed: {error}"))
-    }
-
-    fn get(&self, _digest: &str) -> Result<Vec<u8>, String> {
-        Err("large values are read through the loading shelf".to_owned())
-    }
-}
-
 /// Large values read back while a session is opened.
 struct ReadShelf<'a> {
     client: std::cell::RefCell<&'a mut Client>,
@@ -833,51 +814,104 @@ enum GroupError {
 }
 
 impl PostgresSession {
+    /// One group, in as few round trips as it allows: a group with nothing to sync and no
+    /// large value is one statement — its own transaction — that checks the lease under a
+    /// share lock and inserts every event; otherwise a transaction stores the large values
+    /// first and waits for the flush.
     fn write_group(&mut self, events: &[&Event], sync: bool) -> Result<(), GroupError> {
-        let mut transaction = self.client.transaction().map_err(GroupError::Database)?;
-        if let Some(token) = self.fence {
-            // Locks the lease row until this group commits: a takeover waits for it, and
-            // every group after a takeover sees the new token and is refused.
-            let held = lease_token(&mut transaction, &self.session, RowLock::Share)
-                .map_err(GroupError::Database)?;
-            if held != Some(token) {
-                return Err(GroupError::Fenced {
-                    holder: held.unwrap_or(0),
-                });
-            }
+        let mut blobs = PendingBlobs::default();
+        let mut seqs: Vec<i64> = Vec::with_capacity(events.len());
+        let mut lines: Vec<String> = Vec::with_capacity(events.len());
+        let mut line = Vec::with_capacity(1024);
+        for event in events {
+            line.clear();
+            encode_stored(event, self.blob_cap, &mut blobs, &mut line)
+                .map_err(GroupError::Encoding)?;
+            lines.push(String::from_utf8_lossy(&line).into_owned());
+            seqs.push(
+                i64::try_from(event.seq)
+                    .map_err(|error| GroupError::Encoding(error.to_string()))?,
+            );
         }
+        // Strict mode's connection waits for every commit's flush already.
+        let flushed = !sync || self.durability == Durability::Strict;
+        let simple = flushed && blobs.0.is_empty() && !events.is_empty();
+        if simple {
+            let inserted = self
+                .client
+                .execute(INSERT_GROUP, &[&self.session, &seqs, &lines, &self.fence])
+                .map_err(GroupError::Database)?;
+            return check_inserted(&mut self.client, &self.session, inserted, events.len());
+        }
+        let mut transaction = self.client.transaction().map_err(GroupError::Database)?;
         if sync && self.durability != Durability::Strict {
             transaction
                 .batch_execute("SET LOCAL synchronous_commit = on")
                 .map_err(GroupError::Database)?;
         }
-        let mut line = Vec::with_capacity(1024);
-        for event in events {
-            line.clear();
-            {
-                let mut shelf = TableShelf {
-                    client: &mut transaction,
-                };
-                encode_stored(event, self.blob_cap, &mut shelf, &mut line)
-                    .map_err(GroupError::Encoding)?;
-            }
-            let text = String::from_utf8_lossy(&line).into_owned();
-            let seq = i64::try_from(event.seq)
-                .map_err(|error| GroupError::Encoding(error.to_string()))?;
+        for (digest, bytes) in &blobs.0 {
             transaction
                 .execute(
-                    "INSERT INTO events (session, seq, line, lease_token) VALUES ($1, $2, $3, $4)",
-                    &[&self.session, &seq, &text, &self.fence],
+                    "INSERT INTO blobs (digest, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    &[digest, bytes],
                 )
                 .map_err(GroupError::Database)?;
         }
-        if sync && events.is_empty() {
+        if events.is_empty() {
             // A commit that wrote nothing waits for nothing: a mark makes one to flush.
             transaction
                 .batch_execute("INSERT INTO sync_marks (n) VALUES (1); DELETE FROM sync_marks")
                 .map_err(GroupError::Database)?;
+        } else {
+            let inserted = transaction
+                .execute(INSERT_GROUP, &[&self.session, &seqs, &lines, &self.fence])
+                .map_err(GroupError::Database)?;
+            // Dropping the transaction rolls the large values back with the refused group.
+            check_inserted(&mut transaction, &self.session, inserted, events.len())?;
         }
         transaction.commit().map_err(GroupError::Database)
+    }
+}
+
+/// A leased group inserts nothing once the lease is another's: then say whose it is.
+fn check_inserted(
+    client: &mut impl postgres::GenericClient,
+    session: &str,
+    inserted: u64,
+    expected: usize,
+) -> Result<(), GroupError> {
+    if inserted == expected as u64 {
+        return Ok(());
+    }
+    let holder = lease_token(client, session, RowLock::None).map_err(GroupError::Database)?;
+    Err(GroupError::Fenced {
+        holder: holder.unwrap_or(0),
+    })
+}
+
+/// Inserts a group's events (`$2` seqs, `$3` lines) for session `$1`; with a lease token
+/// `$4`, only while the session's lease still carries it — checked under a share lock on
+/// the lease row, which a takeover must wait for, so no group lands after a takeover.
+const INSERT_GROUP: &str = "
+    INSERT INTO events (session, seq, line, lease_token)
+    SELECT $1, g.seq, g.line, $4 FROM unnest($2::bigint[], $3::text[]) AS g(seq, line)
+    WHERE $4::bigint IS NULL
+       OR EXISTS (SELECT 1 FROM leases WHERE session = $1 AND token = $4 FOR SHARE)";
+
+/// Large values a group spills, stored in the group's transaction before its events.
+#[derive(Default)]
+struct PendingBlobs(Vec<(String, Vec<u8>)>);
+
+impl BlobShelf for PendingBlobs {
+    fn put(&mut self, digest: &str, bytes: &[u8]) -> Result<(), String> {
+        if !self.0.iter().any(|(stored, _)| stored == digest) {
+            self.0.push((digest.to_owned(), bytes.to_vec()));
+        }
+        Ok(())
+    }
+
+    fn get(&self, _digest: &str) -> Result<Vec<u8>, String> {
+        Err("large values are read through the loading shelf".to_owned())
     }
 }
 
