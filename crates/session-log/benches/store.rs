@@ -9,7 +9,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::json;
 use toolrail_session_log::*;
 use toolrail_testkit::bench::BenchRow;
 

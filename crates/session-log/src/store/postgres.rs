@@ -10,6 +10,7 @@
 //! partitioned worker can never write after a takeover.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use postgres::{Client, NoTls};
@@ -75,6 +76,29 @@ pub struct PostgresStore {
     shown: String,
     durability: Durability,
     blob_cap: usize,
+    idle: Arc<Idle>,
+}
+
+/// Connections kept between the store's own calls (claims, reads, leases): a connection is
+/// a server process, and a worker making one per call spent most of a short session on
+/// them. A log takes one for good.
+#[derive(Default)]
+struct Idle(parking_lot::Mutex<Vec<Client>>);
+
+/// Idle connections kept at most.
+const IDLE_MAX: usize = 8;
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        // A client owns a runtime of its own, which must not be dropped on a thread that
+        // runs an async runtime; the last store may be dropped on one.
+        let clients = std::mem::take(self.0.get_mut());
+        if !clients.is_empty() {
+            let _ = std::thread::Builder::new()
+                .name("postgres close".to_owned())
+                .spawn(move || drop(clients));
+        }
+    }
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -112,6 +136,7 @@ impl PostgresStore {
             shown: without_password(url),
             durability,
             blob_cap: DEFAULT_BLOB_CAP,
+            idle: Arc::default(),
         };
         let mut client = store.client()?;
         store.migrate(&mut client)?;
@@ -124,8 +149,32 @@ impl PostgresStore {
         self
     }
 
+    /// A connection: an idle one when there is one, else a new one.
     fn client(&self) -> Result<Client, StoreError> {
-        Client::connect(&self.url, NoTls).map_err(|error| self.failed(&error))
+        let idle = self.idle.0.lock().pop();
+        match idle {
+            Some(client) if !client.is_closed() => Ok(client),
+            Some(_) | None => {
+                Client::connect(&self.url, NoTls).map_err(|error| self.failed(&error))
+            }
+        }
+    }
+
+    /// Runs `work` on a connection, which goes back to the idle ones when `work` succeeded
+    /// (after a failure its state is not known: it is closed).
+    fn with_client<T>(
+        &self,
+        work: impl FnOnce(&mut Client) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut client = self.client()?;
+        let result = work(&mut client);
+        if result.is_ok() {
+            let mut idle = self.idle.0.lock();
+            if idle.len() < IDLE_MAX {
+                idle.push(client);
+            }
+        }
+        result
     }
 
     fn failed(&self, error: &dyn std::error::Error) -> StoreError {
@@ -201,40 +250,41 @@ impl PostgresStore {
         ttl: Duration,
     ) -> Result<Lease, StoreError> {
         check_session_id(id)?;
-        let mut client = self.client()?;
-        // A holder paused inside a group holds the lease row; a takeover waits for it at
-        // most this long (the writer's own idle limit ends such a group soon after).
-        let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
-        transaction
-            .batch_execute("SET LOCAL lock_timeout = '2s'")
-            .map_err(|error| self.failed(&error))?;
-        let granted = grant_lease(&mut transaction, id.as_str(), owner, ttl)
-            .map_err(|error| self.failed(&error))?;
-        transaction.commit().map_err(|error| self.failed(&error))?;
-        match granted {
-            Some(token) => Ok(Lease {
-                session: id.clone(),
-                owner: owner.to_owned(),
-                token,
-                ttl,
-            }),
-            None => {
-                let holder = client
-                    .query_opt(
-                        "SELECT owner, GREATEST(0, EXTRACT(EPOCH FROM expires_at - now()))::float8
-                         FROM leases WHERE session = $1",
-                        &[&id.as_str()],
-                    )
-                    .map_err(|error| self.failed(&error))?;
-                let (holder, left): (String, f64) =
-                    holder.map_or_else(|| ("?".to_owned(), 0.0), |row| (row.get(0), row.get(1)));
-                Err(StoreError::Leased {
-                    session: id.as_str().to_owned(),
-                    owner: holder,
-                    seconds_left: left,
-                })
+        self.with_client(|client| {
+            // A holder paused inside a group holds the lease row; a takeover waits for it at
+            // most this long (the writer's own idle limit ends such a group soon after).
+            let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+            transaction
+                .batch_execute("SET LOCAL lock_timeout = '2s'")
+                .map_err(|error| self.failed(&error))?;
+            let granted = grant_lease(&mut transaction, id.as_str(), owner, ttl)
+                .map_err(|error| self.failed(&error))?;
+            transaction.commit().map_err(|error| self.failed(&error))?;
+            match granted {
+                Some(token) => Ok(Lease {
+                    session: id.clone(),
+                    owner: owner.to_owned(),
+                    token,
+                    ttl,
+                }),
+                None => {
+                    let holder = client
+                        .query_opt(
+                            "SELECT owner, GREATEST(0, EXTRACT(EPOCH FROM expires_at - now()))::float8
+                             FROM leases WHERE session = $1",
+                            &[&id.as_str()],
+                        )
+                        .map_err(|error| self.failed(&error))?;
+                    let (holder, left): (String, f64) =
+                        holder.map_or_else(|| ("?".to_owned(), 0.0), |row| (row.get(0), row.get(1)));
+                    Err(StoreError::Leased {
+                        session: id.as_str().to_owned(),
+                        owner: holder,
+                        seconds_left: left,
+                    })
+                }
             }
-        }
+        })
     }
 
     /// Extends `lease` by its ttl; `Err` when it is no longer the session's (taken over).
@@ -243,20 +293,21 @@ impl PostgresStore {
     }
 
     fn renew_here(&self, lease: &Lease) -> Result<(), StoreError> {
-        let mut client = self.client()?;
-        let millis = i64::try_from(lease.ttl.as_millis()).unwrap_or(i64::MAX);
-        let renewed = client
-            .execute(
-                "UPDATE leases SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
-                 WHERE session = $1 AND token = $2",
-                &[&lease.session.as_str(), &lease.token, &millis],
-            )
-            .map_err(|error| self.failed(&error))?;
-        if renewed == 1 {
-            Ok(())
-        } else {
-            Err(self.fenced(lease))
-        }
+        self.with_client(|client| {
+            let millis = i64::try_from(lease.ttl.as_millis()).unwrap_or(i64::MAX);
+            let renewed = client
+                .execute(
+                    "UPDATE leases SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
+                     WHERE session = $1 AND token = $2",
+                    &[&lease.session.as_str(), &lease.token, &millis],
+                )
+                .map_err(|error| self.failed(&error))?;
+            if renewed == 1 {
+                Ok(())
+            } else {
+                Err(self.fenced(lease))
+            }
+        })
     }
 
     /// Gives the lease up (its session may be taken at once).
@@ -265,10 +316,11 @@ impl PostgresStore {
     }
 
     fn release_here(&self, lease: &Lease) -> Result<(), StoreError> {
-        let mut client = self.client()?;
-        expire_lease(&mut client, lease)
-            .map_err(|error| self.failed(&error))
-            .map(drop)
+        self.with_client(|client| {
+            expire_lease(client, lease)
+                .map_err(|error| self.failed(&error))
+                .map(drop)
+        })
     }
 
     fn fenced(&self, lease: &Lease) -> StoreError {
@@ -371,30 +423,28 @@ impl PostgresStore {
     /// claimed is new or to be resumed.
     pub fn read(&self, id: &SessionId) -> Result<Vec<Event>, StoreError> {
         check_session_id(id)?;
-        off_runtime(|| {
-            let mut client = self.client()?;
-            self.read_with(&mut client, id)
-        })
+        off_runtime(|| self.with_client(|client| self.read_with(client, id)))
     }
 
     /// `(seq, lease token)` of every event of session `id`: which lease wrote what (`None`
     /// for an unleased write).
     pub fn written_under(&self, id: &SessionId) -> Result<Vec<(u64, Option<i64>)>, StoreError> {
         off_runtime(|| {
-            let mut client = self.client()?;
-            let rows = client
-                .query(
-                    "SELECT seq, lease_token FROM events WHERE session = $1 ORDER BY seq",
-                    &[&id.as_str()],
-                )
-                .map_err(|error| self.failed(&error))?;
-            Ok(rows
-                .iter()
-                .map(|row| {
-                    let seq: i64 = row.get(0);
-                    (u64::try_from(seq).unwrap_or_default(), row.get(1))
-                })
-                .collect())
+            self.with_client(|client| {
+                let rows = client
+                    .query(
+                        "SELECT seq, lease_token FROM events WHERE session = $1 ORDER BY seq",
+                        &[&id.as_str()],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                Ok(rows
+                    .iter()
+                    .map(|row| {
+                        let seq: i64 = row.get(0);
+                        (u64::try_from(seq).unwrap_or_default(), row.get(1))
+                    })
+                    .collect())
+            })
         })
     }
 
@@ -451,7 +501,9 @@ impl PostgresStore {
             ))
             .map_err(|error| self.failed(&error))?;
         let medium = PostgresSession {
-            client,
+            client: Some(client),
+            idle: Arc::clone(&self.idle),
+            healthy: true,
             session: id.as_str().to_owned(),
             durability: self.durability,
             blob_cap: self.blob_cap,
@@ -482,20 +534,21 @@ impl PostgresStore {
     pub fn enqueue(&self, id: &SessionId, payload: &str) -> Result<(), StoreError> {
         check_session_id(id)?;
         off_runtime(|| {
-            let mut client = self.client()?;
-            let queued = client
-                .execute(
-                    "INSERT INTO work_queue (session, payload) VALUES ($1, $2)
-                     ON CONFLICT DO NOTHING",
-                    &[&id.as_str(), &payload],
-                )
-                .map_err(|error| self.failed(&error))?;
-            if queued == 0 {
-                return Err(StoreError::Exists {
-                    path: PathBuf::from(self.name(id)),
-                });
-            }
-            Ok(())
+            self.with_client(|client| {
+                let queued = client
+                    .execute(
+                        "INSERT INTO work_queue (session, payload) VALUES ($1, $2)
+                         ON CONFLICT DO NOTHING",
+                        &[&id.as_str(), &payload],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                if queued == 0 {
+                    return Err(StoreError::Exists {
+                        path: PathBuf::from(self.name(id)),
+                    });
+                }
+                Ok(())
+            })
         })
     }
 
@@ -505,77 +558,80 @@ impl PostgresStore {
     /// claimer waits for another. `None` when nothing waits.
     pub fn claim(&self, owner: &str, ttl: Duration) -> Result<Option<Claimed>, StoreError> {
         off_runtime(|| {
-            let mut client = self.client()?;
-            let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
-            // The candidate is locked first, then checked again by a statement of its own:
-            // under READ COMMITTED a locked row that another claimer has just taken is
-            // re-read, but the lease it joined is not, so the first query alone would let a
-            // fresh claim look like a lapsed one and hand the session out twice.
-            let mut passed: Vec<String> = Vec::new();
-            let found = loop {
-                if passed.len() > 32 {
-                    break None;
-                }
-                let row = transaction
-                    .query_opt(
-                        "SELECT q.session FROM work_queue q
-                         LEFT JOIN leases l ON l.session = q.session
-                         WHERE (q.state = 'waiting'
-                             OR (q.state = 'running'
-                                 AND (l.expires_at IS NULL OR l.expires_at < clock_timestamp())))
-                           AND NOT (q.session = ANY($1))
-                         ORDER BY q.updated_at
-                         LIMIT 1
-                         FOR UPDATE OF q SKIP LOCKED",
-                        &[&passed],
-                    )
-                    .map_err(|error| self.failed(&error))?;
-                let Some(row) = row else {
-                    break None;
-                };
-                let session: String = row.get(0);
-                let current = transaction
-                    .query_one(
-                        "SELECT q.payload, q.claims, q.state = 'waiting'
-                             OR (q.state = 'running' AND (l.expires_at IS NULL
-                                 OR l.expires_at < clock_timestamp()))
-                         FROM work_queue q LEFT JOIN leases l ON l.session = q.session
-                         WHERE q.session = $1",
-                        &[&session],
-                    )
-                    .map_err(|error| self.failed(&error))?;
-                if current.get::<_, bool>(2) {
-                    let granted = grant_lease(&mut transaction, &session, owner, ttl)
-                        .map_err(|error| self.failed(&error))?;
-                    if let Some(token) = granted {
-                        let (payload, claims) = (current.get(0), current.get(1));
-                        break Some((session, payload, claims, token));
+            self.with_client(|client| {
+                let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+                // The candidate is locked first, then checked again by a statement of its own:
+                // under READ COMMITTED a locked row that another claimer has just taken is
+                // re-read, but the lease it joined is not, so the first query alone would let a
+                // fresh claim look like a lapsed one and hand the session out twice.
+                let mut passed: Vec<String> = Vec::new();
+                let found = loop {
+                    if passed.len() > 32 {
+                        break None;
                     }
-                }
-                passed.push(session);
-            };
-            let Some((session, payload, claims, token)) = found else {
-                return Ok(None);
-            };
-            transaction
-                .execute(
-                    "UPDATE work_queue SET state = 'running', worker = $2, claims = claims + 1,
-                         updated_at = clock_timestamp()
-                     WHERE session = $1",
-                    &[&session, &owner],
-                )
-                .map_err(|error| self.failed(&error))?;
-            transaction.commit().map_err(|error| self.failed(&error))?;
-            Ok(Some(Claimed {
-                lease: Lease {
-                    session: SessionId::new(session),
-                    owner: owner.to_owned(),
-                    token,
-                    ttl,
-                },
-                payload,
-                earlier_claims: claims,
-            }))
+                    let row = transaction
+                        .query_opt(
+                            "SELECT q.session FROM work_queue q
+                             LEFT JOIN leases l ON l.session = q.session
+                             WHERE (q.state = 'waiting'
+                                 OR (q.state = 'running'
+                                     AND (l.expires_at IS NULL OR l.expires_at < clock_timestamp())))
+                               AND NOT (q.session = ANY($1))
+                             ORDER BY q.updated_at
+                             LIMIT 1
+                             FOR UPDATE OF q SKIP LOCKED",
+                            &[&passed],
+                        )
+                        .map_err(|error| self.failed(&error))?;
+                    let Some(row) = row else {
+                        break None;
+                    };
+                    let session: String = row.get(0);
+                    let current = transaction
+                        .query_one(
+                            "SELECT q.payload, q.claims, q.state = 'waiting'
+                                 OR (q.state = 'running' AND (l.expires_at IS NULL
+                                     OR l.expires_at < clock_timestamp()))
+                             FROM work_queue q LEFT JOIN leases l ON l.session = q.session
+                             WHERE q.session = $1",
+                            &[&session],
+                        )
+                        .map_err(|error| self.failed(&error))?;
+                    if current.get::<_, bool>(2) {
+                        let granted = grant_lease(&mut transaction, &session, owner, ttl)
+                            .map_err(|error| self.failed(&error))?;
+                        if let Some(token) = granted {
+                            let (payload, claims) = (current.get(0), current.get(1));
+                            break Some((session, payload, claims, token));
+                        }
+                    }
+                    passed.push(session);
+                };
+                let Some((session, payload, claims, token)) = found else {
+                    // Ended here, so the connection goes back to the idle ones clean.
+                    transaction.rollback().map_err(|error| self.failed(&error))?;
+                    return Ok(None);
+                };
+                transaction
+                    .execute(
+                        "UPDATE work_queue SET state = 'running', worker = $2, claims = claims + 1,
+                             updated_at = clock_timestamp()
+                         WHERE session = $1",
+                        &[&session, &owner],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                transaction.commit().map_err(|error| self.failed(&error))?;
+                Ok(Some(Claimed {
+                    lease: Lease {
+                        session: SessionId::new(session),
+                        owner: owner.to_owned(),
+                        token,
+                        ttl,
+                    },
+                    payload,
+                    earlier_claims: claims,
+                }))
+            })
         })
     }
 
@@ -583,23 +639,24 @@ impl PostgresStore {
     /// lease is still this worker's: a worker that was taken over finishes nothing.
     pub fn finish(&self, lease: &Lease, succeeded: bool) -> Result<(), StoreError> {
         off_runtime(|| {
-            let mut client = self.client()?;
-            let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
-            let held = lease_token(&mut transaction, lease.session.as_str(), RowLock::Update)
-                .map_err(|error| self.failed(&error))?;
-            if held != Some(lease.token) {
-                return Err(self.fenced(lease));
-            }
-            let state = if succeeded { "done" } else { "failed" };
-            transaction
-                .execute(
-                    "UPDATE work_queue SET state = $2, updated_at = clock_timestamp()
-                     WHERE session = $1",
-                    &[&lease.session.as_str(), &state],
-                )
-                .map_err(|error| self.failed(&error))?;
-            expire_lease(&mut transaction, lease).map_err(|error| self.failed(&error))?;
-            transaction.commit().map_err(|error| self.failed(&error))
+            self.with_client(|client| {
+                let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+                let held = lease_token(&mut transaction, lease.session.as_str(), RowLock::Update)
+                    .map_err(|error| self.failed(&error))?;
+                if held != Some(lease.token) {
+                    return Err(self.fenced(lease));
+                }
+                let state = if succeeded { "done" } else { "failed" };
+                transaction
+                    .execute(
+                        "UPDATE work_queue SET state = $2, updated_at = clock_timestamp()
+                         WHERE session = $1",
+                        &[&lease.session.as_str(), &state],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                expire_lease(&mut transaction, lease).map_err(|error| self.failed(&error))?;
+                transaction.commit().map_err(|error| self.failed(&error))
+            })
         })
     }
 }
@@ -683,42 +740,43 @@ impl PostgresStore {
     /// Every session in the database, by name, with its lease.
     pub fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
         off_runtime(|| {
-            let mut client = self.client()?;
-            let rows = client
-                .query(
-                    "SELECT DISTINCT ON (e.session) e.session, e.seq, e.line, l.owner,
-                            COALESCE(l.expires_at > now(), false)
-                     FROM events e LEFT JOIN leases l ON l.session = e.session
-                     ORDER BY e.session, e.seq DESC",
-                    &[],
-                )
-                .map_err(|error| self.failed(&error))?;
-            Ok(rows
-                .iter()
-                .map(|row| {
-                    let line: String = row.get(2);
-                    let last: Option<Event> = serde_json::from_str(&line).ok();
-                    let last_kind = last
-                        .as_ref()
-                        .map_or_else(|| "?".to_owned(), |event| event.data.kind().to_owned());
-                    let ended = last.as_ref().and_then(|event| {
-                        let crate::event::EventData::TurnEnd(end) = &event.data else {
-                            return None;
-                        };
-                        serde_json::to_value(end.kind)
-                            .ok()
-                            .and_then(|kind| kind.as_str().map(str::to_owned))
-                    });
-                    SessionSummary {
-                        session: row.get(0),
-                        events: u64::try_from(row.get::<_, i64>(1)).unwrap_or_default(),
-                        last_kind,
-                        ended,
-                        owner: row.get(3),
-                        leased: row.get(4),
-                    }
-                })
-                .collect())
+            self.with_client(|client| {
+                let rows = client
+                    .query(
+                        "SELECT DISTINCT ON (e.session) e.session, e.seq, e.line, l.owner,
+                                COALESCE(l.expires_at > now(), false)
+                         FROM events e LEFT JOIN leases l ON l.session = e.session
+                         ORDER BY e.session, e.seq DESC",
+                        &[],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                Ok(rows
+                    .iter()
+                    .map(|row| {
+                        let line: String = row.get(2);
+                        let last: Option<Event> = serde_json::from_str(&line).ok();
+                        let last_kind = last
+                            .as_ref()
+                            .map_or_else(|| "?".to_owned(), |event| event.data.kind().to_owned());
+                        let ended = last.as_ref().and_then(|event| {
+                            let crate::event::EventData::TurnEnd(end) = &event.data else {
+                                return None;
+                            };
+                            serde_json::to_value(end.kind)
+                                .ok()
+                                .and_then(|kind| kind.as_str().map(str::to_owned))
+                        });
+                        SessionSummary {
+                            session: row.get(0),
+                            events: u64::try_from(row.get::<_, i64>(1)).unwrap_or_default(),
+                            last_kind,
+                            ended,
+                            owner: row.get(3),
+                            leased: row.get(4),
+                        }
+                    })
+                    .collect())
+            })
         })
     }
 }
@@ -779,7 +837,11 @@ fn without_password(url: &str) -> String {
 
 /// One session's writer connection: one transaction per group.
 struct PostgresSession {
-    client: Client,
+    /// Taken back to the idle connections when the log closes.
+    client: Option<Client>,
+    /// Where the connection goes when the log closes, if no group failed on it.
+    idle: Arc<Idle>,
+    healthy: bool,
     session: String,
     durability: Durability,
     blob_cap: usize,
@@ -836,14 +898,16 @@ impl PostgresSession {
         // Strict mode's connection waits for every commit's flush already.
         let flushed = !sync || self.durability == Durability::Strict;
         let simple = flushed && blobs.0.is_empty() && !events.is_empty();
+        let Some(client) = self.client.as_mut() else {
+            return Err(GroupError::Encoding("the log is closed".to_owned()));
+        };
         if simple {
-            let inserted = self
-                .client
+            let inserted = client
                 .execute(INSERT_GROUP, &[&self.session, &seqs, &lines, &self.fence])
                 .map_err(GroupError::Database)?;
-            return check_inserted(&mut self.client, &self.session, inserted, events.len());
+            return check_inserted(client, &self.session, inserted, events.len());
         }
-        let mut transaction = self.client.transaction().map_err(GroupError::Database)?;
+        let mut transaction = client.transaction().map_err(GroupError::Database)?;
         if sync && self.durability != Durability::Strict {
             transaction
                 .batch_execute("SET LOCAL synchronous_commit = on")
@@ -918,6 +982,7 @@ impl BlobShelf for PendingBlobs {
 impl Medium for PostgresSession {
     fn commit(&mut self, events: &[&Event], sync: bool) -> Result<(), SinkError> {
         self.write_group(events, sync).map_err(|error| {
+            self.healthy = false;
             SinkError::Refused(match error {
                 GroupError::Database(error) => format!(
                     "writing session `{}` to PostgreSQL failed: {error}",
@@ -936,5 +1001,16 @@ impl Medium for PostgresSession {
         })
     }
 
-    fn close(&mut self) {}
+    fn close(&mut self) {
+        let Some(mut client) = self.client.take() else {
+            return;
+        };
+        // The settings this log made are undone before another call gets the connection.
+        if self.healthy && !client.is_closed() && client.batch_execute("RESET ALL").is_ok() {
+            let mut idle = self.idle.0.lock();
+            if idle.len() < IDLE_MAX {
+                idle.push(client);
+            }
+        }
+    }
 }
