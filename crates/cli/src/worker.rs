@@ -8,10 +8,23 @@ use std::time::Duration;
 
 use anyhow::Result;
 use toolrail_session_log::{Durability, PostgresStore, SessionId, StoreError};
-use toolrail_testkit::fleet::{Driven, Outcome, Worker, WorkerConfig};
+use toolrail_testkit::fleet::{Driven, Outcome, Report, Worker, WorkerConfig};
 
 use crate::session::summary_of;
 use crate::{bad_input, fresh_dir, sandbox_helper};
+
+/// A lease owner name no other process uses: host, process and a random part (process ids
+/// repeat across containers).
+fn owner_name(role: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_default();
+    let random = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.subsec_nanos())
+        .unwrap_or_default();
+    format!("{role}-{host}-{}-{random:08x}", std::process::id())
+}
 
 #[derive(clap::Args)]
 pub struct WorkerArgs {
@@ -22,17 +35,19 @@ pub struct WorkerArgs {
     /// name of its own.
     #[arg(long, default_value_t = 1)]
     workers: usize,
-    /// The lease owner's name (each worker adds `-N`); default: `worker-<pid>`.
+    /// The lease owner's name (each worker adds `-N`); default: `<host>-<pid>-<random>`.
+    /// Never give two running workers the same name: a lease is granted again to its owner.
     #[arg(long)]
     owner: Option<String>,
     /// How long a lease lasts unrenewed, in milliseconds; a dead worker's sessions are taken
     /// over this long after it stopped renewing.
     #[arg(long, default_value_t = 10_000)]
     lease_ms: u64,
-    /// Where sessions' workspaces and outputs go (`<dir>/<session>`); workers that may take
-    /// over each other's sessions must share it. Default: a fresh temp folder.
+    /// Where sessions' workspaces and outputs go (`<dir>/<session>`). A worker that takes a
+    /// session over continues in the folder its first worker used: workers that may take
+    /// over each other's sessions must share it.
     #[arg(long)]
-    work_dir: Option<PathBuf>,
+    work_dir: PathBuf,
     /// Stop once the queue has been empty this long (default: run until killed).
     #[arg(long)]
     idle_exit_ms: Option<u64>,
@@ -59,14 +74,10 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         ));
     }
     let store = connect(&args.store)?;
-    let work_dir = match args.work_dir {
-        Some(dir) => dir,
-        None => fresh_dir("worker")?,
-    };
-    std::fs::create_dir_all(&work_dir)?;
-    let owner = args
-        .owner
-        .unwrap_or_else(|| format!("worker-{}", std::process::id()));
+    let work_dir = args.work_dir;
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|error| bad_input!("--work-dir {}: {error}", work_dir.display()))?;
+    let owner = args.owner.unwrap_or_else(|| owner_name("worker"));
     let threads: Vec<_> = (1..=args.workers)
         .map(|number| {
             let config = WorkerConfig {
@@ -140,9 +151,14 @@ fn work(store: PostgresStore, config: WorkerConfig) -> Result<Tally> {
     let owner = config.owner.clone();
     let worker = Worker::new(store, config);
     let mut tally = Tally::default();
-    runtime.block_on(worker.run(|driven| {
-        tally.count(driven);
-        report(&owner, driven);
+    runtime.block_on(worker.run(|event| match event {
+        Report::Driven(driven) => {
+            tally.count(driven);
+            report(&owner, driven);
+        }
+        Report::StoreFailed(error) => {
+            eprintln!("{owner}: the store failed; trying again: {error}");
+        }
     }))?;
     Ok(tally)
 }
@@ -200,19 +216,20 @@ pub fn run_stored(url: &str, id: Option<String>, payload: &str, enqueue: bool) -
         format!("run-{stamp}-{}", std::process::id())
     }));
     if enqueue {
-        store.enqueue(&id, payload).map_err(|error| {
-            if matches!(error, StoreError::Exists { .. }) {
-                bad_input!(
-                    "{error}: the queue knows session `{id}` already; give another --session"
-                )
-            } else {
-                anyhow::Error::new(error)
-            }
-        })?;
+        store
+            .enqueue(&id, payload)
+            .map_err(|error| refused(error, &id))?;
         println!("queued session {id}: `toolrail worker --store …` will drive it");
         return Ok(());
     }
-    let owner = format!("run-{}", std::process::id());
+    let earlier = store.read(&id).map_err(|error| refused(error, &id))?;
+    if !earlier.is_empty() {
+        return Err(bad_input!(
+            "session `{id}` already holds {} events in the store; give another --session (a session that stopped is resumed by `toolrail worker` when it is queued)",
+            earlier.len()
+        ));
+    }
+    let owner = owner_name("run");
     let lease_time = Duration::from_secs(10);
     let lease = store
         .acquire(&id, &owner, lease_time)
@@ -240,5 +257,17 @@ pub fn run_stored(url: &str, id: Option<String>, payload: &str, enqueue: bool) -
             mismatches.len()
         ),
         Outcome::Failed { why } | Outcome::TakenOver { why } => anyhow::bail!("{why}"),
+    }
+}
+
+/// A store's answer about `--session` as the exit code says: a bad name or one in use is
+/// bad input (2); anything else is the store failing (1).
+fn refused(error: StoreError, id: &SessionId) -> anyhow::Error {
+    if matches!(error, StoreError::InvalidSessionId { .. }) {
+        bad_input!("--session: {error}")
+    } else if matches!(error, StoreError::Exists { .. }) {
+        bad_input!("{error}: the queue knows session `{id}` already; give another --session")
+    } else {
+        anyhow::Error::new(error)
     }
 }

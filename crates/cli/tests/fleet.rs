@@ -228,6 +228,8 @@ fn workers_drain_the_queue_and_run_store_drives_one_session() {
         "w",
         "--idle-exit-ms",
         "300",
+        "--work-dir",
+        dir.path().join("work").to_str().unwrap(),
     ]);
     let stdout = text(&output.stdout);
     assert!(
@@ -263,12 +265,27 @@ fn workers_drain_the_queue_and_run_store_drives_one_session() {
     assert!(text(&output.stdout).contains("session direct (token 1) finished: turns completed"));
     let direct = store.read(&SessionId::new("direct")).unwrap();
     assert_eq!(direct[0].data.kind(), "session/start");
-    assert!(
-        toolrail(&["run", "--scenario", "x.json", "--store", "/tmp/x"])
-            .status
-            .code()
-            .is_some_and(|code| code == 2)
-    );
+    // The same name again is refused: a run never continues another session's log.
+    let again = toolrail(&[
+        "run",
+        "--scenario",
+        scenario_file.to_str().unwrap(),
+        "--store",
+        &url,
+        "--session",
+        "direct",
+    ]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again.stderr).contains("session `direct` already holds"));
+    let not_postgres = toolrail(&[
+        "run",
+        "--scenario",
+        scenario_file.to_str().unwrap(),
+        "--store",
+        "/tmp/x",
+    ]);
+    assert_eq!(not_postgres.status.code(), Some(2));
+    assert!(text(&not_postgres.stderr).contains("give a postgres:// URL"));
 }
 
 #[test]
@@ -282,7 +299,12 @@ fn a_killed_worker_s_session_is_taken_over_recovered_and_finished() {
     enqueue(&store, "s1", &slow_call_scenario(60_000));
     let a = worker(&url, "A", work.path(), 60_000);
     wait_for_start(&store, "s1", "c1");
-    assert!(work.path().join("s1/markers/c1").exists(), "the call acted");
+    // The marker is written by the call's body, just after its start is logged.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !work.path().join("s1/markers/c1").exists() {
+        assert!(Instant::now() < deadline, "the call never acted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut a = a;
     a.kill().unwrap(); // SIGKILL
     a.wait().unwrap();
@@ -348,7 +370,7 @@ fn a_resumed_worker_s_appends_are_refused_once_its_lease_is_taken() {
     let store = PostgresStore::connect(&url, Durability::Strict).unwrap();
     let work = tempfile::tempdir().unwrap();
     let id = SessionId::new("s1");
-    enqueue(&store, "s1", &slow_call_scenario(300));
+    enqueue(&store, "s1", &slow_call_scenario(1_500));
     let a = worker(&url, "A", work.path(), 1_000);
     wait_for_start(&store, "s1", "c1");
     signal(&a, "STOP");

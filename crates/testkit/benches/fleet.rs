@@ -12,7 +12,7 @@ use serde_json::json;
 use toolrail_session_log::{Durability, PostgresStore, SessionId};
 use toolrail_testkit::Scenario;
 use toolrail_testkit::bench::BenchRow;
-use toolrail_testkit::fleet::{Outcome, Worker, WorkerConfig};
+use toolrail_testkit::fleet::{Outcome, Report, Worker, WorkerConfig};
 use toolrail_testkit::pg::PgServer;
 
 const WORKERS: usize = 4;
@@ -63,7 +63,10 @@ fn drain(store: &PostgresStore, count: usize, work_dir: &std::path::Path) -> f64
                     .unwrap();
                 let mut driven = Vec::new();
                 runtime
-                    .block_on(worker.run(|done| {
+                    .block_on(worker.run(|event| {
+                        let Report::Driven(done) = event else {
+                            panic!("{event:?}");
+                        };
                         let met = matches!(&done.outcome,
                             Outcome::Finished { mismatches, .. } if mismatches.is_empty());
                         assert!(met, "{done:?}");
@@ -119,7 +122,9 @@ fn main() {
         count as f64 / alone
     );
     BenchRow {
-        row: "fleet: 4 workers drain 200 queued sessions from PostgreSQL (ns per session)",
+        row: &format!(
+            "fleet: {WORKERS} workers drain {count} queued sessions from PostgreSQL (ns per session)"
+        ),
         ours_ns: fleet * 1e9 / count as f64,
         baseline_name: "the same sessions one after another into JSONL files",
         baseline_ns: alone * 1e9 / count as f64,

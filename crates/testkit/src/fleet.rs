@@ -106,9 +106,18 @@ pub enum Outcome {
     },
     /// The session could not be driven; it is marked `failed`.
     Failed { why: String },
-    /// Another worker holds the session now: this one stopped driving it and wrote nothing
-    /// more.
+    /// Another worker holds the session now: this one stopped driving it (its calls were
+    /// cancelled) and wrote nothing more to the log.
     TakenOver { why: String },
+}
+
+/// What a running worker reports.
+#[derive(Debug)]
+pub enum Report<'a> {
+    /// A session it drove, and how that ended.
+    Driven(&'a Driven),
+    /// The store failed to answer; the worker tries again.
+    StoreFailed(&'a StoreError),
 }
 
 /// One session a worker drove.
@@ -142,27 +151,40 @@ impl Worker {
         }
     }
 
-    /// Drives sessions until the queue stays empty for `idle_exit`, reporting each; returns
-    /// how many it drove.
-    pub async fn run(&self, mut each: impl FnMut(&Driven)) -> Result<usize, StoreError> {
+    /// Drives sessions until the queue stays empty for `idle_exit`, reporting each session
+    /// and each store failure; returns how many it drove. A store that fails (a restart, a
+    /// lock that timed out) is tried again with a growing pause, up to 5 s; a failure that
+    /// outlasts `idle_exit` ends the run with it.
+    pub async fn run(&self, mut report: impl FnMut(Report<'_>)) -> Result<usize, StoreError> {
         let mut driven = 0;
         let mut idle_since = Instant::now();
+        let mut pause = self.config.poll;
         loop {
-            match self.drive_next().await? {
-                Some(done) => {
-                    each(&done);
+            let idle_too_long = || {
+                self.config
+                    .idle_exit
+                    .is_some_and(|limit| idle_since.elapsed() >= limit)
+            };
+            match self.drive_next().await {
+                Ok(Some(done)) => {
+                    report(Report::Driven(&done));
                     driven += 1;
                     idle_since = Instant::now();
+                    pause = self.config.poll;
                 }
-                None => {
-                    if self
-                        .config
-                        .idle_exit
-                        .is_some_and(|limit| idle_since.elapsed() >= limit)
-                    {
+                Ok(None) => {
+                    if idle_too_long() {
                         return Ok(driven);
                     }
                     tokio::time::sleep(self.config.poll).await;
+                }
+                Err(error) => {
+                    report(Report::StoreFailed(&error));
+                    if idle_too_long() {
+                        return Err(error);
+                    }
+                    pause = (pause * 2).clamp(Duration::from_millis(100), Duration::from_secs(5));
+                    tokio::time::sleep(pause).await;
                 }
             }
         }
@@ -271,26 +293,30 @@ impl Renewal {
         let stop = CancellationToken::new();
         let stopped = stop.clone();
         let every = lease.ttl / 3;
+        // After a failed renewal the next try comes sooner: two slow tries must not let a
+        // live worker's lease run out.
+        let retry = lease.ttl / 10;
         let thread = std::thread::Builder::new()
             .name(format!("lease {}", lease.session))
             .spawn(move || {
+                let mut wait = every;
                 loop {
-                    let deadline = Instant::now() + every;
+                    let deadline = Instant::now() + wait;
                     while Instant::now() < deadline {
                         if stopped.is_cancelled() {
                             return None;
                         }
-                        std::thread::sleep(Duration::from_millis(10).min(every));
+                        std::thread::sleep(Duration::from_millis(10).min(wait));
                     }
                     match store.renew(&lease) {
-                        Ok(()) => {}
+                        Ok(()) => wait = every,
                         Err(error @ (StoreError::Fenced { .. } | StoreError::Leased { .. })) => {
                             session.cancel();
                             return Some(error.to_string());
                         }
-                        // A failed round trip is tried again at the next tick; the appends'
-                        // own fencing still guards the log meanwhile.
-                        Err(_) => {}
+                        // A failed round trip is tried again soon; the appends' own fencing
+                        // still guards the log meanwhile.
+                        Err(_) => wait = retry,
                     }
                 }
             })?;

@@ -71,7 +71,8 @@ const MIGRATION_LOCK: i64 = 0x746f_6f6c_7261_696c;
 /// A database of sessions.
 #[derive(Clone)]
 pub struct PostgresStore {
-    url: String,
+    /// The URL's settings, with the timeouts every connection gets.
+    config: postgres::Config,
     /// The URL without its password, for messages.
     shown: String,
     durability: Durability,
@@ -79,11 +80,24 @@ pub struct PostgresStore {
     idle: Arc<Idle>,
 }
 
-/// Connections kept between the store's own calls (claims, reads, leases): a connection is
-/// a server process, and a worker making one per call spent most of a short session on
-/// them. A log takes one for good.
+/// Connections kept between the store's own calls (claims, reads, leases) and handed back
+/// by logs that close cleanly: a connection is a server process, and a worker making one
+/// per call spent most of a short session on them. Each remembers when it went idle.
 #[derive(Default)]
-struct Idle(parking_lot::Mutex<Vec<Client>>);
+struct Idle(parking_lot::Mutex<Vec<(Client, std::time::Instant)>>);
+
+impl Idle {
+    fn put(&self, client: Client) {
+        let mut idle = self.0.lock();
+        if idle.len() < IDLE_MAX {
+            idle.push((client, std::time::Instant::now()));
+        }
+    }
+}
+
+/// A connection idle longer than this is checked with a round trip before it is used (the
+/// server, a proxy or a restart may have closed it, which the client learns only by use).
+const IDLE_CHECK_AFTER: Duration = Duration::from_secs(2);
 
 /// Idle connections kept at most.
 const IDLE_MAX: usize = 8;
@@ -92,7 +106,10 @@ impl Drop for Idle {
     fn drop(&mut self) {
         // A client owns a runtime of its own, which must not be dropped on a thread that
         // runs an async runtime; the last store may be dropped on one.
-        let clients = std::mem::take(self.0.get_mut());
+        let clients: Vec<Client> = std::mem::take(self.0.get_mut())
+            .into_iter()
+            .map(|(client, _)| client)
+            .collect();
         if !clients.is_empty() {
             let _ = std::thread::Builder::new()
                 .name("postgres close".to_owned())
@@ -131,9 +148,23 @@ impl PostgresStore {
     }
 
     fn connect_here(url: &str, durability: Durability) -> Result<Self, StoreError> {
+        let shown = without_password(url);
+        let mut config: postgres::Config = url.parse().map_err(|error| StoreError::Database {
+            path: PathBuf::from(&shown),
+            message: format!("the connection string cannot be read: {error}"),
+        })?;
+        // Every connection: a bounded wait to connect, and no transaction left open by a
+        // paused or stuck worker for more than 5 s (it would hold lease or queue rows).
+        let options = format!(
+            "{} -c idle_in_transaction_session_timeout=5000",
+            config.get_options().unwrap_or_default()
+        );
+        config
+            .connect_timeout(Duration::from_secs(10))
+            .options(options.trim());
         let store = Self {
-            url: url.to_owned(),
-            shown: without_password(url),
+            config,
+            shown,
             durability,
             blob_cap: DEFAULT_BLOB_CAP,
             idle: Arc::default(),
@@ -151,11 +182,19 @@ impl PostgresStore {
 
     /// A connection: an idle one when there is one, else a new one.
     fn client(&self) -> Result<Client, StoreError> {
-        let idle = self.idle.0.lock().pop();
-        match idle {
-            Some(client) if !client.is_closed() => Ok(client),
-            Some(_) | None => {
-                Client::connect(&self.url, NoTls).map_err(|error| self.failed(&error))
+        loop {
+            let idle = self.idle.0.lock().pop();
+            let Some((mut client, since)) = idle else {
+                return self
+                    .config
+                    .connect(NoTls)
+                    .map_err(|error| self.failed(&error));
+            };
+            let usable = !client.is_closed()
+                && (since.elapsed() < IDLE_CHECK_AFTER
+                    || client.is_valid(Duration::from_secs(2)).is_ok());
+            if usable {
+                return Ok(client);
             }
         }
     }
@@ -168,11 +207,10 @@ impl PostgresStore {
     ) -> Result<T, StoreError> {
         let mut client = self.client()?;
         let result = work(&mut client);
-        if result.is_ok() {
-            let mut idle = self.idle.0.lock();
-            if idle.len() < IDLE_MAX {
-                idle.push(client);
-            }
+        // An answer such as "leased" or "fenced" leaves the connection as good as before; a
+        // database error leaves it in a state not known, and it is closed.
+        if !matches!(result, Err(StoreError::Database { .. })) {
+            self.idle.put(client);
         }
         result
     }
@@ -295,7 +333,16 @@ impl PostgresStore {
     fn renew_here(&self, lease: &Lease) -> Result<(), StoreError> {
         self.with_client(|client| {
             let millis = i64::try_from(lease.ttl.as_millis()).unwrap_or(i64::MAX);
-            let renewed = client
+            // A renewal that cannot finish within a third of the lease is of no use: it is
+            // given up, and tried again, well before the lease runs out.
+            let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+            transaction
+                .batch_execute(&format!(
+                    "SET LOCAL statement_timeout = {}",
+                    (millis / 3).max(1)
+                ))
+                .map_err(|error| self.failed(&error))?;
+            let renewed = transaction
                 .execute(
                     "UPDATE leases SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
                      WHERE session = $1 AND token = $2",
@@ -303,7 +350,7 @@ impl PostgresStore {
                 )
                 .map_err(|error| self.failed(&error))?;
             if renewed == 1 {
-                Ok(())
+                transaction.commit().map_err(|error| self.failed(&error))
             } else {
                 Err(self.fenced(lease))
             }
@@ -485,20 +532,17 @@ impl PostgresStore {
         next_seq: u64,
         fence: Option<i64>,
     ) -> Result<PostgresLog, StoreError> {
-        // Only `strict` waits for every commit to be flushed; the others commit without
-        // waiting and flush when a group asks.
         // Strict waits for every commit to be flushed whatever the server's default says;
-        // the other modes commit without waiting and flush when a group asks. A group left
-        // open (a paused worker) is ended by the server, so it cannot hold a lease row.
+        // the other modes commit without waiting and flush when a group asks. (A group left
+        // open by a paused worker is ended by the server: every connection has an
+        // idle-in-transaction limit, so it cannot hold a lease row.)
         let setting = if self.durability == Durability::Strict {
             "on"
         } else {
             "off"
         };
         client
-            .batch_execute(&format!(
-                "SET synchronous_commit = {setting}; SET idle_in_transaction_session_timeout = '5s'"
-            ))
+            .batch_execute(&format!("SET synchronous_commit = {setting}"))
             .map_err(|error| self.failed(&error))?;
         let medium = PostgresSession {
             client: Some(client),
@@ -560,6 +604,11 @@ impl PostgresStore {
         off_runtime(|| {
             self.with_client(|client| {
                 let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+                // Taking a lapsed lease waits for a group its old holder is writing; not
+                // for longer than this (the claim fails and is tried again).
+                transaction
+                    .batch_execute("SET LOCAL lock_timeout = '2s'")
+                    .map_err(|error| self.failed(&error))?;
                 // The candidate is locked first, then checked again by a statement of its own:
                 // under READ COMMITTED a locked row that another claimer has just taken is
                 // re-read, but the lease it joined is not, so the first query alone would let a
@@ -641,6 +690,14 @@ impl PostgresStore {
         off_runtime(|| {
             self.with_client(|client| {
                 let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+                // The queue row first, then the lease: the order a claim takes them in, so
+                // a claim and a finish of the same session cannot deadlock.
+                transaction
+                    .execute(
+                        "SELECT 1 FROM work_queue WHERE session = $1 FOR UPDATE",
+                        &[&lease.session.as_str()],
+                    )
+                    .map_err(|error| self.failed(&error))?;
                 let held = lease_token(&mut transaction, lease.session.as_str(), RowLock::Update)
                     .map_err(|error| self.failed(&error))?;
                 if held != Some(lease.token) {
@@ -696,7 +753,8 @@ enum RowLock {
     None,
 }
 
-/// The token of `session`'s lease, its row locked for the rest of the transaction.
+/// The token of `session`'s lease, its row locked as `lock` says for the rest of the
+/// transaction.
 fn lease_token(
     client: &mut impl postgres::GenericClient,
     session: &str,
@@ -876,10 +934,11 @@ enum GroupError {
 }
 
 impl PostgresSession {
-    /// One group, in as few round trips as it allows: a group with nothing to sync and no
-    /// large value is one statement — its own transaction — that checks the lease under a
-    /// share lock and inserts every event; otherwise a transaction stores the large values
-    /// first and waits for the flush.
+    /// One group, in as few round trips as it allows: a group with no large value and no
+    /// flush to ask for (in strict mode the connection flushes every commit anyway) is one
+    /// statement — its own transaction — that checks the lease under a share lock and
+    /// inserts every event; otherwise a transaction stores the large values first, and a
+    /// non-strict log's sync group asks for the flush.
     fn write_group(&mut self, events: &[&Event], sync: bool) -> Result<(), GroupError> {
         let mut blobs = PendingBlobs::default();
         let mut seqs: Vec<i64> = Vec::with_capacity(events.len());
@@ -922,6 +981,16 @@ impl PostgresSession {
                 .map_err(GroupError::Database)?;
         }
         if events.is_empty() {
+            // A barrier of a leased log says the lease still holds, as every group does.
+            if let Some(token) = self.fence {
+                let held = lease_token(&mut transaction, &self.session, RowLock::Share)
+                    .map_err(GroupError::Database)?;
+                if held != Some(token) {
+                    return Err(GroupError::Fenced {
+                        holder: held.unwrap_or(0),
+                    });
+                }
+            }
             // A commit that wrote nothing waits for nothing: a mark makes one to flush.
             transaction
                 .batch_execute("INSERT INTO sync_marks (n) VALUES (1); DELETE FROM sync_marks")
@@ -1007,10 +1076,7 @@ impl Medium for PostgresSession {
         };
         // The settings this log made are undone before another call gets the connection.
         if self.healthy && !client.is_closed() && client.batch_execute("RESET ALL").is_ok() {
-            let mut idle = self.idle.0.lock();
-            if idle.len() < IDLE_MAX {
-                idle.push(client);
-            }
+            self.idle.put(client);
         }
     }
 }

@@ -14,8 +14,8 @@ use toolrail_agent_loop::{
 };
 use toolrail_fs_tools::FileTools;
 use toolrail_session_log::{
-    AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, FORMAT_VERSION, SessionId,
-    SessionStart, StopReason, StoreError, TurnEndKind,
+    AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, EventData, FORMAT_VERSION,
+    SessionId, SessionStart, StopReason, StoreError, TurnEndKind,
 };
 use toolrail_shell_tool::{BashTool, SandboxHelper, SandboxMode, ShellConfig};
 use toolrail_tools_core::{
@@ -23,7 +23,7 @@ use toolrail_tools_core::{
     WorkspaceRoots,
 };
 
-use toolrail_interaction::{AskUser, TodoBoard, TodoWriteTool};
+use toolrail_interaction::{AskUser, PlanMode, TodoBoard, TodoWriteTool};
 
 use crate::{Probe, ScriptedModel};
 
@@ -275,7 +275,11 @@ impl Scenario {
             meta: None,
         };
         let Begun { log, earlier } = place.begin(start).await?;
-        let fresh = earlier.is_empty();
+        // Nothing has acted before the first turn: a session whose worker died before it is
+        // seeded again.
+        let fresh = !earlier
+            .iter()
+            .any(|event| matches!(event.data, EventData::TurnStart(_)));
         if fresh {
             for (relative, content) in self.workspace.files.iter().chain(&options.extra_files) {
                 let path = workspace.join(relative);
@@ -292,7 +296,13 @@ impl Scenario {
             workspace: Some(Arc::from(workspace.as_path())),
             ..PipelineConfig::default()
         });
-        if self.config.plan_mode && fresh {
+        let plan_logged = earlier
+            .iter()
+            .any(|event| matches!(event.data, EventData::PlanMode(_)));
+        if plan_logged {
+            // A resumed session is in the mode its log ends in.
+            PlanMode::from_events(people.plan.switch().clone(), &earlier);
+        } else if self.config.plan_mode {
             people.plan.enter(log.as_ref()).await.map_err(|error| {
                 ScenarioError::Invalid(format!("could not log entering plan mode: {error}"))
             })?;
@@ -316,12 +326,10 @@ impl Scenario {
             loop_config.max_steps = max_steps;
         }
         let mut agent = AgentLoop::new(registry, scheduler, log.clone(), model, loop_config);
-        let planned = if fresh {
-            place::remaining_turns(&self.turns, scripts, &[])
-        } else {
+        if !earlier.is_empty() {
             agent = agent.resume(&earlier);
-            place::remaining_turns(&self.turns, scripts, &earlier)
-        };
+        }
+        let planned = place::remaining_turns(&self.turns, scripts, &earlier);
         let outside = options.cancel.clone().unwrap_or_default();
         let mut turn_ends = Vec::new();
         for turn in planned {

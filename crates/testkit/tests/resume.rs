@@ -1,0 +1,200 @@
+//! A scenario run at a place that already holds the session resumes it from the log: plan
+//! mode as the log left it, the interrupted turn going on from its next scripted step, and
+//! a session whose first worker died before its first turn seeded and run whole.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::wildcard_enum_match_arm
+)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use toolrail_session_log::{
+    AppendUrgency, AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, Event,
+    EventData, EventDraft, EventSink, FORMAT_VERSION, JsonlStore, PlanMode, SessionId, SessionLog,
+    SessionStart, SessionStore, StepId, StepStart, StopReason, Timestamp, TurnId, TurnStart,
+    recover,
+};
+use toolrail_testkit::{Begun, RESUME_MESSAGE, RunOptions, Scenario, ScenarioError, SessionPlace};
+
+/// The JSONL session `scenario` in a folder, opened and recovered as a worker taking it
+/// over would.
+struct Reopened {
+    store: JsonlStore,
+}
+
+impl SessionPlace for Reopened {
+    fn begin(
+        &self,
+        _start: SessionStart,
+    ) -> toolrail_session_log::BoxFuture<'_, Result<Begun, ScenarioError>> {
+        Box::pin(async move {
+            let id = SessionId::new("scenario");
+            let opened = self.store.open(&id)?;
+            let log: Arc<dyn SessionLog> = Arc::new(opened.log);
+            recover(&opened.events, 0, &[], log.as_ref()).await.unwrap();
+            log.barrier().await.unwrap();
+            let earlier = self.store.read(&id)?.events;
+            Ok(Begun { log, earlier })
+        })
+    }
+
+    fn read(&self) -> Result<Vec<Event>, ScenarioError> {
+        Ok(self.store.read(&SessionId::new("scenario"))?.events)
+    }
+
+    fn file(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+}
+
+/// A log as a worker that died left it: `data` after `session/start`.
+async fn died_with(dir: &Path, data: Vec<(Option<(u32, Option<u32>)>, EventData)>) -> Reopened {
+    let store = JsonlStore::new(dir, Durability::Strict).unwrap();
+    let log = store
+        .create(SessionStart {
+            format_version: FORMAT_VERSION,
+            session_id: SessionId::new("scenario"),
+            tools: Vec::new(),
+            meta: None,
+        })
+        .unwrap();
+    for (place, data) in data {
+        let draft = EventDraft {
+            ts: Timestamp::now(),
+            turn: place.map(|(turn, _)| TurnId(turn)),
+            step: place.and_then(|(_, step)| step.map(StepId)),
+            call_id: None,
+            data,
+        };
+        log.append(draft, AppendUrgency::Durable).await.unwrap();
+    }
+    drop(log);
+    Reopened { store }
+}
+
+fn scenario() -> Scenario {
+    Scenario::from_json(
+        r#"{
+        "toolset": ["probe"],
+        "config": {"plan_mode": true, "permissions": {"preset": "full-auto"}},
+        "workspace": {"files": {"seed.txt": "seeded"}},
+        "turns": [{"user": "one", "model": [
+            {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}],
+             "stop_reason": "tool_use"},
+            {"tool_calls": [{"id": "c2", "name": "probe", "arguments": "{}"}],
+             "stop_reason": "tool_use"},
+            {"text": "done", "stop_reason": "end_turn"}
+        ]}],
+        "expect": {"results": {"c2": "GUARD_DENIED"}}
+    }"#,
+    )
+    .unwrap()
+}
+
+fn kinds(events: &[Event]) -> Vec<&str> {
+    events.iter().map(|event| event.data.kind()).collect()
+}
+
+#[tokio::test]
+async fn a_resumed_session_keeps_plan_mode_and_goes_on_from_its_next_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let place = died_with(
+        dir.path(),
+        vec![
+            (None, EventData::PlanMode(PlanMode { active: true })),
+            (
+                Some((1, None)),
+                EventData::TurnStart(TurnStart {
+                    user: vec![ContentBlock::text("one")],
+                }),
+            ),
+            (
+                Some((1, Some(1))),
+                EventData::StepStart(StepStart::default()),
+            ),
+            (
+                Some((1, Some(1))),
+                EventData::AssistantMessage(AssistantMessage {
+                    blocks: vec![AssistantBlock::ToolCall {
+                        call_id: CallId::new("c1"),
+                        name: "probe".to_owned(),
+                        arguments_raw: "{}".to_owned(),
+                    }],
+                    stop_reason: StopReason::ToolCalls,
+                }),
+            ),
+        ],
+    )
+    .await;
+    let place = Arc::new(place);
+    std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
+    let report = scenario()
+        .run_with(
+            dir.path(),
+            RunOptions {
+                place: Some(place.clone()),
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    // The probe call is refused by plan mode's guard: the mode came back from the log.
+    assert_eq!(report.mismatches, Vec::<String>::new());
+    let events = place.read().unwrap();
+    assert_eq!(report.earlier_events, 8);
+    let plan_events = events
+        .iter()
+        .filter(|event| matches!(event.data, EventData::PlanMode(_)))
+        .count();
+    assert_eq!(plan_events, 1, "plan mode is not entered a second time");
+    let resumed = events.iter().position(|event| match &event.data {
+        EventData::TurnStart(start) => start.user[0].as_text() == Some(RESUME_MESSAGE),
+        _ => false,
+    });
+    let resumed = resumed.expect("a resumed turn");
+    assert_eq!(
+        kinds(&events[5..resumed]),
+        ["tool/result", "recovery/repaired", "turn/end"]
+    );
+    // The workspace is the agent's: a resumed session writes no seed files over it.
+    assert!(!dir.path().join("workspace/seed.txt").exists());
+}
+
+#[tokio::test]
+async fn a_session_whose_worker_died_before_its_first_turn_is_seeded_and_run_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let place = Arc::new(
+        died_with(
+            dir.path(),
+            vec![(None, EventData::PlanMode(PlanMode { active: true }))],
+        )
+        .await,
+    );
+    let report = scenario()
+        .run_with(
+            dir.path(),
+            RunOptions {
+                place: Some(place.clone()),
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.mismatches, Vec::<String>::new());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("workspace/seed.txt")).unwrap(),
+        "seeded"
+    );
+    let events = place.read().unwrap();
+    let users: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match &event.data {
+            EventData::TurnStart(start) => start.user[0].as_text(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(users, ["one"], "the first turn runs from its first step");
+}
