@@ -50,8 +50,11 @@ impl SessionPlace for Reopened {
     }
 }
 
+/// Where an event goes: its turn and step, if any.
+type Place = Option<(u32, Option<u32>)>;
+
 /// A log as a worker that died left it: `data` after `session/start`.
-async fn died_with(dir: &Path, data: Vec<(Option<(u32, Option<u32>)>, EventData)>) -> Reopened {
+async fn died_with(dir: &Path, data: Vec<(Place, EventData)>) -> Reopened {
     let store = JsonlStore::new(dir, Durability::Strict).unwrap();
     let log = store
         .create(SessionStart {
