@@ -10,6 +10,7 @@ mod agent;
 mod model;
 mod scheduler;
 mod tool_search;
+mod window;
 
 pub use agent::{AgentLoop, LoopConfig, LoopError, PresentedTools, Steering, ToolPresentation};
 pub use model::{ModelClient, ModelError, ModelRequest, ModelResponse, ToolDefinition};

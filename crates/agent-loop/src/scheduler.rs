@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use crate::window::Window;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -153,9 +154,9 @@ impl Scheduler {
         let mut failure: Option<PipelineError> = None;
         let mut finished = Finished::default();
         let mut results = Vec::with_capacity(total);
-        // Calls found exclusive (when prepared or when started) pause preparation until they
-        // commit: they may change what later calls see.
-        let mut exclusive = vec![false; total];
+        // Which calls are ready, which stand in others' way, and whether an exclusive call
+        // (found when prepared or when started) pauses preparation until it commits.
+        let mut window = Window::new(total);
 
         loop {
             if stop_reason.is_none() && cancel.is_cancelled() {
@@ -164,8 +165,8 @@ impl Scheduler {
             if let Some(reason) = stop_reason {
                 // Prepared calls that never started settle at once, as not executed; they
                 // all stand between the next commit and the next preparation.
-                for slot in slots.get_mut(next_commit..next_prepare).unwrap_or_default() {
-                    if let Slot::Ready(..) = slot
+                for index in window.take_ready() {
+                    if let Some(slot) = slots.get_mut(index)
                         && let Slot::Ready(ready, _) = std::mem::replace(slot, Slot::Preparing)
                     {
                         *slot = Slot::Settled(ready.not_executed(reason));
@@ -216,13 +217,12 @@ impl Scheduler {
 
             // Start what may start.
             if stop_reason.is_none() && failure.is_none() {
-                for index in next_commit..next_prepare {
-                    if running >= self.config.max_parallel {
+                let mut from = next_commit;
+                while running < self.config.max_parallel {
+                    let Some(index) = window.next_candidate(from) else {
                         break;
-                    }
-                    if !matches!(slots[index], Slot::Ready(..)) {
-                        continue;
-                    }
+                    };
+                    from = index + 1;
                     let Slot::Ready(ready, _) =
                         std::mem::replace(&mut slots[index], Slot::Preparing)
                     else {
@@ -231,11 +231,12 @@ impl Scheduler {
                     // Concurrency is re-read right before the start; a call that turned
                     // exclusive becomes a barrier here.
                     let concurrency = self.concurrency_of(&ready);
-                    exclusive[index] |= concurrency == Concurrency::Exclusive;
-                    if !self.may_start(&slots, running, next_commit, index, &concurrency) {
+                    window.read(index, &concurrency);
+                    if !self.may_start(&slots, &window, running, next_commit, index, &concurrency) {
                         slots[index] = Slot::Ready(ready, concurrency);
                         continue;
                     }
+                    window.started(index);
                     emit(LiveEvent::Started {
                         call_id: ready.identity().call_id.clone(),
                     });
@@ -248,15 +249,8 @@ impl Scheduler {
 
             // Prepare the next call, unless an exclusive call must commit first; preparation
             // runs ahead of execution by at most the cap, so the window stays small.
-            let paused = exclusive
-                .get(next_commit..next_prepare)
-                .is_some_and(|marks| marks.iter().any(|is| *is));
-            let waiting_to_start = slots.get(next_commit..next_prepare).map_or(0, |window| {
-                window
-                    .iter()
-                    .filter(|slot| matches!(slot, Slot::Ready(..)))
-                    .count()
-            });
+            let paused = window.paused();
+            let waiting_to_start = window.ready_count();
             if preparing.is_none()
                 && stop_reason.is_none()
                 && failure.is_none()
@@ -291,6 +285,7 @@ impl Scheduler {
                         Ok(pending) => {
                             durable.push_back(pending);
                             slots[next_commit] = Slot::Committed;
+                            window.committed(next_commit);
                             next_commit += 1;
                             // A stopped batch commits calls it never prepared.
                             next_prepare = next_prepare.max(next_commit);
@@ -319,7 +314,7 @@ impl Scheduler {
                     match prepared {
                         Ok(Preparation::Ready(ready)) => {
                             let concurrency = self.concurrency_of(&ready);
-                            exclusive[index] = concurrency == Concurrency::Exclusive;
+                            window.prepared(index, &concurrency);
                             if live.is_some() {
                                 emit(LiveEvent::Prepared {
                                     call_id: ready.identity().call_id.clone(),
@@ -352,6 +347,7 @@ impl Scheduler {
                 }
                 Wake::Body((index, settled)) => {
                     running -= 1;
+                    window.settled(index);
                     match settled {
                         Ok(settled) => {
                             let call_id = settled.identity().call_id.clone();
@@ -393,26 +389,41 @@ impl Scheduler {
     }
 
     /// Whether the call at `index` may start now (DESIGN §5).
+    ///
+    /// Every call before a ready one is prepared already (preparation is in model order,
+    /// one at a time), so only the ready and running calls in its way are looked at.
     fn may_start(
         &self,
         slots: &[Slot],
+        window: &Window,
         running: usize,
         next_commit: usize,
         index: usize,
         concurrency: &Concurrency,
     ) -> bool {
-        let earlier = slots.get(next_commit..index).unwrap_or_default();
         match concurrency {
             // Every earlier call has committed and nothing runs (a later call may have
             // started while this one still looked shared): then it runs alone.
-            Concurrency::Exclusive => earlier.is_empty() && running == 0,
+            Concurrency::Exclusive => index == next_commit && running == 0,
             // No earlier unfinished call is exclusive or holds a conflicting claim.
-            Concurrency::Shared(_) => earlier.iter().all(|slot| match slot {
-                Slot::Running(theirs) => concurrency.may_overlap(theirs),
-                Slot::Ready(_, theirs) => concurrency.may_overlap(theirs),
-                Slot::Waiting(_) | Slot::Preparing => false,
-                Slot::Settled(_) | Slot::Committing | Slot::Committed | Slot::Lost => true,
-            }),
+            Concurrency::Shared(_) => {
+                window
+                    .barriers_before(index)
+                    .all(|earlier| match slots.get(earlier) {
+                        Some(Slot::Running(theirs) | Slot::Ready(_, theirs)) => {
+                            concurrency.may_overlap(theirs)
+                        }
+                        Some(
+                            Slot::Waiting(_)
+                            | Slot::Preparing
+                            | Slot::Settled(_)
+                            | Slot::Committing
+                            | Slot::Committed
+                            | Slot::Lost,
+                        )
+                        | None => true,
+                    })
+            }
         }
     }
 }
