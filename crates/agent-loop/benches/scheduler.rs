@@ -19,7 +19,7 @@ use toolrail_session_log::{
     BoxFuture, Durability, EventSink, FORMAT_VERSION, JsonlStore, MemorySink, SessionId,
     SessionStart, SessionStore, ToolSource,
 };
-use toolrail_testkit::bench::{BenchRow, median};
+use toolrail_testkit::bench::{BenchRow, growth_exponent, median};
 use toolrail_tools_core::{
     CallRequest, Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult,
     ToolSet, ToolSpec,
@@ -182,6 +182,59 @@ fn main() {
         goal_max_ratio: None,
     }
     .print();
+
+    // Scaling: per-call cost from 1 to 10,000 calls in one batch, and how a batch's time
+    // grows with its size above 100 calls, where fixed costs no longer hide the trend
+    // (fitted exponent: 1 is linear, 2 quadratic).
+    let sizes: &[usize] = if quick {
+        &[1, 10, 100, 1_000]
+    } else {
+        &[1, 10, 100, 1_000, 10_000]
+    };
+    let (mut points, mut floor_points) = (Vec::new(), Vec::new());
+    for &size in sizes {
+        let reps = (20_000 / size).clamp(samples, 200);
+        let per_call = median(
+            (0..reps)
+                .map(|_| {
+                    let sink: Arc<dyn EventSink> = Arc::new(MemorySink::new());
+                    batch(&single, sink, &tools, calls(size, "{}")).as_nanos() as f64 / size as f64
+                })
+                .collect(),
+        );
+        let floor = median(
+            (0..reps)
+                .map(|_| spawn_each(&single, size).as_nanos() as f64 / size as f64)
+                .collect(),
+        );
+        if size >= 100 {
+            points.push((size as f64, per_call * size as f64));
+            floor_points.push((size as f64, floor * size as f64));
+        }
+        BenchRow {
+            row: &format!("scaling: batch of {size} no-op call(s), per call"),
+            ours_ns: per_call,
+            baseline_name: "tokio::spawn per call",
+            baseline_ns: floor,
+            goal: "informational",
+            goal_max_ns: None,
+            goal_max_ratio: None,
+        }
+        .print();
+    }
+    BenchRow {
+        row: &format!(
+            "scaling: growth of a batch's time with its size, 100 → {} calls (fitted exponent; 1 = linear)",
+            sizes.last().copied().unwrap_or_default()
+        ),
+        ours_ns: growth_exponent(&points),
+        baseline_name: "tokio::spawn per call, same sizes",
+        baseline_ns: growth_exponent(&floor_points),
+        goal: "linear or better (≤ 1.1)",
+        goal_max_ns: Some(1.1),
+        goal_max_ratio: None,
+    }
+    .print_in("exponent");
 
     // (b) and (c): 64 calls of 20 ms, 8 at a time: ideally 8 waves of 20 ms. The goal rows
     // sleep on a timerfd; the tokio-timer rows show what the timer wheel's rounding adds.

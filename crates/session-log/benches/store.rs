@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use toolrail_session_log::*;
-use toolrail_testkit::bench::BenchRow;
+use toolrail_testkit::bench::{BenchRow, growth_exponent};
 
 mod common;
 use common::{event_draft, start};
@@ -297,4 +297,41 @@ fn main() {
         goal_max_ratio: None,
     }
     .print();
+
+    // Scaling: replay time against session length (fitted exponent; 1 is linear).
+    let lengths: &[u32] = if quick {
+        &[10_000, 100_000]
+    } else {
+        &[10_000, 100_000, 1_000_000]
+    };
+    let (mut points, mut floor_points) = (Vec::new(), Vec::new());
+    for &length in lengths {
+        let measured = if length == replay_events {
+            Replay {
+                parsed,
+                raw,
+                scanned,
+                megabytes,
+            }
+        } else {
+            replay(length)
+        };
+        let events = f64::from(length + 1);
+        points.push((events, measured.parsed * events));
+        floor_points.push((events, measured.raw * events));
+    }
+    BenchRow {
+        row: &format!(
+            "scaling: growth of replay time with session length, {} → {} events (fitted exponent; 1 = linear)",
+            lengths.first().copied().unwrap_or_default(),
+            lengths.last().copied().unwrap_or_default()
+        ),
+        ours_ns: growth_exponent(&points),
+        baseline_name: "raw line read, same sessions",
+        baseline_ns: growth_exponent(&floor_points),
+        goal: "linear or better (≤ 1.1)",
+        goal_max_ns: Some(1.1),
+        goal_max_ratio: None,
+    }
+    .print_in("exponent");
 }

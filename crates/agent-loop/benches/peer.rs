@@ -1,0 +1,277 @@
+//! toolrail against a peer no one here wrote: pi's agent core
+//! (`@mariozechner/pi-agent-core` 0.73.1 from npm, on the machine's Node), in one run. Both
+//! drive one agent turn in which a scripted model asks for N no-op tool calls in one
+//! assistant message and then ends the turn; pi runs its tools in its parallel mode,
+//! toolrail through its scheduler, pipeline (argument parsing and schema validation) and an
+//! in-memory session log that records every call. Per-call nanoseconds for N = 1, 10, 100,
+//! 1,000 and 10,000, and how a turn's time grows with N; lower is better. Prints `BENCH_ROW {json}` for `cargo xtask bench`.
+//!
+//! pi is installed with npm into `target/bench-peers/` on first use (the registry is
+//! reachable here); without `node` and `npm` the rows are not measured, and the bench says so.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolrail_agent_loop::{
+    AgentLoop, LoopConfig, ModelClient, ModelError, ModelRequest, ModelResponse, Scheduler,
+    SchedulerConfig,
+};
+use toolrail_session_log::{
+    AssistantBlock, AssistantMessage, BoxFuture, CallId, ContentBlock, MemorySink, SessionLog,
+    StopReason, ToolSource, TurnEndKind,
+};
+use toolrail_testkit::bench::{BenchRow, growth_exponent, median};
+use toolrail_tools_core::{
+    Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec,
+};
+
+const PI: &str = "@mariozechner/pi-agent-core@0.73.1";
+const HARNESS: &str = include_str!("peer/pi_harness.mjs");
+
+struct Noop(ToolSpec);
+
+impl Tool for Noop {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::shared()
+    }
+    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async { Ok(ToolOutput::text("ok")) })
+    }
+}
+
+/// The model of both sides: N calls in the first answer, then text ending the turn. Like
+/// pi's scripted stream, it keeps no record of the requests.
+struct Script(Mutex<Vec<AssistantMessage>>);
+
+impl ModelClient for Script {
+    fn complete<'a>(
+        &'a self,
+        _request: &'a ModelRequest,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            let message = self.0.lock().pop().unwrap();
+            Ok(ModelResponse {
+                message,
+                usage: None,
+            })
+        })
+    }
+}
+
+fn script(n: usize) -> Script {
+    let calls = AssistantMessage {
+        blocks: (0..n)
+            .map(|i| AssistantBlock::ToolCall {
+                call_id: CallId::from(format!("c{i}")),
+                name: "noop".to_owned(),
+                arguments_raw: "{}".to_owned(),
+            })
+            .collect(),
+        stop_reason: StopReason::ToolCalls,
+    };
+    let done = AssistantMessage {
+        blocks: vec![AssistantBlock::Text {
+            text: "done".to_owned(),
+        }],
+        stop_reason: StopReason::EndTurn,
+    };
+    // Popped from the end.
+    Script(Mutex::new(vec![done, calls]))
+}
+
+/// Nanoseconds per call of one turn of `n` calls: loop, scheduler, pipeline, in-memory log.
+fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize) -> f64 {
+    let tool = Noop(ToolSpec::new(
+        "noop",
+        "does nothing",
+        json!({"type": "object", "properties": {}, "additionalProperties": false}),
+    ));
+    let (registry, _) = RegistryBuilder::new()
+        .external(ToolSource::Extension("bench".into()), Arc::new(tool))
+        .build()
+        .unwrap();
+    let log: Arc<dyn SessionLog> = Arc::new(MemorySink::new());
+    let scheduler = Scheduler::new(
+        Arc::new(Pipeline::builder(log.clone()).build()),
+        SchedulerConfig {
+            max_parallel: n.max(1),
+            ..SchedulerConfig::default()
+        },
+    );
+    let mut agent = AgentLoop::new(
+        registry,
+        scheduler,
+        log,
+        Arc::new(script(n)),
+        LoopConfig::default(),
+    );
+    runtime.block_on(async {
+        let started = Instant::now();
+        let end = agent
+            .run_turn(
+                vec![ContentBlock::text("go")],
+                CancellationToken::new(),
+                None,
+            )
+            .await
+            .unwrap();
+        let elapsed = started.elapsed();
+        assert_eq!(end, TurnEndKind::Completed);
+        elapsed.as_nanos() as f64 / n as f64
+    })
+}
+
+/// Installs pi into `target/bench-peers/` once; `None` (with the reason printed) when node
+/// or npm is missing or the install fails.
+fn pi_folder() -> Option<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let folder = target.join("bench-peers/pi-agent-core-0.73.1");
+    let installed = folder.join("node_modules/@mariozechner/pi-agent-core/package.json");
+    if !installed.exists() {
+        std::fs::create_dir_all(&folder).unwrap();
+        println!(
+            "peer bench: installing {PI} with npm into {}",
+            folder.display()
+        );
+        let status = Command::new("npm")
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--prefix",
+            ])
+            .arg(&folder)
+            .arg(PI)
+            .status();
+        match status {
+            Ok(status) if status.success() => {}
+            Ok(status) => {
+                println!("peer bench: npm install failed ({status}); pi rows not measured");
+                return None;
+            }
+            Err(error) => {
+                println!("peer bench: npm is not available ({error}); pi rows not measured");
+                return None;
+            }
+        }
+    }
+    std::fs::write(folder.join("pi_harness.mjs"), HARNESS).unwrap();
+    Some(folder)
+}
+
+/// pi's per-call nanoseconds for each count, from the harness's JSON lines.
+fn pi_turns(folder: &Path, counts: &[usize], reps: usize) -> Option<Vec<f64>> {
+    let list: Vec<String> = counts.iter().map(ToString::to_string).collect();
+    let output = Command::new("node")
+        .current_dir(folder)
+        .arg("pi_harness.mjs")
+        .arg(list.join(","))
+        .arg(reps.to_string())
+        .output();
+    let output = match output {
+        Ok(output) if output.status.success() => output,
+        Ok(output) => {
+            println!(
+                "peer bench: the pi harness failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            return None;
+        }
+        Err(error) => {
+            println!("peer bench: node is not available ({error}); pi rows not measured");
+            return None;
+        }
+    };
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), counts.len(), "{text}");
+    Some(
+        lines
+            .iter()
+            .map(|line| line["per_call_ns"].as_f64().unwrap())
+            .collect(),
+    )
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    // `--toolrail-only N [REPS]`: toolrail's side alone, for profilers.
+    if let Some(at) = args.iter().position(|arg| arg == "--toolrail-only") {
+        let n = args
+            .get(at + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1_000);
+        let reps = args.get(at + 2).and_then(|n| n.parse().ok()).unwrap_or(50);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let per_call = median((0..reps).map(|_| toolrail_turn(&runtime, n)).collect());
+        println!("{per_call:.0} ns per call in a turn of {n}");
+        return;
+    }
+    let quick = args.iter().any(|arg| arg == "--quick");
+    let counts = [1, 10, 100, 1_000, 10_000];
+    let reps = if quick { 5 } else { 21 };
+    let Some(folder) = pi_folder() else {
+        return;
+    };
+    let Some(theirs) = pi_turns(&folder, &counts, reps) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (mut ours_points, mut pi_points) = (Vec::new(), Vec::new());
+    for (n, pi) in counts.iter().zip(theirs) {
+        for _ in 0..3 {
+            toolrail_turn(&runtime, *n);
+        }
+        let ours = median((0..reps).map(|_| toolrail_turn(&runtime, *n)).collect());
+        if *n >= 100 {
+            ours_points.push((*n as f64, ours * *n as f64));
+            pi_points.push((*n as f64, pi * *n as f64));
+        }
+        BenchRow {
+            row: &format!(
+                "agent turn, {n} no-op call(s) in one message: per call (toolrail logs and checks every call)"
+            ),
+            ours_ns: ours,
+            baseline_name: "pi-agent-core 0.73.1 (Node, parallel mode), same turn",
+            baseline_ns: pi,
+            goal: "faster per call than pi",
+            goal_max_ns: None,
+            goal_max_ratio: Some(1.0),
+        }
+        .print();
+    }
+    // With a cap as large as the batch every call is in flight at once: a scheduler that
+    // looked at the whole window on every wake-up was quadratic here.
+    BenchRow {
+        row: "scaling: growth of an agent turn's time with its calls, all in flight, 100 → 10,000 (fitted exponent; 1 = linear)",
+        ours_ns: growth_exponent(&ours_points),
+        baseline_name: "pi-agent-core 0.73.1, same turns",
+        baseline_ns: growth_exponent(&pi_points),
+        goal: "linear or better (≤ 1.1)",
+        goal_max_ns: Some(1.1),
+        goal_max_ratio: None,
+    }
+    .print_in("exponent");
+}
