@@ -10,7 +10,11 @@
 //!   namespace; it dies with the waiter (`PR_SET_PDEATHSIG`), and the command with it;
 //! - the waiter, outside the namespace, is the process the tool spawned and waits for: it
 //!   ends the way the command ended (its exit code, or its signal, with core dumps off so a
-//!   crash cannot write this process's memory into the workspace).
+//!   crash cannot write this process's memory into the workspace). If the runtime itself
+//!   dies (even by SIGKILL) the waiter kills the init, and the namespace ends with it: it
+//!   watches a *lifeline*, a pipe whose write end only the runtime keeps open.
+//!   (`PR_SET_PDEATHSIG` cannot serve here: it fires when the *thread* that forked exits,
+//!   and the runtime's threads come and go.)
 //!
 //! This replaces `unshare --user --pid --fork --kill-child -- setsid`, two programs whose
 //! execs cost about a millisecond each on the machines we measure. It is the one place in
@@ -23,6 +27,23 @@
 use std::ffi::CStr;
 use std::io;
 use std::os::unix::process::CommandExt;
+use std::sync::OnceLock;
+
+/// The lifeline: `(read end, write end)`, made once per process, both close-on-exec. Every
+/// waiter closes its inherited copy of the write end at once and watches the read end: it
+/// reads end-of-file only when the runtime — the one holder left — is gone.
+fn lifeline() -> (libc::c_int, libc::c_int) {
+    static LIFELINE: OnceLock<(libc::c_int, libc::c_int)> = OnceLock::new();
+    *LIFELINE.get_or_init(|| {
+        let mut ends = [-1; 2];
+        // SAFETY: pipe2 writes two descriptors into a valid array. They are kept open for
+        // the life of the process; on failure the waiter watches nothing (-1 is ignored).
+        if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return (-1, -1);
+        }
+        (ends[0], ends[1])
+    })
+}
 
 /// Makes `command` start as the first process of a new PID namespace (inside a new user
 /// namespace mapping the current user to itself, so no privilege is needed), leading its own
@@ -32,10 +53,15 @@ pub(crate) fn enter_pid_namespace(command: &mut std::process::Command) {
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let uid_map = format!("{uid} {uid} 1").into_bytes();
     let gid_map = format!("{gid} {gid} 1").into_bytes();
+    let (lifeline_in, lifeline_out) = lifeline();
     let enter = move || {
         // SAFETY: this runs in the child between fork and exec. It allocates nothing and
         // makes only async-signal-safe system calls; the buffers were made before the fork.
         unsafe {
+            // Only the runtime may hold the lifeline's write end.
+            if lifeline_out >= 0 {
+                libc::close(lifeline_out);
+            }
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) != 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -70,7 +96,7 @@ pub(crate) fn enter_pid_namespace(command: &mut std::process::Command) {
                         command => init(command, write_end),
                     }
                 }
-                init => waiter(init, read_end),
+                init => waiter(init, read_end, lifeline_in),
             }
         }
     };
@@ -89,20 +115,41 @@ unsafe fn raw_fork() -> libc::pid_t {
     unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) as libc::pid_t }
 }
 
-/// Closes every descriptor but `keep`, so that the command's pipes (and the spawner's pipe
-/// reporting exec errors) close when the command's copies close.
+/// Closes every descriptor but the two in `keep` (which may be equal, or -1), so that the
+/// command's pipes (and the spawner's pipe reporting exec errors) close when the command's
+/// copies close.
 ///
 /// # Safety
 /// Async-signal-safe.
-unsafe fn close_all_but(keep: libc::c_int) {
+unsafe fn close_all_but(keep: [libc::c_int; 2]) {
+    let [first, second] = keep;
+    let (low, high) = if first <= second {
+        (first, second)
+    } else {
+        (second, first)
+    };
     // SAFETY: plain system calls on descriptor numbers.
     unsafe {
-        let keep = keep as libc::c_uint;
-        let below = keep == 0 || libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32) == 0;
-        let above = libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32) == 0;
-        if !(below && above) {
+        let mut closed = true;
+        let mut from: libc::c_int = 0;
+        for kept in [low, high] {
+            if kept < from {
+                continue;
+            }
+            if kept > from {
+                closed &= libc::syscall(
+                    libc::SYS_close_range,
+                    from as libc::c_uint,
+                    (kept - 1) as libc::c_uint,
+                    0u32,
+                ) == 0;
+            }
+            from = kept + 1;
+        }
+        closed &= libc::syscall(libc::SYS_close_range, from as libc::c_uint, u32::MAX, 0u32) == 0;
+        if !closed {
             for fd in 0..1024 {
-                if fd != keep as libc::c_int {
+                if fd != low && fd != high {
                     libc::close(fd);
                 }
             }
@@ -119,7 +166,7 @@ unsafe fn close_all_but(keep: libc::c_int) {
 unsafe fn init(command: libc::pid_t, status_out: libc::c_int) -> ! {
     // SAFETY: plain system calls; `status` is a valid buffer.
     unsafe {
-        close_all_but(status_out);
+        close_all_but([status_out, status_out]);
         let mut status: libc::c_int = 0;
         loop {
             let reaped = libc::waitpid(-1, &mut status, 0);
@@ -137,14 +184,45 @@ unsafe fn init(command: libc::pid_t, status_out: libc::c_int) -> ! {
 }
 
 /// The waiter: waits for the init and ends as the command ended — as the init reported it,
-/// or as the init itself ended if it could not report (it was killed).
+/// or as the init itself ended if it could not report (it was killed). If the lifeline
+/// breaks first (the runtime died), it kills the init, which ends the namespace.
 ///
 /// # Safety
 /// Async-signal-safe: to be called between fork and exec. Never returns.
-unsafe fn waiter(init: libc::pid_t, status_in: libc::c_int) -> ! {
+unsafe fn waiter(init: libc::pid_t, status_in: libc::c_int, lifeline: libc::c_int) -> ! {
     // SAFETY: plain system calls; the buffers are valid.
     unsafe {
-        close_all_but(status_in);
+        close_all_but([status_in, lifeline]);
+        // The init's report (or its end) makes the status pipe readable; the runtime's
+        // death makes the lifeline readable (end of file). A negative fd is not watched.
+        loop {
+            let mut watched = [
+                libc::pollfd {
+                    fd: status_in,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: lifeline,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let ready = libc::poll(watched.as_mut_ptr(), 2, -1);
+            if ready < 0 {
+                if *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
+                break;
+            }
+            if watched[1].revents != 0 {
+                libc::kill(init, libc::SIGKILL);
+                break;
+            }
+            if watched[0].revents != 0 {
+                break;
+            }
+        }
         let mut init_status: libc::c_int = 0;
         loop {
             let waited = libc::waitpid(init, &mut init_status, 0);
