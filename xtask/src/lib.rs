@@ -14,6 +14,7 @@ pub mod ci;
 pub mod diagram;
 pub mod fuzz;
 pub mod layering;
+pub mod torture;
 pub mod workspace;
 
 /// The pipeline's stage table, compiled in from tools-core's own source file: the file has

@@ -3,19 +3,21 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use xtask::{bench, check_guards, ci, diagram, fuzz, layering};
+use xtask::{bench, check_guards, ci, diagram, fuzz, layering, torture};
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci                       fmt, clippy, tests, doctests, layering, check-guards, diagram --check, deny
+  ci                       fmt, clippy, tests, doctests, torture, layering, check-guards, diagram --check, deny
   layering                 check that each crate depends only on crates below it (DESIGN §2)
   check-guards             check that guards can only refuse
   diagram [--check]        write docs/tool-execution-pipeline.md, or check that it is current
   bench [--quick] [--json] run every bench, print one table, write docs/benchmarks.md
   fuzz [--seconds N] [TARGET...]
-                           run the cargo-fuzz targets in fuzz/ (all by default) N s each (60)";
+                           run the cargo-fuzz targets in fuzz/ (all by default) N s each (60)
+  torture [--iterations N] [--seed S]
+                           kill whole sessions with SIGKILL at random moments (50), check recovery";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -83,6 +85,26 @@ fn dispatch(args: &[String]) -> Result<()> {
                 }
             }
             fuzz::run(options)
+        }
+        "torture" => {
+            let mut options = torture::Options::default();
+            let mut rest = flags.iter();
+            while let Some(flag) = rest.next() {
+                let mut number = || {
+                    rest.next()
+                        .and_then(|value| value.parse::<u64>().ok())
+                        .ok_or_else(|| anyhow::anyhow!("{flag} needs a number\n\n{USAGE}"))
+                };
+                match *flag {
+                    "--iterations" => {
+                        options.iterations = u32::try_from(number()?)
+                            .map_err(|_| anyhow::anyhow!("--iterations is too large"))?;
+                    }
+                    "--seed" => options.seed = number()?,
+                    other => bail!("torture does not know {other:?}\n\n{USAGE}"),
+                }
+            }
+            torture::run(options)
         }
         "help" | "--help" | "-h" => {
             println!("{USAGE}");

@@ -24,7 +24,7 @@ pub fn run(args: RecoverArgs) -> Result<()> {
         .store
         .open(&file.id)
         .map_err(|error| bad_input!("{error}"))?;
-    let probes: Vec<Arc<dyn EffectProbe>> = vec![Arc::new(FsEffectProbe)];
+    let probes: Vec<Arc<dyn EffectProbe>> = vec![Arc::new(FsEffectProbe::new())];
     let report = runtime()?.block_on(recover(
         &opened.events,
         opened.torn_bytes_dropped,

@@ -85,8 +85,15 @@ async fn interrupted_write(
 async fn recovered(
     events: &[toolrail_tools_core::log::Event],
 ) -> (Option<ErrorCode>, String, String) {
+    recovered_with(events, FsEffectProbe::new()).await
+}
+
+async fn recovered_with(
+    events: &[toolrail_tools_core::log::Event],
+    probe: FsEffectProbe,
+) -> (Option<ErrorCode>, String, String) {
     let log = MemorySink::new();
-    let probes: Vec<Arc<dyn EffectProbe>> = vec![Arc::new(FsEffectProbe)];
+    let probes: Vec<Arc<dyn EffectProbe>> = vec![Arc::new(probe)];
     let report = recover(events, 0, &probes, &log).await.unwrap();
     assert_eq!(report.repaired.len(), 1);
     let repaired = log.events();
@@ -153,6 +160,24 @@ async fn a_file_changed_since_leaves_the_outcome_unknown() {
     let (code, text, _) = recovered(&events).await;
     assert_eq!(code, Some(ErrorCode::ToolOutcomeUnknown));
     assert!(text.contains("neither as before"), "{text}");
+}
+
+#[tokio::test]
+async fn a_write_stopped_before_its_intent_did_not_happen_in_a_strict_log() {
+    let b = bench();
+    let events = interrupted_write(&b, "early.txt", "written\n").await;
+    // As if the process had died after tool/start, before the intent was logged: then the
+    // tool had not touched the file.
+    let events: Vec<_> = events
+        .into_iter()
+        .filter(|event| !matches!(event.data, EventData::FsWriteIntent(_)))
+        .collect();
+    std::fs::remove_file(b.path("early.txt")).unwrap();
+    let (code, text, _) = recovered(&events).await;
+    assert_eq!(code, Some(ErrorCode::ToolOutcomeUnknown), "{text}");
+    let (code, text, _) = recovered_with(&events, FsEffectProbe::for_strict_log()).await;
+    assert_eq!(code, Some(ErrorCode::ToolFailed), "{text}");
+    assert!(text.contains("no write intent was logged"), "{text}");
 }
 
 const CHILD_ENV: &str = "TOOLRAIL_FS_CRASH_CHILD_FILE";

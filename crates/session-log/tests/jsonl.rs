@@ -351,3 +351,27 @@ async fn reading_changes_nothing_and_works_while_the_log_is_open() {
     assert_eq!((read.events.len(), read.torn_bytes), (2, 13));
     assert_eq!(std::fs::metadata(&path).unwrap().len(), whole + 13);
 }
+
+#[test]
+fn a_session_file_appears_whole_and_is_never_created_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let log = store.create(start("once")).unwrap();
+    drop(log);
+    // The file holds its session/start from the moment it exists, and nothing else is left.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["once.jsonl"]);
+    let opened = store.open(&SessionId::new("once")).unwrap();
+    assert_eq!(opened.events.len(), 1);
+    drop(opened);
+    let again = store.create(start("once")).err();
+    assert!(
+        matches!(again, Some(StoreError::Exists { .. })),
+        "{again:?}"
+    );
+    let text = std::fs::read_to_string(dir.path().join("once.jsonl")).unwrap();
+    assert_eq!(text.lines().count(), 1, "the first session is untouched");
+}

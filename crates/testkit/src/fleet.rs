@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use toolrail_fs_tools::FsEffectProbe;
 use toolrail_session_log::{
-    BoxFuture, Claimed, EffectProbe, Event, Lease, PostgresStore, SessionId, SessionLog,
-    SessionStart, StoreError, TurnEndKind, recover,
+    BoxFuture, Claimed, Durability, EffectProbe, Event, Lease, PostgresStore, SessionId,
+    SessionLog, SessionStart, StoreError, TurnEndKind, recover,
 };
 use toolrail_shell_tool::SandboxHelper;
 
@@ -31,10 +31,17 @@ pub struct LeasedPlace {
 
 impl LeasedPlace {
     pub fn new(store: PostgresStore, lease: Lease) -> Self {
+        // In strict mode a file write's intent is durable before the file is touched: the
+        // probe may then read a missing intent as "did not happen".
+        let probe = if store.durability() == Durability::Strict {
+            FsEffectProbe::for_strict_log()
+        } else {
+            FsEffectProbe::new()
+        };
         Self {
             store,
             lease,
-            probes: vec![Arc::new(FsEffectProbe)],
+            probes: vec![Arc::new(probe)],
         }
     }
 }

@@ -174,6 +174,11 @@ impl PostgresStore {
         Ok(store)
     }
 
+    /// The durability mode its logs are written in.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
     /// Values (and details) whose compact JSON is longer than `bytes` go to `blobs`.
     pub fn with_blob_cap(mut self, bytes: usize) -> Self {
         self.blob_cap = bytes;

@@ -99,28 +99,12 @@ impl SessionStore for JsonlStore {
 
     fn create(&self, start: SessionStart) -> Result<JsonlLog, StoreError> {
         let path = self.path_of(&start.session_id)?;
-        let mut file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|source| {
-                if source.kind() == std::io::ErrorKind::AlreadyExists {
-                    StoreError::Exists { path: path.clone() }
-                } else {
-                    StoreError::io("creating", &path, source)
-                }
-            })?;
-        lock(&file, &path)?;
         let shelf = self.shelf(&start.session_id);
         let first = first_event(start);
         let mut line = serde_json::to_vec(&first)
             .map_err(|error| StoreError::io("encoding", &path, error.into()))?;
         line.push(b'\n');
-        file.write_all(&line)
-            .map_err(|source| StoreError::io("writing", &path, source))?;
-        file.sync_all()
-            .map_err(|source| StoreError::io("syncing", &path, source))?;
-        sync_dir(&self.dir)?;
+        let file = create_whole(&self.dir, &path, &line)?;
         let name = path.display().to_string();
         Ok(StoreLog::start(
             JsonlFile::new(file, line.len() as u64, shelf, self.blob_cap),
@@ -217,6 +201,73 @@ fn lock(file: &File, path: &Path) -> Result<(), StoreError> {
 }
 
 /// Makes a new directory entry durable (the file exists after a crash, not only its data).
+/// Makes `path` appear holding `first` (its `session/start` line), synced, or not at all: the
+/// line is written and synced under a hidden name, then linked to `path` (which fails if
+/// `path` exists, so no session is overwritten). A crash never leaves an empty or torn log
+/// whose session never started — at worst a hidden `.…creating…` file. The file comes back
+/// locked, in append mode. Where links are not supported, it is created in place.
+fn create_whole(dir: &Path, path: &Path, first: &[u8]) -> Result<File, StoreError> {
+    let exists = |source: std::io::Error| {
+        if source.kind() == std::io::ErrorKind::AlreadyExists {
+            StoreError::Exists {
+                path: path.to_path_buf(),
+            }
+        } else {
+            StoreError::io("creating", path, source)
+        }
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_nanos())
+        .unwrap_or_default();
+    let file_name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let hidden = dir.join(format!(
+        ".{file_name}.creating-{}-{stamp}",
+        std::process::id()
+    ));
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .open(&hidden)
+        .map_err(|source| StoreError::io("creating", &hidden, source))?;
+    let written = (|| {
+        lock(&file, &hidden)?;
+        file.write_all(first)
+            .map_err(|source| StoreError::io("writing", &hidden, source))?;
+        file.sync_all()
+            .map_err(|source| StoreError::io("syncing", &hidden, source))?;
+        match std::fs::hard_link(&hidden, path) {
+            Ok(()) => Ok(true),
+            Err(source) if source.kind() == std::io::ErrorKind::AlreadyExists => {
+                Err(exists(source))
+            }
+            Err(_) => Ok(false),
+        }
+    })();
+    let _ = std::fs::remove_file(&hidden);
+    if written? {
+        sync_dir(dir)?;
+        return Ok(file);
+    }
+    // No links here: the old way, where a crash between create and sync leaves a log
+    // without its first line (opening it then says so).
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .open(path)
+        .map_err(exists)?;
+    lock(&file, path)?;
+    file.write_all(first)
+        .map_err(|source| StoreError::io("writing", path, source))?;
+    file.sync_all()
+        .map_err(|source| StoreError::io("syncing", path, source))?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)
         .and_then(|handle| handle.sync_all())
