@@ -1,5 +1,5 @@
 //! `cargo xtask ci`: the whole gate, in the order that fails fastest — formatting, lints,
-//! tests, crash torture (50 kills), then the project's own rules (layering, guards, diagram) and the supply-chain
+//! tests, crash torture (50 kills), the fuzz targets (60 s each), then the project's own rules (layering, guards, diagram) and the supply-chain
 //! policy. It stops at the first failing step and says which one it was.
 
 use std::fmt::Write as _;
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-use crate::{check_guards, diagram, layering, torture, workspace};
+use crate::{check_guards, diagram, fuzz, layering, torture, workspace};
 
 /// What a step does: run cargo with arguments, or call one of xtask's own checks.
 enum Action {
@@ -64,6 +64,15 @@ fn steps(in_ci: bool) -> Vec<Step> {
                 torture::run(torture::Options {
                     iterations: 50,
                     seed: 1,
+                })
+            }),
+        },
+        Step {
+            name: "fuzz (60 s each)",
+            action: Action::Check(|| {
+                fuzz::run(fuzz::Options {
+                    seconds: 60,
+                    targets: Vec::new(),
                 })
             }),
         },

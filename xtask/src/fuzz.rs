@@ -27,13 +27,19 @@ impl Default for Options {
 }
 
 /// Seed corpora per target, relative to the workspace root.
-const SEEDS: &[(&str, &[&str])] = &[(
-    "sse_stream",
-    &[
-        "crates/providers/tests/fixtures/openai",
-        "crates/providers/tests/fixtures/anthropic",
-    ],
-)];
+const SEEDS: &[(&str, &[&str])] = &[
+    (
+        "sse_stream",
+        &[
+            "crates/providers/tests/fixtures/openai",
+            "crates/providers/tests/fixtures/anthropic",
+        ],
+    ),
+    ("arguments", &["fuzz/seeds/arguments"]),
+    ("jsonl_recovery", &["fuzz/seeds/jsonl_recovery"]),
+    ("permission_rules", &["fuzz/seeds/permission_rules"]),
+    ("scenario", &["crates/testkit/scenarios"]),
+];
 
 pub fn run(options: Options) -> Result<()> {
     let root = workspace::root();

@@ -9,7 +9,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci                       fmt, clippy, tests, doctests, torture, layering, check-guards, diagram --check, deny
+  ci                       fmt, clippy, tests, doctests, torture, fuzz, layering, check-guards, diagram --check, deny
   layering                 check that each crate depends only on crates below it (DESIGN §2)
   check-guards             check that guards can only refuse
   diagram [--check]        write docs/tool-execution-pipeline.md, or check that it is current

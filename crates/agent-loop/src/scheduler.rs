@@ -223,6 +223,9 @@ impl Scheduler {
                         break;
                     };
                     from = index + 1;
+                    if !matches!(slots[index], Slot::Ready(..)) {
+                        continue;
+                    }
                     let Slot::Ready(ready, _) =
                         std::mem::replace(&mut slots[index], Slot::Preparing)
                     else {

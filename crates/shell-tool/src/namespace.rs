@@ -27,22 +27,28 @@
 use std::ffi::CStr;
 use std::io;
 use std::os::unix::process::CommandExt;
-use std::sync::OnceLock;
 
 /// The lifeline: `(read end, write end)`, made once per process, both close-on-exec. Every
 /// waiter closes its inherited copy of the write end at once and watches the read end: it
 /// reads end-of-file only when the runtime — the one holder left — is gone.
 fn lifeline() -> (libc::c_int, libc::c_int) {
-    static LIFELINE: OnceLock<(libc::c_int, libc::c_int)> = OnceLock::new();
-    *LIFELINE.get_or_init(|| {
-        let mut ends = [-1; 2];
-        // SAFETY: pipe2 writes two descriptors into a valid array. They are kept open for
-        // the life of the process; on failure the waiter watches nothing (-1 is ignored).
-        if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return (-1, -1);
-        }
-        (ends[0], ends[1])
-    })
+    static LIFELINE: std::sync::Mutex<Option<(libc::c_int, libc::c_int)>> =
+        std::sync::Mutex::new(None);
+    let mut lifeline = LIFELINE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(ends) = *lifeline {
+        return ends;
+    }
+    let mut ends = [-1; 2];
+    // SAFETY: pipe2 writes two descriptors into a valid array. They are kept open for the
+    // life of the process. A failure (out of descriptors) is not kept: the next command
+    // tries again, and this one's waiter watches nothing (-1 is ignored by poll).
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return (-1, -1);
+    }
+    *lifeline = Some((ends[0], ends[1]));
+    (ends[0], ends[1])
 }
 
 /// Makes `command` start as the first process of a new PID namespace (inside a new user

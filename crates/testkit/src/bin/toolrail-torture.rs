@@ -68,7 +68,7 @@ fn scenario(token: &str) -> Value {
                     call("p1", "probe", json!({"marker": true, "sleep_ms": 40})),
                     call("p2", "probe", json!({"marker": true})),
                     call("b1", "bash", json!({"description": "slow write",
-                        "command": format!("sleep 0.1{token}; echo one > out/bash_one.txt")}))
+                        "command": format!("(setsid sleep 600{token} &) ; sleep 0.1{token}; echo one > out/bash_one.txt")}))
                 ], "stop_reason": "tool_use"},
                 {"tool_calls": [
                     call("w1", "write", json!({"path": "new.txt", "content": "fresh\n"})),
@@ -189,7 +189,15 @@ fn check(dir: &Path, token: &str, committed_file: &Path) -> ExitCode {
     let markers = dir.join("markers");
 
     // No process of the session outlives it (the lifeline ends them; give it a moment).
-    let needles = vec![format!("0.1{token}"), format!("0.05{token}")];
+    // The commands' sleeps — one of them detached for ten minutes, so only the end of the
+    // namespace ends it — and the runtime's forks that never exec (waiter, init), which
+    // carry the runtime's own command line.
+    let needles = vec![
+        format!("0.1{token}"),
+        format!("0.05{token}"),
+        format!("600{token}"),
+        format!("run {} {token}", dir.display()),
+    ];
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut left = live_with(&needles);
     while !left.is_empty() && Instant::now() < deadline {
@@ -300,8 +308,9 @@ fn check(dir: &Path, token: &str, committed_file: &Path) -> ExitCode {
         .any(|event| matches!(event.data, EventData::TurnStart(_)));
     let shared = std::fs::read_to_string(workspace.join("shared.txt"));
     let shared_version = match &shared {
+        // Killed while seeding: the file may be empty; nothing has edited it yet.
+        Ok(_) | Err(_) if !seeded => Some(0),
         Ok(shared) => SHARED_VERSIONS.iter().position(|version| version == shared),
-        Err(_) if !seeded => Some(0),
         Err(_) => None,
     };
     match shared_version {
@@ -342,6 +351,7 @@ fn check(dir: &Path, token: &str, committed_file: &Path) -> ExitCode {
     ] {
         if let Ok(content) = std::fs::read_to_string(workspace.join(unchanged.0))
             && content != unchanged.1
+            && seeded
         {
             problems.push(format!("{} changed: {content:?}", unchanged.0));
         }

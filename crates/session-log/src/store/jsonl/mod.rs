@@ -200,11 +200,11 @@ fn lock(file: &File, path: &Path) -> Result<(), StoreError> {
     })
 }
 
-/// Makes a new directory entry durable (the file exists after a crash, not only its data).
 /// Makes `path` appear holding `first` (its `session/start` line), synced, or not at all: the
 /// line is written and synced under a hidden name, then linked to `path` (which fails if
 /// `path` exists, so no session is overwritten). A crash never leaves an empty or torn log
-/// whose session never started — at worst a hidden `.…creating…` file. The file comes back
+/// whose session never started — at worst a hidden `.creating-…` file (a second name for the
+/// log if the crash came between the link and the unlink). The file comes back
 /// locked, in append mode. Where links are not supported, it is created in place.
 fn create_whole(dir: &Path, path: &Path, first: &[u8]) -> Result<File, StoreError> {
     let exists = |source: std::io::Error| {
@@ -216,18 +216,10 @@ fn create_whole(dir: &Path, path: &Path, first: &[u8]) -> Result<File, StoreErro
             StoreError::io("creating", path, source)
         }
     };
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.as_nanos())
-        .unwrap_or_default();
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let hidden = dir.join(format!(
-        ".{file_name}.creating-{}-{stamp}",
-        std::process::id()
-    ));
+    // Short, so a long session id still fits; unique per process and call.
+    static CREATING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let number = CREATING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let hidden = dir.join(format!(".creating-{}-{number}", std::process::id()));
     let mut file = OpenOptions::new()
         .append(true)
         .create_new(true)
@@ -268,6 +260,7 @@ fn create_whole(dir: &Path, path: &Path, first: &[u8]) -> Result<File, StoreErro
     Ok(file)
 }
 
+/// Makes a new directory entry durable (the file exists after a crash, not only its data).
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)
         .and_then(|handle| handle.sync_all())
