@@ -54,7 +54,10 @@ fn scenario(rng: &mut SeededRng) -> Scenario {
                 json!({"id": format!("c{id}"), "name": name, "arguments": args.to_string()})
             })
             .collect();
-        let cancel = (rng.next_u64() % 5 == 0).then(|| 1 + rng.next_u64() % 8);
+        let cancel = rng
+            .next_u64()
+            .is_multiple_of(5)
+            .then(|| 1 + rng.next_u64() % 8);
         turns.push(json!({
             "user": "soak",
             "cancel_after_ms": cancel,
