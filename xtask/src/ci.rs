@@ -211,6 +211,8 @@ mod tests {
                 "clippy",
                 "nextest",
                 "doctests",
+                "torture (50)",
+                "fuzz (60 s each)",
                 "layering",
                 "check-guards",
                 "diagram --check",

@@ -193,29 +193,23 @@ fn workers_drain_the_queue_and_run_store_drives_one_session() {
     let dir = tempfile::tempdir().unwrap();
     let scenario_file = dir.path().join("quick.json");
     std::fs::write(&scenario_file, slow_call_scenario(1)).unwrap();
-    for number in 0..6 {
-        let output = toolrail(&[
+    // `toolrail run --scenario quick.json --store <store> <more>`.
+    let run_stored = |store: &str, more: &[&str]| {
+        let mut args = vec![
             "run",
             "--scenario",
             scenario_file.to_str().unwrap(),
             "--store",
-            &url,
-            "--session",
-            &format!("q{number}"),
-            "--enqueue",
-        ]);
+            store,
+        ];
+        args.extend_from_slice(more);
+        toolrail(&args)
+    };
+    for number in 0..6 {
+        let output = run_stored(&url, &["--session", &format!("q{number}"), "--enqueue"]);
         assert!(output.status.success(), "{}", text(&output.stderr));
     }
-    let again = toolrail(&[
-        "run",
-        "--scenario",
-        scenario_file.to_str().unwrap(),
-        "--store",
-        &url,
-        "--session",
-        "q0",
-        "--enqueue",
-    ]);
+    let again = run_stored(&url, &["--session", "q0", "--enqueue"]);
     assert_eq!(again.status.code(), Some(2));
     assert!(text(&again.stderr).contains("knows session `q0` already"));
     let output = toolrail(&[
@@ -252,38 +246,16 @@ fn workers_drain_the_queue_and_run_store_drives_one_session() {
     let listing = text(&toolrail(&["sessions", "--store", &url]).stdout);
     assert_eq!(listing.matches("ended: completed").count(), 6, "{listing}");
 
-    let output = toolrail(&[
-        "run",
-        "--scenario",
-        scenario_file.to_str().unwrap(),
-        "--store",
-        &url,
-        "--session",
-        "direct",
-    ]);
+    let output = run_stored(&url, &["--session", "direct"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("session direct (token 1) finished: turns completed"));
     let direct = store.read(&SessionId::new("direct")).unwrap();
     assert_eq!(direct[0].data.kind(), "session/start");
     // The same name again is refused: a run never continues another session's log.
-    let again = toolrail(&[
-        "run",
-        "--scenario",
-        scenario_file.to_str().unwrap(),
-        "--store",
-        &url,
-        "--session",
-        "direct",
-    ]);
+    let again = run_stored(&url, &["--session", "direct"]);
     assert_eq!(again.status.code(), Some(2));
     assert!(text(&again.stderr).contains("session `direct` already holds"));
-    let not_postgres = toolrail(&[
-        "run",
-        "--scenario",
-        scenario_file.to_str().unwrap(),
-        "--store",
-        "/tmp/x",
-    ]);
+    let not_postgres = run_stored("/tmp/x", &[]);
     assert_eq!(not_postgres.status.code(), Some(2));
     assert!(text(&not_postgres.stderr).contains("give a postgres:// URL"));
 }

@@ -8,35 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-/// Live (not zombie) processes whose command line contains `token`.
+/// Live processes with `token` in their command line.
 fn live_with(token: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if !cmdline.contains(token) {
-            continue;
-        }
-        // The state follows the command name in parentheses; zombies are dead already.
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next());
-        if state != Some("Z") {
-            found.push(format!("{pid}: {cmdline}"));
-        }
-    }
-    found
+    toolrail_testkit::processes::live_with(&[token.to_owned()])
 }
 
 #[test]

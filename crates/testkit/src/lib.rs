@@ -10,6 +10,7 @@ mod model;
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 pub mod pg;
 mod probe;
+pub mod processes;
 mod rng;
 mod scenario;
 

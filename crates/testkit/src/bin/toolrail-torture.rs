@@ -26,6 +26,7 @@ use toolrail_session_log::{
     SessionStore, conversation, recover,
 };
 use toolrail_shell_tool::SandboxHelper;
+use toolrail_testkit::processes::live_with;
 use toolrail_testkit::{RunOptions, Scenario};
 
 const SANDBOX: &str = "__sandbox";
@@ -128,42 +129,6 @@ fn run(dir: &Path, token: &str) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Live (not zombie) processes whose command line contains one of `needles`.
-fn live_with(needles: &[String]) -> Vec<String> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if !needles
-            .iter()
-            .any(|needle| cmdline.contains(needle.as_str()))
-        {
-            continue;
-        }
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next());
-        if state != Some("Z") {
-            found.push(format!("{pid}: {cmdline}"));
-        }
-    }
-    found
 }
 
 fn code_of(event: &Event) -> Option<String> {
