@@ -222,15 +222,20 @@ impl AgentLoop {
             let (message, usage) = (response.message, response.usage);
             let calls: Vec<CallRequest> = message
                 .tool_calls()
+                .into_iter()
                 .enumerate()
-                .map(|(index, (call_id, name, arguments_raw))| {
-                    CallRequest::new(
-                        call_id.clone(),
+                .map(|(index, call)| {
+                    let request = CallRequest::new(
+                        call.call_id,
                         u32::try_from(index).unwrap_or(u32::MAX),
-                        name,
-                        arguments_raw,
+                        call.name,
+                        call.arguments_raw,
                     )
-                    .in_step(turn, step)
+                    .in_step(turn, step);
+                    match call.repeated_id {
+                        Some(sent) => request.repeating(sent.clone()),
+                        None => request,
+                    }
                 })
                 .collect();
             let truncated = message.stop_reason == StopReason::Length;

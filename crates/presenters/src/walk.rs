@@ -43,6 +43,8 @@ pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<Ses
             EventData::TurnStart(turn) => items.push(SessionItem::User(text_of(&turn.user))),
             EventData::AssistantMessage(message) => {
                 let mut calls = Vec::new();
+                // The calls under their distinct ids, the ones their records have.
+                let mut distinct = message.tool_calls().into_iter();
                 for block in &message.blocks {
                     match block {
                         AssistantBlock::Text { text } => {
@@ -51,10 +53,13 @@ pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<Ses
                         AssistantBlock::Thinking { text } => {
                             items.push(SessionItem::Thinking(text.clone()));
                         }
-                        AssistantBlock::ToolCall { call_id, .. } => {
-                            if let Some(record) = by_id.get(call_id.as_str()) {
+                        AssistantBlock::ToolCall { .. } => {
+                            if let Some(record) = distinct
+                                .next()
+                                .and_then(|call| by_id.get(call.call_id.as_str()).copied())
+                            {
                                 shown.insert(record.call_id.as_str());
-                                calls.push(*record);
+                                calls.push(record);
                             }
                         }
                     }
@@ -124,4 +129,88 @@ fn text_of(blocks: &[ContentBlock]) -> String {
         .filter_map(ContentBlock::as_text)
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::wildcard_enum_match_arm)]
+
+    use toolrail_session_log::{
+        AssistantMessage, CallId, ContentBlock, StopReason, Timestamp, ToolCall, ToolResultRecord,
+        TurnId, TurnStart, call_records,
+    };
+
+    use super::*;
+
+    fn event(seq: u64, call_id: Option<&str>, data: EventData) -> Event {
+        Event {
+            seq,
+            ts: Timestamp::from_millis(seq),
+            turn: Some(TurnId(1)),
+            step: None,
+            call_id: call_id.map(CallId::new),
+            data,
+        }
+    }
+
+    /// The model sent `a` twice: the page shows two cards, each with its own record.
+    #[test]
+    fn a_repeated_call_id_shows_each_call_once() {
+        let block = |text: &str| AssistantBlock::ToolCall {
+            call_id: CallId::new("a"),
+            name: "probe".to_owned(),
+            arguments_raw: text.to_owned(),
+        };
+        let message = AssistantMessage {
+            blocks: vec![block("{\"n\":1}"), block("{\"n\":2}")],
+            stop_reason: StopReason::ToolCalls,
+        };
+        let mut events = vec![
+            event(1, None, EventData::TurnStart(TurnStart { user: vec![] })),
+            event(2, None, EventData::AssistantMessage(message)),
+        ];
+        for (at, (id, raw)) in [("a", "{\"n\":1}"), ("a-dup2", "{\"n\":2}")]
+            .into_iter()
+            .enumerate()
+        {
+            let index = u32::try_from(at).unwrap();
+            let call = ToolCall {
+                index,
+                name: "probe".to_owned(),
+                arguments_raw: raw.to_owned(),
+                source: None,
+                version: None,
+            };
+            let result = ToolResultRecord::success(vec![ContentBlock::text(id)]);
+            events.push(event(
+                3 + 2 * u64::from(index),
+                Some(id),
+                EventData::ToolCall(call),
+            ));
+            events.push(event(
+                4 + 2 * u64::from(index),
+                Some(id),
+                EventData::ToolResult(std::sync::Arc::new(result)),
+            ));
+        }
+        let records = call_records(&events);
+        let items = session_items(&events, &records);
+        let batches: Vec<Vec<(&str, &str)>> = items
+            .iter()
+            .filter_map(|item| match item {
+                SessionItem::Batch(calls) => Some(
+                    calls
+                        .iter()
+                        .map(|record| (record.call_id.as_str(), record.arguments_raw.as_str()))
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            batches,
+            [vec![("a", "{\"n\":1}"), ("a-dup2", "{\"n\":2}")]],
+            "one batch, each call once"
+        );
+    }
 }

@@ -49,6 +49,8 @@ pub(crate) fn request_body(request: &ModelRequest, model: &str, max_tokens: u32)
                 user.push(result);
             }
             ConversationItem::Assistant(message) => {
+                // The calls under their distinct ids, the ones their results answer to.
+                let mut calls = message.tool_calls().into_iter();
                 let content: Vec<Value> = message
                     .blocks
                     .iter()
@@ -59,14 +61,12 @@ pub(crate) fn request_body(request: &ModelRequest, model: &str, max_tokens: u32)
                         // Thinking goes back only with the signature it came with, which is
                         // not kept: it is left out.
                         AssistantBlock::Text { .. } | AssistantBlock::Thinking { .. } => None,
-                        AssistantBlock::ToolCall {
-                            call_id,
-                            name,
-                            arguments_raw,
-                        } => Some(json!({
-                            "type": "tool_use", "id": call_id.as_str(), "name": name,
-                            "input": input_of(arguments_raw),
-                        })),
+                        AssistantBlock::ToolCall { .. } => calls.next().map(|call| {
+                            json!({
+                                "type": "tool_use", "id": call.call_id.as_str(), "name": call.name,
+                                "input": input_of(call.arguments_raw),
+                            })
+                        }),
                     })
                     .collect();
                 // An empty answer is left out; what follows it joins the user message before.

@@ -41,9 +41,10 @@ pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Val
                     .collect();
                 let calls: Vec<Value> = message
                     .tool_calls()
-                    .map(|(id, name, arguments)| {
-                        json!({"id": id.as_str(), "type": "function",
-                               "function": {"name": name, "arguments": arguments}})
+                    .into_iter()
+                    .map(|call| {
+                        json!({"id": call.call_id.as_str(), "type": "function",
+                               "function": {"name": call.name, "arguments": call.arguments_raw}})
                     })
                     .collect();
                 // `null` content is allowed only beside tool calls: an empty answer is "".

@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{ModelClient, ModelError, ModelRequest, ToolDefinition};
 use toolrail_providers::{ApiKey, ProviderClient, ProviderConfig, RetryPolicy, Secret, Wire};
 use toolrail_session_log::{
-    AssistantBlock, AssistantMessage, ContentBlock, ConversationItem, StopReason, ToolResultRecord,
+    AssistantBlock, AssistantMessage, ContentBlock, ConversationItem, MessageCall, StopReason,
+    ToolResultRecord,
 };
 
 fn config(wire: Wire, server: &FakeServer) -> ProviderConfig {
@@ -98,7 +99,7 @@ async fn openai_request_carries_tools_results_and_key_and_the_stream_becomes_the
     let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
     let response = complete(&client).await.unwrap();
     assert_eq!(response.message.stop_reason, StopReason::ToolCalls);
-    assert_eq!(response.message.tool_calls().count(), 2);
+    assert_eq!(response.message.tool_calls().len(), 2);
     let seen = server.seen();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].path, "/v1/chat/completions");
@@ -136,7 +137,7 @@ async fn anthropic_request_puts_results_in_one_user_message_with_is_error() {
     .await;
     let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
     let response = complete(&client).await.unwrap();
-    assert_eq!(response.message.tool_calls().count(), 3);
+    assert_eq!(response.message.tool_calls().len(), 3);
     let seen = &server.seen()[0];
     assert_eq!(seen.path, "/v1/messages");
     assert_eq!(seen.header("x-api-key"), Some("sk-test-123"));
@@ -166,6 +167,66 @@ async fn anthropic_request_puts_results_in_one_user_message_with_is_error() {
                        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]
         })
     );
+}
+
+/// A message whose second call repeated the first one's id: the model's next request names
+/// the calls and answers them under the ids the log has (`c1`, `c1-dup2`), on both wires.
+#[tokio::test]
+async fn a_repeated_call_id_goes_back_under_the_id_its_result_has() {
+    let mut request = request();
+    let ConversationItem::Assistant(message) = &mut request.messages[1] else {
+        panic!("the second item is the assistant message");
+    };
+    let AssistantBlock::ToolCall { call_id, .. } = &mut message.blocks[2] else {
+        panic!("the third block is the second call");
+    };
+    *call_id = "c1".into();
+    let ConversationItem::ToolResult { call_id, .. } = &mut request.messages[3] else {
+        panic!("the fourth item is the second result");
+    };
+    *call_id = "c1-dup2".into();
+    for wire in [Wire::OpenAi, Wire::Anthropic] {
+        let fixture_name = match wire {
+            Wire::OpenAi => "openai/parallel_tool_calls.sse",
+            Wire::Anthropic => "anthropic/parallel_tool_uses.sse",
+        };
+        let server = FakeServer::start(vec![Reply::stream(&fixture(fixture_name))]).await;
+        let client = ProviderClient::new(config(wire, &server)).unwrap();
+        client
+            .complete(&request, &CancellationToken::new())
+            .await
+            .unwrap();
+        let body = &server.seen()[0].body;
+        let (asked, answered): (Vec<&str>, Vec<&str>) = match wire {
+            Wire::OpenAi => (
+                body["messages"][2]["tool_calls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|call| call["id"].as_str().unwrap())
+                    .collect(),
+                (3..5)
+                    .map(|at| body["messages"][at]["tool_call_id"].as_str().unwrap())
+                    .collect(),
+            ),
+            Wire::Anthropic => (
+                body["messages"][1]["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|block| block.get("id").and_then(|id| id.as_str()))
+                    .collect(),
+                body["messages"][2]["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|block| block.get("tool_use_id").and_then(|id| id.as_str()))
+                    .collect(),
+            ),
+        };
+        assert_eq!(asked, ["c1", "c1-dup2"], "{wire:?}: {body}");
+        assert_eq!(answered, ["c1", "c1-dup2"], "{wire:?}: {body}");
+    }
 }
 
 #[tokio::test]
@@ -235,7 +296,7 @@ async fn a_passing_error_mid_stream_is_tried_again_and_a_lasting_one_is_reported
     .await;
     let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
     let response = complete(&client).await.unwrap();
-    assert_eq!(response.message.tool_calls().count(), 3);
+    assert_eq!(response.message.tool_calls().len(), 3);
     assert_eq!(server.seen().len(), 2, "overloaded mid-stream: tried again");
     let lasting = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long\"}}\n\n";
     let server = FakeServer::start(vec![Reply::stream(lasting.as_bytes())]).await;
@@ -284,16 +345,26 @@ async fn a_whole_json_answer_to_a_streamed_request_is_read_too() {
         .await
         .unwrap();
     assert_eq!(
-        response.message.tool_calls().collect::<Vec<_>>(),
-        [(&"call_1".into(), "read", r#"{"path": "x"}"#)]
+        response.message.tool_calls(),
+        [MessageCall {
+            call_id: "call_1".into(),
+            name: "read",
+            arguments_raw: r#"{"path": "x"}"#,
+            repeated_id: None
+        }]
     );
     let response = complete(&ProviderClient::new(config(Wire::Anthropic, &server)).unwrap())
         .await
         .unwrap();
     assert_eq!(response.message.stop_reason, StopReason::ToolCalls);
     assert_eq!(
-        response.message.tool_calls().collect::<Vec<_>>(),
-        [(&"toolu_1".into(), "read", r#"{"path":"x"}"#)]
+        response.message.tool_calls(),
+        [MessageCall {
+            call_id: "toolu_1".into(),
+            name: "read",
+            arguments_raw: r#"{"path":"x"}"#,
+            repeated_id: None
+        }]
     );
 }
 

@@ -114,7 +114,8 @@ async fn loop_once(server: &Server, wire: Wire) {
     // Two model requests answered: the second carried the first call's result.
     assert_eq!(messages.len(), 2, "{wire:?}: {messages:?}");
     assert_eq!(messages[0].stop_reason, StopReason::ToolCalls, "{wire:?}");
-    let (call_id, name, _) = messages[0].tool_calls().next().unwrap();
+    let calls = messages[0].tool_calls();
+    let (call_id, name) = (&calls[0].call_id, calls[0].name);
     assert_eq!(name, "probe");
     let result = events.iter().find_map(|event| match &event.data {
         EventData::ToolResult(record) if event.call_id.as_ref() == Some(call_id) => {

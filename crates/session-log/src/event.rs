@@ -402,20 +402,6 @@ pub struct AssistantMessage {
     pub stop_reason: StopReason,
 }
 
-impl AssistantMessage {
-    /// The message's tool calls in order, as (call id, name, raw arguments).
-    pub fn tool_calls(&self) -> impl Iterator<Item = (&CallId, &str, &str)> {
-        self.blocks.iter().filter_map(|block| match block {
-            AssistantBlock::ToolCall {
-                call_id,
-                name,
-                arguments_raw,
-            } => Some((call_id, name.as_str(), arguments_raw.as_str())),
-            AssistantBlock::Text { .. } | AssistantBlock::Thinking { .. } => None,
-        })
-    }
-}
-
 /// Data of `tool/call`. `arguments_raw` is exactly what the model sent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {

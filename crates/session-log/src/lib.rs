@@ -10,6 +10,7 @@ mod content;
 mod digest;
 mod event;
 mod ids;
+mod message_calls;
 mod recovery;
 mod replay;
 mod result;
@@ -28,6 +29,7 @@ pub use event::{
     TurnEndKind, TurnStart, UnknownEvent,
 };
 pub use ids::{CallId, SessionId, StepId, TurnId};
+pub use message_calls::MessageCall;
 pub use recovery::{EffectProbe, InterruptedCall, ProbeVerdict, RecoveryReport, recover};
 pub use replay::{CallRecord, ConversationItem, Dispatch, call_records, conversation};
 pub use result::{

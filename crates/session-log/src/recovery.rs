@@ -120,10 +120,10 @@ pub async fn recover(
                 event
                     .call_id
                     .as_ref()
-                    .is_some_and(|id| id == call.call_id || is_sub_call_of(id, call.call_id))
+                    .is_some_and(|id| *id == call.call_id || is_sub_call_of(id, &call.call_id))
             };
             let started = since.iter().any(|event| {
-                event.call_id.as_ref() == Some(call.call_id)
+                event.call_id.as_ref() == Some(&call.call_id)
                     && matches!(event.data, EventData::ToolStart(_))
             });
             let mut evidence = None;
@@ -134,7 +134,7 @@ pub async fn recover(
                 ))
             } else if started {
                 let interrupted = InterruptedCall {
-                    call_id: call.call_id,
+                    call_id: &call.call_id,
                     name: call.name,
                     arguments_raw: call.arguments_raw,
                     own_events: since
@@ -244,7 +244,7 @@ fn last_turn(events: &[Event]) -> Option<LastTurn> {
 }
 
 struct PendingCall<'a> {
-    call_id: &'a CallId,
+    call_id: CallId,
     name: &'a str,
     arguments_raw: &'a str,
 }
@@ -273,11 +273,12 @@ fn last_batch<'a>(in_turn: &[&'a Event]) -> Option<LastBatch<'a>> {
         .collect();
     let unanswered = message
         .tool_calls()
-        .filter(|(call_id, ..)| !answered.contains(call_id))
-        .map(|(call_id, name, arguments_raw)| PendingCall {
-            call_id,
-            name,
-            arguments_raw,
+        .into_iter()
+        .filter(|call| !answered.contains(&call.call_id))
+        .map(|call| PendingCall {
+            call_id: call.call_id,
+            name: call.name,
+            arguments_raw: call.arguments_raw,
         })
         .collect();
     Some(LastBatch {

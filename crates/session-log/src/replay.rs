@@ -48,7 +48,8 @@ pub fn conversation(events: &[Event]) -> Vec<ConversationItem> {
                 items.push(ConversationItem::Assistant(message.clone()));
                 batch.calls = message
                     .tool_calls()
-                    .map(|(call_id, ..)| call_id.clone())
+                    .into_iter()
+                    .map(|call| call.call_id)
                     .collect();
             }
             EventData::ToolResult(record) => {
@@ -176,15 +177,15 @@ pub fn call_records(events: &[Event]) -> Vec<CallRecord> {
     let mut awaiting_record: BTreeMap<CallId, usize> = BTreeMap::new();
     for event in events {
         if let EventData::AssistantMessage(message) = &event.data {
-            for (index, (call_id, name, arguments_raw)) in message.tool_calls().enumerate() {
-                by_id.insert(call_id.clone(), records.len());
-                awaiting_record.insert(call_id.clone(), records.len());
+            for (index, call) in message.tool_calls().into_iter().enumerate() {
+                by_id.insert(call.call_id.clone(), records.len());
+                awaiting_record.insert(call.call_id.clone(), records.len());
                 records.push(CallRecord::new(
-                    call_id,
+                    &call.call_id,
                     event,
                     u32::try_from(index).unwrap_or(u32::MAX),
-                    name,
-                    arguments_raw,
+                    call.name,
+                    call.arguments_raw,
                 ));
             }
             continue;

@@ -11,7 +11,10 @@
 use std::path::Path;
 
 use serde_json::json;
-use toolrail_session_log::{Durability, Event, EventData, JsonlStore, SessionId, SessionStore};
+use toolrail_session_log::{
+    AssistantBlock, ConversationItem, Durability, Event, EventData, JsonlStore, SessionId,
+    SessionStore, conversation,
+};
 use toolrail_testkit::Scenario;
 
 /// One turn: the model sends `calls` (id, raw arguments) to `probe`, then ends.
@@ -126,4 +129,83 @@ async fn ten_thousand_calls_in_one_message_are_all_answered_in_order() {
         .collect();
     let expected: Vec<String> = (0..10_000).map(|n| format!("c{n}")).collect();
     assert_eq!(order, expected, "results are committed in model order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_call_ids_are_refused_under_ids_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = ["a", "a", "b", "a"]
+        .iter()
+        .map(|id| ((*id).to_owned(), "{}".to_owned()))
+        .collect();
+    one_message(calls).run(dir.path()).await.unwrap();
+    let events = reopened(dir.path(), 4);
+
+    // Each call has its own id everywhere: results, starts, and the next request.
+    let results: Vec<(String, Option<String>)> = events
+        .iter()
+        .filter_map(|event| match (&event.data, &event.call_id) {
+            (EventData::ToolResult(record), Some(call)) => Some((
+                call.to_string(),
+                record.error_code().map(|code| code.to_string()),
+            )),
+            _ => None,
+        })
+        .collect();
+    let invalid = Some("INVALID_ARGS".to_owned());
+    assert_eq!(
+        results,
+        [
+            ("a".to_owned(), None),
+            ("a-dup2".to_owned(), invalid.clone()),
+            ("b".to_owned(), None),
+            ("a-dup3".to_owned(), invalid),
+        ]
+    );
+    let started: Vec<String> = events
+        .iter()
+        .filter(|event| matches!(event.data, EventData::ToolStart(_)))
+        .map(|event| event.call_id.as_ref().unwrap().to_string())
+        .collect();
+    assert_eq!(started, ["a", "b"], "a refused repeat never starts");
+    let text = result_of(&events, "a-dup2").content[0].as_text().unwrap();
+    assert!(
+        text.contains("`a` was already used") && text.contains("recorded as `a-dup2`"),
+        "{text}"
+    );
+
+    // The message is logged as the model sent it; the conversation rebuilt from the log
+    // (what a resumed session sends) answers each call under the id the message gives it.
+    let items = conversation(&events);
+    let message = items
+        .iter()
+        .find_map(|item| match item {
+            ConversationItem::Assistant(message) if !message.tool_calls().is_empty() => {
+                Some(message)
+            }
+            _ => None,
+        })
+        .unwrap();
+    let sent: Vec<String> = message
+        .blocks
+        .iter()
+        .filter_map(|block| match block {
+            AssistantBlock::ToolCall { call_id, .. } => Some(call_id.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, ["a", "a", "b", "a"]);
+    let asked: Vec<String> = message
+        .tool_calls()
+        .into_iter()
+        .map(|call| call.call_id.to_string())
+        .collect();
+    let answered: Vec<String> = items
+        .iter()
+        .filter_map(|item| match item {
+            ConversationItem::ToolResult { call_id, .. } => Some(call_id.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, answered);
 }

@@ -109,6 +109,35 @@ fn unknown_fields_are_errors_that_name_the_field() {
     assert!(nested.to_string().contains("temperature"), "{nested}");
 }
 
+#[test]
+fn a_value_of_the_wrong_type_is_an_error_that_names_where_it_is() {
+    let cases = [
+        (
+            r#"{"toolset": "probe", "turns": []}"#,
+            "toolset: invalid type: string",
+        ),
+        (
+            r#"{"toolset": [], "turns": [{"user": "x", "model": [{"stop_reason": "end_turn"}, {"tool_calls": {"id": "c1"}, "stop_reason": "tool_use"}]}]}"#,
+            "turns[0].model[1].tool_calls: invalid type: map",
+        ),
+        (
+            r#"{"toolset": [], "turns": [{"user": "x", "model": [{"tool_calls": [{"id": 7, "name": "probe"}], "stop_reason": "tool_use"}]}]}"#,
+            "turns[0].model[0].tool_calls[0].id: invalid type: integer `7`",
+        ),
+    ];
+    for (text, expected) in cases {
+        let error = Scenario::from_json(text).unwrap_err();
+        assert!(matches!(error, ScenarioError::Invalid(_)));
+        assert!(error.to_string().contains(expected), "{expected}: {error}");
+    }
+    // A syntax error has no field to name; it keeps its line and column, and text after
+    // the scenario is refused.
+    let error = Scenario::from_json(r#"{"toolset": [,]}"#).unwrap_err();
+    assert!(error.to_string().contains("line 1 column 14"), "{error}");
+    let error = Scenario::from_json(r#"{"toolset": [], "turns": []} {}"#).unwrap_err();
+    assert!(error.to_string().contains("trailing characters"), "{error}");
+}
+
 #[tokio::test]
 async fn unknown_tools_and_values_are_named() {
     let dir = tempfile::tempdir().unwrap();
@@ -192,5 +221,29 @@ async fn a_run_that_differs_from_its_expectations_reports_each_difference() {
     assert_eq!(
         report.mismatches[2],
         "call `c9`: expected ok, but it has no result"
+    );
+}
+
+#[tokio::test]
+async fn a_call_id_used_in_two_model_answers_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = r#"{"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}], "stop_reason": "tool_use"}"#;
+    let text = format!(
+        r#"{{"toolset": ["probe"], "turns": [{{"user": "x", "model": [{call}, {call}, {{"stop_reason": "end_turn"}}]}}]}}"#
+    );
+    let error = Scenario::from_json(&text)
+        .unwrap()
+        .run(dir.path())
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("call id `c1` is used in two model answers"),
+        "{error}"
+    );
+    assert!(
+        !dir.path().join("scenario.jsonl").exists(),
+        "nothing was logged"
     );
 }

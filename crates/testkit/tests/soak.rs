@@ -146,7 +146,12 @@ fn ten_thousand_calls_with_faults_leave_the_process_as_it_was() {
     for event in &events {
         match (&event.data, &event.call_id) {
             (EventData::AssistantMessage(message), _) => {
-                asked.extend(message.tool_calls().map(|(call, _, _)| call.to_string()));
+                asked.extend(
+                    message
+                        .tool_calls()
+                        .into_iter()
+                        .map(|call| call.call_id.to_string()),
+                );
             }
             (EventData::ToolResult(_), Some(call)) => {
                 *answered.entry(call.to_string()).or_insert(0) += 1;

@@ -392,7 +392,8 @@ fn check(dir: &Path, token: &str, committed_file: &Path) -> ExitCode {
                 ConversationItem::Assistant(message) => Some(
                     message
                         .tool_calls()
-                        .map(|(call_id, _, _)| call_id.to_string())
+                        .into_iter()
+                        .map(|call| call.call_id.to_string())
                         .collect(),
                 ),
                 _ => None,

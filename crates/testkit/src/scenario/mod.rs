@@ -178,7 +178,20 @@ pub struct ScenarioReport {
 impl Scenario {
     /// Reads a scenario from JSON text; an unknown field is an error naming it.
     pub fn from_json(text: &str) -> Result<Self, ScenarioError> {
-        serde_json::from_str(text).map_err(|error| ScenarioError::Invalid(error.to_string()))
+        let invalid = |error: serde_json::Error| ScenarioError::Invalid(error.to_string());
+        let mut reader = serde_json::Deserializer::from_str(text);
+        let scenario = serde_path_to_error::deserialize(&mut reader).map_err(|error| {
+            // The path is `.` when the fault is in the text itself (a syntax error).
+            let path = error.path().to_string();
+            let inner = error.into_inner();
+            ScenarioError::Invalid(if path == "." {
+                inner.to_string()
+            } else {
+                format!("{path}: {inner}")
+            })
+        })?;
+        reader.end().map_err(invalid)?;
+        Ok(scenario)
     }
 
     /// Runs every turn; the log goes to `<session_dir>/scenario.jsonl`, markers to
@@ -201,14 +214,16 @@ impl Scenario {
             .map(|turn| turn.model.iter().map(assistant_message).collect())
             .collect::<Result<Vec<Vec<AssistantMessage>>, ScenarioError>>()?;
         // A call id names one call for the whole session: the log, replay and recovery find
-        // calls by it.
+        // calls by it. Within one message a repeated id is the model's mistake the runtime
+        // handles (the repeat is refused under an id of its own), so a scenario may script
+        // it; across steps it is not.
         let mut ids = std::collections::HashSet::new();
-        for (number, turn) in self.turns.iter().enumerate() {
-            for call in turn.model.iter().flat_map(|step| &step.tool_calls) {
-                if !ids.insert(call.id.as_str()) {
+        for (number, messages) in scripts.iter().enumerate() {
+            for call in messages.iter().flat_map(AssistantMessage::tool_calls) {
+                if !ids.insert(call.call_id.clone()) {
                     return Err(ScenarioError::Invalid(format!(
-                        "turns[{number}]: call id `{}` is used twice; call ids must be unique in a session",
-                        call.id
+                        "turns[{number}]: call id `{}` is used in two model answers; call ids must be unique in a session",
+                        call.call_id
                     )));
                 }
             }

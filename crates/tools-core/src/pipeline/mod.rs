@@ -68,6 +68,10 @@ pub struct CallRequest {
     pub origin: CallOrigin,
     /// Overrides the tool's default deadline.
     pub timeout: Option<Duration>,
+    /// The id the model sent, when an earlier call of the same message already had it and
+    /// `call_id` is the distinct one the message gave this call: the call is refused with
+    /// `INVALID_ARGS`, recorded under `call_id`, and never parsed or run.
+    pub repeated_id: Option<CallId>,
 }
 
 impl CallRequest {
@@ -87,6 +91,7 @@ impl CallRequest {
             step: None,
             origin: CallOrigin::Model,
             timeout: None,
+            repeated_id: None,
         }
     }
 
@@ -100,6 +105,13 @@ impl CallRequest {
     /// Sets the call's deadline.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Marks the call as one whose id `sent` repeated an earlier call's in the same message;
+    /// see [`CallRequest::repeated_id`].
+    pub fn repeating(mut self, sent: CallId) -> Self {
+        self.repeated_id = Some(sent);
         self
     }
 

@@ -98,6 +98,16 @@ impl Pipeline {
         request: CallRequest,
         control: &BatchControl,
     ) -> Result<Preparation, PipelineError> {
+        if let Some(sent) = &request.repeated_id {
+            let message = format!(
+                "the call id `{sent}` was already used by an earlier call of this message, and every call needs its own id; this call was recorded as `{}` and not run. Send it again under a new id if it is still needed.",
+                request.call_id
+            );
+            let settled = self
+                .record_unprepared(tools, request, info(ErrorCode::InvalidArgs, message))
+                .await?;
+            return Ok(Preparation::Refused(settled));
+        }
         let (mut core, parsed) = self
             .record(tools, request, control.cancel.clone(), Parsing::Parse)
             .await?;
