@@ -22,8 +22,28 @@ const console = (() => {
   const print = (...items) => __toolrail_print(items.map(show).join(" "));
   return { log: print, info: print, warn: print, error: print, debug: print };
 })();
+// JSON.stringify turns NaN and Infinity into null and a function into nothing at all: a
+// value would change on its way out. Refuse it instead, naming what and where. A string
+// with a lone surrogate (not Unicode) becomes well formed, U+FFFD in its place.
+const __toolrail_json = (value, what) => {
+  const text = JSON.stringify(value, (key, v) => {
+    if (typeof v === "string" && !v.isWellFormed()) {
+      return v.toWellFormed();
+    }
+    if (typeof v === "number" && !Number.isFinite(v)) {
+      const at = key === "" ? "" : ` (under key "${key}")`;
+      throw new TypeError(`${what} holds ${v}${at}, which JSON cannot carry: use null or a string`);
+    }
+    return v;
+  });
+  if (text === undefined) {
+    throw new TypeError(`${what} is a ${typeof value}, which JSON cannot carry: use plain data`);
+  }
+  return text;
+};
 async function __call(name, args) {
-  const reply = JSON.parse(await __toolrail_call(name, JSON.stringify(args === undefined ? {} : args)));
+  const sent = __toolrail_json(args === undefined ? {} : args, `the arguments of ${name}`);
+  const reply = JSON.parse(await __toolrail_call(name, sent));
   if (reply.error) {
     const error = new Error(reply.error.message);
     error.code = reply.error.code;
@@ -112,8 +132,7 @@ async fn run_here(
     // Defining the program compiles it without running it: a syntax error shows here.
     let setup = format!("{PRELUDE}\n{sdk}\n");
     let definition = format!("globalThis.__toolrail_main = async () => {{\n{program}\n}};");
-    let start =
-        "__toolrail_main().then((value) => JSON.stringify(value === undefined ? null : value))";
+    let start = "__toolrail_main().then((value) => __toolrail_json(value === undefined ? null : value, \"the program's return value\"))";
     let printed = Arc::clone(&output);
     let host = Arc::clone(bindings);
     let evaluation = context.async_with(async |ctx| {
@@ -209,10 +228,21 @@ async fn run_here(
             ),
             &output,
         ),
-        Ok(text) => RunOutcome {
-            value: Some(serde_json::from_str(&text).unwrap_or(Value::String(text))),
-            output: output.lock().text().to_owned(),
-            failure: None,
+        // The prelude hands back JSON.stringify's text; what still fails to read (a lone
+        // surrogate in a key) is an error, never passed off as a string.
+        Ok(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(value) => RunOutcome {
+                value: Some(value),
+                output: output.lock().text().to_owned(),
+                failure: None,
+            },
+            Err(error) => failure(
+                FailureKind::Output,
+                format!(
+                    "the program's return value could not be read as JSON ({error}); return plain data"
+                ),
+                &output,
+            ),
         },
         Err((kind, message)) => failure(kind, message, &output),
     }

@@ -502,3 +502,50 @@ async fn an_agent_in_code_mode_offers_run_code_with_its_sdk_and_refuses_direct_c
         ]
     );
 }
+
+/// JSON.stringify would turn NaN into null and a function into nothing: such a value is
+/// refused by name, never changed on its way out of the program or into a binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_json_cannot_carry_are_refused_by_name_not_changed() {
+    let h = harness(limits());
+    for (program, expected) in [
+        ("return NaN;", "the program's return value holds NaN,"),
+        ("return [1, Infinity];", "holds Infinity (under key \"1\")"),
+        ("return 10n;", "BigInt"),
+        ("const a = {}; a.self = a; return a;", "circular reference"),
+        (
+            "return () => 1;",
+            "the program's return value is a function",
+        ),
+        (
+            "return Symbol('x');",
+            "the program's return value is a symbol",
+        ),
+        (
+            "return await probe({value: NaN});",
+            "the arguments of probe holds NaN (under key \"value\")",
+        ),
+        ("return {['k\\udc00']: 1};", "could not be read as JSON"),
+    ] {
+        let result = h.run(program).await;
+        assert_eq!(
+            code(&result).as_deref(),
+            Some("CODE_RUN_FAILED"),
+            "{program}"
+        );
+        assert!(
+            result.record.text().contains(expected),
+            "{program}: {}",
+            result.record.text()
+        );
+    }
+    let dispatched = h
+        .trail()
+        .iter()
+        .filter(|(kind, _)| kind == "tool/code-dispatch-start")
+        .count();
+    assert_eq!(dispatched, 0, "a refused argument never reaches a binding");
+    // A string that is not Unicode (a lone surrogate) comes back well formed.
+    let result = h.run("return 'a\\ud800b';").await;
+    assert_eq!(result.record.value, Some(json!("a\u{fffd}b")));
+}
