@@ -183,10 +183,27 @@ pub(crate) fn failure(code: &str, message: impl Into<String>) -> ToolFailure {
     ToolFailure::with_custom_code(code, message)
 }
 
+/// Said beside a name holding U+FFFD: listings show a name that is not UTF-8 with U+FFFD
+/// for its bad bytes, and JSON arguments cannot carry those bytes back.
+pub(crate) const LOSSY_NAME_NOTE: &str = "a `\u{fffd}` in a name may stand for bytes that are not UTF-8, and such a file cannot be opened by the name shown; rename it with bash to work on it";
+
+/// Whether a shown name may be a lossy rendering of one that is not UTF-8.
+pub(crate) fn maybe_lossy(shown: &str) -> bool {
+    shown.contains('\u{fffd}')
+}
+
 /// An I/O error while acting on `target`.
 pub(crate) fn io_failure(what: &str, target: &Target, error: &std::io::Error) -> ToolFailure {
     if error.kind() == std::io::ErrorKind::NotFound {
-        return failure(NOT_FOUND, format!("`{}` does not exist", target.shown));
+        let hint = if maybe_lossy(&target.shown) {
+            format!("; {LOSSY_NAME_NOTE}")
+        } else {
+            String::new()
+        };
+        return failure(
+            NOT_FOUND,
+            format!("`{}` does not exist{hint}", target.shown),
+        );
     }
     ToolFailure::new(format!("{what} `{}` failed: {error}", target.shown))
 }

@@ -14,7 +14,7 @@ use toolrail_tools_core::{
     TypedTool,
 };
 
-use crate::files::{FileTools, Target, looking};
+use crate::files::{FileTools, LOSSY_NAME_NOTE, Target, looking, maybe_lossy};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -148,6 +148,9 @@ fn listing(
         text.push_str(&format!(
             "\n[{omitted} more files match; narrow the pattern]"
         ));
+    }
+    if paths.iter().any(|path| maybe_lossy(path)) {
+        text.push_str(&format!("\n[{LOSSY_NAME_NOTE}]"));
     }
     ToolOutput {
         value: Some(json!({"paths": paths, "total": total, "omitted": omitted})),

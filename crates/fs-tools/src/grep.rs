@@ -17,7 +17,7 @@ use toolrail_tools_core::{
     ToolResult, ToolSpec, TypedTool, violations,
 };
 
-use crate::files::{FileTools, Target, looking};
+use crate::files::{FileTools, LOSSY_NAME_NOTE, Target, looking, maybe_lossy};
 use crate::glob::{path_glob, walker};
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -342,6 +342,9 @@ fn report(found: Vec<FileHits>, args: &GrepArgs, base: &Target, files: &FileTool
         text.push_str(&format!(
             "[{omitted_matches} more matching lines in {omitted_files} more files not shown; narrow the search]\n"
         ));
+    }
+    if found.iter().any(|hits| maybe_lossy(&hits.path)) {
+        text.push_str(&format!("[{LOSSY_NAME_NOTE}]\n"));
     }
     ToolOutput {
         value: Some(json!({

@@ -176,3 +176,54 @@ async fn grep_caps_its_output_and_refuses_bad_patterns_with_the_position() {
         "the error names what and where: {message}"
     );
 }
+
+/// A name that is not UTF-8 is listed and searched (shown with U+FFFD), with a note that
+/// it cannot be opened by that name; opening it by that name says why it failed.
+#[tokio::test]
+async fn names_that_are_not_utf8_are_shown_lossily_and_said_to_be() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let b = bench();
+    b.write("src/good.rs", "fn alpha() {}\n");
+    let bad_file = b.path("src").join(OsStr::from_bytes(b"bad\xff.rs"));
+    std::fs::write(&bad_file, "fn zed() {}\n").unwrap();
+    let bad_dir = b.path("").join(OsStr::from_bytes(b"d\xfe"));
+    std::fs::create_dir(&bad_dir).unwrap();
+    std::fs::write(bad_dir.join("x.rs"), "fn zed() {}\n").unwrap();
+    let note = "a `\u{fffd}` in a name may stand for bytes that are not UTF-8";
+
+    let listed = b.call("glob", json!({"pattern": "**/*.rs"})).await;
+    assert_eq!(code(&listed), None);
+    let paths = &listed.record.value.as_ref().unwrap()["paths"];
+    let mut paths: Vec<&str> = paths
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|path| path.as_str().unwrap())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(
+        paths,
+        ["d\u{fffd}/x.rs", "src/bad\u{fffd}.rs", "src/good.rs"]
+    );
+    assert!(text(&listed).contains(note), "{}", text(&listed));
+
+    let found = b.call("grep", json!({"pattern": "zed"})).await;
+    assert!(
+        text(&found).contains("src/bad\u{fffd}.rs\n     1: fn zed() {}"),
+        "{}",
+        text(&found)
+    );
+    assert!(text(&found).contains(note), "{}", text(&found));
+    let plain = b.call("grep", json!({"pattern": "alpha"})).await;
+    assert!(!text(&plain).contains(note), "no note without such a name");
+
+    let opened = b.call("read", json!({"path": "src/bad\u{fffd}.rs"})).await;
+    assert_eq!(code(&opened).as_deref(), Some("FS_NOT_FOUND"));
+    assert!(text(&opened).contains(note), "{}", text(&opened));
+    assert_eq!(
+        std::fs::read(&bad_file).unwrap(),
+        b"fn zed() {}\n",
+        "the file is untouched"
+    );
+}
