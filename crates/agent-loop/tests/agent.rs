@@ -632,3 +632,58 @@ async fn a_tool_may_conclude_the_turn() {
         .any(|e| matches!(&e.data, EventData::ToolResult(r) if r.concludes_turn));
     assert!(concluded, "the log says which result ended the turn");
 }
+
+/// Some models number their calls from the start in every answer: `c1` again in the next
+/// step is a new call with its own result, and the log, replay and the next request agree.
+#[tokio::test]
+async fn a_call_id_reused_in_a_later_answer_is_a_new_call() {
+    let log = Arc::new(MemorySink::new());
+    let model = ScriptedModel::new(vec![
+        calls(&[("c1", "echo", r#"{"say":"one"}"#)], StopReason::ToolCalls),
+        calls(&[("c1", "echo", r#"{"say":"two"}"#)], StopReason::ToolCalls),
+        text("said twice"),
+    ]);
+    let (registry, echo) = registry();
+    let mut agent = agent(log.clone(), model.clone(), registry, 10);
+    let ended = agent
+        .run_turn(
+            vec![ContentBlock::text("say it twice")],
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended, TurnEndKind::Completed);
+    assert_eq!(*echo.1.lock(), 2, "both calls ran");
+    let answered: Vec<String> = model.requests.lock()[2]
+        .messages
+        .iter()
+        .filter_map(|item| match item {
+            ConversationItem::ToolResult { call_id, record } => Some(format!(
+                "{call_id}: {}",
+                record.content[0].as_text().unwrap()
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered, ["c1: echo one", "c1: echo two"]);
+    assert_eq!(agent.conversation(), conversation(&log.events()).as_slice());
+    let records = call_records(&log.events());
+    let seen: Vec<(String, String)> = records
+        .iter()
+        .map(|record| {
+            let result = record.result.as_ref().unwrap();
+            (
+                record.arguments_raw.clone(),
+                result.content[0].as_text().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (r#"{"say":"one"}"#.to_owned(), "echo one".to_owned()),
+            (r#"{"say":"two"}"#.to_owned(), "echo two".to_owned()),
+        ]
+    );
+}

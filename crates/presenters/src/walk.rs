@@ -2,7 +2,7 @@
 //! batch of calls (in model order), context messages, recovery notes and turn ends — the
 //! one walk over the events that the page and the CLI's replay both render.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use toolrail_session_log::{AssistantBlock, CallRecord, ContentBlock, Event, EventData};
 
@@ -32,11 +32,16 @@ pub enum SessionItem<'a> {
 /// named (run outside the agent loop) come last, as one batch; code-mode sub-calls do not
 /// (their program's card lists them).
 pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<SessionItem<'a>> {
-    let by_id: HashMap<&str, &CallRecord> = records
-        .iter()
-        .map(|record| (record.call_id.as_str(), record))
-        .collect();
-    let mut shown: HashSet<&str> = HashSet::new();
+    // Records in log order per id: a model may reuse an id in a later answer, and each
+    // message takes the next record under it.
+    let mut by_id: HashMap<&str, VecDeque<usize>> = HashMap::new();
+    for (at, record) in records.iter().enumerate() {
+        by_id
+            .entry(record.call_id.as_str())
+            .or_default()
+            .push_back(at);
+    }
+    let mut shown = vec![false; records.len()];
     let mut items = Vec::new();
     for event in events {
         match &event.data {
@@ -54,12 +59,14 @@ pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<Ses
                             items.push(SessionItem::Thinking(text.clone()));
                         }
                         AssistantBlock::ToolCall { .. } => {
-                            if let Some(record) = distinct
-                                .next()
-                                .and_then(|call| by_id.get(call.call_id.as_str()).copied())
-                            {
-                                shown.insert(record.call_id.as_str());
-                                calls.push(record);
+                            let at = distinct.next().and_then(|call| {
+                                by_id
+                                    .get_mut(call.call_id.as_str())
+                                    .and_then(VecDeque::pop_front)
+                            });
+                            if let Some(at) = at {
+                                shown[at] = true;
+                                calls.push(&records[at]);
                             }
                         }
                     }
@@ -114,8 +121,9 @@ pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<Ses
         .collect();
     let rest: Vec<&CallRecord> = records
         .iter()
-        .filter(|record| !shown.contains(record.call_id.as_str()))
-        .filter(|record| !dispatched.contains(record.call_id.as_str()))
+        .zip(&shown)
+        .filter(|(record, shown)| !**shown && !dispatched.contains(record.call_id.as_str()))
+        .map(|(record, _)| record)
         .collect();
     if !rest.is_empty() {
         items.push(SessionItem::Batch(rest));
@@ -153,64 +161,91 @@ mod tests {
         }
     }
 
-    /// The model sent `a` twice: the page shows two cards, each with its own record.
-    #[test]
-    fn a_repeated_call_id_shows_each_call_once() {
-        let block = |text: &str| AssistantBlock::ToolCall {
-            call_id: CallId::new("a"),
+    fn block(id: &str, raw: &str) -> AssistantBlock {
+        AssistantBlock::ToolCall {
+            call_id: CallId::new(id),
             name: "probe".to_owned(),
-            arguments_raw: text.to_owned(),
-        };
-        let message = AssistantMessage {
-            blocks: vec![block("{\"n\":1}"), block("{\"n\":2}")],
-            stop_reason: StopReason::ToolCalls,
-        };
-        let mut events = vec![
-            event(1, None, EventData::TurnStart(TurnStart { user: vec![] })),
-            event(2, None, EventData::AssistantMessage(message)),
-        ];
-        for (at, (id, raw)) in [("a", "{\"n\":1}"), ("a-dup2", "{\"n\":2}")]
-            .into_iter()
-            .enumerate()
-        {
-            let index = u32::try_from(at).unwrap();
-            let call = ToolCall {
-                index,
-                name: "probe".to_owned(),
-                arguments_raw: raw.to_owned(),
-                source: None,
-                version: None,
-            };
-            let result = ToolResultRecord::success(vec![ContentBlock::text(id)]);
-            events.push(event(
-                3 + 2 * u64::from(index),
-                Some(id),
-                EventData::ToolCall(call),
-            ));
-            events.push(event(
-                4 + 2 * u64::from(index),
-                Some(id),
-                EventData::ToolResult(std::sync::Arc::new(result)),
-            ));
+            arguments_raw: raw.to_owned(),
         }
-        let records = call_records(&events);
-        let items = session_items(&events, &records);
-        let batches: Vec<Vec<(&str, &str)>> = items
+    }
+
+    /// A session of one turn whose model answers are `answers`, each a message with its
+    /// calls as `(id sent, raw arguments)`; every call is recorded and answered under the id
+    /// the message gives it.
+    fn session(answers: &[&[(&str, &str)]]) -> Vec<Event> {
+        let mut events = vec![event(
+            1,
+            None,
+            EventData::TurnStart(TurnStart { user: vec![] }),
+        )];
+        let mut push = |call_id: Option<&str>, data: EventData| {
+            let seq = u64::try_from(events.len()).unwrap() + 1;
+            events.push(event(seq, call_id, data));
+        };
+        for answer in answers {
+            let message = AssistantMessage {
+                blocks: answer.iter().map(|(id, raw)| block(id, raw)).collect(),
+                stop_reason: StopReason::ToolCalls,
+            };
+            let calls: Vec<(String, String)> = message
+                .tool_calls()
+                .into_iter()
+                .map(|call| (call.call_id.to_string(), call.arguments_raw.to_owned()))
+                .collect();
+            push(None, EventData::AssistantMessage(message));
+            for (index, (id, raw)) in calls.iter().enumerate() {
+                let call = ToolCall {
+                    index: u32::try_from(index).unwrap(),
+                    name: "probe".to_owned(),
+                    arguments_raw: raw.clone(),
+                    source: None,
+                    version: None,
+                };
+                push(Some(id), EventData::ToolCall(call));
+                let result = ToolResultRecord::success(vec![ContentBlock::text(raw)]);
+                push(Some(id), EventData::ToolResult(std::sync::Arc::new(result)));
+            }
+        }
+        events
+    }
+
+    /// Each batch as `(call id, raw arguments)` of its records.
+    fn batches(events: &[Event]) -> Vec<Vec<(String, String)>> {
+        let records = call_records(events);
+        session_items(events, &records)
             .iter()
             .filter_map(|item| match item {
                 SessionItem::Batch(calls) => Some(
                     calls
                         .iter()
-                        .map(|record| (record.call_id.as_str(), record.arguments_raw.as_str()))
+                        .map(|record| (record.call_id.to_string(), record.arguments_raw.clone()))
                         .collect(),
                 ),
                 _ => None,
             })
-            .collect();
+            .collect()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(id, raw)| ((*id).to_owned(), (*raw).to_owned()))
+            .collect()
+    }
+
+    /// The model sent `a` twice in one message: one batch, each call once.
+    #[test]
+    fn a_repeated_call_id_shows_each_call_once() {
+        let events = session(&[&[("a", "1"), ("a", "2")]]);
+        assert_eq!(batches(&events), [pairs(&[("a", "1"), ("a-dup2", "2")])]);
+    }
+
+    /// The model reused `c1` in its next answer: each message shows its own call.
+    #[test]
+    fn an_id_reused_in_a_later_answer_shows_each_call_in_its_batch() {
+        let events = session(&[&[("c1", "first")], &[("c1", "second")]]);
         assert_eq!(
-            batches,
-            [vec![("a", "{\"n\":1}"), ("a-dup2", "{\"n\":2}")]],
-            "one batch, each call once"
+            batches(&events),
+            [pairs(&[("c1", "first")]), pairs(&[("c1", "second")])]
         );
     }
 }
