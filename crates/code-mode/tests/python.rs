@@ -197,17 +197,7 @@ async fn limits_end_python_programs_with_their_kind() {
             "CODE_RUN_FAILED (memory)",
         ),
     ] {
-        let result = h.run(program).await;
-        assert_eq!(
-            code(&result).as_deref(),
-            Some("CODE_RUN_FAILED"),
-            "{program}"
-        );
-        assert!(
-            result.record.text().contains(kind),
-            "{program}: {}",
-            result.record.text()
-        );
+        h.run_fails_with(program, kind).await;
     }
     let result = h.run("raise ValueError('nope')").await;
     assert!(

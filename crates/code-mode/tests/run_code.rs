@@ -264,17 +264,7 @@ async fn limits_end_programs_with_their_kind() {
         ("return (", "CODE_RUN_FAILED (syntax)"),
         ("throw new Error('nope')", "CODE_RUN_FAILED (exception)"),
     ] {
-        let result = h.run(program).await;
-        assert_eq!(
-            code(&result).as_deref(),
-            Some("CODE_RUN_FAILED"),
-            "{program}"
-        );
-        assert!(
-            result.record.text().contains(kind),
-            "{program}: {}",
-            result.record.text()
-        );
+        h.run_fails_with(program, kind).await;
     }
 }
 
@@ -527,17 +517,7 @@ async fn values_json_cannot_carry_are_refused_by_name_not_changed() {
         ),
         ("return {['k\\udc00']: 1};", "could not be read as JSON"),
     ] {
-        let result = h.run(program).await;
-        assert_eq!(
-            code(&result).as_deref(),
-            Some("CODE_RUN_FAILED"),
-            "{program}"
-        );
-        assert!(
-            result.record.text().contains(expected),
-            "{program}: {}",
-            result.record.text()
-        );
+        h.run_fails_with(program, expected).await;
     }
     let dispatched = h
         .trail()

@@ -66,6 +66,21 @@ impl Harness {
             .unwrap()
     }
 
+    /// Runs `program` and checks it failed as `CODE_RUN_FAILED` with `expected` in its text.
+    pub async fn run_fails_with(&self, program: &str, expected: &str) {
+        let result = self.run(program).await;
+        assert_eq!(
+            code(&result).as_deref(),
+            Some("CODE_RUN_FAILED"),
+            "{program}"
+        );
+        assert!(
+            result.record.text().contains(expected),
+            "{program}: {}",
+            result.record.text()
+        );
+    }
+
     /// `(kind, call_id)` of every event, in order.
     pub fn trail(&self) -> Vec<(String, String)> {
         toolrail_testkit::trail(&self.log.events())
