@@ -22,22 +22,32 @@ const console = (() => {
   const print = (...items) => __toolrail_print(items.map(show).join(" "));
   return { log: print, info: print, warn: print, error: print, debug: print };
 })();
-// JSON.stringify turns NaN and Infinity into null and a function into nothing at all: a
-// value would change on its way out. Refuse it instead, naming what and where. A string
-// with a lone surrogate (not Unicode) becomes well formed, U+FFFD in its place.
+// JSON.stringify turns NaN and Infinity into null, drops a function or a symbol, and makes
+// a Map or a Set `{}`: a value would change on its way out. Refuse it instead, naming what
+// and where. (A property whose value is `undefined` is left out, as JSON always does.) A
+// string with a lone surrogate (not Unicode) becomes well formed, U+FFFD in its place.
 const __toolrail_json = (value, what) => {
   const text = JSON.stringify(value, (key, v) => {
+    const at = key === "" ? "" : ` (under key "${key}")`;
+    const refuse = (kind, instead) => {
+      throw new TypeError(`${what} holds ${kind}${at}, which JSON cannot carry: ${instead}`);
+    };
     if (typeof v === "string" && !v.isWellFormed()) {
       return v.toWellFormed();
     }
     if (typeof v === "number" && !Number.isFinite(v)) {
-      const at = key === "" ? "" : ` (under key "${key}")`;
-      throw new TypeError(`${what} holds ${v}${at}, which JSON cannot carry: use null or a string`);
+      refuse(String(v), "use null or a string");
+    }
+    if (typeof v === "function" || typeof v === "symbol") {
+      refuse(`a ${typeof v}`, "use plain data");
+    }
+    if (v instanceof Map || v instanceof Set) {
+      refuse(`a ${v instanceof Map ? "Map" : "Set"}`, "use an object or an array");
     }
     return v;
   });
   if (text === undefined) {
-    throw new TypeError(`${what} is a ${typeof value}, which JSON cannot carry: use plain data`);
+    throw new TypeError(`${what} is ${typeof value}, which JSON cannot carry: use plain data`);
   }
   return text;
 };

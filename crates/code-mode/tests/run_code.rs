@@ -505,12 +505,22 @@ async fn values_json_cannot_carry_are_refused_by_name_not_changed() {
         ("const a = {}; a.self = a; return a;", "circular reference"),
         (
             "return () => 1;",
-            "the program's return value is a function",
+            "the program's return value holds a function",
         ),
         (
             "return Symbol('x');",
-            "the program's return value is a symbol",
+            "the program's return value holds a symbol",
         ),
+        ("return {f: () => 1};", "holds a function (under key \"f\")"),
+        (
+            "return [1, Symbol('x')];",
+            "holds a symbol (under key \"1\")",
+        ),
+        (
+            "return {m: new Map([[1, 2]])};",
+            "holds a Map (under key \"m\")",
+        ),
+        ("return [new Set([1])];", "holds a Set (under key \"0\")"),
         (
             "return await probe({value: NaN});",
             "the arguments of probe holds NaN (under key \"value\")",

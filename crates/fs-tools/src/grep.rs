@@ -297,12 +297,14 @@ fn report(found: Vec<FileHits>, args: &GrepArgs, base: &Target, files: &FileTool
     let mut text = String::new();
     let mut shown_files = Vec::new();
     let (mut budget, mut omitted_matches, mut omitted_files) = (cap, 0usize, 0usize);
+    let mut lossy_shown = false;
     for hits in &found {
         if budget == 0 {
             omitted_files += 1;
             omitted_matches += hits.matches;
             continue;
         }
+        lossy_shown |= maybe_lossy(&hits.path);
         match args.output {
             GrepOutput::Files => {
                 text.push_str(&format!("{}\n", hits.path));
@@ -343,7 +345,7 @@ fn report(found: Vec<FileHits>, args: &GrepArgs, base: &Target, files: &FileTool
             "[{omitted_matches} more matching lines in {omitted_files} more files not shown; narrow the search]\n"
         ));
     }
-    if found.iter().any(|hits| maybe_lossy(&hits.path)) {
+    if lossy_shown {
         text.push_str(&format!("[{LOSSY_NAME_NOTE}]\n"));
     }
     ToolOutput {

@@ -320,6 +320,7 @@ impl OpenAiStream {
     }
 
     fn call_fragment(&mut self, position: usize, call: &Value) -> Result<(), StreamError> {
+        let indexed = call.get("index").is_some();
         let index = match call.get("index") {
             Some(index) => index.as_u64().ok_or_else(|| {
                 StreamError::Malformed(format!("a tool call's index is not a number: {index}"))
@@ -337,11 +338,15 @@ impl OpenAiStream {
         };
         let (name, arguments) = (field("name"), field("arguments"));
         // A fragment with an id of its own starts another call, even at an index taken
-        // before (servers that send each call whole, without an index).
+        // before (servers that send each call whole, without an index). So does a named
+        // fragment without an index: a whole call, even one repeating an earlier call's id,
+        // which the runtime then refuses rather than joining two calls' arguments.
+        let whole = !indexed && !name.is_empty();
         let known = self
             .slots
             .get(&index)
             .copied()
+            .filter(|_| !whole)
             .filter(|&slot| id.is_empty() || self.draft.call_id(slot) == Some(id));
         match known {
             Some(slot) => {

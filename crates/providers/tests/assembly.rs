@@ -243,3 +243,28 @@ fn calls_sent_whole_without_an_index_stay_apart() {
         ]
     );
 }
+
+/// A server that sends calls whole, without an index, and a model that repeated an id: two
+/// calls, not one with joined arguments (the runtime refuses the repeat by its own id).
+#[test]
+fn a_repeated_id_sent_whole_without_an_index_is_a_second_call() {
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"read\",\"arguments\":\"{\\\"path\\\":\\\"a\\\"}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"read\",\"arguments\":\"{\\\"path\\\":\\\"b\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    );
+    let response = assemble(Format::OpenAi, stream.as_bytes(), &[]).unwrap();
+    assert_eq!(
+        response.message.blocks,
+        [
+            call("c1", "read", r#"{"path":"a"}"#),
+            call("c1", "read", r#"{"path":"b"}"#)
+        ]
+    );
+    let ids: Vec<String> = response
+        .message
+        .tool_calls()
+        .into_iter()
+        .map(|call| call.call_id.to_string())
+        .collect();
+    assert_eq!(ids, ["c1", "c1-dup2"]);
+}

@@ -29,7 +29,7 @@ pub use event::{
     TurnEndKind, TurnStart, UnknownEvent,
 };
 pub use ids::{CallId, SessionId, StepId, TurnId};
-pub use message_calls::MessageCall;
+pub use message_calls::{MessageCall, repeated_call_id_refusal};
 pub use recovery::{EffectProbe, InterruptedCall, ProbeVerdict, RecoveryReport, recover};
 pub use replay::{CallRecord, ConversationItem, Dispatch, call_records, conversation};
 pub use result::{

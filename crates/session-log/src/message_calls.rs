@@ -6,7 +6,7 @@
 //! gives a repeated id a new, deterministic one (`c1` again becomes `c1-dup2`), so all of them
 //! agree on which call is which. The runtime refuses a call whose id was repeated.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::event::{AssistantBlock, AssistantMessage};
 use crate::ids::CallId;
@@ -29,8 +29,9 @@ const PAIRWISE_LIMIT: usize = 16;
 impl AssistantMessage {
     /// The message's tool calls in order, each under an id that is unique in the message.
     /// The first call with a given id keeps it; a later call with the same id is named
-    /// `<id>-dup<n>` with the smallest `n` from 2 that no call of the message uses (the
-    /// providers' id rules allow letters, digits, `_` and `-`).
+    /// `<id>-dup<n>` with the smallest `n` from 2 that no call of the message uses. The
+    /// suffix adds only `-`, letters and digits, which OpenAI's and Anthropic's id rules
+    /// accept.
     pub fn tool_calls(&self) -> Vec<MessageCall<'_>> {
         let sent: Vec<SentCall<'_>> = self
             .blocks
@@ -52,20 +53,22 @@ impl AssistantMessage {
             .iter()
             .map(|(call_id, _, _)| call_id.as_str().to_owned())
             .collect();
-        let mut first_seen: HashSet<&str> = HashSet::with_capacity(sent.len());
+        // Per id, the `n` to try next: names below it are taken, so each repeat starts
+        // there and many repeats of one id stay linear.
+        let mut next_n: HashMap<&str, u64> = HashMap::with_capacity(sent.len());
         sent.into_iter()
             .map(|call| {
                 let call_id = call.0;
-                if first_seen.insert(call_id.as_str()) {
+                let Some(n) = next_n.get_mut(call_id.as_str()) else {
+                    next_n.insert(call_id.as_str(), 2);
                     return as_sent(call);
-                }
-                let mut n = 2u64;
+                };
                 let renamed = loop {
                     let candidate = format!("{}-dup{n}", call_id.as_str());
+                    *n += 1;
                     if !taken.contains(&candidate) {
                         break candidate;
                     }
-                    n += 1;
                 };
                 taken.insert(renamed.clone());
                 MessageCall {
@@ -77,6 +80,23 @@ impl AssistantMessage {
             })
             .collect()
     }
+}
+
+impl MessageCall<'_> {
+    /// Why this call is refused, when its id repeated an earlier call's.
+    pub fn repeat_refusal(&self) -> Option<String> {
+        self.repeated_id
+            .map(|sent| repeated_call_id_refusal(sent, &self.call_id))
+    }
+}
+
+/// Why a call whose id `sent` repeated an earlier call's, and which the message named
+/// `given`, is refused (`INVALID_ARGS`): said the same by the pipeline that refuses it and
+/// by recovery when a crash came first.
+pub fn repeated_call_id_refusal(sent: &CallId, given: &CallId) -> String {
+    format!(
+        "the call id `{sent}` was already used by an earlier call of this message, and every call needs its own id; this call was recorded as `{given}` and not run. Send the call again if it is still needed."
+    )
 }
 
 type SentCall<'a> = (&'a CallId, &'a str, &'a str);
@@ -186,9 +206,21 @@ mod tests {
     }
 
     #[test]
-    fn renaming_is_deterministic() {
+    fn ten_thousand_repeats_of_one_id_are_renamed_in_turn() {
+        let all: Vec<&str> = vec!["call_0"; 10_000];
+        let found = ids(&message(&all));
+        assert_eq!(found[0], ("call_0".to_owned(), None));
+        assert_eq!(
+            found[9_999],
+            ("call_0-dup10000".to_owned(), Some("call_0".to_owned()))
+        );
+        let distinct: HashSet<&str> = found.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(distinct.len(), 10_000);
+    }
+
+    #[test]
+    fn each_repeat_takes_the_next_number_of_its_own_id() {
         let calls = message(&["x", "x", "y", "x"]);
-        assert_eq!(ids(&calls), ids(&calls.clone()));
         assert_eq!(
             ids(&calls),
             expected(&[

@@ -132,6 +132,9 @@ pub async fn recover(
                     ErrorCode::TruncatedCall,
                     "the assistant message was cut off by the output-length limit; this call was not run. Send it again (smaller, if needed).",
                 ))
+            } else if let Some(refusal) = &call.repeat_refusal {
+                // What the live run would have answered: such a call never starts.
+                synthetic(ToolResultRecord::failure(ErrorCode::InvalidArgs, refusal))
             } else if started {
                 let interrupted = InterruptedCall {
                     call_id: &call.call_id,
@@ -245,6 +248,8 @@ fn last_turn(events: &[Event]) -> Option<LastTurn> {
 
 struct PendingCall<'a> {
     call_id: CallId,
+    /// Why the runtime refuses it, when its id repeated an earlier call's.
+    repeat_refusal: Option<String>,
     name: &'a str,
     arguments_raw: &'a str,
 }
@@ -276,6 +281,7 @@ fn last_batch<'a>(in_turn: &[&'a Event]) -> Option<LastBatch<'a>> {
         .into_iter()
         .filter(|call| !answered.contains(&call.call_id))
         .map(|call| PendingCall {
+            repeat_refusal: call.repeat_refusal(),
             call_id: call.call_id,
             name: call.name,
             arguments_raw: call.arguments_raw,

@@ -549,3 +549,31 @@ async fn a_turn_ended_by_an_internal_failure_gets_its_open_calls_answered_once()
         .count();
     assert_eq!(answered, 2);
 }
+
+/// A crash before a repeat of an id was refused: recovery answers it as the live run would,
+/// `INVALID_ARGS` under the id the message gives it, not "not started, safe to retry".
+#[tokio::test]
+async fn a_repeated_call_id_left_open_is_refused_as_the_live_run_would() {
+    let session = Session::new(&[]);
+    session.turn(1, &[("a", "write"), ("a", "write"), ("b", "write")]);
+    session.call(1, "a", "write", true);
+    session.result(1, "a");
+    let (_, appended) = session.recover(&[]).await;
+    assert_eq!(
+        codes(&appended),
+        pairs(&[
+            ("a-dup2", "INVALID_ARGS"),
+            ("b", "TOOL_NOT_STARTED"),
+            ("", "recovery/repaired"),
+            ("", "Interrupted"),
+        ])
+    );
+    let EventData::ToolResult(refused) = &appended[0].data else {
+        panic!()
+    };
+    let text = refused.content[0].as_text().unwrap();
+    assert!(
+        text.contains("`a` was already used") && text.contains("recorded as `a-dup2`"),
+        "{text}"
+    );
+}

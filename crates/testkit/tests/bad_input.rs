@@ -134,9 +134,11 @@ async fn ten_thousand_calls_in_one_message_are_all_answered_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_call_ids_are_refused_under_ids_of_their_own() {
     let dir = tempfile::tempdir().unwrap();
-    let calls = ["a", "a", "b", "a"]
+    // The last repeat's arguments are not even JSON: it is refused for its id before they
+    // are parsed.
+    let calls = [("a", "{}"), ("a", "{}"), ("b", "{}"), ("a", "{")]
         .iter()
-        .map(|id| ((*id).to_owned(), "{}".to_owned()))
+        .map(|(id, arguments)| ((*id).to_owned(), (*arguments).to_owned()))
         .collect();
     one_message(calls).run(dir.path()).await.unwrap();
     let events = reopened(dir.path(), 4);
@@ -168,6 +170,17 @@ async fn repeated_call_ids_are_refused_under_ids_of_their_own() {
         .map(|event| event.call_id.as_ref().unwrap().to_string())
         .collect();
     assert_eq!(started, ["a", "b"], "a refused repeat never starts");
+    let of_repeat: Vec<&str> = events
+        .iter()
+        .filter(|event| {
+            event
+                .call_id
+                .as_ref()
+                .is_some_and(|id| id.as_str() == "a-dup3")
+        })
+        .map(|event| event.data.kind())
+        .collect();
+    assert_eq!(of_repeat, ["tool/call", "tool/result"]);
     let text = result_of(&events, "a-dup2").content[0].as_text().unwrap();
     assert!(
         text.contains("`a` was already used") && text.contains("recorded as `a-dup2`"),
@@ -194,7 +207,7 @@ async fn repeated_call_ids_are_refused_under_ids_of_their_own() {
             _ => None,
         })
         .collect();
-    assert_eq!(sent, ["a", "a", "b", "a"]);
+    assert_eq!(sent, ["a", "a", "b", "a"], "the message is logged as sent");
     let asked: Vec<String> = message
         .tool_calls()
         .into_iter()

@@ -181,7 +181,8 @@ impl Scenario {
         let invalid = |error: serde_json::Error| ScenarioError::Invalid(error.to_string());
         let mut reader = serde_json::Deserializer::from_str(text);
         let scenario = serde_path_to_error::deserialize(&mut reader).map_err(|error| {
-            // The path is `.` when the fault is in the text itself (a syntax error).
+            // The path is `.` for a fault before any field (a syntax error at the top); a
+            // syntax error inside a value is shown under that value's path.
             let path = error.path().to_string();
             let inner = error.into_inner();
             ScenarioError::Invalid(if path == "." {

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
     AppendUrgency, ApprovalAsked, ApprovalDecided, ArgsRewritten, ErrorCode, EventData, ToolCall,
-    ToolErrorInfo,
+    ToolErrorInfo, repeated_call_id_refusal,
 };
 
 use super::{
@@ -99,10 +99,7 @@ impl Pipeline {
         control: &BatchControl,
     ) -> Result<Preparation, PipelineError> {
         if let Some(sent) = &request.repeated_id {
-            let message = format!(
-                "the call id `{sent}` was already used by an earlier call of this message, and every call needs its own id; this call was recorded as `{}` and not run. Send it again under a new id if it is still needed.",
-                request.call_id
-            );
+            let message = repeated_call_id_refusal(sent, &request.call_id);
             let settled = self
                 .record_unprepared(tools, request, info(ErrorCode::InvalidArgs, message))
                 .await?;
