@@ -1,5 +1,5 @@
 //! `cargo xtask ci`: the whole gate, in the order that fails fastest — formatting, lints,
-//! tests, crash torture (50 kills), the fuzz targets (60 s each), then the project's own rules (layering, guards, diagram) and the supply-chain
+//! tests, the benches built (not run), crash torture (50 kills), the fuzz targets (60 s each), then the project's own rules (layering, guards, diagram) and the supply-chain
 //! policy. It stops at the first failing step and says which one it was.
 
 use std::fmt::Write as _;
@@ -57,6 +57,13 @@ fn steps(in_ci: bool) -> Vec<Step> {
         Step {
             name: "doctests",
             action: Action::Cargo(vec!["test", "--workspace", "--doc"]),
+        },
+        // The benches are compiled, not run (they measure; CI machines are noisy): in the
+        // dev profile, which reuses what the tests built, so a bench that no longer links
+        // fails here and not at the next `cargo xtask bench`.
+        Step {
+            name: "benches build",
+            action: Action::Cargo(vec!["build", "--workspace", "--benches"]),
         },
         Step {
             name: "torture (50)",
@@ -211,6 +218,7 @@ mod tests {
                 "clippy",
                 "nextest",
                 "doctests",
+                "benches build",
                 "torture (50)",
                 "fuzz (60 s each)",
                 "layering",
