@@ -18,6 +18,7 @@ use toolrail_tools_core::{
     TypedTool, WorkspaceRoots, is_simple_command,
 };
 
+use crate::mode_rules::{ModeRule, rule_for};
 use crate::output::{Captured, capture};
 use crate::process::{Ended, Stop, wait_or_stop};
 use crate::sandbox::{
@@ -30,7 +31,11 @@ pub struct ShellConfig {
     pub roots: WorkspaceRoots,
     /// Where full outputs are spilled (the session folder).
     pub spill_dir: PathBuf,
+    /// The sandbox of a command no rule of `mode_rules` takes.
     pub mode: SandboxMode,
+    /// The sandbox policy per command: the first rule whose glob one simple command matches
+    /// whole sets that call's mode instead of `mode` (chained commands take no rule).
+    pub mode_rules: Vec<ModeRule>,
     /// What enforces the mode.
     pub tier: SandboxTier,
     /// Whether commands may use the network outside full-access mode.
@@ -59,6 +64,7 @@ impl ShellConfig {
             roots,
             spill_dir: spill_dir.into(),
             mode: SandboxMode::default(),
+            mode_rules: Vec::new(),
             tier: SandboxTier::default(),
             network: false,
             grace: Duration::from_secs(2),
@@ -139,13 +145,19 @@ impl BashTool {
         }
     }
 
-    /// What the call asks for beyond the configured sandbox.
+    /// The sandbox policy's mode for this command, before any escalation.
+    fn base_mode(&self, command: &str) -> SandboxMode {
+        rule_for(&self.config.mode_rules, command).map_or(self.config.mode, ModeRule::mode)
+    }
+
+    /// What the call asks for beyond the sandbox its command gets.
     fn beyond_default(&self, args: &BashArgs) -> Vec<Escalation> {
+        let base = self.base_mode(&args.command);
         let mut wanted: Vec<Escalation> = args
             .escalate
             .iter()
             .copied()
-            .filter(|wanted| match (wanted, self.config.mode) {
+            .filter(|wanted| match (wanted, base) {
                 (_, SandboxMode::FullAccess) => false,
                 (Escalation::WorkspaceWrite, mode) => mode == SandboxMode::ReadOnly,
                 (Escalation::Network, _) => !self.config.network,
@@ -156,13 +168,13 @@ impl BashTool {
         wanted
     }
 
-    /// The mode and network the call runs with: the configuration, widened by what it asked
-    /// for and an approval granted.
-    fn effective(&self, granted: &[Escalation]) -> (SandboxMode, bool) {
+    /// The mode and network the call runs with: the policy's mode for its command, widened
+    /// by what it asked for and an approval granted.
+    fn effective(&self, base: SandboxMode, granted: &[Escalation]) -> (SandboxMode, bool) {
         let mode = if granted.contains(&Escalation::WorkspaceWrite) {
             SandboxMode::WorkspaceWrite
         } else {
-            self.config.mode
+            base
         };
         let network = self.config.network
             || mode == SandboxMode::FullAccess
@@ -231,7 +243,7 @@ impl TypedTool for BashTool {
         Some(format!(
             "the command asks to run with {} beyond the `{}` sandbox: {}",
             wanted.join(" and "),
-            self.config.mode.as_str(),
+            self.base_mode(&args.command).as_str(),
             args.justification
                 .as_deref()
                 .unwrap_or("(no justification)")
@@ -246,7 +258,9 @@ impl TypedTool for BashTool {
                 "the command asks for more than its sandbox allows and no approval granted it; nothing ran",
             ));
         }
-        let (mode, network) = self.effective(&granted);
+        let rule = rule_for(&self.config.mode_rules, &args.command);
+        let base = rule.map_or(self.config.mode, ModeRule::mode);
+        let (mode, network) = self.effective(base, &granted);
         let helper = match (mode, &self.config.sandbox_helper) {
             (SandboxMode::FullAccess, _) => None,
             (_, Some(helper)) if helper.program.is_file() => Some(helper.clone()),
@@ -415,6 +429,7 @@ impl TypedTool for BashTool {
                     "network": network,
                     "tier": self.config.tier.as_str(),
                     "escalated": granted.iter().map(|granted| granted.as_str()).collect::<Vec<_>>(),
+                    "rule": rule.map(ModeRule::command),
                 }),
             );
         }

@@ -22,6 +22,7 @@
 mod bash;
 mod confined;
 mod helper;
+mod mode_rules;
 mod namespace;
 mod output;
 mod process;
@@ -30,5 +31,6 @@ mod sandbox;
 pub use bash::{BashArgs, BashTool, ShellConfig};
 pub use confined::{ConfineError, ConfinedChild, ConfinedCommand};
 pub use helper::sandbox_main;
+pub use mode_rules::{InvalidModeRule, ModeRule};
 pub use process::{Ended, Stop};
 pub use sandbox::{Escalation, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier, TierCheck};

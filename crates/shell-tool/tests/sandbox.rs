@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolrail_shell_tool::{BashTool, SandboxMode, SandboxTier, ShellConfig};
+use toolrail_shell_tool::{BashTool, ModeRule, SandboxMode, SandboxTier, ShellConfig};
 use toolrail_testkit::ScriptedApprovals;
 use toolrail_tools_core::log::MemorySink;
 use toolrail_tools_core::{
@@ -28,13 +28,14 @@ struct Sandboxed {
 }
 
 fn sandboxed(mode: SandboxMode, tier: &SandboxTier) -> Sandboxed {
-    sandboxed_with(mode, tier, None)
+    sandboxed_with(mode, tier, None, Vec::new())
 }
 
 fn sandboxed_with(
     mode: SandboxMode,
     tier: &SandboxTier,
     approvals: Option<Arc<ScriptedApprovals>>,
+    mode_rules: Vec<ModeRule>,
 ) -> Sandboxed {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("work/src")).unwrap();
@@ -46,6 +47,7 @@ fn sandboxed_with(
         dir.path().join("session"),
     );
     config.mode = mode;
+    config.mode_rules = mode_rules;
     config.tier = tier.clone();
     config.grace = Duration::from_millis(300);
     config.sandbox_helper = Some(env!("CARGO_BIN_EXE_toolrail-sandbox").into());
@@ -350,7 +352,12 @@ async fn escalation_widens_the_sandbox_only_with_an_approval() {
             ApprovalAnswer::Rejected { reason: None },
             ApprovalAnswer::AllowedOnce,
         ]));
-        let s = sandboxed_with(SandboxMode::ReadOnly, &tier, Some(Arc::clone(&approvals)));
+        let s = sandboxed_with(
+            SandboxMode::ReadOnly,
+            &tier,
+            Some(Arc::clone(&approvals)),
+            Vec::new(),
+        );
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let write = |file: &str| format!("echo x > {}", s.path(&format!("work/src/{file}")));
@@ -411,5 +418,42 @@ async fn escalation_widens_the_sandbox_only_with_an_approval() {
         assert_eq!(code(&unexplained).as_deref(), Some("INVALID_ARGS"));
         assert_eq!(approvals.asked().len(), asked_before);
         drop(listener);
+    }
+}
+
+/// The sandbox policy chooses the mode per call: a rule lets `touch …` write in a read-only
+/// session, another keeps `cp …` read-only in a workspace-write one, and a chained command
+/// takes no rule. The result says which rule applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_chooses_the_sandbox_per_command() {
+    for tier in support::tiers() {
+        let widening = vec![ModeRule::new("touch *", SandboxMode::WorkspaceWrite).unwrap()];
+        let s = sandboxed_with(SandboxMode::ReadOnly, &tier, None, widening);
+        let ruled = s.path("work/src/ruled.txt");
+        let touched = s.run(&format!("touch {ruled}")).await;
+        let value = touched.record.value.as_ref().unwrap();
+        assert_eq!(value["exit_code"], 0, "{}", touched.record.text());
+        assert_eq!(value["sandbox"]["mode"], "workspace-write");
+        assert_eq!(value["sandbox"]["rule"], "touch *");
+        assert!(Path::new(&ruled).exists());
+        let chained = s.path("work/src/chained.txt");
+        let refused = s.run(&format!("touch {chained} && true")).await;
+        let value = refused.record.value.as_ref().unwrap();
+        assert_eq!(value["sandbox"]["mode"], "read-only", "{}", tier.as_str());
+        assert_eq!(value["sandbox"]["rule"], Value::Null);
+        assert!(!Path::new(&chained).exists(), "{}", tier.as_str());
+
+        let narrowing = vec![ModeRule::new("cp *", SandboxMode::ReadOnly).unwrap()];
+        let s = sandboxed_with(SandboxMode::WorkspaceWrite, &tier, None, narrowing);
+        let copied = s.path("work/src/copied.txt");
+        let kept = s.run(&format!("cp /etc/hostname {copied}")).await;
+        let value = kept.record.value.as_ref().unwrap();
+        assert_ne!(value["exit_code"], 0, "{}", kept.record.text());
+        assert_eq!(value["sandbox"]["mode"], "read-only");
+        assert!(!Path::new(&copied).exists(), "{}", tier.as_str());
+        assert!(
+            s.succeeds(&format!("touch {}", s.path("work/src/free.txt")))
+                .await
+        );
     }
 }

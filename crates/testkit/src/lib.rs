@@ -18,9 +18,9 @@ pub use model::ScriptedModel;
 pub use probe::{Probe, ProbeArgs};
 pub use rng::SeededRng;
 pub use scenario::{
-    ApprovalSpec, Begun, Expectations, JsonlPlace, ModelStep, RESUME_MESSAGE, RunOptions, Scenario,
-    ScenarioConfig, ScenarioError, ScenarioReport, SessionPlace, ToolCallSpec, TurnSpec,
-    WorkspaceSpec,
+    ApprovalSpec, Begun, Expectations, JsonlPlace, ModelStep, RESUME_MESSAGE, RunOptions,
+    SandboxRuleSpec, Scenario, ScenarioConfig, ScenarioError, ScenarioReport, SessionPlace,
+    ToolCallSpec, TurnSpec, WorkspaceSpec,
 };
 /// Scripted approval answers, for crates that may not depend on `interaction` themselves.
 pub use toolrail_interaction::ScriptedApprovals;

@@ -247,3 +247,32 @@ async fn a_call_id_used_in_two_model_answers_is_refused_before_anything_runs() {
         "nothing was logged"
     );
 }
+
+#[tokio::test]
+async fn a_bad_sandbox_rule_is_named_before_anything_runs() {
+    for (rules, expected) in [
+        (
+            r#"[{"command": "cargo test*", "mode": "sometimes"}]"#,
+            "config.sandbox_rules[0].mode `sometimes`: use read-only",
+        ),
+        (
+            r#"[{"command": "ls", "mode": "read-only"}, {"command": "cargo [test", "mode": "full-access"}]"#,
+            "config.sandbox_rules[1]: sandbox rule `cargo [test`",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            r#"{{"toolset": ["bash"], "config": {{"sandbox_rules": {rules}}}, "turns": []}}"#
+        );
+        let error = Scenario::from_json(&text)
+            .unwrap()
+            .run(dir.path())
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains(expected), "{error}");
+        assert!(
+            !dir.path().join("scenario.jsonl").exists(),
+            "nothing was logged"
+        );
+    }
+}

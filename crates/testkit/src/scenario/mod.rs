@@ -17,7 +17,7 @@ use toolrail_session_log::{
     AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, EventData, FORMAT_VERSION,
     SessionId, SessionStart, StopReason, StoreError, TurnEndKind,
 };
-use toolrail_shell_tool::{BashTool, SandboxHelper, SandboxMode, ShellConfig};
+use toolrail_shell_tool::{BashTool, ModeRule, SandboxHelper, SandboxMode, ShellConfig};
 use toolrail_tools_core::{
     ApprovalService, Pipeline, PipelineConfig, Registry, RegistryBuilder, RegistryError, Typed,
     WorkspaceRoots,
@@ -73,6 +73,30 @@ pub struct ScenarioConfig {
     pub questions: Vec<Option<String>>,
     /// `bash`'s sandbox: `read-only` (the default), `workspace-write` or `full-access`.
     pub sandbox: Option<String>,
+    /// `bash`'s sandbox per command: the first rule whose `command` glob one simple command
+    /// matches whole runs it in the rule's `mode` instead.
+    #[serde(default)]
+    pub sandbox_rules: Vec<SandboxRuleSpec>,
+}
+
+/// One rule of `config.sandbox_rules`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRuleSpec {
+    pub command: String,
+    pub mode: String,
+}
+
+/// A sandbox mode named in a scenario: `field` says where, for the error.
+fn sandbox_mode(name: Option<&str>, field: &str) -> Result<SandboxMode, ScenarioError> {
+    match name {
+        None | Some("read-only") => Ok(SandboxMode::ReadOnly),
+        Some("workspace-write") => Ok(SandboxMode::WorkspaceWrite),
+        Some("full-access") => Ok(SandboxMode::FullAccess),
+        Some(other) => Err(ScenarioError::Invalid(format!(
+            "{field} `{other}`: use read-only, workspace-write or full-access"
+        ))),
+    }
 }
 
 /// How a scenario is run, beyond what its file says.
@@ -229,16 +253,8 @@ impl Scenario {
                 }
             }
         }
-        let sandbox = match self.config.sandbox.as_deref() {
-            None | Some("read-only") => SandboxMode::ReadOnly,
-            Some("workspace-write") => SandboxMode::WorkspaceWrite,
-            Some("full-access") => SandboxMode::FullAccess,
-            Some(other) => {
-                return Err(ScenarioError::Invalid(format!(
-                    "config.sandbox `{other}`: use read-only, workspace-write or full-access"
-                )));
-            }
-        };
+        // Checked before anything is written.
+        self.shell_policy()?;
         let marker_dir = session_dir.join("markers");
         std::fs::create_dir_all(&marker_dir)?;
         let workspace = options
@@ -268,7 +284,7 @@ impl Scenario {
             ));
         }
         let people = People::new(&self.config, &workspace, options.approvals.clone())?;
-        let registry = self.registry(&people, &workspace, session_dir, &options, sandbox)?;
+        let registry = self.registry(&people, &workspace, session_dir, &options)?;
 
         let durability = match self.config.durability.as_deref() {
             None | Some("strict") => Durability::Strict,
@@ -394,13 +410,26 @@ impl Scenario {
         options: &RunOptions,
     ) -> Result<Registry, ScenarioError> {
         let people = People::new(&self.config, workspace, None)?;
-        self.registry(
-            &people,
-            workspace,
-            session_dir,
-            options,
-            SandboxMode::ReadOnly,
-        )
+        self.registry(&people, workspace, session_dir, options)
+    }
+
+    /// `bash`'s configured mode and its rules per command.
+    fn shell_policy(&self) -> Result<(SandboxMode, Vec<ModeRule>), ScenarioError> {
+        let mode = sandbox_mode(self.config.sandbox.as_deref(), "config.sandbox")?;
+        let rules = self
+            .config
+            .sandbox_rules
+            .iter()
+            .enumerate()
+            .map(|(at, rule)| {
+                let field = format!("config.sandbox_rules[{at}].mode");
+                let mode = sandbox_mode(Some(&rule.mode), &field)?;
+                ModeRule::new(rule.command.clone(), mode).map_err(|error| {
+                    ScenarioError::Invalid(format!("config.sandbox_rules[{at}]: {error}"))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((mode, rules))
     }
 
     fn registry(
@@ -409,7 +438,6 @@ impl Scenario {
         workspace: &Path,
         session_dir: &Path,
         options: &RunOptions,
-        sandbox: SandboxMode,
     ) -> Result<Registry, ScenarioError> {
         let marker_dir = session_dir.join("markers");
         let roots = WorkspaceRoots::new([workspace.to_path_buf()])
@@ -430,7 +458,7 @@ impl Scenario {
                 }
                 "bash" => {
                     let mut shell = ShellConfig::new(roots.clone(), session_dir.join("outputs"));
-                    shell.mode = sandbox;
+                    (shell.mode, shell.mode_rules) = self.shell_policy()?;
                     shell.sandbox_helper = options.sandbox_helper.clone();
                     shell.grace =
                         Duration::from_millis(self.config.cancel_grace_ms.unwrap_or(2_000));

@@ -1,0 +1,120 @@
+//! The embedder's sandbox policy per command: rules that run a command in another mode than
+//! the configured one (`cargo test*` may write the workspace, `curl*` stays read-only).
+//! Checked on every call. Only one simple command (nothing chained, nested or redirected)
+//! matched whole by a rule's glob takes the rule, so `cargo test && curl …` never borrows
+//! `cargo test*`'s mode: it runs in the configured one.
+
+use globset::{GlobBuilder, GlobMatcher};
+use toolrail_tools_core::is_simple_command;
+
+use crate::sandbox::SandboxMode;
+
+/// A rule of the sandbox policy: a command matching `command` runs in `mode`.
+#[derive(Clone, Debug)]
+pub struct ModeRule {
+    command: String,
+    matcher: GlobMatcher,
+    mode: SandboxMode,
+}
+
+/// A rule whose command glob does not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("sandbox rule `{command}`: {reason}; write a command glob such as `cargo test*`")]
+pub struct InvalidModeRule {
+    pub command: String,
+    pub reason: String,
+}
+
+impl ModeRule {
+    /// A rule for commands matching the glob `command` (`*` also matches `/` and spaces).
+    pub fn new(command: impl Into<String>, mode: SandboxMode) -> Result<Self, InvalidModeRule> {
+        let command = command.into();
+        let matcher = GlobBuilder::new(&command)
+            .literal_separator(false)
+            .build()
+            .map_err(|error| InvalidModeRule {
+                command: command.clone(),
+                reason: error.kind().to_string(),
+            })?
+            .compile_matcher();
+        Ok(Self {
+            command,
+            matcher,
+            mode,
+        })
+    }
+
+    /// The command glob, as written.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+}
+
+/// The first rule `command` takes, if any.
+pub(crate) fn rule_for<'a>(rules: &'a [ModeRule], command: &str) -> Option<&'a ModeRule> {
+    let command = command.trim();
+    if !is_simple_command(command) {
+        return None;
+    }
+    rules.iter().find(|rule| rule.matcher.is_match(command))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn rules() -> Vec<ModeRule> {
+        vec![
+            ModeRule::new("cargo test*", SandboxMode::WorkspaceWrite).unwrap(),
+            ModeRule::new("cargo *", SandboxMode::ReadOnly).unwrap(),
+            ModeRule::new("make", SandboxMode::FullAccess).unwrap(),
+        ]
+    }
+
+    fn mode_of(command: &str) -> Option<SandboxMode> {
+        rule_for(&rules(), command).map(ModeRule::mode)
+    }
+
+    #[test]
+    fn the_first_rule_a_simple_command_matches_whole_decides() {
+        assert_eq!(
+            mode_of("cargo test -p x"),
+            Some(SandboxMode::WorkspaceWrite)
+        );
+        assert_eq!(mode_of("  cargo test  "), Some(SandboxMode::WorkspaceWrite));
+        assert_eq!(mode_of("cargo build"), Some(SandboxMode::ReadOnly));
+        assert_eq!(mode_of("make"), Some(SandboxMode::FullAccess));
+        assert_eq!(mode_of("make install"), None, "matched whole");
+        assert_eq!(mode_of("ls"), None);
+    }
+
+    #[test]
+    fn a_chained_nested_or_redirected_command_takes_no_rule() {
+        for command in [
+            "cargo test && curl evil.example",
+            "cargo test; rm -rf x",
+            "cargo test $(curl x)",
+            "cargo test > out.txt",
+            "cargo test | tee log",
+            "make\nrm -rf x",
+        ] {
+            assert_eq!(mode_of(command), None, "{command}");
+        }
+    }
+
+    #[test]
+    fn a_glob_that_does_not_compile_is_refused_by_name() {
+        let error = ModeRule::new("cargo [test", SandboxMode::FullAccess).unwrap_err();
+        assert_eq!(error.command, "cargo [test");
+        assert!(
+            error.to_string().contains("sandbox rule `cargo [test`"),
+            "{error}"
+        );
+    }
+}
