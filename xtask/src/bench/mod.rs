@@ -47,6 +47,7 @@ impl Options {
 }
 
 pub fn run(options: Options) -> Result<()> {
+    let started = std::time::Instant::now();
     let root = workspace::root();
     let targets = bench_targets(&workspace::packages()?, &root);
 
@@ -80,7 +81,12 @@ pub fn run(options: Options) -> Result<()> {
         print!("{}", report::render_table(&rows));
     }
 
-    let doc = report::render_doc(&Machine::detect(), &options.command_line(), &rows);
+    let doc = report::render_doc(
+        &Machine::detect(),
+        &options.command_line(),
+        started.elapsed(),
+        &rows,
+    );
     let path = root.join(DOC_PATH);
     fs::write(&path, doc).with_context(|| format!("could not write {}", path.display()))?;
     eprintln!("bench: wrote {DOC_PATH}");

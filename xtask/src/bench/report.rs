@@ -115,7 +115,14 @@ pub fn unmet(rows: &[AssessedRow]) -> Vec<&str> {
 }
 
 /// `docs/benchmarks.md`: the table with what is needed to judge it.
-pub fn render_doc(machine: &Machine, command: &str, rows: &[AssessedRow]) -> String {
+/// `took` is the whole run's wall time, builds included (issue 13 bounds it: `--quick`
+/// under 2 minutes, the full run under 20 on 2 cores).
+pub fn render_doc(
+    machine: &Machine,
+    command: &str,
+    took: std::time::Duration,
+    rows: &[AssessedRow],
+) -> String {
     let mut out = String::from("# Benchmarks\n\n");
     out.push_str(
         "Written by `cargo xtask bench`; rerun it rather than editing this file. Each row \
@@ -129,7 +136,8 @@ pub fn render_doc(machine: &Machine, command: &str, rows: &[AssessedRow]) -> Str
         machine.cores, machine.cpu, machine.kernel
     );
     let _ = writeln!(out, "- toolchain: {}", machine.toolchain);
-    let _ = writeln!(out, "- command: `{command}`\n");
+    let _ = writeln!(out, "- command: `{command}`");
+    let _ = writeln!(out, "- took: {} s, builds included\n", took.as_secs());
     if rows.is_empty() {
         out.push_str("No bench printed a result row.\n");
         return out;
@@ -198,13 +206,15 @@ mod tests {
             toolchain: "rustc 1.95.0".to_owned(),
         };
         let rows = [AssessedRow::new(fake_row("trivial call", 1600.0, 750.0))];
-        let doc = render_doc(&machine, "cargo xtask bench --quick", &rows);
+        let took = std::time::Duration::from_millis(95_400);
+        let doc = render_doc(&machine, "cargo xtask bench --quick", took, &rows);
         assert!(doc.contains("- date: Mon Nov 30 18:00:00 UTC 2026\n"));
         assert!(doc.contains("- machine: 2 cores, Test CPU, Linux 6.1.0\n"));
         assert!(doc.contains("- toolchain: rustc 1.95.0\n"));
         assert!(doc.contains("- command: `cargo xtask bench --quick`\n"));
+        assert!(doc.contains("- took: 95 s, builds included\n"));
         assert!(doc.contains("| trivial call | 1.60 µs"));
         assert!(doc.ends_with("Goals not met: trivial call.\n"));
-        assert!(render_doc(&machine, "x", &[]).ends_with("No bench printed a result row.\n"));
+        assert!(render_doc(&machine, "x", took, &[]).ends_with("No bench printed a result row.\n"));
     }
 }
