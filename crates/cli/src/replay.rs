@@ -8,7 +8,7 @@ use anyhow::Result;
 use serde_json::json;
 use toolrail_presenters::{Presenters, colour_wanted};
 
-use crate::session::{SessionFile, replay_text, summary_of, write_page};
+use crate::session::{SessionFile, replay_text, session_title, summary_of, write_page};
 
 #[derive(clap::Args)]
 pub struct ReplayArgs {
@@ -32,11 +32,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     let (text, cards) = replay_text(&events, &Presenters::new(), colour);
     let summary = summary_of(&events);
     if let Some(out) = &args.html {
-        write_page(
-            out,
-            &format!("toolrail session {}", file.id.as_str()),
-            &events,
-        )?;
+        write_page(out, &session_title(&events), &events)?;
     }
     if args.json {
         let report = json!({"summary": summary, "cards": cards, "page": args.html});

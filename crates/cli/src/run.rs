@@ -18,7 +18,7 @@ use toolrail_session_log::{AssistantBlock, Durability, Event, EventData, JsonlSt
 use toolrail_testkit::{RunOptions, Scenario, ScenarioError, ScenarioReport};
 
 use crate::live::{LiveStyle, follow};
-use crate::session::{summary_of, write_page};
+use crate::session::{session_title, summary_of, write_page};
 use crate::{bad_input, fresh_dir, runtime, sandbox_helper};
 
 #[derive(clap::Args)]
@@ -128,7 +128,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let finished = execute(&scenario, &session_dir, options, args.json)?;
     if let Some(out) = &args.html {
-        write_page(out, "toolrail session", &finished.events)?;
+        write_page(out, &session_title(&finished.events), &finished.events)?;
     }
     let summary = summary_of(&finished.events);
     if args.json {

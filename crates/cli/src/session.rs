@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use toolrail_presenters::{
     Card, Presenters, SessionItem, Summary, render_ansi, render_plain, session_items, session_page,
 };
-use toolrail_session_log::{Durability, Event, JsonlStore, SessionId, call_records};
+use toolrail_session_log::{Durability, Event, EventData, JsonlStore, SessionId, call_records};
 
 use crate::bad_input;
 
@@ -61,6 +61,21 @@ impl SessionFile {
         }
         Ok(read.events)
     }
+}
+
+/// The page title of a session: its id, as its `session/start` names it, so a run's page and
+/// the page replayed from its log are the same page.
+pub fn session_title(events: &[Event]) -> String {
+    events
+        .iter()
+        .find_map(|event| {
+            if let EventData::SessionStart(start) = &event.data {
+                Some(format!("toolrail session {}", start.session_id.as_str()))
+            } else {
+                None
+            }
+        })
+        .unwrap_or_else(|| "toolrail session".to_owned())
 }
 
 /// Writes the session page for `events` to `out`.

@@ -113,6 +113,17 @@ fn run_replays_to_the_same_cards_and_writes_the_page() {
     assert_eq!(live_cards, replayed["cards"].as_array().unwrap());
     assert_eq!(live["summary"], replayed["summary"]);
 
+    // The page replay writes from the log is the page the run wrote.
+    let replayed_page = dir.path().join("replayed.html");
+    let output = toolrail(&["replay", path(&log), "--html", path(&replayed_page)]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let (live_page, replayed_page) = (
+        std::fs::read_to_string(&page).unwrap(),
+        std::fs::read_to_string(&replayed_page).unwrap(),
+    );
+    assert_eq!(live_page.matches("<article class=\"card").count(), 6);
+    assert!(live_page == replayed_page, "the replayed page differs");
+
     // Plain replay prints the conversation and the cards.
     let output = toolrail(&["replay", path(&log)]);
     let text = stdout(&output);
