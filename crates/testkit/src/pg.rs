@@ -15,7 +15,8 @@ pub struct PgServer {
     as_postgres: bool,
 }
 
-/// The folder holding `initdb` and `pg_ctl`: Debian's newest version, or the `PATH`.
+/// The folder holding `initdb` and `pg_ctl`: the newest of Debian's `/usr/lib/postgresql/*/bin`
+/// (`.ci/run` installs `postgresql` when there is none).
 fn binaries() -> Option<PathBuf> {
     let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .ok()?
