@@ -2,6 +2,8 @@
 //! from the log alone — the conversation, each batch's timeline (one lane per call: policy,
 //! approval wait, queue, run, commit wait) and every call as its card.
 
+use std::collections::HashMap;
+
 use toolrail_session_log::{CallRecord, Event, call_records};
 
 use crate::registry::Presenters;
@@ -20,6 +22,8 @@ pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> S
         escape(title)
     ));
     out.push_str(&summary_html(&summary));
+    // Anchors already given, page-wide: an id a later answer reused gets one of its own.
+    let mut anchors: HashMap<String, usize> = HashMap::new();
     for item in session_items(events, &records) {
         match item {
             SessionItem::User(text) => out.push_str(&format!(
@@ -35,7 +39,7 @@ pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> S
                 paragraphs(&text)
             )),
             SessionItem::Batch(calls) => {
-                out.push_str(&batch_html(&calls, &records, presenters));
+                out.push_str(&batch_html(&calls, &records, presenters, &mut anchors));
             }
             SessionItem::Context { source, text } => out.push_str(&format!(
                 "<div class=\"msg context\"><span class=\"who\">context from {}</span>{}</div>\n",
@@ -73,7 +77,12 @@ fn paragraphs(text: &str) -> String {
 }
 
 /// A batch: its timeline, then its cards in model order.
-fn batch_html(records: &[&CallRecord], session: &[CallRecord], presenters: &Presenters) -> String {
+fn batch_html(
+    records: &[&CallRecord],
+    session: &[CallRecord],
+    presenters: &Presenters,
+    anchors: &mut HashMap<String, usize>,
+) -> String {
     let timeline = BatchTimeline::of(records);
     let span = timeline.span_us.max(1) as f64;
     let mut out = format!(
@@ -103,9 +112,16 @@ fn batch_html(records: &[&CallRecord], session: &[CallRecord], presenters: &Pres
     }
     out.push_str("<p class=\"legend\"><span class=\"seg policy\"></span>policy <span class=\"seg approval\"></span>approval <span class=\"seg queued\"></span>queued <span class=\"seg run\"></span>run <span class=\"seg commit\"></span>commit wait</p>\n</div>\n");
     for record in records {
+        // `call-c1`, then `call-c1~2` for a reused id.
+        let seen = anchors.entry(record.call_id.to_string()).or_insert(0);
+        *seen += 1;
+        let anchor = match *seen {
+            1 => record.call_id.to_string(),
+            n => format!("{}~{n}", record.call_id.as_str()),
+        };
         out.push_str(&format!(
             "<div class=\"call\" id=\"call-{}\" data-call-id=\"{}\">",
-            escape(record.call_id.as_str()),
+            escape(&anchor),
             escape(record.call_id.as_str())
         ));
         out.push_str(&render_html(&presenters.record_in(record, session)));

@@ -100,11 +100,17 @@ impl Presenters {
     /// has it, else from the dispatch events — what it was asked, and what it returned once
     /// it committed.
     fn dispatched(&self, record: &CallRecord, session: &[CallRecord]) -> Vec<(CallId, Card)> {
+        // A binding call is recorded after its program: look from there, so a program whose
+        // id a later answer reused never shows the other program's calls.
+        let after = session
+            .iter()
+            .position(|candidate| std::ptr::eq(candidate, record))
+            .map_or(session, |at| &session[at + 1..]);
         record
             .dispatches
             .iter()
             .filter_map(|dispatch| {
-                if let Some(own) = session
+                if let Some(own) = after
                     .iter()
                     .find(|candidate| candidate.call_id == dispatch.call_id)
                 {

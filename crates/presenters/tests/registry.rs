@@ -208,3 +208,84 @@ fn a_code_run_card_nests_a_card_for_each_binding_call_from_the_log() {
         toolrail_presenters::render_html(&card)
     );
 }
+
+/// A model that reused `c1` for two programs in two answers: each program's card nests its
+/// own binding call, and each gets an anchor of its own on the page.
+#[test]
+fn two_programs_under_one_reused_id_each_show_their_own_calls() {
+    let mut events = Vec::new();
+    let mut push = |kind: &str, call_id: Option<&str>, data: Value| {
+        let seq = events.len() as u64 + 1;
+        events.push(
+            serde_json::from_value::<toolrail_session_log::Event>(json!({
+                "seq": seq, "ts": "2026-12-01T00:00:00Z", "kind": kind, "turn": 1,
+                "step": seq, "call_id": call_id, "data": data,
+            }))
+            .unwrap(),
+        );
+    };
+    for path in ["a.rs", "b.rs"] {
+        let program = format!("await read({{path: '{path}'}});");
+        let args = json!({"code": program, "description": "read"}).to_string();
+        push(
+            "assistant/message",
+            None,
+            json!({"blocks": [{"type": "tool_call", "call_id": "c1", "name": "run_code",
+                "arguments_raw": args}], "stop_reason": "tool_calls"}),
+        );
+        push(
+            "tool/call",
+            Some("c1"),
+            json!({"index": 0, "name": "run_code", "arguments_raw": args}),
+        );
+        push("tool/start", Some("c1"), json!({}));
+        push(
+            "tool/code-dispatch-start",
+            Some("c1:code:1"),
+            json!({"parent_call_id": "c1", "name": "read", "arguments": {"path": path}}),
+        );
+        push(
+            "tool/call",
+            Some("c1:code:1"),
+            json!({"index": 0, "name": "read",
+                "arguments_raw": json!({"path": path}).to_string()}),
+        );
+        let read = ToolResultRecord::success(vec![ContentBlock::text(path)]);
+        push(
+            "tool/result",
+            Some("c1:code:1"),
+            serde_json::to_value(&read).unwrap(),
+        );
+        push(
+            "tool/code-dispatch",
+            Some("c1:code:1"),
+            json!({"parent_call_id": "c1", "name": "read", "result": read}),
+        );
+        let mut run = ToolResultRecord::success(vec![ContentBlock::text("done")]);
+        run.details = Some(json!({"type": "code-run", "language": "javascript",
+            "program": program, "result": null,
+            "sub_calls": [{"call_id": "c1:code:1", "tool": "read", "error": null}]}));
+        push(
+            "tool/result",
+            Some("c1"),
+            serde_json::to_value(&run).unwrap(),
+        );
+    }
+    let records = toolrail_session_log::call_records(&events);
+    let programs: Vec<&toolrail_session_log::CallRecord> = records
+        .iter()
+        .filter(|record| record.call_id.as_str() == "c1")
+        .collect();
+    assert_eq!(programs.len(), 2);
+    let nested: Vec<String> = programs
+        .iter()
+        .map(|program| {
+            let card = Presenters::new().record_in(program, &records);
+            card.children[0].title.clone()
+        })
+        .collect();
+    assert_eq!(nested, ["read a.rs", "read b.rs"]);
+    let page = toolrail_presenters::session_page("t", &events, &Presenters::new());
+    assert!(page.contains("id=\"call-c1\""), "{page}");
+    assert!(page.contains("id=\"call-c1~2\""), "{page}");
+}
