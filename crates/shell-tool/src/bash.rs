@@ -150,9 +150,8 @@ impl BashTool {
         rule_for(&self.config.mode_rules, command).map_or(self.config.mode, ModeRule::mode)
     }
 
-    /// What the call asks for beyond the sandbox its command gets.
-    fn beyond_default(&self, args: &BashArgs) -> Vec<Escalation> {
-        let base = self.base_mode(&args.command);
+    /// What the call asks for beyond `base`, the sandbox its command gets.
+    fn beyond_default(&self, args: &BashArgs, base: SandboxMode) -> Vec<Escalation> {
         let mut wanted: Vec<Escalation> = args
             .escalate
             .iter()
@@ -235,7 +234,8 @@ impl TypedTool for BashTool {
     /// A call asking for more than the configured sandbox is put to a person, whatever the
     /// permission rules say.
     fn must_ask(&self, args: &BashArgs) -> Option<String> {
-        let wanted = self.beyond_default(args);
+        let base = self.base_mode(&args.command);
+        let wanted = self.beyond_default(args, base);
         if wanted.is_empty() {
             return None;
         }
@@ -243,7 +243,7 @@ impl TypedTool for BashTool {
         Some(format!(
             "the command asks to run with {} beyond the `{}` sandbox: {}",
             wanted.join(" and "),
-            self.base_mode(&args.command).as_str(),
+            base.as_str(),
             args.justification
                 .as_deref()
                 .unwrap_or("(no justification)")
@@ -251,15 +251,16 @@ impl TypedTool for BashTool {
     }
 
     async fn run(&self, ctx: &ToolContext, args: BashArgs) -> ToolResult {
-        let granted = self.beyond_default(&args);
+        // The policy's rule is matched once; the mode, the escalation and the record use it.
+        let rule = rule_for(&self.config.mode_rules, &args.command);
+        let base = rule.map_or(self.config.mode, ModeRule::mode);
+        let granted = self.beyond_default(&args, base);
         if !granted.is_empty() && !ctx.approval_granted() {
             return Err(ToolFailure::with_code(
                 ErrorCode::PolicyDenied,
                 "the command asks for more than its sandbox allows and no approval granted it; nothing ran",
             ));
         }
-        let rule = rule_for(&self.config.mode_rules, &args.command);
-        let base = rule.map_or(self.config.mode, ModeRule::mode);
         let (mode, network) = self.effective(base, &granted);
         let helper = match (mode, &self.config.sandbox_helper) {
             (SandboxMode::FullAccess, _) => None,
