@@ -26,27 +26,12 @@ use toolrail_session_log::{
     AssistantBlock, AssistantMessage, BoxFuture, CallId, ContentBlock, MemorySink, SessionLog,
     StopReason, ToolSource, TurnEndKind,
 };
+use toolrail_testkit::bench::NoopTool;
 use toolrail_testkit::bench::{BenchRow, growth_exponent, median};
-use toolrail_tools_core::{
-    Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec,
-};
+use toolrail_tools_core::{Pipeline, RegistryBuilder, ToolSpec};
 
 const PI: &str = "@mariozechner/pi-agent-core@0.73.1";
 const HARNESS: &str = include_str!("peer/pi_harness.mjs");
-
-struct Noop(ToolSpec);
-
-impl Tool for Noop {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    fn concurrency(&self, _args: &Value) -> Concurrency {
-        Concurrency::shared()
-    }
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async { Ok(ToolOutput::text("ok")) })
-    }
-}
 
 /// The model of both sides: N calls in the first answer, then text ending the turn. Like
 /// pi's scripted stream, it keeps no record of the requests.
@@ -91,7 +76,7 @@ fn script(n: usize) -> Script {
 
 /// Nanoseconds per call of one turn of `n` calls: loop, scheduler, pipeline, in-memory log.
 fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize) -> f64 {
-    let tool = Noop(ToolSpec::new(
+    let tool = NoopTool(ToolSpec::new(
         "noop",
         "does nothing",
         json!({"type": "object", "properties": {}, "additionalProperties": false}),

@@ -13,26 +13,13 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use toolrail_session_log::{BoxFuture, MemorySink, ToolResultRecord, ToolSource};
+use toolrail_testkit::bench::NoopTool;
 use toolrail_testkit::bench::{BenchRow, median};
 use toolrail_tools_core::{
-    BatchControl, CallIdentity, CallRequest, CallView, Concurrency, ExecNext, ExecuteLayer, Guard,
-    GuardVerdict, HookError, ObserverError, Pipeline, PreExecuteDecision, PreExecuteHook, PreNext,
-    RegistryBuilder, ResultObserver, Tool, ToolContext, ToolOutput, ToolResult, ToolSet, ToolSpec,
+    BatchControl, CallIdentity, CallRequest, CallView, ExecNext, ExecuteLayer, Guard, GuardVerdict,
+    HookError, ObserverError, Pipeline, PreExecuteDecision, PreExecuteHook, PreNext,
+    RegistryBuilder, ResultObserver, ToolContext, ToolResult, ToolSet, ToolSpec,
 };
-
-struct Noop(ToolSpec);
-
-impl Tool for Noop {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    fn concurrency(&self, _args: &Value) -> Concurrency {
-        Concurrency::shared()
-    }
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async { Ok(ToolOutput::text("ok")) })
-    }
-}
 
 /// Consults the rest of the chain, as a permission hook does.
 struct PassHook;
@@ -95,7 +82,7 @@ impl ResultObserver for CountObserver {
 
 fn tools() -> ToolSet {
     let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
-    let tool = Noop(ToolSpec::new("noop", "does nothing", schema).read_only());
+    let tool = NoopTool(ToolSpec::new("noop", "does nothing", schema).read_only());
     let (registry, _) = RegistryBuilder::new()
         .external(ToolSource::Extension("bench".into()), Arc::new(tool))
         .build()
