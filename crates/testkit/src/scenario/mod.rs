@@ -254,7 +254,7 @@ impl Scenario {
             }
         }
         // Checked before anything is written.
-        self.shell_policy()?;
+        let shell_policy = self.shell_policy()?;
         let marker_dir = session_dir.join("markers");
         std::fs::create_dir_all(&marker_dir)?;
         let workspace = options
@@ -284,7 +284,7 @@ impl Scenario {
             ));
         }
         let people = People::new(&self.config, &workspace, options.approvals.clone())?;
-        let registry = self.registry(&people, &workspace, session_dir, &options)?;
+        let registry = self.registry(&people, &workspace, session_dir, &options, shell_policy)?;
 
         let durability = match self.config.durability.as_deref() {
             None | Some("strict") => Durability::Strict,
@@ -410,7 +410,13 @@ impl Scenario {
         options: &RunOptions,
     ) -> Result<Registry, ScenarioError> {
         let people = People::new(&self.config, workspace, None)?;
-        self.registry(&people, workspace, session_dir, options)
+        self.registry(
+            &people,
+            workspace,
+            session_dir,
+            options,
+            self.shell_policy()?,
+        )
     }
 
     /// `bash`'s configured mode and its rules per command.
@@ -438,6 +444,7 @@ impl Scenario {
         workspace: &Path,
         session_dir: &Path,
         options: &RunOptions,
+        (sandbox, sandbox_rules): (SandboxMode, Vec<ModeRule>),
     ) -> Result<Registry, ScenarioError> {
         let marker_dir = session_dir.join("markers");
         let roots = WorkspaceRoots::new([workspace.to_path_buf()])
@@ -458,7 +465,8 @@ impl Scenario {
                 }
                 "bash" => {
                     let mut shell = ShellConfig::new(roots.clone(), session_dir.join("outputs"));
-                    (shell.mode, shell.mode_rules) = self.shell_policy()?;
+                    shell.mode = sandbox;
+                    shell.mode_rules = sandbox_rules.clone();
                     shell.sandbox_helper = options.sandbox_helper.clone();
                     shell.grace =
                         Duration::from_millis(self.config.cancel_grace_ms.unwrap_or(2_000));
