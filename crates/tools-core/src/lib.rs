@@ -17,6 +17,7 @@ mod pipeline;
 mod plan_mode;
 mod post_hook;
 mod pre_hook;
+mod protected;
 mod registry;
 mod spec;
 pub mod stages;
@@ -39,6 +40,7 @@ pub use pipeline::{
 pub use plan_mode::PlanModeSwitch;
 pub use post_hook::{PostExecuteAction, PostExecuteDecision, PostExecuteHook, ResultView};
 pub use pre_hook::{PreExecuteDecision, PreExecuteHook, PreNext, PreNextFuture};
+pub use protected::{CREDENTIAL_LOCATIONS, ProtectedPaths, ProtectedPatternError, in_git_folder};
 pub use registry::{
     CallOrigin, NamePattern, Registry, RegistryBuilder, RegistryError, RegistryWarning,
     ReservedName, ScopeBuilder, SnapshotSource, ToolEntry, ToolScope, ToolSet,

@@ -1,0 +1,311 @@
+//! Paths that stay out of reach even inside the workspace: what no tool may read (credentials,
+//! the session folder, what a deny rule names for `read`) and what no tool may write (every
+//! `.git`). One value shared by the file tools, which refuse them, and the shell sandbox, which
+//! masks them from commands, so both refuse the same things.
+
+use std::path::{Component, Path, PathBuf};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::workspace::{WorkspaceRoots, lexical_clean, resolve};
+
+/// Credential locations under a user's home folder, hidden by default: a prompt-injected
+/// model must not be able to read them into its context.
+pub const CREDENTIAL_LOCATIONS: [&str; 11] = [
+    ".ssh",
+    ".aws",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+];
+
+/// A glob that does not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("hidden path pattern `{pattern}` is not a valid glob: {why}")]
+pub struct ProtectedPatternError {
+    pub pattern: String,
+    pub why: String,
+}
+
+/// What stays out of reach. Build it with [`ProtectedPaths::for_home`] (the credential
+/// locations of a home folder hidden, every `.git` read-only) and add the session folder and
+/// the deny rules' paths:
+///
+/// ```
+/// use toolrail_tools_core::ProtectedPaths;
+/// let protected = ProtectedPaths::for_home("/home/ada")
+///     .hide("/home/ada/.toolrail/sessions")
+///     .hide_matching("**/.env")
+///     .expect("a valid glob");
+/// assert!(protected.hidden().iter().any(|path| path.ends_with(".ssh")));
+/// ```
+#[derive(Clone, Debug)]
+pub struct ProtectedPaths {
+    hidden: Vec<PathBuf>,
+    /// Inside a hidden folder, shown again read-only (the session's spill folder).
+    readable: Vec<PathBuf>,
+    globs: Vec<String>,
+    matcher: GlobSet,
+    git_writable: bool,
+}
+
+impl Default for ProtectedPaths {
+    fn default() -> Self {
+        Self::none()
+    }
+}
+
+impl ProtectedPaths {
+    /// Nothing hidden; every `.git` still read-only.
+    pub fn none() -> Self {
+        Self {
+            hidden: Vec::new(),
+            readable: Vec::new(),
+            globs: Vec::new(),
+            matcher: GlobSet::empty(),
+            git_writable: false,
+        }
+    }
+
+    /// The credential locations of `home` hidden ([`CREDENTIAL_LOCATIONS`]), every `.git`
+    /// read-only.
+    pub fn for_home(home: impl AsRef<Path>) -> Self {
+        let home = home.as_ref();
+        let mut protected = Self::none();
+        for location in CREDENTIAL_LOCATIONS {
+            protected = protected.hide(home.join(location));
+        }
+        protected
+    }
+
+    /// [`for_home`](Self::for_home) with this process's `$HOME`; with no `$HOME`, nothing
+    /// hidden but `.git` read-only.
+    pub fn for_current_user() -> Self {
+        match std::env::var_os("HOME").filter(|home| !home.is_empty()) {
+            Some(home) => Self::for_home(PathBuf::from(home)),
+            None => Self::none(),
+        }
+    }
+
+    /// Hides `path` (a file or a folder, absolute): reading it gives nothing, writing it is
+    /// refused. Symlinks in it are resolved where they exist, so the real place is hidden.
+    pub fn hide(mut self, path: impl AsRef<Path>) -> Self {
+        let path = absolute(path.as_ref());
+        if !self.hidden.contains(&path) {
+            self.hidden.push(path);
+        }
+        self
+    }
+
+    /// Shows `path` again (one of the credential locations, say, for a tool that needs it).
+    pub fn unhide(mut self, path: impl AsRef<Path>) -> Self {
+        let path = absolute(path.as_ref());
+        self.hidden.retain(|hidden| *hidden != path);
+        self
+    }
+
+    /// Hides every file whose path matches `glob`: relative to a workspace root
+    /// (`**/.env`, `secrets/*`), or absolute (`/etc/shadow`). Used for the deny rules of
+    /// `read`, so `grep`, `glob` and commands skip what `read` may not see.
+    pub fn hide_matching(mut self, glob: &str) -> Result<Self, ProtectedPatternError> {
+        let pattern = glob.trim_start_matches("./").to_owned();
+        if self.globs.contains(&pattern) {
+            return Ok(self);
+        }
+        self.globs.push(pattern);
+        let mut set = GlobSetBuilder::new();
+        for pattern in &self.globs {
+            let glob = GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|error| ProtectedPatternError {
+                    pattern: pattern.clone(),
+                    why: error.kind().to_string(),
+                })?;
+            set.add(glob);
+        }
+        self.matcher = set.build().map_err(|error| ProtectedPatternError {
+            pattern: glob.to_owned(),
+            why: error.to_string(),
+        })?;
+        Ok(self)
+    }
+
+    /// Shows `path`, inside a hidden folder, again read-only: the spill folder of a session
+    /// whose folder is hidden, so the model can read the full outputs it is pointed to.
+    pub fn show_read_only(mut self, path: impl AsRef<Path>) -> Self {
+        let path = absolute(path.as_ref());
+        if !self.readable.contains(&path) {
+            self.readable.push(path);
+        }
+        self
+    }
+
+    /// Lets tools write into `.git` folders (off by default: a hook or `core.fsmonitor`
+    /// written there runs on the user's next `git` command).
+    pub fn allow_git_writes(mut self) -> Self {
+        self.git_writable = true;
+        self
+    }
+
+    /// The hidden paths, absolute.
+    pub fn hidden(&self) -> &[PathBuf] {
+        &self.hidden
+    }
+
+    /// The paths shown read-only inside hidden folders.
+    pub fn readable(&self) -> &[PathBuf] {
+        &self.readable
+    }
+
+    /// The globs of [`hide_matching`](Self::hide_matching), as written.
+    pub fn hidden_globs(&self) -> &[String] {
+        &self.globs
+    }
+
+    pub fn git_writable(&self) -> bool {
+        self.git_writable
+    }
+
+    /// Whether a file is hidden by a glob: `relative` is its path from a root, `/`-separated.
+    pub fn matches_hidden_glob(&self, relative: &Path, real: &Path) -> bool {
+        !self.globs.is_empty() && (self.matcher.is_match(relative) || self.matcher.is_match(real))
+    }
+
+    /// Why `real` (a resolved absolute path) may not be read, if it may not.
+    pub fn read_refusal(&self, real: &Path, roots: &WorkspaceRoots) -> Option<String> {
+        if let Some(hidden) = self.hidden_above(real) {
+            return Some(format!(
+                "`{}` is hidden from tools (it lies in `{}`, which may hold secrets)",
+                real.display(),
+                hidden.display()
+            ));
+        }
+        let relative = roots
+            .as_slice()
+            .iter()
+            .find_map(|root| real.strip_prefix(root).ok())
+            .unwrap_or(real);
+        self.matches_hidden_glob(relative, real).then(|| {
+            format!(
+                "`{}` is hidden from tools by a deny rule for reading",
+                real.display()
+            )
+        })
+    }
+
+    /// Why `real` (a resolved absolute path) may not be written, if it may not: it is
+    /// hidden, shown read-only, or inside a `.git` folder.
+    pub fn write_refusal(&self, real: &Path, roots: &WorkspaceRoots) -> Option<String> {
+        if self
+            .readable
+            .iter()
+            .any(|readable| real.starts_with(readable))
+        {
+            return Some(format!("`{}` is read-only to tools", real.display()));
+        }
+        if let Some(why) = self.read_refusal(real, roots) {
+            return Some(why);
+        }
+        if !self.git_writable && in_git_folder(real) {
+            return Some(format!(
+                "`{}` is inside a `.git` folder, which tools may not change (a hook or config written there would run on the next `git` command)",
+                real.display()
+            ));
+        }
+        None
+    }
+
+    /// The hidden path `real` lies in, unless it is shown again read-only.
+    fn hidden_above(&self, real: &Path) -> Option<&Path> {
+        let hidden = self.hidden.iter().find(|hidden| real.starts_with(hidden))?;
+        let shown = self
+            .readable
+            .iter()
+            .any(|readable| real.starts_with(readable) && readable.starts_with(hidden));
+        (!shown).then_some(hidden.as_path())
+    }
+}
+
+/// Whether any component of `path` is `.git`.
+pub fn in_git_folder(path: &Path) -> bool {
+    path.components()
+        .any(|component| matches!(component, Component::Normal(name) if name == ".git"))
+}
+
+/// `path` made absolute (from the current folder), cleaned, with the symlinks of its
+/// existing part resolved.
+fn absolute(path: &Path) -> PathBuf {
+    let anchored = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|here| here.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
+    resolve(&lexical_clean(&anchored))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn credentials_are_hidden_and_git_is_read_only() {
+        let dir = std::env::temp_dir();
+        let roots = WorkspaceRoots::new([&dir]).unwrap();
+        let root = roots.as_slice()[0].clone();
+        let protected = ProtectedPaths::for_home(&root);
+        let key = root.join(".ssh/id_ed25519");
+        assert!(protected.read_refusal(&key, &roots).is_some());
+        assert!(protected.write_refusal(&key, &roots).is_some());
+        let hook = root.join("repo/.git/hooks/pre-commit");
+        assert!(protected.read_refusal(&hook, &roots).is_none());
+        assert!(protected.write_refusal(&hook, &roots).is_some());
+        assert!(
+            protected
+                .clone()
+                .allow_git_writes()
+                .write_refusal(&hook, &roots)
+                .is_none()
+        );
+        let unmasked = protected.unhide(root.join(".ssh"));
+        assert!(unmasked.read_refusal(&key, &roots).is_none());
+    }
+
+    #[test]
+    fn globs_hide_relative_to_a_root_and_readable_folders_show_through() {
+        let dir = std::env::temp_dir();
+        let roots = WorkspaceRoots::new([&dir]).unwrap();
+        let root = roots.as_slice()[0].clone();
+        let protected = ProtectedPaths::none()
+            .hide_matching("**/.env")
+            .unwrap()
+            .hide(root.join("sessions"))
+            .show_read_only(root.join("sessions/outputs"));
+        assert!(
+            protected
+                .read_refusal(&root.join("app/.env"), &roots)
+                .is_some()
+        );
+        assert!(protected.read_refusal(&root.join(".env"), &roots).is_some());
+        assert!(
+            protected
+                .read_refusal(&root.join("sessions/s.jsonl"), &roots)
+                .is_some()
+        );
+        let spill = root.join("sessions/outputs/c1.stdout");
+        assert!(protected.read_refusal(&spill, &roots).is_none());
+        assert!(protected.write_refusal(&spill, &roots).is_some());
+        assert!(ProtectedPaths::none().hide_matching("src/[").is_err());
+    }
+}
