@@ -23,9 +23,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// The first argument that makes this binary the sandbox helper of its own `bash` tool.
-pub const SANDBOX_SUBCOMMAND: &str = "__sandbox";
-
 #[derive(Parser)]
 #[command(
     name = "toolrail",
@@ -78,17 +75,6 @@ macro_rules! bad_input {
 }
 
 fn main() -> ExitCode {
-    let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|first| first == SANDBOX_SUBCOMMAND) {
-        let rest: Result<Vec<String>, _> = args.map(|arg| arg.into_string()).collect();
-        return match rest {
-            Ok(rest) => toolrail_shell_tool::sandbox_main(&rest),
-            Err(arg) => {
-                eprintln!("toolrail {SANDBOX_SUBCOMMAND}: {arg:?} is not UTF-8");
-                ExitCode::from(2)
-            }
-        };
-    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -129,13 +115,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .worker_threads(2)
         .enable_all()
         .build()?)
-}
-
-/// This binary as the `bash` tool's sandbox helper.
-fn sandbox_helper() -> Option<toolrail_shell_tool::SandboxHelper> {
-    std::env::current_exe()
-        .ok()
-        .map(|exe| toolrail_shell_tool::SandboxHelper::reexec(exe, SANDBOX_SUBCOMMAND))
 }
 
 /// A fresh folder under the system's temp folder, named for the command.

@@ -47,7 +47,7 @@ pub fn run(args: McpArgs) -> Result<()> {
     .map_err(|error| anyhow::anyhow!("{error}"))?;
     let workspace = std::env::current_dir()?;
     let registry = shipped
-        .tools(&workspace, &std::env::temp_dir(), &Default::default())
+        .tools(&workspace, &std::env::temp_dir())
         .map_err(|error| anyhow::anyhow!("{error}"))?;
     runtime()?.block_on(async {
         let servers = McpServers::start(&parsed, &registry).await;

@@ -19,7 +19,7 @@ use toolrail_testkit::{RunOptions, Scenario, ScenarioError, ScenarioReport};
 
 use crate::live::{LiveStyle, follow};
 use crate::session::{session_title, summary_of, write_page};
-use crate::{bad_input, fresh_dir, runtime, sandbox_helper};
+use crate::{bad_input, fresh_dir, runtime};
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["scenario", "provider"])))]
@@ -297,9 +297,6 @@ pub fn execute(
     };
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
     options.live = Some(sender);
-    if options.sandbox_helper.is_none() {
-        options.sandbox_helper = sandbox_helper();
-    }
     if log.exists() {
         return Err(bad_input!(
             "{} already holds a session ({}); give an empty --session-dir",

@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use toolrail_testkit::{RunOptions, Scenario};
+use toolrail_testkit::Scenario;
 use toolrail_tools_core::Exposure;
 
-use crate::{bad_input, sandbox_helper};
+use crate::bad_input;
 
 #[derive(clap::Args)]
 pub struct ToolsArgs {
@@ -28,12 +28,8 @@ pub fn run(args: ToolsArgs) -> Result<()> {
             .map_err(|error| bad_input!("{error}"))?;
     let workspace = std::fs::canonicalize(&args.workspace)
         .map_err(|error| bad_input!("workspace {}: {error}", args.workspace.display()))?;
-    let options = RunOptions {
-        sandbox_helper: sandbox_helper(),
-        ..RunOptions::default()
-    };
     let registry = scenario
-        .tools(&workspace, &std::env::temp_dir(), &options)
+        .tools(&workspace, &std::env::temp_dir())
         .map_err(|error| bad_input!("{error}"))?;
     let tools = registry.snapshot();
     println!(

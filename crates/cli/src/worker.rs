@@ -11,7 +11,7 @@ use toolrail_session_log::{Durability, PostgresStore, SessionId, StoreError};
 use toolrail_testkit::fleet::{Driven, Outcome, Report, Worker, WorkerConfig};
 
 use crate::session::summary_of;
-use crate::{bad_input, fresh_dir, sandbox_helper};
+use crate::{bad_input, fresh_dir};
 
 /// A lease owner name no other process uses: host, process and a random part (process ids
 /// repeat across containers).
@@ -88,7 +88,6 @@ pub fn run(args: WorkerArgs) -> Result<()> {
                 },
                 lease: Duration::from_millis(args.lease_ms),
                 work_dir: work_dir.clone(),
-                sandbox_helper: sandbox_helper(),
                 poll: Duration::from_millis(50),
                 idle_exit: args.idle_exit_ms.map(Duration::from_millis),
             };
@@ -240,7 +239,6 @@ pub fn run_stored(url: &str, id: Option<String>, payload: &str, enqueue: bool) -
             owner: owner.clone(),
             lease: lease_time,
             work_dir: fresh_dir("run")?,
-            sandbox_helper: sandbox_helper(),
             poll: Duration::from_millis(50),
             idle_exit: None,
         },

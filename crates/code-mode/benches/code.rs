@@ -14,7 +14,6 @@ use serde_json::json;
 use toolrail_agent_loop::{Scheduler, SchedulerConfig};
 use toolrail_code_mode::{CodeMode, Limits, PythonRuntime};
 use toolrail_session_log::MemorySink;
-use toolrail_shell_tool::SandboxHelper;
 use toolrail_testkit::Probe;
 use toolrail_testkit::bench::{BenchRow, median};
 use toolrail_tools_core::{
@@ -31,8 +30,7 @@ fn main() {
         .unwrap();
     let scratch = std::env::temp_dir().join(format!("toolrail-bench-code-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).unwrap();
-    let helper = SandboxHelper::binary(env!("CARGO_BIN_EXE_toolrail-code-sandbox"));
-    let python_runtime = PythonRuntime::new(helper, Vec::new(), &scratch);
+    let python_runtime = PythonRuntime::new(Vec::new(), &scratch);
     let interpreter = python_runtime.python.clone();
     let mode = CodeMode::new(Limits::default()).with_python(python_runtime);
     let (registry, _) = RegistryBuilder::new()

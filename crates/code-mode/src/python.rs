@@ -13,9 +13,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::ChildStdin;
 use tokio::task::JoinSet;
-use toolrail_shell_tool::{
-    ConfinedCommand, Ended, ResourceLimits, SandboxHelper, SandboxTier, Stop, TierCheck,
-};
+use toolrail_shell_tool::{ConfinedCommand, Ended, ResourceLimits, SandboxTier, Stop, TierCheck};
 use toolrail_tools_core::CancellationToken;
 
 use crate::bindings::Bindings;
@@ -40,8 +38,6 @@ pub struct PythonRuntime {
     /// (`/usr/bin/python3`) where there is one: a version manager's shim on `PATH` (pyenv's
     /// is a shell script) can cost ten times the interpreter's own start.
     pub python: OsString,
-    /// The shell tool's sandbox helper: it applies Landlock, seccomp and the rlimits.
-    pub helper: SandboxHelper,
     pub tier: SandboxTier,
     /// Readable (as is everything outside), never writable; the first is the working
     /// folder.
@@ -56,14 +52,9 @@ pub struct PythonRuntime {
 }
 
 impl PythonRuntime {
-    pub fn new(
-        helper: SandboxHelper,
-        workspace: Vec<PathBuf>,
-        scratch: impl Into<PathBuf>,
-    ) -> Self {
+    pub fn new(workspace: Vec<PathBuf>, scratch: impl Into<PathBuf>) -> Self {
         Self {
             python: default_python(),
-            helper,
             tier: SandboxTier::default(),
             workspace,
             scratch: scratch.into(),
@@ -79,18 +70,14 @@ impl PythonRuntime {
             .first()
             .cloned()
             .unwrap_or_else(|| private_tmp.clone());
-        let mut command = ConfinedCommand::new(
-            self.python.clone(),
-            self.helper.clone(),
-            &private_tmp,
-            workdir,
-        );
+        let mut command = ConfinedCommand::new(self.python.clone(), &private_tmp, workdir);
         command.args = ["-I", "-c", RUNNER].map(OsString::from).to_vec();
         command.tier = self.tier.clone();
         command.roots = self.workspace.clone();
         command.limits = ResourceLimits {
             address_space: Some(self.address_space_bytes),
             cpu_seconds: Some(cpu_seconds(limits)),
+            ..ResourceLimits::default()
         };
         if let Some(path) = std::env::var_os("PATH") {
             command.env.push(("PATH".into(), path));
@@ -254,6 +241,13 @@ async fn run_in(
         return broke("the Python run ended in an impossible state".to_owned());
     };
     let output = output.text().to_owned();
+    if let Some(why) = child.sandbox_failure(&stderr) {
+        return RunOutcome::failed(
+            FailureKind::Runtime,
+            format!("the sandbox could not be made, so the program did not run ({why})"),
+            output,
+        );
+    }
     let ended = match ended {
         Ok(ended) => ended,
         Err(error) => {
@@ -487,13 +481,6 @@ fn outcome(
                 "the program ran past its {} ms wall time",
                 limits.wall.as_millis()
             ),
-            output,
-        );
-    }
-    if ended.status.code() == Some(126) && stderr.starts_with("SANDBOX_UNAVAILABLE") {
-        return RunOutcome::failed(
-            FailureKind::Runtime,
-            format!("the sandbox could not be applied, so the program did not run ({stderr})"),
             output,
         );
     }

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolrail_code_mode::{CodeMode, Limits, PythonRuntime};
-use toolrail_shell_tool::SandboxHelper;
 use toolrail_tools_core::BatchControl;
 
 mod support;
@@ -40,7 +39,6 @@ fn harness(limits: Limits) -> Harness {
     let workspace = tempfile::tempdir().unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let python = PythonRuntime::new(
-        helper(),
         vec![workspace.path().canonicalize().unwrap()],
         scratch.path(),
     );
@@ -49,10 +47,6 @@ fn harness(limits: Limits) -> Harness {
         workspace,
         _scratch: scratch,
     }
-}
-
-fn helper() -> SandboxHelper {
-    SandboxHelper::binary(env!("CARGO_BIN_EXE_toolrail-code-sandbox"))
 }
 
 fn limits() -> Limits {
@@ -299,7 +293,7 @@ async fn python_cannot_write_outside_its_temp_folder_or_open_a_socket() {
     let beside = outside.path().join("planted.txt");
     let program = format!(
         r#"
-import os, socket, tempfile
+import errno, os, socket, tempfile
 seen = {{}}
 for name, path in [("workspace", {in_workspace:?}), ("outside", {beside:?})]:
     try:
@@ -307,7 +301,7 @@ for name, path in [("workspace", {in_workspace:?}), ("outside", {beside:?})]:
             f.write("x")
         seen[name] = "written"
     except OSError as error:
-        seen[name] = type(error).__name__
+        seen[name] = errno.errorcode[error.errno]
 with open(os.path.join(tempfile.gettempdir(), "scratch.txt"), "w") as f:
     f.write("fine")
 seen["temp"] = "written"
@@ -325,8 +319,8 @@ seen
     assert_eq!(
         result.record.value,
         Some(json!({
-            "workspace": "PermissionError",
-            "outside": "PermissionError",
+            "workspace": "EROFS",
+            "outside": "EROFS",
             "temp": "written",
             "AF_INET": "PermissionError",
             "AF_INET6": "PermissionError",
@@ -418,11 +412,7 @@ await asyncio.sleep(60)
 fn a_session_running_python_shows_both_sdks_in_code_mode() {
     use toolrail_code_mode::PresentationMode;
     let scratch = tempfile::tempdir().unwrap();
-    let mode = CodeMode::new(limits()).with_python(PythonRuntime::new(
-        helper(),
-        Vec::new(),
-        scratch.path(),
-    ));
+    let mode = CodeMode::new(limits()).with_python(PythonRuntime::new(Vec::new(), scratch.path()));
     let registry = support::session(&mode, None, "python").registry.clone();
     let presented = (mode.presentation(PresentationMode::Code))(&registry.snapshot());
     let system = presented.system.unwrap();

@@ -37,7 +37,6 @@ fn main() {
         );
         config.mode = mode;
         config.tier = tier;
-        config.sandbox_helper = Some(env!("CARGO_BIN_EXE_toolrail-sandbox").into());
         let (registry, _) = RegistryBuilder::new()
             .builtin(Typed::new(BashTool::new(config)))
             .build()
@@ -49,14 +48,14 @@ fn main() {
             row: "bash tool on `true`, full-access (PID namespace, capture, pipeline)",
             goal: "overhead ≤ 2 ms",
             overhead_ns: Some(2_000_000.0),
-            tools: tools(SandboxMode::FullAccess, SandboxTier::Landlock),
+            tools: tools(SandboxMode::FullAccess, SandboxTier::Namespaces),
             times: Vec::new(),
         },
         Variant {
             row: "bash tool on `true`, workspace-write (Landlock + seccomp helper as well)",
             goal: "overhead ≤ 3 ms",
             overhead_ns: Some(3_000_000.0),
-            tools: tools(SandboxMode::WorkspaceWrite, SandboxTier::Landlock),
+            tools: tools(SandboxMode::WorkspaceWrite, SandboxTier::Namespaces),
             times: Vec::new(),
         },
     ];

@@ -14,15 +14,16 @@ use serde::Deserialize;
 use serde_json::json;
 use toolrail_tools_core::log::ErrorCode;
 use toolrail_tools_core::{
-    Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
-    TypedTool, WorkspaceRoots, is_simple_command,
+    Concurrency, ProtectedPaths, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
+    ToolResult, ToolSpec, TypedTool, WorkspaceRoots, is_simple_command,
 };
 
+use crate::limits_hit::limits_hit;
 use crate::mode_rules::{ModeRule, rule_for};
 use crate::output::{Captured, capture};
 use crate::process::{Ended, Stop, wait_or_stop};
 use crate::sandbox::{
-    Confinement, Escalation, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier, TierCheck,
+    Confinement, Escalation, ResourceLimits, SandboxMode, SandboxTier, TierCheck,
 };
 
 /// How the tool runs commands.
@@ -50,9 +51,15 @@ pub struct ShellConfig {
     pub env_allow: Vec<String>,
     /// Variables the embedder sets; the model cannot set any.
     pub env_extra: Vec<(String, String)>,
-    /// The `toolrail-sandbox` helper binary (built with this crate). Without it the
-    /// `read-only` and `workspace-write` modes cannot be enforced, and nothing runs in them.
-    pub sandbox_helper: Option<SandboxHelper>,
+    /// What commands never see (masked) or change: the credential locations of the user's
+    /// home by default, plus what the embedder adds (the session folder, the deny rules'
+    /// paths). Every `.git` in the workspace stays read-only unless it opts in.
+    pub protected: ProtectedPaths,
+    /// Limits on each command and what it starts (documented defaults).
+    pub limits: ResourceLimits,
+    /// Bytes of each stream kept in its spill file (default 64 MiB); past it the file
+    /// stops and the result says so.
+    pub spill_cap: u64,
     /// Globs of commands the embedder declares read-only (`git status*`, `ls*`): a matching
     /// simple command may run beside other calls. Everything else runs alone.
     pub read_only_commands: Vec<String>,
@@ -77,7 +84,9 @@ impl ShellConfig {
             .to_vec(),
             env_extra: Vec::new(),
             read_only_commands: Vec::new(),
-            sandbox_helper: None,
+            protected: ProtectedPaths::for_current_user(),
+            limits: ResourceLimits::default(),
+            spill_cap: 64 << 20,
         }
     }
 }
@@ -116,7 +125,11 @@ pub struct BashTool {
 impl BashTool {
     pub const NAME: &'static str = "bash";
 
-    pub fn new(config: ShellConfig) -> Self {
+    pub fn new(mut config: ShellConfig) -> Self {
+        // A relative folder would mean something else to every process started elsewhere.
+        if let Ok(absolute) = std::path::absolute(&config.spill_dir) {
+            config.spill_dir = absolute;
+        }
         let description = format!(
             "Run a command with `bash -c` in the workspace (stdin closed, a clean environment). Output over {} KiB per stream is cut in the middle (head and tail kept) and the full output saved to a file named in the result. A non-zero exit code is reported, not treated as a failure. The command is stopped after `timeout_ms` (default {} s): SIGTERM, then SIGKILL. Background processes do not outlive the call.",
             config.output_cap / 1024,
@@ -179,6 +192,29 @@ impl BashTool {
             || mode == SandboxMode::FullAccess
             || granted.contains(&Escalation::Network);
         (mode, network)
+    }
+
+    /// Makes the call's private temp folder, fresh: never one that is there already (a
+    /// symlink planted there would decide where the grant lands).
+    fn private_tmp(&self, id: &str) -> Result<PathBuf, ToolFailure> {
+        let private_tmp = self.config.spill_dir.join(format!("{id}.tmp"));
+        // One `mkdir` (the spill folder usually exists): cheaper inline than a hop to the
+        // blocking pool, which costs more than the call itself.
+        let made = std::fs::create_dir(&private_tmp).or_else(|error| {
+            if error.kind() == std::io::ErrorKind::NotFound {
+                std::fs::create_dir_all(&self.config.spill_dir)?;
+                std::fs::create_dir(&private_tmp)
+            } else {
+                Err(error)
+            }
+        });
+        made.map_err(|error| {
+            ToolFailure::new(format!(
+                "the temp folder {} could not be made: {error}",
+                private_tmp.display()
+            ))
+        })?;
+        Ok(private_tmp)
     }
 
     /// Whether the embedder declared this command read-only: one simple command (nothing
@@ -262,19 +298,6 @@ impl TypedTool for BashTool {
             ));
         }
         let (mode, network) = self.effective(base, &granted);
-        let helper = match (mode, &self.config.sandbox_helper) {
-            (SandboxMode::FullAccess, _) => None,
-            (_, Some(helper)) if helper.program.is_file() => Some(helper.clone()),
-            (mode, _) => {
-                return Err(ToolFailure::with_custom_code(
-                    "SANDBOX_UNAVAILABLE",
-                    format!(
-                        "the `{}` sandbox needs the toolrail-sandbox helper, which is not configured or not found, so the command did not run",
-                        mode.as_str()
-                    ),
-                ));
-            }
-        };
         if let Err(why) = self.tier_usable.ensure(&self.config.tier).await {
             return Err(ToolFailure::with_custom_code(
                 "SANDBOX_UNAVAILABLE",
@@ -305,27 +328,37 @@ impl TypedTool for BashTool {
         let timeout = args
             .timeout_ms
             .map_or(self.config.default_timeout, Duration::from_millis);
-        // A private temp folder: the one writable place in read-only mode.
-        let id = ctx.identity().call_id.as_str().replace(['/', ':'], "_");
-        let private_tmp = self.config.spill_dir.join(format!("{id}.tmp"));
-        // One `mkdir` (the spill folder usually exists): cheaper inline than a hop to the
-        // blocking pool, which costs more than the call itself.
-        std::fs::create_dir(&private_tmp)
-            .or_else(|_| std::fs::create_dir_all(&private_tmp))
-            .map_err(|error| {
-                ToolFailure::new(format!("the temp folder could not be made: {error}"))
-            })?;
+        let id = unique_name(ctx.identity().call_id.as_str());
+        let private_tmp = self.private_tmp(&id)?;
         let confinement = Confinement {
             mode,
             network,
             tier: &self.config.tier,
-            helper: helper.as_ref(),
             roots: self.config.roots.as_slice(),
+            protected: &self.config.protected,
+            spill_dir: &self.config.spill_dir,
             private_tmp: &private_tmp,
             workdir: &workdir,
-            limits: ResourceLimits::default(),
+            limits: self.config.limits,
         };
-        let mut command = confinement.command(["bash", "-c", &args.command].map(OsString::from));
+        let unavailable = |why: String| {
+            ToolFailure::with_custom_code(
+                "SANDBOX_UNAVAILABLE",
+                format!(
+                    "the `{}` sandbox could not be made ({why}); the command did not run",
+                    mode.as_str()
+                ),
+            )
+        };
+        let mut prepared =
+            match confinement.prepare(["bash", "-c", &args.command].map(OsString::from)) {
+                Ok(prepared) => prepared,
+                Err(why) => {
+                    remove_private_tmp(&private_tmp).await;
+                    return Err(unavailable(why));
+                }
+            };
+        let command = &mut prepared.command;
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -346,9 +379,17 @@ impl TypedTool for BashTool {
             command.env(name, value);
         }
         let started = Instant::now();
-        let mut child = command
-            .spawn()
-            .map_err(|error| ToolFailure::new(format!("bash could not be started: {error}")))?;
+        let spawned = command.spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(error) => {
+                remove_private_tmp(&private_tmp).await;
+                return Err(match prepared.setup_failure("") {
+                    Some(why) => unavailable(why),
+                    None => ToolFailure::new(format!("bash could not be started: {error}")),
+                });
+            }
+        };
         let (stdout, stderr) = match (child.stdout.take(), child.stderr.take()) {
             (Some(stdout), Some(stderr)) => (stdout, stderr),
             _ => {
@@ -360,33 +401,23 @@ impl TypedTool for BashTool {
         let out_file = self.config.spill_dir.join(format!("{id}.stdout"));
         let err_file = self.config.spill_dir.join(format!("{id}.stderr"));
         let cap = self.config.output_cap;
+        let spill_cap = self.config.spill_cap;
         let reading = async {
             tokio::join!(
-                capture(stdout, cap, &out_file),
-                capture(stderr, cap, &err_file)
+                capture(stdout, cap, &out_file, spill_cap),
+                capture(stderr, cap, &err_file, spill_cap)
             )
         };
         let waiting = wait_or_stop(&mut child, timeout, self.config.grace, ctx.cancellation());
         let (((out, out_spill), (err, err_spill)), ended) = tokio::join!(reading, waiting);
         let ended =
             ended.map_err(|error| ToolFailure::new(format!("waiting for bash failed: {error}")))?;
-        // Usually empty: one `rmdir`; what the command left there goes on the blocking pool.
-        if std::fs::remove_dir(&private_tmp).is_err() {
-            let _ = tokio::fs::remove_dir_all(&private_tmp).await;
-        }
+        remove_private_tmp(&private_tmp).await;
         let stderr_text = err.shown();
-        if helper.is_some()
-            && ended.status.code() == Some(126)
-            && let Some(why) = stderr_text.strip_prefix("SANDBOX_UNAVAILABLE: ")
-        {
-            return Err(ToolFailure::with_custom_code(
-                "SANDBOX_UNAVAILABLE",
-                format!(
-                    "the `{}` sandbox could not be applied ({}); the command did not run",
-                    mode.as_str(),
-                    why.trim()
-                ),
-            ));
+        // Whether the sandbox stood is read from its status channel, never from what the
+        // command printed or how it exited: a command cannot forge it.
+        if let Some(why) = prepared.setup_failure(&stderr_text) {
+            return Err(unavailable(why));
         }
         if matches!(ended.stop, Some(Stop::Cancelled)) {
             return Err(ToolFailure::new(format!(
@@ -431,10 +462,37 @@ impl TypedTool for BashTool {
                     "tier": self.config.tier.as_str(),
                     "escalated": granted.iter().map(|granted| granted.as_str()).collect::<Vec<_>>(),
                     "rule": rule.map(ModeRule::command),
+                    "limits": self.config.limits.to_json(),
                 }),
             );
         }
-        let denied = helper.is_some()
+        let hits = limits_hit(
+            ended.status,
+            &stderr_text,
+            &self.config.limits,
+            out.spill_cut || err.spill_cut,
+        );
+        if !hits.is_empty() {
+            if let Some(value) = output
+                .value
+                .as_mut()
+                .and_then(|value| value.as_object_mut())
+            {
+                value.insert(
+                    "limits_hit".to_owned(),
+                    json!(hits.iter().map(|hit| hit.as_str()).collect::<Vec<_>>()),
+                );
+            }
+            if let Some(toolrail_tools_core::log::ContentBlock::Text { text }) =
+                output.content.first_mut()
+            {
+                for hit in &hits {
+                    text.push('\n');
+                    text.push_str(&hit.note(&self.config.limits, self.config.spill_cap));
+                }
+            }
+        }
+        let denied = mode != SandboxMode::FullAccess
             && [
                 "Permission denied",
                 "Operation not permitted",
@@ -452,6 +510,25 @@ impl TypedTool for BashTool {
             ));
         }
         Ok(output)
+    }
+}
+
+/// A name for this call's files no earlier run used: the call id (ids repeat across
+/// resumed sessions) with this process and a counter.
+fn unique_name(call_id: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{}.{}-{n}",
+        call_id.replace(['/', ':'], "_"),
+        std::process::id()
+    )
+}
+
+/// Usually empty: one `rmdir`; what the command left there goes on the blocking pool.
+async fn remove_private_tmp(private_tmp: &std::path::Path) {
+    if std::fs::remove_dir(private_tmp).is_err() {
+        let _ = tokio::fs::remove_dir_all(private_tmp).await;
     }
 }
 

@@ -1,7 +1,7 @@
 //! Programs other than `bash` under the shell tool's sandbox and kill path: code mode runs
-//! its Python programs this way. Always through the helper (read-only or workspace-write,
-//! never full access), in a PID namespace, with rlimits, stopped with SIGTERM, a grace and
-//! SIGKILL to the whole tree.
+//! its Python programs this way. Always sandboxed (read-only or workspace-write, never full
+//! access), in a PID namespace, with limits, stopped with SIGTERM, a grace and SIGKILL to
+//! the whole tree.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -9,10 +9,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
-use toolrail_tools_core::CancellationToken;
+use toolrail_tools_core::{CancellationToken, ProtectedPaths};
 
 use crate::process::{Ended, wait_or_stop};
-use crate::sandbox::{Confinement, ResourceLimits, SandboxHelper, SandboxMode, SandboxTier};
+use crate::sandbox::{Confinement, ResourceLimits, SandboxMode, SandboxTier, SetupCheck};
 
 /// Why a confined program could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -33,10 +33,12 @@ pub struct ConfinedCommand {
     pub mode: SandboxMode,
     pub network: bool,
     pub tier: SandboxTier,
-    pub helper: SandboxHelper,
     /// The workspace roots: writable in `workspace-write` mode (but their `.git`).
     pub roots: Vec<PathBuf>,
-    /// Writable in every mode; it must exist.
+    /// What the program never sees or changes (by default the credential locations of the
+    /// user's home).
+    pub protected: ProtectedPaths,
+    /// Writable in every mode; it must exist. Its parent folder is read-only to the program.
     pub private_tmp: PathBuf,
     pub workdir: PathBuf,
     pub env: Vec<(OsString, OsString)>,
@@ -48,7 +50,6 @@ impl ConfinedCommand {
     /// `workdir` with `private_tmp` as its one writable folder.
     pub fn new(
         program: impl Into<OsString>,
-        helper: SandboxHelper,
         private_tmp: impl Into<PathBuf>,
         workdir: impl Into<PathBuf>,
     ) -> Self {
@@ -58,8 +59,8 @@ impl ConfinedCommand {
             mode: SandboxMode::ReadOnly,
             network: false,
             tier: SandboxTier::default(),
-            helper,
             roots: Vec::new(),
+            protected: ProtectedPaths::for_current_user(),
             private_tmp: private_tmp.into(),
             workdir: workdir.into(),
             env: Vec::new(),
@@ -68,34 +69,36 @@ impl ConfinedCommand {
     }
 
     /// Starts the program with stdin, stdout and stderr piped, as the leader of its own
-    /// process group in a PID namespace. The helper applies the sandbox and the limits
-    /// before the program runs; if it cannot, it exits with 126 and a line on stderr that
-    /// starts with `SANDBOX_UNAVAILABLE:`, and the program never runs.
+    /// process group in a PID namespace, inside its sandbox. If the sandbox cannot be made
+    /// the program never runs: the spawn fails with [`ConfineError::Unavailable`], or the
+    /// process ends at once and [`ConfinedChild::sandbox_failure`] says why.
     pub fn spawn(&self) -> Result<ConfinedChild, ConfineError> {
         if self.mode == SandboxMode::FullAccess {
             return Err(ConfineError::Unavailable(
                 "a confined program cannot run with full access".to_owned(),
             ));
         }
-        if !self.helper.program.is_file() {
-            return Err(ConfineError::Unavailable(format!(
-                "the sandbox helper `{}` is not there",
-                self.helper.program.display()
-            )));
-        }
+        let spill_dir = self
+            .private_tmp
+            .parent()
+            .map_or_else(|| self.private_tmp.clone(), PathBuf::from);
         let confinement = Confinement {
             mode: self.mode,
             network: self.network,
             tier: &self.tier,
-            helper: Some(&self.helper),
             roots: &self.roots,
+            protected: &self.protected,
+            spill_dir: &spill_dir,
             private_tmp: &self.private_tmp,
             workdir: &self.workdir,
             limits: self.limits,
         };
         let argv = std::iter::once(self.program.clone()).chain(self.args.iter().cloned());
-        let mut command = confinement.command(argv);
-        command
+        let mut prepared = confinement
+            .prepare(argv)
+            .map_err(ConfineError::Unavailable)?;
+        prepared
+            .command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -103,15 +106,23 @@ impl ConfinedCommand {
             .kill_on_drop(true)
             .env_clear()
             .envs(self.env.iter().map(|(name, value)| (name, value)));
-        Ok(ConfinedChild {
-            child: command.spawn()?,
-        })
+        match prepared.command.spawn() {
+            Ok(child) => Ok(ConfinedChild {
+                child,
+                check: prepared.check,
+            }),
+            Err(error) => Err(match prepared.check.setup_failure("") {
+                Some(why) => ConfineError::Unavailable(why),
+                None => ConfineError::Spawn(error),
+            }),
+        }
     }
 }
 
 /// A running confined program.
 pub struct ConfinedChild {
     child: Child,
+    check: SetupCheck,
 }
 
 impl ConfinedChild {
@@ -137,5 +148,13 @@ impl ConfinedChild {
         cancel: &CancellationToken,
     ) -> std::io::Result<Ended> {
         wait_or_stop(&mut self.child, timeout, grace, cancel).await
+    }
+
+    /// After the program ended: why its sandbox could not be made, if it could not (then
+    /// the program never ran). Read from the sandbox's status channel, not from anything
+    /// the program could print; `stderr` is the process's stderr, which names bubblewrap's
+    /// own failures.
+    pub fn sandbox_failure(&self, stderr: &str) -> Option<String> {
+        self.check.setup_failure(stderr)
     }
 }

@@ -1,5 +1,8 @@
-//! One output stream of a command: kept head and tail within a cap, everything written to a
-//! spill file as it arrives, so a huge output costs bounded memory and nothing is lost.
+//! One output stream of a command: kept head and tail within a cap, and written to a spill
+//! file as it arrives, so a huge output costs bounded memory. The spill file has a cap of
+//! its own (a command printing forever must not fill the disk); past it the file stops and
+//! the result says so. It is created fresh, never through a symlink or over a file that is
+//! there.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +18,8 @@ pub(crate) struct Captured {
     tail_start: usize,
     pub total: u64,
     half_cap: usize,
+    /// The spill file stopped at its cap: bytes after it were not saved.
+    pub spill_cut: bool,
 }
 
 impl Captured {
@@ -75,19 +80,21 @@ impl Captured {
 }
 
 /// Reads `stream` to its end, keeping what `cap` allows; once the stream outgrows the cap,
-/// everything (from the first byte) goes to `spill` as well, so a short output touches no
-/// file. A spill file that cannot be written only loses the spill, never the command's
-/// result. Returns the spill file's path if it holds the whole stream.
+/// everything (from the first byte, up to `spill_cap` bytes) goes to `spill` as well, so a
+/// short output touches no file. A spill file that cannot be written only loses the spill,
+/// never the command's result. Returns the spill file's path if it was written.
 pub(crate) async fn capture(
     mut stream: impl AsyncRead + Unpin,
     cap: usize,
     spill: &Path,
+    spill_cap: u64,
 ) -> (Captured, Option<PathBuf>) {
     let mut captured = Captured::new(cap);
     // What was read before the stream outgrew the cap: at most `cap` and one read.
     let mut early = Vec::new();
     let mut file: Spill = Spill::NotNeeded;
     let mut buffer = vec![0u8; 64 * 1024];
+    let mut spilled: u64 = 0;
     loop {
         match stream.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
@@ -98,12 +105,22 @@ pub(crate) async fn capture(
                     Spill::NotNeeded => {
                         early.extend_from_slice(bytes);
                         if early.len() > cap {
-                            file = Spill::start(spill, &early).await;
+                            let room = usize::try_from(spill_cap).unwrap_or(usize::MAX);
+                            let kept = early.get(..early.len().min(room)).unwrap_or_default();
+                            spilled = kept.len() as u64;
+                            captured.spill_cut |= kept.len() < early.len();
+                            file = Spill::start(spill, kept).await;
                             early = Vec::new();
                         }
                     }
                     Spill::Writing(open) => {
-                        if open.write_all(bytes).await.is_err() {
+                        let room = spill_cap.saturating_sub(spilled);
+                        let kept = bytes
+                            .get(..bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX)))
+                            .unwrap_or_default();
+                        captured.spill_cut |= kept.len() < bytes.len();
+                        spilled += kept.len() as u64;
+                        if !kept.is_empty() && open.write_all(kept).await.is_err() {
                             file = Spill::Failed;
                         }
                     }
@@ -127,7 +144,12 @@ enum Spill {
 
 impl Spill {
     async fn start(path: &Path, early: &[u8]) -> Self {
-        let Ok(mut file) = File::create(path).await else {
+        let mut options = tokio::fs::OpenOptions::new();
+        options
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        let Ok(mut file) = options.open(path).await else {
             return Self::Failed;
         };
         match file.write_all(early).await {

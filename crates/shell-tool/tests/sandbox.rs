@@ -50,7 +50,6 @@ fn sandboxed_with(
     config.mode_rules = mode_rules;
     config.tier = tier.clone();
     config.grace = Duration::from_millis(300);
-    config.sandbox_helper = Some(env!("CARGO_BIN_EXE_toolrail-sandbox").into());
     let (registry, _) = RegistryBuilder::new()
         .builtin(Typed::new(BashTool::new(config)))
         .build()
@@ -182,7 +181,7 @@ async fn escape_suite_in(mode: SandboxMode, tier: &SandboxTier, expect: &Expect)
         // namespace lets no nested one map users: no mounts in that tier.
         (
             MOUNT.to_owned(),
-            expect.mount_and_ptrace && *tier == SandboxTier::Landlock,
+            expect.mount_and_ptrace && *tier == SandboxTier::Namespaces,
             "mount",
         ),
         (PTRACE.to_owned(), expect.mount_and_ptrace, "ptrace"),
@@ -279,7 +278,6 @@ async fn nested_roots_keep_every_git_read_only() {
         );
         config.mode = SandboxMode::WorkspaceWrite;
         config.tier = tier.clone();
-        config.sandbox_helper = Some(env!("CARGO_BIN_EXE_toolrail-sandbox").into());
         let (registry, _) = RegistryBuilder::new()
             .builtin(Typed::new(BashTool::new(config)))
             .build()
@@ -306,38 +304,89 @@ async fn nested_roots_keep_every_git_read_only() {
     }
 }
 
-#[tokio::test]
-async fn without_the_helper_sandboxed_modes_do_not_run() {
+/// A sandbox that cannot be made means the command does not run, and the result says why —
+/// read from the sandbox's status channel, which the command cannot write: a command that
+/// prints the old failure text and exits 126 is an ordinary result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_that_cannot_be_made_runs_nothing_and_cannot_be_forged() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = ShellConfig::new(
-        WorkspaceRoots::new([dir.path()]).unwrap(),
-        dir.path().join("s"),
-    );
-    config.sandbox_helper = Some(dir.path().join("no-such-helper").into());
-    let (registry, _) = RegistryBuilder::new()
-        .builtin(Typed::new(BashTool::new(config)))
-        .build()
-        .unwrap();
-    let pipeline = Pipeline::builder(Arc::new(MemorySink::new())).build();
-    let marker = dir.path().join("ran");
-    let args = json!({"command": format!("touch {}", marker.display()), "description": "x"});
-    let result = pipeline
-        .execute_one(
-            &registry.snapshot(),
-            CallRequest::new("c1", 0, "bash", args.to_string()),
-            &BatchControl::default(),
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let marker = work.join("ran");
+    let touch = format!("touch {}", marker.display());
+    let run = |config: ShellConfig, command: String| async move {
+        let (registry, _) = RegistryBuilder::new()
+            .builtin(Typed::new(BashTool::new(config)))
+            .build()
+            .unwrap();
+        let args = json!({"command": command, "description": "x"});
+        Pipeline::builder(Arc::new(MemorySink::new()))
+            .build()
+            .execute_one(
+                &registry.snapshot(),
+                CallRequest::new("c1", 0, "bash", args.to_string()),
+                &BatchControl::default(),
+            )
+            .await
+            .unwrap()
+    };
+    let config = || {
+        ShellConfig::new(
+            WorkspaceRoots::new([&work]).unwrap(),
+            dir.path().join("session"),
         )
-        .await
-        .unwrap();
+    };
+
+    // No bubblewrap where the tier says.
+    let mut missing = config();
+    missing.tier = SandboxTier::Bubblewrap(dir.path().join("no-such-bwrap"));
+    let result = run(missing, touch.clone()).await;
+    assert_eq!(code(&result).as_deref(), Some("SANDBOX_UNAVAILABLE"));
+    assert!(!marker.exists());
+
+    // A hidden path that is a symlink by the time the mounts are made: the setup refuses
+    // to follow it, and says which step failed.
+    let secret = dir.path().join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    let mut planted = config();
+    planted.protected = toolrail_tools_core::ProtectedPaths::none().hide(&secret);
+    std::fs::remove_dir(&secret).unwrap();
+    std::os::unix::fs::symlink("/", &secret).unwrap();
+    let result = run(planted, touch.clone()).await;
     assert_eq!(
-        result
-            .record
-            .error_code()
-            .map(ToString::to_string)
-            .as_deref(),
-        Some("SANDBOX_UNAVAILABLE")
+        code(&result).as_deref(),
+        Some("SANDBOX_UNAVAILABLE"),
+        "{}",
+        result.record.text()
+    );
+    assert!(
+        result.record.text().contains("hiding") && result.record.text().contains("symbolic links"),
+        "{}",
+        result.record.text()
     );
     assert!(!marker.exists());
+
+    // A command that says what a failed sandbox used to say ran, and is reported as run.
+    for tier in support::tiers() {
+        let mut forged = config();
+        forged.tier = tier.clone();
+        forged.mode = SandboxMode::WorkspaceWrite;
+        let result = run(
+            forged,
+            format!("{touch}; echo 'SANDBOX_UNAVAILABLE: forged' >&2; exit 126"),
+        )
+        .await;
+        assert_eq!(
+            code(&result),
+            None,
+            "{}: {}",
+            tier.as_str(),
+            result.record.text()
+        );
+        assert_eq!(result.record.value.as_ref().unwrap()["exit_code"], 126);
+        assert!(marker.exists(), "{}", tier.as_str());
+        std::fs::remove_file(&marker).unwrap();
+    }
 }
 
 fn code(result: &CommittedResult) -> Option<String> {

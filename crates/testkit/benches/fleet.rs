@@ -51,7 +51,6 @@ fn drain(store: &PostgresStore, count: usize, work_dir: &std::path::Path) -> f64
                     owner: format!("bench-{number}"),
                     lease: Duration::from_secs(10),
                     work_dir: work_dir.to_path_buf(),
-                    sandbox_helper: None,
                     poll: Duration::from_millis(5),
                     idle_exit: Some(Duration::from_millis(100)),
                 },

@@ -16,7 +16,6 @@ use toolrail_session_log::{
     BoxFuture, Claimed, Durability, EffectProbe, Event, Lease, PostgresStore, SessionId,
     SessionLog, SessionStart, StoreError, TurnEndKind, recover,
 };
-use toolrail_shell_tool::SandboxHelper;
 
 use crate::{Begun, RunOptions, Scenario, ScenarioError, SessionPlace};
 
@@ -94,7 +93,6 @@ pub struct WorkerConfig {
     pub lease: Duration,
     /// Each session's folder (workspace, markers, spilled outputs) is `<work_dir>/<session>`.
     pub work_dir: PathBuf,
-    pub sandbox_helper: Option<SandboxHelper>,
     /// How long to wait before asking the queue again when it was empty.
     pub poll: Duration,
     /// Stop once the queue has been empty this long (`None`: never).
@@ -238,7 +236,6 @@ impl Worker {
                 lease.clone(),
             ))),
             cancel: Some(cancel),
-            sandbox_helper: self.config.sandbox_helper.clone(),
             ..RunOptions::default()
         };
         let session_dir = self.config.work_dir.join(lease.session.as_str());

@@ -3,7 +3,7 @@
 //! with markers) and prints `COMMITTED <call id>` as each result becomes durable, until it
 //! ends or is killed; `check DIR TOKEN COMMITTED_FILE` opens what a killed run left, applies
 //! recovery and compares the log with the world (markers, files, the process table),
-//! printing one JSON verdict. `__sandbox …` makes this binary its own `bash` helper.
+//! printing one JSON verdict.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -25,11 +25,8 @@ use toolrail_session_log::{
     ConversationItem, Durability, EffectProbe, Event, EventData, JsonlStore, SessionId, SessionLog,
     SessionStore, conversation, recover,
 };
-use toolrail_shell_tool::SandboxHelper;
 use toolrail_testkit::processes::live_with;
 use toolrail_testkit::{RunOptions, Scenario};
-
-const SANDBOX: &str = "__sandbox";
 
 /// The files the session starts with, and what they may hold afterwards.
 const SHARED_VERSIONS: [&str; 3] = ["version 0\n", "version 1\n", "version 2\n"];
@@ -102,10 +99,6 @@ fn run(dir: &Path, token: &str) -> ExitCode {
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let options = RunOptions {
         live: Some(sender),
-        sandbox_helper: Some(SandboxHelper::reexec(
-            std::env::current_exe().unwrap(),
-            SANDBOX,
-        )),
         ..RunOptions::default()
     };
     let report = runtime.block_on(async {
@@ -442,7 +435,6 @@ fn check(dir: &Path, token: &str, committed_file: &Path) -> ExitCode {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some(SANDBOX) => toolrail_shell_tool::sandbox_main(&args[2..]),
         Some("run") if args.len() == 4 => run(&PathBuf::from(&args[2]), &args[3]),
         Some("check") if args.len() == 5 => {
             check(&PathBuf::from(&args[2]), &args[3], &PathBuf::from(&args[4]))

@@ -17,7 +17,7 @@ use toolrail_session_log::{
     AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, EventData, FORMAT_VERSION,
     SessionId, SessionStart, StopReason, StoreError, TurnEndKind,
 };
-use toolrail_shell_tool::{BashTool, ModeRule, SandboxHelper, SandboxMode, ShellConfig};
+use toolrail_shell_tool::{BashTool, ModeRule, SandboxMode, ShellConfig};
 use toolrail_tools_core::{
     ApprovalService, Pipeline, PipelineConfig, Registry, RegistryBuilder, RegistryError, Typed,
     WorkspaceRoots,
@@ -104,8 +104,6 @@ fn sandbox_mode(name: Option<&str>, field: &str) -> Result<SandboxMode, Scenario
 pub struct RunOptions {
     /// The scheduler's live events (prepared, started, progress, finished, committed).
     pub live: Option<tokio::sync::mpsc::UnboundedSender<toolrail_agent_loop::LiveEvent>>,
-    /// What applies `bash`'s sandbox; without one only `full-access` commands run.
-    pub sandbox_helper: Option<SandboxHelper>,
     /// The workspace folder (default: `<session_dir>/workspace`).
     pub workspace: Option<PathBuf>,
     /// Files written into the workspace before the session, besides the scenario's own.
@@ -284,7 +282,7 @@ impl Scenario {
             ));
         }
         let people = People::new(&self.config, &workspace, options.approvals.clone())?;
-        let registry = self.registry(&people, &workspace, session_dir, &options, shell_policy)?;
+        let registry = self.registry(&people, &workspace, session_dir, shell_policy)?;
 
         let durability = match self.config.durability.as_deref() {
             None | Some("strict") => Durability::Strict,
@@ -403,20 +401,9 @@ impl Scenario {
     }
 
     /// The scenario's tools, as a session would see them, for a workspace (to list them).
-    pub fn tools(
-        &self,
-        workspace: &Path,
-        session_dir: &Path,
-        options: &RunOptions,
-    ) -> Result<Registry, ScenarioError> {
+    pub fn tools(&self, workspace: &Path, session_dir: &Path) -> Result<Registry, ScenarioError> {
         let people = People::new(&self.config, workspace, None)?;
-        self.registry(
-            &people,
-            workspace,
-            session_dir,
-            options,
-            self.shell_policy()?,
-        )
+        self.registry(&people, workspace, session_dir, self.shell_policy()?)
     }
 
     /// `bash`'s configured mode and its rules per command.
@@ -443,7 +430,6 @@ impl Scenario {
         people: &People,
         workspace: &Path,
         session_dir: &Path,
-        options: &RunOptions,
         (sandbox, sandbox_rules): (SandboxMode, Vec<ModeRule>),
     ) -> Result<Registry, ScenarioError> {
         let marker_dir = session_dir.join("markers");
@@ -467,7 +453,6 @@ impl Scenario {
                     let mut shell = ShellConfig::new(roots.clone(), session_dir.join("outputs"));
                     shell.mode = sandbox;
                     shell.mode_rules = sandbox_rules.clone();
-                    shell.sandbox_helper = options.sandbox_helper.clone();
                     shell.grace =
                         Duration::from_millis(self.config.cancel_grace_ms.unwrap_or(2_000));
                     builder.builtin(Typed::new(BashTool::new(shell)))

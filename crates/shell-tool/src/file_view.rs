@@ -1,0 +1,282 @@
+//! What a sandboxed command sees of the file system, decided once per call and built by
+//! either tier: everything read-only; in `workspace-write` the roots writable again (the
+//! roots themselves, so `touch NEW` works at the top) but every `.git` below them — nested
+//! repositories too — read-only; the hidden paths (credentials, the session folder, what a
+//! deny rule names for reading) masked; the spill folder read-only; the call's private temp
+//! folder writable.
+//!
+//! Nothing here follows a symlink to decide where a grant lands: roots are canonical, the
+//! walk that finds `.git` folders and hidden files never follows links, a hidden file reached
+//! through a link is hidden where it really is, and every path is opened again without
+//! following symlinks when the mounts are made.
+
+use std::fs::FileType;
+use std::path::{Path, PathBuf};
+
+use toolrail_tools_core::ProtectedPaths;
+
+/// One change to the read-only view, in the order it is made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ViewStep {
+    /// Bound writable: a root in `workspace-write`, the private temp folder.
+    Writable(PathBuf),
+    /// Bound read-only on top of what came before: a `.git`, the spill folder, a path
+    /// shown again inside a hidden folder.
+    ReadOnly(PathBuf),
+    /// Masked: an empty read-only folder, or an empty file. `mount_points` (relative) are
+    /// made inside a masked folder for the read-only or writable binds that follow.
+    Hide {
+        path: PathBuf,
+        folder: bool,
+        mount_points: Vec<PathBuf>,
+    },
+}
+
+/// The inputs of one call's view.
+pub(crate) struct ViewPlan<'a> {
+    pub workspace_write: bool,
+    pub roots: &'a [PathBuf],
+    pub protected: &'a ProtectedPaths,
+    pub spill_dir: &'a Path,
+    pub private_tmp: &'a Path,
+}
+
+impl ViewPlan<'_> {
+    /// The steps, in order: writable roots, read-only `.git`s, hidden paths, read-only
+    /// folders, the private temp folder.
+    pub(crate) fn steps(&self) -> Vec<ViewStep> {
+        let mut writable = Vec::new();
+        let mut gits = Vec::new();
+        let mut hidden: Vec<(PathBuf, bool)> = Vec::new();
+        if self.workspace_write {
+            writable.extend(self.roots.iter().cloned());
+        }
+        for path in self.protected.hidden() {
+            if let Ok(meta) = std::fs::symlink_metadata(path) {
+                add_hidden(&mut hidden, path.clone(), meta.is_dir());
+            }
+        }
+        let walk_for_gits = self.workspace_write && !self.protected.git_writable();
+        let walk_for_globs = !self.protected.hidden_globs().is_empty();
+        if walk_for_gits || walk_for_globs {
+            let mut walker = Walker {
+                protected: self.protected,
+                skip: [self.spill_dir]
+                    .into_iter()
+                    .chain(self.protected.hidden().iter().map(PathBuf::as_path))
+                    .collect(),
+                gits: walk_for_gits.then_some(&mut gits),
+                hidden: walk_for_globs.then_some(&mut hidden),
+            };
+            for root in self.roots {
+                walker.walk(root, root);
+            }
+        }
+        gits.sort();
+        gits.dedup();
+        // Shown again read-only: the embedder's readable paths inside hidden folders, and
+        // the spill folder unless it lies hidden (then only the temp folder is bound there).
+        let mut shown: Vec<PathBuf> = self
+            .protected
+            .readable()
+            .iter()
+            .filter(|path| path.exists())
+            .cloned()
+            .collect();
+        let spill_hidden = hidden
+            .iter()
+            .any(|(path, _)| self.spill_dir.starts_with(path));
+        let spill_shown = shown.iter().any(|path| self.spill_dir.starts_with(path));
+        if !spill_hidden && !spill_shown {
+            shown.push(self.spill_dir.to_path_buf());
+        }
+        let mut steps: Vec<ViewStep> = writable.into_iter().map(ViewStep::Writable).collect();
+        steps.extend(gits.into_iter().map(ViewStep::ReadOnly));
+        for (path, folder) in &hidden {
+            let mount_points = if *folder {
+                mount_points(path, &shown, self.private_tmp)
+            } else {
+                Vec::new()
+            };
+            steps.push(ViewStep::Hide {
+                path: path.clone(),
+                folder: *folder,
+                mount_points,
+            });
+        }
+        steps.extend(shown.into_iter().map(ViewStep::ReadOnly));
+        steps.push(ViewStep::Writable(self.private_tmp.to_path_buf()));
+        steps
+    }
+}
+
+/// Adds a hidden path unless a hidden folder already covers it.
+fn add_hidden(hidden: &mut Vec<(PathBuf, bool)>, path: PathBuf, folder: bool) {
+    if hidden
+        .iter()
+        .any(|(covering, is_folder)| *is_folder && path.starts_with(covering))
+    {
+        return;
+    }
+    if !hidden.iter().any(|(known, _)| *known == path) {
+        hidden.push((path, folder));
+    }
+}
+
+/// The folders to make inside the masked folder `hidden` so the binds that follow have
+/// somewhere to land: for each shown path (or the temp folder) inside it, the components
+/// from `hidden` down to it; a temp folder inside a shown folder needs none.
+fn mount_points(hidden: &Path, shown: &[PathBuf], private_tmp: &Path) -> Vec<PathBuf> {
+    let mut targets: Vec<&Path> = shown
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|path| path.starts_with(hidden) && *path != hidden)
+        .collect();
+    let tmp_in_shown = shown.iter().any(|path| private_tmp.starts_with(path));
+    if private_tmp.starts_with(hidden) && !tmp_in_shown {
+        targets.push(private_tmp);
+    }
+    let mut points = Vec::new();
+    for target in targets {
+        let Ok(relative) = target.strip_prefix(hidden) else {
+            continue;
+        };
+        let mut prefix = PathBuf::new();
+        for component in relative.components() {
+            prefix.push(component);
+            if !points.contains(&prefix) {
+                points.push(prefix.clone());
+            }
+        }
+    }
+    points
+}
+
+/// A walk of a root that never follows symlinks, never enters a `.git`, a hidden folder or
+/// the spill folder, and collects `.git` entries and files its hidden globs match.
+struct Walker<'a> {
+    protected: &'a ProtectedPaths,
+    skip: Vec<&'a Path>,
+    gits: Option<&'a mut Vec<PathBuf>>,
+    hidden: Option<&'a mut Vec<(PathBuf, bool)>>,
+}
+
+impl Walker<'_> {
+    fn walk(&mut self, root: &Path, dir: &Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if entry.file_name() == ".git" {
+                if let Some(gits) = self.gits.as_deref_mut()
+                    && !kind.is_symlink()
+                {
+                    gits.push(path);
+                }
+                continue;
+            }
+            if self.skip.iter().any(|skipped| path == *skipped) {
+                continue;
+            }
+            if let Some(hidden) = self.hidden.as_deref_mut() {
+                let relative = path.strip_prefix(root).unwrap_or(&path);
+                if self.protected.matches_hidden_glob(relative, &path) {
+                    hide_entry(hidden, path, kind);
+                    continue;
+                }
+            }
+            if kind.is_dir() {
+                self.walk(root, &path);
+            }
+        }
+    }
+}
+
+/// Hides what a matching entry really is: itself, or where its symlink leads.
+fn hide_entry(hidden: &mut Vec<(PathBuf, bool)>, path: PathBuf, kind: FileType) {
+    if kind.is_symlink() {
+        if let Ok(real) = std::fs::canonicalize(&path)
+            && let Ok(meta) = std::fs::metadata(&real)
+        {
+            add_hidden(hidden, real, meta.is_dir());
+        }
+        return;
+    }
+    add_hidden(hidden, path, kind.is_dir());
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_view_protects_every_git_hides_and_shows_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let work = base.join("work");
+        for folder in [
+            "work/.git",
+            "work/vendor/lib/.git",
+            "work/src",
+            "home/.ssh",
+            "s/out",
+        ] {
+            std::fs::create_dir_all(base.join(folder)).unwrap();
+        }
+        std::fs::write(base.join("work/src/.env"), "SECRET=1").unwrap();
+        std::fs::write(base.join("work/sub.git"), "").unwrap();
+        std::os::unix::fs::symlink(base.join("home"), work.join("link")).unwrap();
+        let protected = ProtectedPaths::for_home(base.join("home"))
+            .hide(base.join("s"))
+            .show_read_only(base.join("s/out"))
+            .hide_matching("**/.env")
+            .unwrap();
+        let roots = vec![work.clone()];
+        let plan = ViewPlan {
+            workspace_write: true,
+            roots: &roots,
+            protected: &protected,
+            spill_dir: &base.join("s/out"),
+            private_tmp: &base.join("s/out/c1.tmp"),
+        };
+        assert_eq!(
+            plan.steps(),
+            vec![
+                ViewStep::Writable(work.clone()),
+                ViewStep::ReadOnly(work.join(".git")),
+                ViewStep::ReadOnly(work.join("vendor/lib/.git")),
+                ViewStep::Hide {
+                    path: base.join("home/.ssh"),
+                    folder: true,
+                    mount_points: vec![]
+                },
+                ViewStep::Hide {
+                    path: base.join("s"),
+                    folder: true,
+                    mount_points: vec![PathBuf::from("out")]
+                },
+                ViewStep::Hide {
+                    path: work.join("src/.env"),
+                    folder: false,
+                    mount_points: vec![]
+                },
+                ViewStep::ReadOnly(base.join("s/out")),
+                ViewStep::Writable(base.join("s/out/c1.tmp")),
+            ]
+        );
+        // Read-only mode walks for hidden files only, and binds no root.
+        let read_only = ViewPlan {
+            workspace_write: false,
+            ..plan
+        };
+        let steps = read_only.steps();
+        assert!(!steps.contains(&ViewStep::Writable(work.clone())));
+        assert!(!steps.contains(&ViewStep::ReadOnly(work.join(".git"))));
+    }
+}
