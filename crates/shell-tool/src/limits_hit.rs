@@ -68,14 +68,20 @@ pub(crate) fn limits_hit(
     let signal = status.signal();
     let code = status.code();
     let mut hits = Vec::new();
+    // bash, dash, Node.js, and Python (an uncaught EAGAIN, which `-c` programs show
+    // without the line that failed).
+    let python_fork = stderr.contains("BlockingIOError: [Errno 11]");
     if limits.processes.is_some()
-        && [
-            "fork: Resource temporarily unavailable",
-            "Cannot fork",
-            "fork: retry",
-        ]
-        .iter()
-        .any(|sign| stderr.contains(sign))
+        && (python_fork
+            || [
+                "fork: Resource temporarily unavailable",
+                "fork: retry",
+                "Cannot fork",
+                "can't fork",
+                "spawn EAGAIN",
+            ]
+            .iter()
+            .any(|sign| stderr.contains(sign)))
     {
         hits.push(LimitHit::Processes);
     }
