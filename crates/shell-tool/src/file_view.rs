@@ -52,9 +52,7 @@ impl ViewPlan<'_> {
             writable.extend(self.roots.iter().cloned());
         }
         for path in self.protected.hidden() {
-            if let Ok(meta) = std::fs::symlink_metadata(path) {
-                add_hidden(&mut hidden, path.clone(), meta.is_dir());
-            }
+            hide_around_roots(&mut hidden, path, self.roots);
         }
         let walk_for_gits = self.workspace_write && !self.protected.git_writable();
         let walk_for_globs = !self.protected.hidden_globs().is_empty();
@@ -92,6 +90,9 @@ impl ViewPlan<'_> {
         }
         let mut steps: Vec<ViewStep> = writable.into_iter().map(ViewStep::Writable).collect();
         steps.extend(gits.into_iter().map(ViewStep::ReadOnly));
+        // A hidden path shown again whole is simply read-only: its bind below covers it.
+        // (Hiding it first would put the mask inside the bind's recursive clone.)
+        hidden.retain(|(path, _)| !shown.contains(path));
         for (path, folder) in &hidden {
             let mount_points = if *folder {
                 mount_points(path, &shown, self.private_tmp)
@@ -107,6 +108,35 @@ impl ViewPlan<'_> {
         steps.extend(shown.into_iter().map(ViewStep::ReadOnly));
         steps.push(ViewStep::Writable(self.private_tmp.to_path_buf()));
         steps
+    }
+}
+
+/// Hides `path`, but never a workspace root: a hidden folder holding one (a session
+/// folder with the workspace inside) is hidden entry by entry around it.
+fn hide_around_roots(hidden: &mut Vec<(PathBuf, bool)>, path: &Path, roots: &[PathBuf]) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if roots
+        .iter()
+        .any(|root| path.starts_with(root) && path != root)
+        || !meta.is_dir()
+    {
+        add_hidden(hidden, path.to_path_buf(), meta.is_dir());
+        return;
+    }
+    if !roots.iter().any(|root| root.starts_with(path)) {
+        add_hidden(hidden, path.to_path_buf(), true);
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let entry = entry.path();
+        if !roots.contains(&entry) {
+            hide_around_roots(hidden, &entry, roots);
+        }
     }
 }
 
@@ -270,6 +300,26 @@ mod tests {
                 ViewStep::Writable(base.join("s/out/c1.tmp")),
             ]
         );
+        // A hidden folder holding the workspace is hidden around it.
+        let session = base.join("session");
+        std::fs::create_dir_all(session.join("workspace")).unwrap();
+        std::fs::write(session.join("s.jsonl"), "{}").unwrap();
+        let roots_inside = vec![session.join("workspace")];
+        let around = ProtectedPaths::none().hide(&session);
+        let steps = ViewPlan {
+            workspace_write: true,
+            roots: &roots_inside,
+            protected: &around,
+            spill_dir: &session.join("outputs"),
+            private_tmp: &session.join("outputs/c1.tmp"),
+        }
+        .steps();
+        assert!(steps.contains(&ViewStep::Hide {
+            path: session.join("s.jsonl"),
+            folder: false,
+            mount_points: vec![]
+        }));
+        assert!(!steps.iter().any(|step| matches!(step, ViewStep::Hide { path, .. } if *path == session || path.starts_with(session.join("workspace")))));
         // Read-only mode walks for hidden files only, and binds no root.
         let read_only = ViewPlan {
             workspace_write: false,

@@ -156,7 +156,11 @@ impl SetupFailure {
             Some(Stage::Namespaces) => "making the user, PID and mount namespaces".to_owned(),
             Some(Stage::IdMaps) => "mapping the user into the namespace".to_owned(),
             Some(Stage::Fork) => "starting the namespace's first process".to_owned(),
-            Some(Stage::OpenSource) | Some(Stage::Mount) => mounts
+            Some(Stage::OpenSource) => match mounts.get(self.step) {
+                Some(step) => format!("opening the source before {step}"),
+                None => "opening /dev/null".to_owned(),
+            },
+            Some(Stage::Mount) => mounts
                 .get(self.step)
                 .cloned()
                 .unwrap_or_else(|| format!("mount step {}", self.step)),

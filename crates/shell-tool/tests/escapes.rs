@@ -518,3 +518,54 @@ async fn limits_hold_and_are_named_when_hit() {
 fn is_root() -> bool {
     std::fs::metadata("/proc/self").unwrap().uid() == 0
 }
+
+/// The demo's layout: the workspace inside the session folder. The folder is hidden around
+/// the workspace (its log reads as empty), the outputs stay readable, the workspace works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_inside_the_hidden_session_folder_stays_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = std::fs::canonicalize(dir.path()).unwrap();
+    for folder in ["workspace", "outputs"] {
+        std::fs::create_dir_all(session.join(folder)).unwrap();
+    }
+    std::fs::write(session.join("s1.jsonl"), "{\"conversation\":\"secret\"}").unwrap();
+    for tier in support::tiers() {
+        for mode in CONFINED {
+            let mut config = ShellConfig::new(
+                WorkspaceRoots::new([session.join("workspace")]).unwrap(),
+                session.join("outputs"),
+            );
+            config.mode = mode;
+            config.tier = tier.clone();
+            config.protected = ProtectedPaths::none()
+                .hide(&session)
+                .show_read_only(session.join("outputs"));
+            let (registry, _) = RegistryBuilder::new()
+                .builtin(Typed::new(BashTool::new(config)))
+                .build()
+                .unwrap();
+            let shell = Shell {
+                registry,
+                pipeline: Pipeline::builder(Arc::new(MemorySink::new())).build(),
+                label: format!("{} ({})", mode.as_str(), tier.as_str()),
+            };
+            let seen = shell
+                .stdout("cat ../s1.jsonl; ls .. ; echo made > $TMPDIR/t && cat $TMPDIR/t")
+                .await;
+            assert!(!seen.contains("secret"), "{}: {seen}", shell.label);
+            assert!(
+                seen.contains("outputs") && seen.contains("made"),
+                "{}: {seen}",
+                shell.label
+            );
+            let wrote = shell.succeeds("echo x > new.txt").await;
+            assert_eq!(
+                wrote,
+                mode == SandboxMode::WorkspaceWrite,
+                "{}",
+                shell.label
+            );
+            let _ = std::fs::remove_file(session.join("workspace/new.txt"));
+        }
+    }
+}

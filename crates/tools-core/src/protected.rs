@@ -179,9 +179,10 @@ impl ProtectedPaths {
         !self.globs.is_empty() && (self.matcher.is_match(relative) || self.matcher.is_match(real))
     }
 
-    /// Why `real` (a resolved absolute path) may not be read, if it may not.
+    /// Why `real` (a resolved absolute path) may not be read, if it may not. A workspace
+    /// root inside a hidden folder (the demo's `<session>/workspace`) stays visible.
     pub fn read_refusal(&self, real: &Path, roots: &WorkspaceRoots) -> Option<String> {
-        if let Some(hidden) = self.hidden_above(real) {
+        if let Some(hidden) = self.hidden_above(real, roots.as_slice()) {
             return Some(format!(
                 "`{}` is hidden from tools (it lies in `{}`, which may hold secrets)",
                 real.display(),
@@ -223,14 +224,23 @@ impl ProtectedPaths {
         None
     }
 
-    /// The hidden path `real` lies in, unless it is shown again read-only.
-    fn hidden_above(&self, real: &Path) -> Option<&Path> {
-        let hidden = self.hidden.iter().find(|hidden| real.starts_with(hidden))?;
-        let shown = self
-            .readable
+    /// The hidden path `real` lies in, unless it is shown again read-only or lies in a
+    /// workspace root inside the hidden path.
+    fn hidden_above(&self, real: &Path, roots: &[PathBuf]) -> Option<&Path> {
+        let inside_either = |hidden: &Path, inner: &Path| {
+            real.starts_with(inner) && inner.starts_with(hidden) && inner != hidden
+        };
+        self.hidden
             .iter()
-            .any(|readable| real.starts_with(readable) && readable.starts_with(hidden));
-        (!shown).then_some(hidden.as_path())
+            .find(|hidden| {
+                real.starts_with(hidden)
+                    && !self
+                        .readable
+                        .iter()
+                        .chain(roots)
+                        .any(|inner| inside_either(hidden, inner))
+            })
+            .map(PathBuf::as_path)
     }
 }
 
@@ -307,5 +317,22 @@ mod tests {
         assert!(protected.read_refusal(&spill, &roots).is_none());
         assert!(protected.write_refusal(&spill, &roots).is_some());
         assert!(ProtectedPaths::none().hide_matching("src/[").is_err());
+    }
+
+    #[test]
+    fn a_root_inside_a_hidden_folder_stays_visible() {
+        let dir = std::env::temp_dir();
+        let base = WorkspaceRoots::new([&dir]).unwrap().as_slice()[0].clone();
+        let roots = WorkspaceRoots::new([&dir]).unwrap();
+        let protected = ProtectedPaths::none().hide(base.parent().unwrap_or(&base));
+        assert!(
+            protected
+                .read_refusal(&base.join("src/a.rs"), &roots)
+                .is_none()
+        );
+        let outside = base.parent().unwrap_or(&base).join("elsewhere.txt");
+        if outside.parent() != Some(&base) && base.parent().is_some() {
+            assert!(protected.read_refusal(&outside, &roots).is_some());
+        }
     }
 }

@@ -19,8 +19,8 @@ use toolrail_session_log::{
 };
 use toolrail_shell_tool::{BashTool, ModeRule, SandboxMode, ShellConfig};
 use toolrail_tools_core::{
-    ApprovalService, Pipeline, PipelineConfig, Registry, RegistryBuilder, RegistryError, Typed,
-    WorkspaceRoots,
+    ApprovalService, Pipeline, PipelineConfig, ProtectedPaths, Registry, RegistryBuilder,
+    RegistryError, Typed, WorkspaceRoots,
 };
 
 use toolrail_interaction::{AskUser, PlanMode, TodoBoard, TodoWriteTool};
@@ -451,6 +451,11 @@ impl Scenario {
                 }
                 "bash" => {
                     let mut shell = ShellConfig::new(roots.clone(), session_dir.join("outputs"));
+                    // The session's log and its neighbours are hidden from commands; the
+                    // full outputs they are pointed to stay readable.
+                    shell.protected = ProtectedPaths::for_current_user()
+                        .hide(session_dir)
+                        .show_read_only(session_dir.join("outputs"));
                     shell.mode = sandbox;
                     shell.mode_rules = sandbox_rules.clone();
                     shell.grace =
