@@ -13,6 +13,7 @@ mod mcp;
 mod recover;
 mod replay;
 mod run;
+mod sandbox;
 mod session;
 mod sessions;
 mod tools;
@@ -52,6 +53,8 @@ enum Command {
     Sessions(sessions::SessionsArgs),
     /// Drive the sessions queued in a PostgreSQL store, taking over those of dead workers.
     Worker(worker::WorkerArgs),
+    /// Which sandbox tier runs commands here, what it enforces, and why one cannot run.
+    Sandbox(sandbox::SandboxArgs),
 }
 
 /// Input that cannot be used (a file that is not a scenario, an unknown tool): exit code 2.
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Command::Mcp(args) => mcp::run(args),
         Command::Sessions(args) => sessions::run(args),
         Command::Worker(args) => worker::run(args),
+        Command::Sandbox(args) => sandbox::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

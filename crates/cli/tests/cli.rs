@@ -598,3 +598,20 @@ async fn sessions_lists_a_postgres_store_with_states_and_lease_holders() {
     let output = toolrail(&["sessions", "--store", "/tmp/sessions"]);
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn sandbox_says_which_tier_runs_and_why_one_cannot() {
+    let usable = toolrail(&["sandbox"]);
+    let text = stdout(&usable);
+    assert!(usable.status.success(), "{text}\n{}", stderr(&usable));
+    assert!(text.contains("sandbox tier `namespaces`: usable"), "{text}");
+    assert!(text.contains("Landlock"), "{text}");
+    let missing = toolrail(&["sandbox", "--tier", "bubblewrap", "--bwrap", "/no/such/bwrap"]);
+    let text = stdout(&missing);
+    assert_eq!(missing.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("UNAVAILABLE") && text.contains("apt-get install bubblewrap"),
+        "{text}"
+    );
+    assert!(stderr(&missing).contains("no sandbox tier is usable"));
+}
