@@ -606,7 +606,13 @@ fn sandbox_says_which_tier_runs_and_why_one_cannot() {
     assert!(usable.status.success(), "{text}\n{}", stderr(&usable));
     assert!(text.contains("sandbox tier `namespaces`: usable"), "{text}");
     assert!(text.contains("Landlock"), "{text}");
-    let missing = toolrail(&["sandbox", "--tier", "bubblewrap", "--bwrap", "/no/such/bwrap"]);
+    let missing = toolrail(&[
+        "sandbox",
+        "--tier",
+        "bubblewrap",
+        "--bwrap",
+        "/no/such/bwrap",
+    ]);
     let text = stdout(&missing);
     assert_eq!(missing.status.code(), Some(1), "{text}");
     assert!(

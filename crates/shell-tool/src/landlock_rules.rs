@@ -49,7 +49,13 @@ pub(crate) fn ruleset(confinement: &Confinement<'_>) -> Result<Option<OwnedFd>, 
             AccessFs::ReadFile | AccessFs::WriteFile,
         ))
         .map_err(|error| why(&error))?;
+    // The shared-memory folder needs a rule of its own: bound over `/dev/shm`, what lies
+    // in it is reached through the bind, whose walk up never passes the temp folder.
+    let shm = shared_memory_folder(confinement.private_tmp);
     let mut writable: Vec<&Path> = vec![confinement.private_tmp];
+    if shm.is_dir() {
+        writable.push(&shm);
+    }
     if confinement.mode == SandboxMode::WorkspaceWrite {
         writable.extend(confinement.roots.iter().map(|root| root.as_path()));
     }
@@ -59,6 +65,12 @@ pub(crate) fn ruleset(confinement: &Confinement<'_>) -> Result<Option<OwnedFd>, 
             .map_err(|error| why(&error))?;
     }
     Ok(Option::<OwnedFd>::from(created))
+}
+
+/// The call's own shared-memory folder, bound over `/dev/shm` in the namespaces tier
+/// (POSIX semaphores and shared memory: Python's multiprocessing needs them).
+pub(crate) fn shared_memory_folder(private_tmp: &Path) -> std::path::PathBuf {
+    private_tmp.join(".shm")
 }
 
 fn open(path: &Path) -> Result<PathFd, String> {

@@ -68,6 +68,10 @@ pub(crate) enum MountStep {
     /// The path bound onto itself, read-only (a `.git`, the spill folder shown again inside
     /// a hidden session folder). Its source is opened before any mount.
     ReadOnly(CString),
+    /// The folder `source` bound writable over `target` (the call's private shared-memory
+    /// folder over `/dev/shm`). Its source is opened before any mount; a missing target
+    /// is skipped.
+    WritableAt { source: CString, target: CString },
     /// The path hidden: a folder gets an empty read-only tmpfs (with `mount_points`, paths
     /// relative to it, made first for later binds), a file `/dev/null` read-only. A path
     /// that does not exist has nothing to hide.
@@ -82,6 +86,11 @@ impl MountStep {
         match self {
             Self::Writable(path) => format!("binding {} writable", path.to_string_lossy()),
             Self::ReadOnly(path) => format!("binding {} read-only", path.to_string_lossy()),
+            Self::WritableAt { source, target } => format!(
+                "binding {} writable at {}",
+                source.to_string_lossy(),
+                target.to_string_lossy()
+            ),
             Self::Hide { path, .. } => format!("hiding {}", path.to_string_lossy()),
         }
     }
@@ -90,6 +99,7 @@ impl MountStep {
     fn source(&self) -> Option<&CStr> {
         match self {
             Self::Writable(path) | Self::ReadOnly(path) => Some(path),
+            Self::WritableAt { source, .. } => Some(source),
             Self::Hide { .. } => None,
         }
     }
@@ -474,6 +484,12 @@ impl Child {
                 };
                 let made = match step {
                     MountStep::Writable(path) => bind(source, path, Access::Writable),
+                    MountStep::WritableAt { target, .. } => {
+                        match bind(source, target, Access::Writable) {
+                            Err(libc::ENOENT) => Ok(()),
+                            other => other,
+                        }
+                    }
                     MountStep::ReadOnly(path) => bind(source, path, Access::ReadOnly),
                     MountStep::Hide { path, mount_points } => {
                         match hide(path, mount_points, dev_null) {
@@ -850,7 +866,7 @@ unsafe fn hide(path: &CStr, mount_points: &[CString], dev_null: RawFd) -> Result
         }
         let tmpfs = new_mount(
             c"tmpfs",
-            Some((c"mode", c"0555")),
+            &[(c"mode", c"0555"), (c"size", c"64k")],
             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
         )?;
         for point in mount_points {
@@ -868,13 +884,13 @@ unsafe fn hide(path: &CStr, mount_points: &[CString], dev_null: RawFd) -> Result
     }
 }
 
-/// A new detached mount of `fs_type` with one string option, through the new mount API.
+/// A new detached mount of `fs_type` with string options, through the new mount API.
 ///
 /// # Safety
 /// Async-signal-safe.
 unsafe fn new_mount(
     fs_type: &CStr,
-    option: Option<(&CStr, &CStr)>,
+    options: &[(&CStr, &CStr)],
     attributes: u64,
 ) -> Result<RawFd, i32> {
     // SAFETY: plain system calls on valid buffers; the context is closed before returning.
@@ -883,17 +899,17 @@ unsafe fn new_mount(
         if context < 0 {
             return Err(errno());
         }
-        let configured = match option {
-            Some((key, value)) => libc::syscall(
+        let mut configured = 0;
+        for (key, value) in options {
+            configured |= libc::syscall(
                 libc::SYS_fsconfig,
                 context,
                 FSCONFIG_SET_STRING,
                 key.as_ptr(),
                 value.as_ptr(),
                 0,
-            ),
-            None => 0,
-        };
+            );
+        }
         if configured != 0
             || libc::syscall(
                 libc::SYS_fsconfig,
@@ -927,7 +943,7 @@ unsafe fn mount_proc() -> Result<(), i32> {
     unsafe {
         let proc = new_mount(
             c"proc",
-            None,
+            &[],
             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
         )?;
         let moved = move_onto(proc, c"/proc");

@@ -283,6 +283,16 @@ impl Confinement<'_> {
             steps.push(mount.describe());
             mounts.push(mount);
         }
+        // A private /dev/shm, writable: the host's stays read-only like the rest.
+        let shm = landlock_rules::shared_memory_folder(self.private_tmp);
+        if sandboxed && Path::new("/dev/shm").is_dir() && std::fs::create_dir(&shm).is_ok() {
+            let mount = MountStep::WritableAt {
+                source: c_path(&shm)?,
+                target: c_path(Path::new("/dev/shm"))?,
+            };
+            steps.push(mount.describe());
+            mounts.push(mount);
+        }
         let mut extra_namespaces = 0;
         if sandboxed {
             extra_namespaces |= libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;

@@ -569,3 +569,27 @@ async fn a_workspace_inside_the_hidden_session_folder_stays_usable() {
         }
     }
 }
+
+/// Shared memory works (Python's multiprocessing needs POSIX semaphores) and is private:
+/// what a command leaves in `/dev/shm` is gone with it, and the host's is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_memory_works_and_stays_private() {
+    let world = World::new();
+    let marker = format!("toolrail-shm-{}", std::process::id());
+    for tier in support::tiers() {
+        for mode in CONFINED {
+            let shell = world.shell(mode, &tier);
+            let said = shell
+                .stdout(&format!(
+                    "python3 -c 'import multiprocessing as m; print(sum(m.Pool(2).map(abs, [-1, -2])))' && touch /dev/shm/{marker}"
+                ))
+                .await;
+            assert!(said.starts_with("3\n"), "{}: {said}", shell.label);
+            assert!(
+                !Path::new("/dev/shm").join(&marker).exists(),
+                "{}",
+                shell.label
+            );
+        }
+    }
+}
