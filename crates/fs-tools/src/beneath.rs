@@ -1,0 +1,382 @@
+//! Opening a path beneath a workspace root so that no symlink, present or swapped in at any
+//! moment, decides where it lands.
+//!
+//! The tools act on paths `WorkspaceRoots::confine` already resolved: every symlink the path
+//! went through was followed to its target (and refused if that lies outside), so what is
+//! left is a real path relative to its root, which passes through no symlink. It is opened
+//! from a directory fd of the root with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+//! RESOLVE_NO_MAGICLINKS)`: a symlink found on the way now was put there since the path was
+//! resolved, and the open fails (`ELOOP`) instead of following it. That is stricter than
+//! `RESOLVE_BENEATH` alone, on purpose: the claims, the protected-path checks and the
+//! observed versions are all keyed by the resolved path, and a symlink that appears later —
+//! even one that stays inside, say into `.git` — must not redirect the act away from the
+//! path those checks judged. Where `openat2` is missing (`ENOSYS`), the same walk is done
+//! one component at a time with `O_NOFOLLOW`.
+
+use std::ffi::OsStr;
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Component, Path};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+
+/// How `openat2` resolves: beneath the directory, through no symlink of any kind.
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
+    .union(ResolveFlags::NO_SYMLINKS)
+    .union(ResolveFlags::NO_MAGICLINKS);
+
+/// Set once `openat2` answered `ENOSYS`: every later open walks.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// What a path names, as `fstat` tells it (the final component never followed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    File,
+    Folder,
+    Symlink,
+    Fifo,
+    Socket,
+    Device,
+}
+
+impl Kind {
+    pub(crate) fn of(metadata: &Metadata) -> Self {
+        let kind = metadata.file_type();
+        if kind.is_file() {
+            Self::File
+        } else if kind.is_dir() {
+            Self::Folder
+        } else if kind.is_symlink() {
+            Self::Symlink
+        } else if kind.is_fifo() {
+            Self::Fifo
+        } else if kind.is_socket() {
+            Self::Socket
+        } else {
+            Self::Device
+        }
+    }
+
+    /// How a message names it: "a named pipe (FIFO)".
+    pub(crate) fn described(self) -> &'static str {
+        match self {
+            Self::File => "a regular file",
+            Self::Folder => "a folder",
+            Self::Symlink => "a symlink",
+            Self::Fifo => "a named pipe (FIFO)",
+            Self::Socket => "a socket",
+            Self::Device => "a device",
+        }
+    }
+}
+
+/// Whether an error says a symlink stood in the way (`ELOOP` under `RESOLVE_NO_SYMLINKS` or
+/// `O_NOFOLLOW`).
+pub(crate) fn is_symlink_in_the_way(error: &io::Error) -> bool {
+    Errno::from_io_error(error) == Some(Errno::LOOP)
+}
+
+/// Whether an error says the path would leave the directory it is opened beneath.
+pub(crate) fn is_escape(error: &io::Error) -> bool {
+    Errno::from_io_error(error) == Some(Errno::XDEV)
+}
+
+/// A directory fd (`O_PATH`) of a workspace root. The root is a canonical absolute path (no
+/// symlinks), so it is opened the same way as anything beneath it, from `/`.
+pub(crate) fn open_root(root: &Path) -> io::Result<OwnedFd> {
+    let relative = root.strip_prefix("/").map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("workspace root `{}` is not absolute", root.display()),
+        )
+    })?;
+    let slash = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    open_beneath(slash.as_fd(), relative, OFlags::PATH | OFlags::DIRECTORY)
+}
+
+/// Opens `relative` beneath `dir` following no symlink, the last component included (with
+/// `O_PATH` a symlink there is opened as itself: its [`Kind`] is `Symlink`). `relative`
+/// must be made of plain names only (an empty path opens `dir` itself); `O_NOFOLLOW` and
+/// `O_CLOEXEC` are always added.
+pub(crate) fn open_beneath(
+    dir: BorrowedFd<'_>,
+    relative: &Path,
+    flags: OFlags,
+) -> io::Result<OwnedFd> {
+    let names = names(relative)?;
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if !NO_OPENAT2.load(Ordering::Relaxed) {
+        let path = if names.is_empty() {
+            Path::new(".")
+        } else {
+            relative
+        };
+        match rustix::fs::openat2(dir, path, flags, Mode::empty(), RESOLVE) {
+            Err(Errno::NOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
+            opened => return opened.map_err(io::Error::from),
+        }
+    }
+    walk(dir, &names, flags, Creating::No)
+}
+
+/// Whether a walk creates the folders it does not find.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Creating {
+    No,
+    MissingFolders,
+}
+
+/// Opens the folder `relative` beneath `dir` (`O_RDONLY | O_DIRECTORY`, so it can be synced),
+/// creating the folders that do not exist, one component at a time and following no symlink.
+pub(crate) fn open_folder_creating(dir: BorrowedFd<'_>, relative: &Path) -> io::Result<OwnedFd> {
+    let names = names(relative)?;
+    walk(
+        dir,
+        &names,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Creating::MissingFolders,
+    )
+}
+
+/// The plain names of `relative`; anything else (`..`, a root, `.`) is refused, since
+/// nothing the tools open beneath a root is spelled that way.
+fn names(relative: &Path) -> io::Result<Vec<&OsStr>> {
+    relative
+        .components()
+        .map(|component| match component {
+            Component::Normal(name) => Ok(name),
+            Component::CurDir
+            | Component::ParentDir
+            | Component::RootDir
+            | Component::Prefix(_) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("`{}` is not a plain relative path", relative.display()),
+            )),
+        })
+        .collect()
+}
+
+/// One component at a time: every folder on the way opened `O_PATH | O_DIRECTORY |
+/// O_NOFOLLOW`, so a symlink anywhere fails the walk (`ELOOP`) as `RESOLVE_NO_SYMLINKS`
+/// would; single names cannot climb (`..` never reaches here), so the walk stays beneath.
+fn walk(
+    dir: BorrowedFd<'_>,
+    names: &[&OsStr],
+    last: OFlags,
+    creating: Creating,
+) -> io::Result<OwnedFd> {
+    let Some((final_name, folders)) = names.split_last() else {
+        return Ok(rustix::fs::openat(dir, ".", last, Mode::empty())?);
+    };
+    let mut current: Option<OwnedFd> = None;
+    let through = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    for name in folders {
+        let at = current.as_ref().map_or(dir, AsFd::as_fd);
+        let next = open_one(at, name, through, creating, Step::Through)?;
+        current = Some(next);
+    }
+    let at = current.as_ref().map_or(dir, AsFd::as_fd);
+    // `openat2` answers for a final symlink as `openat` does (`ENOTDIR` with `O_DIRECTORY`);
+    // a creating walk says `ELOOP` there too, so its callers can tell a symlink in the way.
+    let step = match creating {
+        Creating::MissingFolders => Step::Through,
+        Creating::No => Step::Last,
+    };
+    open_one(at, final_name, last, creating, step)
+}
+
+/// Where a name is on a walk: a symlink on the way is `ELOOP`, as under
+/// `RESOLVE_NO_SYMLINKS`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Through,
+    Last,
+}
+
+/// Opens one name in `at`; a folder that is missing is created first when asked.
+fn open_one(
+    at: BorrowedFd<'_>,
+    name: &OsStr,
+    flags: OFlags,
+    creating: Creating,
+    step: Step,
+) -> io::Result<OwnedFd> {
+    let answer = |error: Errno| match step {
+        Step::Through => symlink_as_loop(at, name, error),
+        Step::Last => error,
+    };
+    match rustix::fs::openat(at, name, flags, Mode::empty()) {
+        Err(Errno::NOENT)
+            if creating == Creating::MissingFolders && flags.contains(OFlags::DIRECTORY) =>
+        {
+            match rustix::fs::mkdirat(at, name, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(error) => return Err(error.into()),
+            }
+            Ok(rustix::fs::openat(at, name, flags, Mode::empty()).map_err(answer)?)
+        }
+        Err(error) => Err(answer(error).into()),
+        Ok(fd) => Ok(fd),
+    }
+}
+
+/// `O_DIRECTORY | O_NOFOLLOW` on a symlink says `ENOTDIR`; `RESOLVE_NO_SYMLINKS` says
+/// `ELOOP` for a symlink on the way. The walk answers as `openat2` would.
+fn symlink_as_loop(at: BorrowedFd<'_>, name: &OsStr, error: Errno) -> Errno {
+    if error != Errno::NOTDIR {
+        return error;
+    }
+    match rustix::fs::statat(at, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat)
+            if rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                == rustix::fs::FileType::Symlink =>
+        {
+            Errno::LOOP
+        }
+        _ => error,
+    }
+}
+
+/// What `relative` beneath `dir` is, without opening it for reading (an `O_PATH` fd and
+/// `fstat`: a FIFO or a device is not opened, a final symlink is not followed).
+pub(crate) fn probe(dir: BorrowedFd<'_>, relative: &Path) -> io::Result<Metadata> {
+    metadata(open_beneath(dir, relative, OFlags::PATH)?)
+}
+
+/// A regular file opened for reading, or what stood there instead.
+#[derive(Debug)]
+pub(crate) enum Opened {
+    File(File, Metadata),
+    /// Not a regular file: nothing was opened for reading.
+    Other(Kind),
+    /// A different file stood there when it was opened than when it was probed.
+    Changed,
+}
+
+/// Opens the regular file `relative` beneath `dir` for reading. Its kind is probed first
+/// through an `O_PATH` fd, so a FIFO, socket or device is never opened; the open itself is
+/// `O_NONBLOCK | O_NOCTTY` and checked to be the same regular file, so one swapped in
+/// between cannot block or take a terminal either.
+pub(crate) fn open_regular(dir: BorrowedFd<'_>, relative: &Path) -> io::Result<Opened> {
+    let probed = probe(dir, relative)?;
+    let kind = Kind::of(&probed);
+    if kind != Kind::File {
+        return Ok(Opened::Other(kind));
+    }
+    let fd = open_beneath(
+        dir,
+        relative,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
+    )?;
+    let file = File::from(fd);
+    let metadata = file.metadata()?;
+    if Kind::of(&metadata) != Kind::File
+        || (metadata.dev(), metadata.ino()) != (probed.dev(), probed.ino())
+    {
+        return Ok(Opened::Changed);
+    }
+    Ok(Opened::File(file, metadata))
+}
+
+/// The metadata of an fd (`fstat`; an `O_PATH` fd too), which is closed after.
+pub(crate) fn metadata(fd: OwnedFd) -> io::Result<Metadata> {
+    File::from(fd).metadata()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, OwnedFd) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("inside/deeper")).unwrap();
+        std::fs::write(root.join("inside/file.txt"), "inside").unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("out")).unwrap();
+        std::os::unix::fs::symlink("inside", root.join("in")).unwrap();
+        let fd = open_root(&root).unwrap();
+        (dir, fd)
+    }
+
+    fn both(dir: BorrowedFd<'_>, relative: &str, flags: OFlags) -> (Option<Errno>, Option<Errno>) {
+        let errno = |result: io::Result<OwnedFd>| {
+            result
+                .err()
+                .map(|error| Errno::from_io_error(&error).unwrap())
+        };
+        let names = names(Path::new(relative)).unwrap();
+        let by_openat2 = errno(
+            rustix::fs::openat2(
+                dir,
+                relative,
+                flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+                RESOLVE,
+            )
+            .map_err(io::Error::from),
+        );
+        let by_walk = errno(walk(
+            dir,
+            &names,
+            flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Creating::No,
+        ));
+        (by_openat2, by_walk)
+    }
+
+    /// The walk answers as `openat2` does: plain paths open, any symlink on the way is
+    /// `ELOOP`, a missing name `ENOENT`.
+    #[test]
+    fn the_walk_agrees_with_openat2() {
+        let (_dir, root) = tree();
+        let root = root.as_fd();
+        for (relative, flags, expected) in [
+            ("inside/file.txt", OFlags::RDONLY, None),
+            ("inside/deeper", OFlags::PATH | OFlags::DIRECTORY, None),
+            ("out/passwd", OFlags::RDONLY, Some(Errno::LOOP)),
+            ("in/file.txt", OFlags::RDONLY, Some(Errno::LOOP)),
+            ("out", OFlags::RDONLY, Some(Errno::LOOP)),
+            (
+                "in",
+                OFlags::RDONLY | OFlags::DIRECTORY,
+                Some(Errno::NOTDIR),
+            ),
+            ("inside/missing", OFlags::RDONLY, Some(Errno::NOENT)),
+            ("inside/file.txt/x", OFlags::RDONLY, Some(Errno::NOTDIR)),
+        ] {
+            assert_eq!(
+                both(root, relative, flags),
+                (expected, expected),
+                "{relative}"
+            );
+        }
+        // With O_PATH a final symlink is opened as itself, by both.
+        let link = probe(root, Path::new("out")).unwrap();
+        assert_eq!(Kind::of(&link), Kind::Symlink);
+        let names = names(Path::new("out")).unwrap();
+        let walked = walk(root, &names, OFlags::PATH | OFlags::NOFOLLOW, Creating::No).unwrap();
+        assert_eq!(Kind::of(&metadata(walked).unwrap()), Kind::Symlink);
+        assert!(open_beneath(root, Path::new("../x"), OFlags::RDONLY).is_err());
+    }
+
+    #[test]
+    fn creating_walks_make_folders_but_never_follow_a_symlink() {
+        let (dir, root) = tree();
+        let made = open_folder_creating(root.as_fd(), Path::new("inside/new/deeper")).unwrap();
+        assert_eq!(Kind::of(&metadata(made).unwrap()), Kind::Folder);
+        assert!(dir.path().join("inside/new/deeper").is_dir());
+        let through_link = open_folder_creating(root.as_fd(), Path::new("out/new")).unwrap_err();
+        assert_eq!(Errno::from_io_error(&through_link), Some(Errno::LOOP));
+        assert!(!Path::new("/etc/new").exists());
+    }
+}
