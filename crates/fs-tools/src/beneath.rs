@@ -124,26 +124,55 @@ pub(crate) fn open_beneath(
             opened => return opened.map_err(io::Error::from),
         }
     }
-    walk(dir, &names, flags, Creating::No)
+    walk_and_open(dir, &names, flags)
 }
 
-/// Whether a walk creates the folders it does not find.
+/// Whether opening a folder creates the folders it does not find.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Creating {
     No,
     MissingFolders,
 }
 
-/// Opens the folder `relative` beneath `dir` (`O_RDONLY | O_DIRECTORY`, so it can be synced),
-/// creating the folders that do not exist, one component at a time and following no symlink.
-pub(crate) fn open_folder_creating(dir: BorrowedFd<'_>, relative: &Path) -> io::Result<OwnedFd> {
+/// Opens the folder `relative` beneath `dir` for writing into it (`O_RDONLY | O_DIRECTORY`,
+/// so it can be synced), following no symlink; with [`Creating::MissingFolders`] the folders
+/// that do not exist are made, one at a time. A symlink where a folder should be is `ELOOP`,
+/// anything else that is not a folder `ENOTDIR`: the folder is first opened `O_PATH`
+/// (which opens a final symlink as itself) and its kind read from that very fd, then
+/// reopened from it (`openat(fd, ".")`), so nothing can be swapped in between.
+pub(crate) fn open_folder(
+    dir: BorrowedFd<'_>,
+    relative: &Path,
+    creating: Creating,
+) -> io::Result<OwnedFd> {
     let names = names(relative)?;
-    walk(
-        dir,
-        &names,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Creating::MissingFolders,
-    )
+    let path_fd = match open_beneath(dir, relative, OFlags::PATH) {
+        Err(error)
+            if creating == Creating::MissingFolders && error.kind() == io::ErrorKind::NotFound =>
+        {
+            walk(dir, &names, Creating::MissingFolders)?
+        }
+        opened => folder_only(opened?)?,
+    };
+    Ok(rustix::fs::openat(
+        &path_fd,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// `fd` when it is a folder; `ELOOP` for a symlink, `ENOTDIR` for anything else.
+fn folder_only(fd: OwnedFd) -> io::Result<OwnedFd> {
+    use rustix::fs::FileType;
+    let kind = FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode);
+    if kind == FileType::Directory {
+        Ok(fd)
+    } else if kind == FileType::Symlink {
+        Err(Errno::LOOP.into())
+    } else {
+        Err(Errno::NOTDIR.into())
+    }
 }
 
 /// The plain names of `relative`; anything else (`..`, a root, `.`) is refused, since
@@ -164,85 +193,41 @@ fn names(relative: &Path) -> io::Result<Vec<&OsStr>> {
         .collect()
 }
 
-/// One component at a time: every folder on the way opened `O_PATH | O_DIRECTORY |
-/// O_NOFOLLOW`, so a symlink anywhere fails the walk (`ELOOP`) as `RESOLVE_NO_SYMLINKS`
-/// would; single names cannot climb (`..` never reaches here), so the walk stays beneath.
-fn walk(
-    dir: BorrowedFd<'_>,
-    names: &[&OsStr],
-    last: OFlags,
-    creating: Creating,
-) -> io::Result<OwnedFd> {
-    let Some((final_name, folders)) = names.split_last() else {
-        return Ok(rustix::fs::openat(dir, ".", last, Mode::empty())?);
-    };
-    let mut current: Option<OwnedFd> = None;
-    let through = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    for name in folders {
-        let at = current.as_ref().map_or(dir, AsFd::as_fd);
-        let next = open_one(at, name, through, creating, Step::Through)?;
-        current = Some(next);
+/// Walks to the last of `names` one component at a time, every folder on the way opened
+/// `O_PATH | O_NOFOLLOW` and its kind read from that fd: a symlink anywhere fails the walk
+/// with `ELOOP`, as `RESOLVE_NO_SYMLINKS` would, and single names cannot climb (`..` never
+/// reaches here), so the walk stays beneath `dir`. Returns an `O_PATH` fd of the last folder.
+fn walk(dir: BorrowedFd<'_>, names: &[&OsStr], creating: Creating) -> io::Result<OwnedFd> {
+    let mut current = rustix::fs::openat(dir, ".", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    for name in names {
+        current = folder_only(open_name(current.as_fd(), name, creating)?)?;
     }
-    let at = current.as_ref().map_or(dir, AsFd::as_fd);
-    // `openat2` answers for a final symlink as `openat` does (`ENOTDIR` with `O_DIRECTORY`);
-    // a creating walk says `ELOOP` there too, so its callers can tell a symlink in the way.
-    let step = match creating {
-        Creating::MissingFolders => Step::Through,
-        Creating::No => Step::Last,
-    };
-    open_one(at, final_name, last, creating, step)
+    Ok(current)
 }
 
-/// Where a name is on a walk: a symlink on the way is `ELOOP`, as under
-/// `RESOLVE_NO_SYMLINKS`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Step {
-    Through,
-    Last,
-}
-
-/// Opens one name in `at`; a folder that is missing is created first when asked.
-fn open_one(
-    at: BorrowedFd<'_>,
-    name: &OsStr,
-    flags: OFlags,
-    creating: Creating,
-    step: Step,
-) -> io::Result<OwnedFd> {
-    let answer = |error: Errno| match step {
-        Step::Through => symlink_as_loop(at, name, error),
-        Step::Last => error,
-    };
+/// One name in `at`, `O_PATH | O_NOFOLLOW`; a missing folder is made first when asked.
+fn open_name(at: BorrowedFd<'_>, name: &OsStr, creating: Creating) -> io::Result<OwnedFd> {
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     match rustix::fs::openat(at, name, flags, Mode::empty()) {
-        Err(Errno::NOENT)
-            if creating == Creating::MissingFolders && flags.contains(OFlags::DIRECTORY) =>
-        {
+        Err(Errno::NOENT) if creating == Creating::MissingFolders => {
             match rustix::fs::mkdirat(at, name, Mode::from_raw_mode(0o777)) {
                 Ok(()) | Err(Errno::EXIST) => {}
                 Err(error) => return Err(error.into()),
             }
-            Ok(rustix::fs::openat(at, name, flags, Mode::empty()).map_err(answer)?)
+            Ok(rustix::fs::openat(at, name, flags, Mode::empty())?)
         }
-        Err(error) => Err(answer(error).into()),
-        Ok(fd) => Ok(fd),
+        opened => Ok(opened?),
     }
 }
 
-/// `O_DIRECTORY | O_NOFOLLOW` on a symlink says `ENOTDIR`; `RESOLVE_NO_SYMLINKS` says
-/// `ELOOP` for a symlink on the way. The walk answers as `openat2` would.
-fn symlink_as_loop(at: BorrowedFd<'_>, name: &OsStr, error: Errno) -> Errno {
-    if error != Errno::NOTDIR {
-        return error;
-    }
-    match rustix::fs::statat(at, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(stat)
-            if rustix::fs::FileType::from_raw_mode(stat.st_mode)
-                == rustix::fs::FileType::Symlink =>
-        {
-            Errno::LOOP
-        }
-        _ => error,
-    }
+/// The fallback of [`open_beneath`] where `openat2` is missing: the folders walked, then the
+/// last name opened with `flags` (which hold `O_NOFOLLOW`), as `openat2` would open it.
+fn walk_and_open(dir: BorrowedFd<'_>, names: &[&OsStr], flags: OFlags) -> io::Result<OwnedFd> {
+    let Some((last, folders)) = names.split_last() else {
+        return Ok(rustix::fs::openat(dir, ".", flags, Mode::empty())?);
+    };
+    let folder = walk(dir, folders, Creating::No)?;
+    Ok(rustix::fs::openat(&folder, *last, flags, Mode::empty())?)
 }
 
 /// What `relative` beneath `dir` is, without opening it for reading (an `O_PATH` fd and
@@ -325,11 +310,10 @@ mod tests {
             )
             .map_err(io::Error::from),
         );
-        let by_walk = errno(walk(
+        let by_walk = errno(walk_and_open(
             dir,
             &names,
             flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Creating::No,
         ));
         (by_openat2, by_walk)
     }
@@ -364,7 +348,7 @@ mod tests {
         let link = probe(root, Path::new("out")).unwrap();
         assert_eq!(Kind::of(&link), Kind::Symlink);
         let names = names(Path::new("out")).unwrap();
-        let walked = walk(root, &names, OFlags::PATH | OFlags::NOFOLLOW, Creating::No).unwrap();
+        let walked = walk_and_open(root, &names, OFlags::PATH | OFlags::NOFOLLOW).unwrap();
         assert_eq!(Kind::of(&metadata(walked).unwrap()), Kind::Symlink);
         assert!(open_beneath(root, Path::new("../x"), OFlags::RDONLY).is_err());
     }
@@ -372,11 +356,30 @@ mod tests {
     #[test]
     fn creating_walks_make_folders_but_never_follow_a_symlink() {
         let (dir, root) = tree();
-        let made = open_folder_creating(root.as_fd(), Path::new("inside/new/deeper")).unwrap();
+        let made = open_folder(
+            root.as_fd(),
+            Path::new("inside/new/deeper"),
+            Creating::MissingFolders,
+        )
+        .unwrap();
         assert_eq!(Kind::of(&metadata(made).unwrap()), Kind::Folder);
         assert!(dir.path().join("inside/new/deeper").is_dir());
-        let through_link = open_folder_creating(root.as_fd(), Path::new("out/new")).unwrap_err();
+        let through_link =
+            open_folder(root.as_fd(), Path::new("out/new"), Creating::MissingFolders).unwrap_err();
         assert_eq!(Errno::from_io_error(&through_link), Some(Errno::LOOP));
         assert!(!Path::new("/etc/new").exists());
+        // Where a folder should be: a symlink is ELOOP, a file ENOTDIR, by either route.
+        for creating in [Creating::No, Creating::MissingFolders] {
+            let link = open_folder(root.as_fd(), Path::new("in"), creating).unwrap_err();
+            assert_eq!(Errno::from_io_error(&link), Some(Errno::LOOP));
+            let file = open_folder(root.as_fd(), Path::new("inside/file.txt"), creating);
+            assert_eq!(
+                Errno::from_io_error(&file.unwrap_err()),
+                Some(Errno::NOTDIR)
+            );
+        }
+        let names = names(Path::new("in/x")).unwrap();
+        let walked = walk(root.as_fd(), &names, Creating::MissingFolders).unwrap_err();
+        assert_eq!(Errno::from_io_error(&walked), Some(Errno::LOOP));
     }
 }

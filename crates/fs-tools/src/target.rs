@@ -8,7 +8,6 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::OFlags;
 use toolrail_tools_core::ToolFailure;
 
 use crate::beneath::{self, Creating, Kind, Opened};
@@ -159,22 +158,8 @@ impl Target {
         };
         let folder = self.relative.parent().unwrap_or_else(|| Path::new(""));
         let root = self.open_root()?;
-        let opened = match creating {
-            Creating::MissingFolders => beneath::open_folder_creating(root.as_fd(), folder),
-            Creating::No => {
-                beneath::open_beneath(root.as_fd(), folder, OFlags::RDONLY | OFlags::DIRECTORY)
-            }
-        };
-        let parent = opened.map_err(|error| {
-            // A folder that became a symlink answers `ENOTDIR` to `O_DIRECTORY | O_NOFOLLOW`.
-            let swapped = beneath::probe(root.as_fd(), folder)
-                .is_ok_and(|metadata| Kind::of(&metadata) == Kind::Symlink);
-            if swapped {
-                self.changed()
-            } else {
-                self.io_failure("opening the folder of", &error)
-            }
-        })?;
+        let parent = beneath::open_folder(root.as_fd(), folder, creating)
+            .map_err(|error| self.io_failure("opening the folder of", &error))?;
         Ok((parent, name.to_owned()))
     }
 
