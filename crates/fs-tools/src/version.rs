@@ -7,19 +7,31 @@ use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::path::Path;
 
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 use toolrail_tools_core::log::{AppendUrgency, EventData, FsObserved};
 use toolrail_tools_core::{ToolContext, ToolFailure};
 
 use crate::files::{FileTools, NOT_OBSERVED, STALE_VERSION, failure};
 use crate::target::Target;
 
-/// The digest of a file's content; `None` when it does not exist.
+/// The digest of a file's content; `None` when it does not exist. A path whose last
+/// component is a symlink, or that is not a regular file, is an error (it is never opened
+/// in a way that could block: recovery calls this on paths a crashed session left).
 pub fn file_digest(path: &Path) -> std::io::Result<Option<String>> {
-    match File::open(path) {
-        Ok(file) => digest_of(file).map(Some),
-        Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(error),
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW;
+    let file = match rustix::fs::open(path, flags | OFlags::CLOEXEC, Mode::empty()) {
+        Ok(fd) => File::from(fd),
+        Err(Errno::NOENT) => return Ok(None),
+        Err(error) => return Err(error.into()),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "`{}` is not a regular file",
+            path.display()
+        )));
     }
+    digest_of(file).map(Some)
 }
 
 /// The digest of everything `content` yields.

@@ -162,6 +162,28 @@ async fn a_file_changed_since_leaves_the_outcome_unknown() {
     assert!(text.contains("neither as before"), "{text}");
 }
 
+/// Recovery looks at the file a crashed session named: a FIFO put there since must not
+/// block it (nothing opens it for reading), and leaves the outcome unknown.
+#[tokio::test]
+async fn a_fifo_where_the_file_was_leaves_the_outcome_unknown_without_blocking() {
+    let b = bench();
+    let events = interrupted_write(&b, "piped.txt", "written\n").await;
+    std::fs::remove_file(b.path("piped.txt")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        b.path("piped.txt"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let (code, text, _) = tokio::time::timeout(Duration::from_secs(20), recovered(&events))
+        .await
+        .expect("recovery blocked on a FIFO");
+    assert_eq!(code, Some(ErrorCode::ToolOutcomeUnknown), "{text}");
+    assert!(text.contains("is not a regular file"), "{text}");
+}
+
 #[tokio::test]
 async fn a_write_stopped_before_its_intent_did_not_happen_in_a_strict_log() {
     let b = bench();

@@ -28,7 +28,7 @@ async fn prompt(b: &Bench, tool: &str, args: Value) -> CommittedResult {
 fn plant(b: &Bench) -> std::os::unix::net::UnixListener {
     rustix::fs::mknodat(
         CWD,
-        &b.path("pipe"),
+        b.path("pipe"),
         FileType::Fifo,
         Mode::from_raw_mode(0o644),
         0,
