@@ -50,13 +50,37 @@ pub(crate) fn stage<T>(
     mode: Option<u32>,
     fill: impl FnOnce(&mut File) -> io::Result<T>,
 ) -> io::Result<(Staged, T)> {
+    stage_as(Temporary::UnnamedIfPossible, parent, name, mode, fill)
+}
+
+/// How the temporary file is made.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Temporary {
+    /// `O_TMPFILE`, or a named file where the filesystem refuses it.
+    UnnamedIfPossible,
+    /// Named from the start (what a filesystem without `O_TMPFILE` gets; for tests).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Named,
+}
+
+fn stage_as<T>(
+    temporary: Temporary,
+    parent: OwnedFd,
+    name: &OsStr,
+    mode: Option<u32>,
+    fill: impl FnOnce(&mut File) -> io::Result<T>,
+) -> io::Result<(Staged, T)> {
     remove_stale_temporaries(&parent);
-    let (file, temporary) = match rustix::fs::openat(
-        &parent,
-        ".",
-        OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o666),
-    ) {
+    let unnamed = match temporary {
+        Temporary::UnnamedIfPossible => rustix::fs::openat(
+            &parent,
+            ".",
+            OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        ),
+        Temporary::Named => Err(Errno::OPNOTSUPP),
+    };
+    let (file, temporary) = match unnamed {
         Ok(fd) => (File::from(fd), None),
         // Not supported here (EOPNOTSUPP), or a kernel that reads O_TMPFILE as O_DIRECTORY.
         Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {
@@ -117,18 +141,20 @@ impl Drop for Staged {
 /// since Linux 6.10), else through `/proc/self/fd`, as `open(2)` documents.
 fn link_unnamed(file: &File, parent: &OwnedFd, name: &OsStr) -> io::Result<()> {
     match rustix::fs::linkat(file, "", parent, name, AtFlags::EMPTY_PATH) {
-        Err(Errno::NOENT | Errno::PERM) => {
-            let by_proc = format!("/proc/self/fd/{}", file.as_raw_fd());
-            Ok(rustix::fs::linkat(
-                CWD,
-                by_proc.as_str(),
-                parent,
-                name,
-                AtFlags::SYMLINK_FOLLOW,
-            )?)
-        }
+        Err(Errno::NOENT | Errno::PERM) => link_through_proc(file, parent, name),
         linked => Ok(linked?),
     }
+}
+
+fn link_through_proc(file: &File, parent: &OwnedFd, name: &OsStr) -> io::Result<()> {
+    let by_proc = format!("/proc/self/fd/{}", file.as_raw_fd());
+    Ok(rustix::fs::linkat(
+        CWD,
+        by_proc.as_str(),
+        parent,
+        name,
+        AtFlags::SYMLINK_FOLLOW,
+    )?)
 }
 
 /// `.<name>.toolrail-<pid>-<n>.tmp`, unique within this process.
@@ -304,6 +330,64 @@ mod tests {
             "new"
         );
         assert_eq!(names_in(dir.path()), ["f.txt"]);
+    }
+
+    /// Where the filesystem has no `O_TMPFILE`, the temporary is named from the start and
+    /// removed when discarded; an unnamed one can be linked through `/proc` (the route of
+    /// kernels before 6.10 for processes without `CAP_DAC_READ_SEARCH`).
+    #[test]
+    fn the_named_and_proc_routes_work_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            rustix::fs::open(
+                dir.path(),
+                OFlags::RDONLY | OFlags::DIRECTORY,
+                Mode::empty(),
+            )
+            .unwrap()
+        };
+        let (named, ()) = stage_as(
+            Temporary::Named,
+            open(),
+            OsStr::new("f.txt"),
+            None,
+            |file| file.write_all(b"named"),
+        )
+        .unwrap();
+        assert_eq!(names_in(dir.path()).len(), 1, "named while staged");
+        drop(named);
+        assert!(names_in(dir.path()).is_empty(), "removed when discarded");
+        let (named, ()) = stage_as(
+            Temporary::Named,
+            open(),
+            OsStr::new("f.txt"),
+            None,
+            |file| file.write_all(b"named"),
+        )
+        .unwrap();
+        named.commit().unwrap();
+        assert_eq!(names_in(dir.path()), ["f.txt"]);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+            "named"
+        );
+
+        let parent = open();
+        let unnamed = File::from(
+            rustix::fs::openat(
+                &parent,
+                ".",
+                OFlags::TMPFILE | OFlags::WRONLY,
+                Mode::from_raw_mode(0o600),
+            )
+            .unwrap(),
+        );
+        (&unnamed).write_all(b"through proc").unwrap();
+        link_through_proc(&unnamed, &parent, OsStr::new("g.txt")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("g.txt")).unwrap(),
+            "through proc"
+        );
     }
 
     /// A temporary file left by a process that is gone is removed by the next write into

@@ -382,4 +382,67 @@ mod tests {
         let walked = walk(root.as_fd(), &names, Creating::MissingFolders).unwrap_err();
         assert_eq!(Errno::from_io_error(&walked), Some(Errno::LOOP));
     }
+
+    /// The walk (the route where `openat2` is missing) under the symlink race: a folder
+    /// swapped with a symlink to outside as fast as a thread can, for a second, while the
+    /// walk opens a file in it and creates folders in it. Nothing outside is ever opened
+    /// or made.
+    #[test]
+    fn the_walk_holds_under_the_symlink_race() {
+        use std::io::Read;
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (root, outside) = (base.join("root"), base.join("outside"));
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(root.join("d/f.txt"), "inside").unwrap();
+        std::fs::write(outside.join("f.txt"), "OUTSIDE").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("l")).unwrap();
+        let root_fd = open_root(&root).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let stop = Arc::clone(&stop);
+            let (d, l) = (root.join("d"), root.join("l"));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        &d,
+                        rustix::fs::CWD,
+                        &l,
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .unwrap();
+                }
+            })
+        };
+        let names = names(Path::new("d/f.txt")).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let (mut opened, mut refused, mut n) = (0, 0, 0);
+        while std::time::Instant::now() < deadline {
+            match walk_and_open(root_fd.as_fd(), &names, OFlags::RDONLY | OFlags::NOFOLLOW) {
+                Ok(fd) => {
+                    let mut text = String::new();
+                    File::from(fd).read_to_string(&mut text).unwrap();
+                    assert_eq!(text, "inside");
+                    opened += 1;
+                }
+                Err(_) => refused += 1,
+            }
+            let made = format!("d/new{n}");
+            let _ = open_folder(root_fd.as_fd(), Path::new(&made), Creating::MissingFolders);
+            n += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        let outside_names: Vec<_> = std::fs::read_dir(&outside).unwrap().collect();
+        assert_eq!(outside_names.len(), 1, "only f.txt outside");
+        assert!(
+            opened > 0 && refused > 0,
+            "{opened} opened, {refused} refused"
+        );
+    }
 }
