@@ -72,7 +72,7 @@ impl EditTool {
     pub fn new(files: FileTools) -> Self {
         let spec = ToolSpec::for_args::<EditArgs>(
             Self::NAME,
-            "Replace exact text in a file. Each `old` must occur exactly once (or set replace_all), edits must not overlap, and all of them apply or none does. Read the file first in this session; if it changed since, read it again. Line endings and a byte-order mark are kept.",
+            "Replace exact text in a file. Each `old` must occur exactly once (or set replace_all), edits must not overlap, and all of them apply or none does. Read the file first in this session; if it changed since, read it again. Line endings and a byte-order mark are kept. Files inside any `.git` folder, and paths hidden or read-only to tools, cannot be edited.",
         )
         .kind(ToolKind::Edit)
         .concurrency_note("shared: a write claim on the file")

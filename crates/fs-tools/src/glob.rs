@@ -44,7 +44,7 @@ impl GlobTool {
 
     pub fn new(files: FileTools) -> Self {
         let description = format!(
-            "List files whose path (relative to `path`, default the workspace root) matches a glob: `*` stays in one folder, `**` crosses folders. Files ignored by .gitignore are left out; newest first; at most {} paths, with a count of the rest.",
+            "List files whose path (relative to `path`, default the workspace root) matches a glob: `*` stays in one folder, `**` crosses folders. Files ignored by .gitignore are left out; paths hidden from tools are left out (and counted); newest first; at most {} paths, with a count of the rest.",
             files.limits.glob_results
         );
         let spec = looking(

@@ -69,7 +69,7 @@ impl GrepTool {
 
     pub fn new(files: FileTools) -> Self {
         let description = format!(
-            "Search file contents with a regular expression (ripgrep's engine and rules): files ignored by .gitignore and binary files are skipped. `output` is content (matching lines with numbers, grouped by file; `context` adds lines around them), files (the matching files) or count (matching lines per file). At most {} results, with counts of what was left out.",
+            "Search file contents with a regular expression (ripgrep's engine and rules): files ignored by .gitignore, binary files and paths hidden from tools are skipped. `output` is content (matching lines with numbers, grouped by file; `context` adds lines around them), files (the matching files) or count (matching lines per file). At most {} results, with counts of what was left out.",
             files.limits.grep_results
         );
         let spec = looking(

@@ -45,7 +45,7 @@ impl ReadTool {
     pub fn new(files: FileTools) -> Self {
         let limits = &files.limits;
         let description = format!(
-            "Read a text file as numbered lines (`number<TAB>line`, from 1). Shows {} lines from `offset` (default 1) unless `limit` says otherwise; lines over {} characters are cut, and at most {} KiB are returned. The result says how many lines the file has and how to read on. Binary files are refused. Reading a file is what allows editing or overwriting it later.",
+            "Read a text file as numbered lines (`number<TAB>line`, from 1). Shows {} lines from `offset` (default 1) unless `limit` says otherwise; lines over {} characters are cut, and at most {} KiB are returned. The result says how many lines the file has and how to read on. Binary files are refused, and so are FIFOs, sockets, devices and paths hidden from tools. Reading a file is what allows editing or overwriting it later.",
             limits.read_lines,
             limits.line_chars,
             limits.read_bytes / 1024

@@ -117,15 +117,15 @@ impl FileTools {
         let Some(current) = current else {
             return Ok(());
         };
-        match self.require_observed(target)? {
-            seen if seen != current => Err(failure(
-                STALE_VERSION,
-                format!(
-                    "`{}` changed since you last read it; read it again and redo the change against what is there now",
-                    target.shown
-                ),
-            )),
-            _ => Ok(()),
+        if self.require_observed(target)? == current {
+            return Ok(());
         }
+        Err(failure(
+            STALE_VERSION,
+            format!(
+                "`{}` changed since you last read it; read it again and redo the change against what is there now",
+                target.shown
+            ),
+        ))
     }
 }

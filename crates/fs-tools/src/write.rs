@@ -42,7 +42,7 @@ impl WriteTool {
     pub fn new(files: FileTools) -> Self {
         let spec = ToolSpec::for_args::<WriteArgs>(
             Self::NAME,
-            "Write a file with the given content, creating missing folders; the file is replaced whole and atomically. To overwrite an existing file, read it first in this session; if it changed since, read it again. Prefer edit for changes to part of a file.",
+            "Write a file with the given content, creating missing folders; the file is replaced whole and atomically. To overwrite an existing file, read it first in this session; if it changed since, read it again. Prefer edit for changes to part of a file. Files inside any `.git` folder, and paths hidden or read-only to tools, cannot be written.",
         )
         .kind(ToolKind::Edit)
         .concurrency_note("shared: a write claim on the file")
