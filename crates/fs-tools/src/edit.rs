@@ -1,20 +1,43 @@
 //! `edit {path, edits: [{old, new, replace_all?}]}`: exact, unique replacements matched
 //! against the file as it is, applied all together or not at all. CRLF line endings and a
 //! UTF-8 BOM are kept; the result carries a unified diff for the diff card.
+//!
+//! The file is streamed, never held: one pass for its version and spelling (`shape`), one to
+//! find the occurrences (`plan`), one to write the edited file into a staged temporary file
+//! with the diff built beside it (`output`, `hunks`). Memory is a piece of the file, the
+//! edits' strings and the lines around each change, whatever the file's size.
+
+mod hunks;
+mod output;
+mod plan;
+mod shape;
+mod stream;
+
+use std::fs::{File, Metadata};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use similar::{ChangeTag, TextDiff};
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, SubjectKind, ToolContext, ToolKind, ToolOutput, ToolResult, ToolSpec,
-    TypedTool, violations,
+    ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
+    ToolResult, ToolSpec, TypedTool, violations,
 };
 
-use crate::files::{BINARY, EDIT_FAILED, FileTools, NOT_FOUND, failure, io_failure};
-use crate::version::version_of;
+use crate::atomic::{Staged, stage};
+use crate::beneath::Creating;
+use crate::files::{BINARY, EDIT_FAILED, FileTools, NOT_FOUND, STALE_VERSION, blocking, failure};
+use crate::target::{Existing, Target};
+use output::write_edited;
+use plan::{closest_lines, problems, survey, wanted_line};
+use shape::{Shape, ShapeError, shape_of};
+use stream::Normalized;
 
-const BOM: &str = "\u{feff}";
+/// Bytes of the file read at a time.
+const CHUNK: usize = 1 << 20;
+/// Files up to this size are searched for the line closest to an `old` that was not found.
+const CLOSEST_LINE_BYTES: u64 = 8 << 20;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -49,7 +72,7 @@ impl EditTool {
     pub fn new(files: FileTools) -> Self {
         let spec = ToolSpec::for_args::<EditArgs>(
             Self::NAME,
-            "Replace exact text in a file. Each `old` must occur exactly once (or set replace_all), edits must not overlap, and all of them apply or none does. Read the file first in this session; if it changed since, read it again. Line endings and a byte-order mark are kept.",
+            "Replace exact text in a file. Each `old` must occur exactly once (or set replace_all), edits must not overlap, and all of them apply or none does. Read the file first in this session; if it changed since, read it again. Line endings and a byte-order mark are kept. Files inside any `.git` folder, and paths hidden or read-only to tools, cannot be edited.",
         )
         .kind(ToolKind::Edit)
         .concurrency_note("shared: a write claim on the file")
@@ -87,41 +110,11 @@ impl TypedTool for EditTool {
     }
 
     async fn run(&self, ctx: &ToolContext, args: EditArgs) -> ToolResult {
-        let target = self.files.target(&args.path)?;
-        let bytes = std::fs::read(&target.real).map_err(|error| {
-            if error.kind() == std::io::ErrorKind::NotFound {
-                failure(
-                    NOT_FOUND,
-                    format!("`{}` does not exist; create it with write", target.shown),
-                )
-            } else {
-                io_failure("reading", &target, &error)
-            }
-        })?;
-        let before = version_of(&bytes);
-        self.files.check_version(&target, Some(&before))?;
-        let text = String::from_utf8(bytes).map_err(|_| {
-            failure(
-                BINARY,
-                format!(
-                    "`{}` is not UTF-8 text; edit changes text files only",
-                    target.shown
-                ),
-            )
-        })?;
-        let form = TextForm::of(&text);
-        let original = form.normalize(&text);
-        let edited = apply(&original, &args.edits, form.crlf).map_err(|problems| {
-            failure(
-                EDIT_FAILED,
-                format!(
-                    "no edit was applied to `{}`:\n{}",
-                    target.shown,
-                    problems.join("\n")
-                ),
-            )
-        })?;
-        if edited == original {
+        let target = self.files.target_to_write(&args.path)?;
+        let count = args.edits.len();
+        let (files, editing) = (self.files.clone(), target.clone());
+        let prepared = blocking("editing", move || prepare(&files, &editing, &args.edits)).await?;
+        if prepared.after == prepared.before {
             return Err(failure(
                 EDIT_FAILED,
                 format!(
@@ -130,25 +123,22 @@ impl TypedTool for EditTool {
                 ),
             ));
         }
-        let diff = TextDiff::from_lines(original.as_str(), edited.as_str());
-        let (mut added, mut removed) = (0usize, 0usize);
-        for change in diff.iter_all_changes() {
-            match change.tag() {
-                ChangeTag::Insert => added += 1,
-                ChangeTag::Delete => removed += 1,
-                ChangeTag::Equal => {}
-            }
-        }
-        let unified = diff
-            .unified_diff()
-            .context_radius(3)
-            .header(&target.shown, &target.shown)
-            .to_string();
-        let written = form.restore(&edited);
+        let Prepared {
+            before,
+            after,
+            staged,
+            diff,
+            added,
+            removed,
+        } = prepared;
+        let committing = target.clone();
         self.files
-            .replace(ctx, &target, Some(&before), written.as_bytes())
+            .replace(ctx, &target, Some(&before), &after, move || {
+                staged
+                    .commit()
+                    .map_err(|error| committing.io_failure("writing", &error))
+            })
             .await?;
-        let count = args.edits.len();
         Ok(ToolOutput {
             value: Some(json!({
                 "path": target.shown, "edits": count, "added": added, "removed": removed,
@@ -161,151 +151,182 @@ impl TypedTool for EditTool {
         }
         .with_details(json!({
             "type": "diff",
-            "files": [{"path": target.shown, "diff": unified, "added": added, "removed": removed}],
+            "files": [{"path": target.shown, "diff": diff, "added": added, "removed": removed}],
         })))
     }
 }
 
-/// How a file spells its text: a BOM, and CRLF line endings when every line uses them.
-struct TextForm {
-    bom: bool,
-    crlf: bool,
+/// An edit ready to be put in place.
+struct Prepared {
+    before: String,
+    after: String,
+    staged: Staged,
+    diff: String,
+    added: u64,
+    removed: u64,
 }
 
-impl TextForm {
-    fn of(text: &str) -> Self {
-        let body = text.strip_prefix(BOM).unwrap_or(text);
-        let newlines = body.matches('\n').count();
-        Self {
-            bom: text.starts_with(BOM),
-            crlf: newlines > 0 && body.matches("\r\n").count() == newlines,
+/// Checks the edits against the file and writes the edited file into a staged temporary
+/// file of its folder; nothing visible changes.
+fn prepare(
+    files: &FileTools,
+    target: &Target,
+    edits: &[Replacement],
+) -> Result<Prepared, ToolFailure> {
+    let (mut file, metadata) = match target.open_existing()? {
+        Existing::File(file, metadata) => (file, metadata),
+        Existing::Missing => {
+            return Err(failure(
+                NOT_FOUND,
+                format!("`{}` does not exist; create it with write", target.shown),
+            ));
         }
-    }
-
-    /// The text edits are matched against: no BOM, `\n` line endings.
-    fn normalize(&self, text: &str) -> String {
-        let body = text.strip_prefix(BOM).unwrap_or(text);
-        if self.crlf {
-            body.replace("\r\n", "\n")
-        } else {
-            body.to_owned()
-        }
-    }
-
-    fn restore(&self, text: &str) -> String {
-        let body = if self.crlf {
-            text.replace('\n', "\r\n")
-        } else {
-            text.to_owned()
-        };
-        if self.bom {
-            format!("{BOM}{body}")
-        } else {
-            body
-        }
-    }
-}
-
-/// Applies every edit to `original`, or says what is wrong with each one that cannot apply.
-/// In a CRLF file (matched as LF) the edits' CRLF are read as LF too; elsewhere they are
-/// matched and written as given.
-fn apply(original: &str, edits: &[Replacement], crlf: bool) -> Result<String, Vec<String>> {
-    let spelled = |text: &str| {
-        if crlf {
-            text.replace("\r\n", "\n")
-        } else {
-            text.to_owned()
+        Existing::Folder => {
+            return Err(ToolFailure::new(format!(
+                "`{}` is a folder; edit changes files",
+                target.shown
+            )));
         }
     };
-    let mut problems = Vec::new();
-    // (start, end, edit index)
-    let mut spans: Vec<(usize, usize, usize)> = Vec::new();
-    for (at, edit) in edits.iter().enumerate() {
-        let old = spelled(&edit.old);
-        let found: Vec<usize> = original
-            .match_indices(&old)
-            .map(|(start, _)| start)
+    // Not read in this session: said before hashing what may be a large file.
+    files.require_observed(target)?;
+    let reading = |error: std::io::Error| target.io_failure("reading", &error);
+    let shape = shape_of(&mut file, CHUNK).map_err(|error| match error {
+        ShapeError::NotUtf8 => failure(
+            BINARY,
+            format!(
+                "`{}` is not UTF-8 text; edit changes text files only",
+                target.shown
+            ),
+        ),
+        ShapeError::Io(error) => reading(error),
+    })?;
+    files.check_version(target, Some(&shape.digest))?;
+    let plan = plan(&mut file, &shape, edits, metadata.len())
+        .map_err(reading)?
+        .map_err(|problems| {
+            failure(
+                EDIT_FAILED,
+                format!(
+                    "no edit was applied to `{}`:\n{}",
+                    target.shown,
+                    problems.join("\n")
+                ),
+            )
+        })?;
+    let (parent, name) = target.open_parent(Creating::No)?;
+    let mut source = rewound(&mut file, &shape).map_err(reading)?;
+    let (staged, written) = stage(parent, &name, Some(metadata.mode()), |out| {
+        write_edited(
+            &mut source,
+            &shape,
+            &plan.patterns,
+            &plan.replacements,
+            &target.shown,
+            out,
+        )
+    })
+    .map_err(|error| target.io_failure("writing the edited copy of", &error))?;
+    if changed_since(&file, &metadata) {
+        return Err(failure(
+            STALE_VERSION,
+            format!(
+                "`{}` changed while it was being edited; nothing was written. Read it again and redo the edit against what is there now",
+                target.shown
+            ),
+        ));
+    }
+    Ok(Prepared {
+        before: shape.digest,
+        after: written.digest,
+        staged,
+        diff: written.hunks.diff,
+        added: written.hunks.added,
+        removed: written.hunks.removed,
+    })
+}
+
+/// The edits spelled as the file's normal form spells text, once every one is known to apply.
+struct Plan {
+    patterns: Vec<Vec<u8>>,
+    replacements: Vec<Vec<u8>>,
+}
+
+/// Finds where each edit applies in `source` (`size` bytes, spelled as `shape` says): the
+/// plan, or every reason the edits cannot apply together.
+fn plan<S: Read + Seek>(
+    source: &mut S,
+    shape: &Shape,
+    edits: &[Replacement],
+    size: u64,
+) -> std::io::Result<Result<Plan, Vec<String>>> {
+    // In a CRLF file (matched as LF) the edits' CRLF are read as LF too; elsewhere they are
+    // matched and written as given.
+    let spelled = |text: &str| {
+        if shape.crlf {
+            text.replace("\r\n", "\n").into_bytes()
+        } else {
+            text.as_bytes().to_vec()
+        }
+    };
+    let patterns: Vec<Vec<u8>> = edits.iter().map(|edit| spelled(&edit.old)).collect();
+    let replacements: Vec<Vec<u8>> = edits.iter().map(|edit| spelled(&edit.new)).collect();
+    let survey = survey(&mut rewound(source, shape)?, &patterns)?;
+    let missing = survey.found.iter().any(|found| found.count == 0);
+    let closest = if missing && size <= CLOSEST_LINE_BYTES {
+        let olds: Vec<String> = patterns
+            .iter()
+            .map(|old| String::from_utf8_lossy(old).into_owned())
             .collect();
-        match found.len() {
-            0 => problems.push(format!(
-                "edit {}: `old` was not found{}",
-                at + 1,
-                closest_line(original, &old)
-            )),
-            1 => spans.push((found[0], found[0] + old.len(), at)),
-            count if edit.replace_all => {
-                spans.extend(found.iter().map(|start| (*start, start + old.len(), at)));
-                let _ = count;
-            }
-            count => problems.push(format!(
-                "edit {}: `old` was found {count} times (lines {}); include more surrounding text to make it unique, or set replace_all",
-                at + 1,
-                found
-                    .iter()
-                    .map(|start| line_of(original, *start).to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        }
-    }
-    spans.sort_unstable();
-    for pair in spans.windows(2) {
-        let ((_, first_end, first), (second_start, _, second)) = (pair[0], pair[1]);
-        if second_start < first_end && first != second {
-            let (early, late) = (first.min(second), first.max(second));
-            problems.push(format!("edit {} overlaps edit {}", late + 1, early + 1));
-        }
-    }
+        let wanted: Vec<Option<&str>> = olds
+            .iter()
+            .zip(&survey.found)
+            .map(|(old, found)| (found.count == 0).then(|| wanted_line(old)))
+            .collect();
+        closest_lines(&mut rewound(source, shape)?, &wanted)?
+    } else {
+        Vec::new()
+    };
+    let problems = problems(edits, &survey, &closest);
     if !problems.is_empty() {
-        problems.dedup();
-        return Err(problems);
+        return Ok(Err(problems));
     }
-    let mut edited = String::with_capacity(original.len());
-    let mut copied = 0;
-    for (start, end, at) in spans {
-        edited.push_str(original.get(copied..start).unwrap_or_default());
-        edited.push_str(&spelled(&edits[at].new));
-        copied = end;
-    }
-    edited.push_str(original.get(copied..).unwrap_or_default());
-    Ok(edited)
+    Ok(Ok(Plan {
+        patterns,
+        replacements,
+    }))
 }
 
-fn line_of(text: &str, byte: usize) -> usize {
-    text.get(..byte)
-        .map_or(0, |before| before.matches('\n').count())
-        + 1
+/// The text of `source` from its start.
+fn rewound<'a, S: Read + Seek>(
+    source: &'a mut S,
+    shape: &Shape,
+) -> std::io::Result<Normalized<&'a mut S>> {
+    source.seek(SeekFrom::Start(0))?;
+    Ok(Normalized::new(source, shape, CHUNK))
 }
 
-/// `; the closest line is 12: `…`` when some line resembles the first line of `old`.
-fn closest_line(original: &str, old: &str) -> String {
-    let wanted = old
-        .lines()
-        .find(|line| !line.trim().is_empty())
-        .unwrap_or(old)
-        .trim();
-    if wanted.is_empty() {
-        return String::new();
-    }
-    let best = original
-        .lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(at, line)| {
-            let ratio = TextDiff::from_chars(wanted, line.trim()).ratio();
-            (ratio, at, line)
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    match best {
-        Some((ratio, at, line)) if ratio >= 0.6 => {
-            format!("; the closest line is {}: `{}`", at + 1, line.trim())
-        }
-        _ => String::new(),
-    }
+/// Whether the file was written to since `before` was taken (it is read in three passes).
+fn changed_since(file: &File, before: &Metadata) -> bool {
+    let stamp = |metadata: &Metadata| {
+        (
+            metadata.len(),
+            metadata.mtime(),
+            metadata.mtime_nsec(),
+            metadata.ctime(),
+            metadata.ctime_nsec(),
+        )
+    };
+    file.metadata()
+        .map_or(true, |now| stamp(&now) != stamp(before))
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use std::io::Cursor;
+
     use super::*;
 
     fn edit(old: &str, new: &str) -> Replacement {
@@ -316,16 +337,39 @@ mod tests {
         }
     }
 
+    /// The three passes over `text` in memory: the edited text, or the problems.
+    fn apply(text: &str, edits: &[Replacement]) -> Result<String, Vec<String>> {
+        let mut source = Cursor::new(text.as_bytes().to_vec());
+        let shape = shape_of(&mut source, 7).unwrap();
+        let plan = plan(&mut source, &shape, edits, text.len() as u64).unwrap()?;
+        source.seek(SeekFrom::Start(0)).unwrap();
+        let mut out = Vec::new();
+        let written = write_edited(
+            &mut Normalized::new(&mut source, &shape, 5),
+            &shape,
+            &plan.patterns,
+            &plan.replacements,
+            "f",
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(written.digest, crate::version::version_of(&out));
+        Ok(String::from_utf8(out).unwrap())
+    }
+
     #[test]
     fn edits_match_the_original_and_apply_together() {
         let original = "a = 1\nb = 2\nc = 3\n";
         let edited = apply(
             original,
             &[edit("a = 1", "a = 10"), edit("c = 3", "c = 30")],
-            false,
-        )
-        .unwrap();
-        assert_eq!(edited, "a = 10\nb = 2\nc = 30\n");
+        );
+        assert_eq!(edited.unwrap(), "a = 10\nb = 2\nc = 30\n");
+        let all = Replacement {
+            replace_all: true,
+            ..edit("=", ":=")
+        };
+        assert_eq!(apply(original, &[all]).unwrap(), "a := 1\nb := 2\nc := 3\n");
     }
 
     #[test]
@@ -338,7 +382,6 @@ mod tests {
                 edit("fn mian() {}", "z"),
                 edit("x\nfn", "w"),
             ],
-            false,
         )
         .unwrap_err();
         assert_eq!(
@@ -348,25 +391,29 @@ mod tests {
                 "edit 2: `old` was not found; the closest line is 3: `fn main() {}`",
             ]
         );
-        let overlapping =
-            apply("abcdef", &[edit("abc", "1"), edit("cde", "2")], false).unwrap_err();
+        let overlapping = apply("abcdef", &[edit("abc", "1"), edit("cde", "2")]).unwrap_err();
         assert_eq!(overlapping, ["edit 2 overlaps edit 1"]);
+        let many = "x\n".repeat(12);
+        let listed = apply(&many, &[edit("x", "y")]).unwrap_err();
+        assert_eq!(
+            listed,
+            [
+                "edit 1: `old` was found 12 times (lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, and 2 more); include more surrounding text to make it unique, or set replace_all"
+            ]
+        );
     }
 
     #[test]
     fn crlf_and_bom_are_kept() {
         let text = "\u{feff}one\r\ntwo\r\n";
-        let form = TextForm::of(text);
-        let normalized = form.normalize(text);
-        assert_eq!(normalized, "one\ntwo\n");
-        let edited = apply(&normalized, &[edit("two\r\n", "2\nthree\n")], form.crlf).unwrap();
-        assert_eq!(form.restore(&edited), "\u{feff}one\r\n2\r\nthree\r\n");
-        // Mixed endings are matched as they are, CRLF in an edit included.
-        let mixed = "a\r\nb\n";
         assert_eq!(
-            apply(mixed, &[edit("a\r\n", "A\r\n")], TextForm::of(mixed).crlf).unwrap(),
+            apply(text, &[edit("two\r\n", "2\nthree\n")]).unwrap(),
+            "\u{feff}one\r\n2\r\nthree\r\n"
+        );
+        // Mixed endings are matched as they are, CRLF in an edit included.
+        assert_eq!(
+            apply("a\r\nb\n", &[edit("a\r\n", "A\r\n")]).unwrap(),
             "A\r\nb\n"
         );
-        assert!(!TextForm::of("a\r\nb\n").crlf);
     }
 }

@@ -1,6 +1,5 @@
-//! What every file tool shares: the workspace roots, the versions the session has observed,
-//! the limits, and how a path argument becomes a real path (or a refusal) before anything is
-//! touched.
+//! What every file tool shares: the workspace roots, the paths protected from tools, the
+//! versions the session has observed, the limits, the claims, and the tools' error codes.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,8 +8,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use toolrail_tools_core::log::{Event, EventData};
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, ResourceClaim, ResourceKey, SubjectKind, ToolFailure, ToolKind,
-    ToolSpec, WorkspaceRoots,
+    ClaimMode, Concurrency, ProtectedPaths, ResourceClaim, ResourceKey, SubjectKind, ToolFailure,
+    ToolKind, ToolSpec, WorkspaceRoots,
 };
 
 /// Output caps, stated in the tools' descriptions.
@@ -40,21 +39,13 @@ impl Default for Limits {
     }
 }
 
-/// A path argument resolved inside the workspace.
-#[derive(Clone, Debug)]
-pub struct Target {
-    /// Where it really leads, symlinks resolved: the key for claims and observations.
-    pub real: PathBuf,
-    /// How to name it to the model: relative to its root.
-    pub shown: String,
-}
-
 /// The state the file tools share. Clones share it.
 #[derive(Clone, Debug)]
 pub struct FileTools {
     pub(crate) roots: WorkspaceRoots,
     pub(crate) observed: Observations,
     pub(crate) limits: Limits,
+    pub(crate) protected: Arc<ProtectedPaths>,
 }
 
 impl FileTools {
@@ -63,6 +54,7 @@ impl FileTools {
             roots,
             observed: Observations::default(),
             limits: Limits::default(),
+            protected: Arc::new(ProtectedPaths::none()),
         }
     }
 
@@ -85,6 +77,19 @@ impl FileTools {
         self
     }
 
+    /// What the tools must not read or change inside the workspace (default
+    /// [`ProtectedPaths::none`]: every `.git` read-only, nothing hidden). `read` refuses a
+    /// hidden path, `grep` and `glob` leave hidden paths out, `write` and `edit` refuse hidden,
+    /// read-only and `.git` paths (`FS_PROTECTED`).
+    pub fn with_protected(mut self, protected: ProtectedPaths) -> Self {
+        self.protected = Arc::new(protected);
+        self
+    }
+
+    pub fn protected(&self) -> &ProtectedPaths {
+        &self.protected
+    }
+
     pub fn roots(&self) -> &WorkspaceRoots {
         &self.roots
     }
@@ -92,29 +97,6 @@ impl FileTools {
     /// The digest the session last saw of `real`, if it read or wrote it.
     pub fn observed(&self, real: &Path) -> Option<String> {
         self.observed.get(real)
-    }
-
-    /// Resolves a path argument; anything leading outside the roots is refused, untouched.
-    pub(crate) fn target(&self, path: &str) -> Result<Target, ToolFailure> {
-        match self.roots.confine(path) {
-            Ok(real) => Ok(Target {
-                shown: self.shown(&real),
-                real,
-            }),
-            Err(real) => Err(failure(
-                OUTSIDE_WORKSPACE,
-                format!(
-                    "`{path}` leads to `{}`, outside the workspace; nothing was touched. Use a path inside {}",
-                    real.display(),
-                    self.roots
-                        .as_slice()
-                        .iter()
-                        .map(|root| format!("`{}`", root.display()))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )),
-        }
     }
 
     /// A real path as the model names it: relative to the root it lies in (`.` for a root).
@@ -167,8 +149,10 @@ pub(crate) const STALE_VERSION: &str = "FS_STALE_VERSION";
 pub(crate) const NOT_FOUND: &str = "FS_NOT_FOUND";
 pub(crate) const BINARY: &str = "FS_BINARY_FILE";
 pub(crate) const EDIT_FAILED: &str = "FS_EDIT_FAILED";
+pub(crate) const NOT_A_REGULAR_FILE: &str = "FS_NOT_A_REGULAR_FILE";
+pub(crate) const PROTECTED: &str = "FS_PROTECTED";
+pub(crate) const PATH_CHANGED: &str = "FS_PATH_CHANGED";
 
-/// A failure with one of the file tools' own codes.
 /// The spec of a tool that only looks (`read`, `glob`, `grep`): read-only, idempotent,
 /// its `path` argument the subject rules match, sharing a read claim on what it reads.
 pub(crate) fn looking(spec: ToolSpec, kind: ToolKind, claimed: &str) -> ToolSpec {
@@ -179,6 +163,7 @@ pub(crate) fn looking(spec: ToolSpec, kind: ToolKind, claimed: &str) -> ToolSpec
         .concurrency_note(format!("shared: a read claim on {claimed}"))
 }
 
+/// A failure with one of the file tools' own codes.
 pub(crate) fn failure(code: &str, message: impl Into<String>) -> ToolFailure {
     ToolFailure::with_custom_code(code, message)
 }
@@ -192,18 +177,12 @@ pub(crate) fn maybe_lossy(shown: &str) -> bool {
     shown.contains('\u{fffd}')
 }
 
-/// An I/O error while acting on `target`.
-pub(crate) fn io_failure(what: &str, target: &Target, error: &std::io::Error) -> ToolFailure {
-    if error.kind() == std::io::ErrorKind::NotFound {
-        let hint = if maybe_lossy(&target.shown) {
-            format!("; {LOSSY_NAME_NOTE}")
-        } else {
-            String::new()
-        };
-        return failure(
-            NOT_FOUND,
-            format!("`{}` does not exist{hint}", target.shown),
-        );
-    }
-    ToolFailure::new(format!("{what} `{}` failed: {error}", target.shown))
+/// Runs blocking work (reading, hashing, writing, syncing) off the scheduler's thread.
+pub(crate) async fn blocking<T: Send + 'static>(
+    what: &str,
+    work: impl FnOnce() -> Result<T, ToolFailure> + Send + 'static,
+) -> Result<T, ToolFailure> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| ToolFailure::new(format!("{what} stopped: {error}")))?
 }

@@ -1,7 +1,12 @@
 //! `glob {pattern, path?}`: the files under a folder whose relative path matches, honouring
-//! `.gitignore`, newest first, capped with a count of what was left out.
+//! `.gitignore`, newest first, capped with a count of what was left out. Paths hidden from
+//! tools are left out (and counted); the walk only proposes names, each listed one is checked
+//! beneath its root (a regular file, reached through no symlink) before it is shown.
 
+use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
@@ -14,7 +19,9 @@ use toolrail_tools_core::{
     TypedTool,
 };
 
-use crate::files::{FileTools, LOSSY_NAME_NOTE, Target, looking, maybe_lossy};
+use crate::beneath::{self, Kind};
+use crate::files::{FileTools, LOSSY_NAME_NOTE, blocking, looking, maybe_lossy};
+use crate::target::Target;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -37,7 +44,7 @@ impl GlobTool {
 
     pub fn new(files: FileTools) -> Self {
         let description = format!(
-            "List files whose path (relative to `path`, default the workspace root) matches a glob: `*` stays in one folder, `**` crosses folders. Files ignored by .gitignore are left out; newest first; at most {} paths, with a count of the rest.",
+            "List files whose path (relative to `path`, default the workspace root) matches a glob: `*` stays in one folder, `**` crosses folders. Files ignored by .gitignore are left out; paths hidden from tools are left out (and counted); newest first; at most {} paths, with a count of the rest.",
             files.limits.glob_results
         );
         let spec = looking(
@@ -57,14 +64,40 @@ pub(crate) fn path_glob(pattern: &str) -> Result<GlobMatcher, String> {
         .map_err(|error| format!("`{pattern}` is not a valid glob: {}", error.kind()))
 }
 
-/// A walk under `base` honouring ignore files (also outside a git repository), with hidden
-/// files included and `.git` itself skipped.
-pub(crate) fn walker(base: &Path) -> WalkBuilder {
+/// A walk under `base` honouring ignore files (also outside a git repository), with dot
+/// files included, `.git` itself skipped, and paths hidden from tools skipped (a hidden
+/// folder is not entered) and counted in `hidden`. Symlinks are not followed.
+pub(crate) fn walker(base: &Path, files: &FileTools, hidden: &Arc<AtomicUsize>) -> WalkBuilder {
     let mut walk = WalkBuilder::new(base);
+    let (protected, roots, hidden) = (
+        Arc::clone(&files.protected),
+        files.roots.clone(),
+        Arc::clone(hidden),
+    );
     walk.hidden(false)
         .require_git(false)
-        .filter_entry(|entry| entry.file_name() != ".git");
+        .follow_links(false)
+        .filter_entry(move |entry| {
+            if entry.file_name() == ".git" {
+                return false;
+            }
+            if protected.hides_entry(entry.path(), &roots) {
+                hidden.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            true
+        });
     walk
+}
+
+/// Said after a listing or search that left hidden paths out.
+pub(crate) fn hidden_note(hidden: usize) -> Option<String> {
+    (hidden > 0).then(|| {
+        format!(
+            "[{hidden} path{} hidden from tools left out]",
+            if hidden == 1 { "" } else { "s" }
+        )
+    })
 }
 
 impl TypedTool for GlobTool {
@@ -88,13 +121,20 @@ impl TypedTool for GlobTool {
     async fn run(&self, ctx: &ToolContext, args: GlobArgs) -> ToolResult {
         let base = self.files.target(args.path.as_deref().unwrap_or("."))?;
         let matcher = path_glob(&args.pattern).map_err(ToolFailure::new)?;
+        let cap = self.files.limits.glob_results;
+        if self.files.hides(&base) {
+            return Ok(listing(Vec::new(), &args.pattern, &base, cap, 1));
+        }
         let files = self.files.clone();
         let cancel = ctx.cancellation().clone();
         let walked = base.clone();
-        let found = tokio::task::spawn_blocking(move || {
+        let hidden = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&hidden);
+        let found = blocking("the search", move || {
             let base = walked;
+            let root = base.open_root()?;
             let mut found: Vec<(SystemTime, String)> = Vec::new();
-            for entry in walker(&base.real).build().flatten() {
+            for entry in walker(&base.real, &files, &counted).build().flatten() {
                 if cancel.is_cancelled() {
                     break;
                 }
@@ -104,19 +144,23 @@ impl TypedTool for GlobTool {
                 let Ok(relative) = entry.path().strip_prefix(&base.real) else {
                     continue;
                 };
-                if matcher.is_match(relative) {
-                    let modified = entry
-                        .metadata()
-                        .ok()
-                        .and_then(|metadata| metadata.modified().ok())
-                        .unwrap_or(SystemTime::UNIX_EPOCH);
-                    found.push((modified, files.shown(&base.real.join(relative))));
+                if !matcher.is_match(relative) {
+                    continue;
                 }
+                // Listed only if it is there, beneath the root, reached through no symlink.
+                let child = base.child(relative, &files);
+                let Ok(metadata) = beneath::probe(root.as_fd(), &child.relative) else {
+                    continue;
+                };
+                if Kind::of(&metadata) != Kind::File {
+                    continue;
+                }
+                let modified = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                found.push((modified, child.shown));
             }
-            found
+            Ok(found)
         })
-        .await
-        .map_err(|error| ToolFailure::new(format!("the search stopped: {error}")))?;
+        .await?;
         if ctx.cancellation().is_cancelled() {
             return Err(ToolFailure::new("cancelled while listing files"));
         }
@@ -124,7 +168,8 @@ impl TypedTool for GlobTool {
             found,
             &args.pattern,
             &base,
-            self.files.limits.glob_results,
+            cap,
+            hidden.load(Ordering::Relaxed),
         ))
     }
 }
@@ -134,6 +179,7 @@ fn listing(
     pattern: &str,
     base: &Target,
     cap: usize,
+    hidden: usize,
 ) -> ToolOutput {
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let total = found.len();
@@ -152,8 +198,11 @@ fn listing(
     if paths.iter().any(|path| maybe_lossy(path)) {
         text.push_str(&format!("\n[{LOSSY_NAME_NOTE}]"));
     }
+    if let Some(note) = hidden_note(hidden) {
+        text.push_str(&format!("\n{note}"));
+    }
     ToolOutput {
-        value: Some(json!({"paths": paths, "total": total, "omitted": omitted})),
+        value: Some(json!({"paths": paths, "total": total, "omitted": omitted, "hidden": hidden})),
         ..ToolOutput::text(text)
     }
     .with_details(json!({

@@ -1,9 +1,14 @@
 //! `grep {pattern, path?, glob?, case_insensitive?, context?, output?}` with ripgrep's own
 //! libraries, in-process: a parallel walk honouring `.gitignore`, binary files skipped,
-//! matches grouped by file, capped with counts of what was left out.
+//! matches grouped by file, capped with counts of what was left out. Paths hidden from tools
+//! are left out (and counted), whether named directly, reached through a folder or through
+//! a symlink. The walk only proposes names: each file is opened beneath its root (a regular
+//! file, reached through no symlink) and searched through that descriptor.
 
 use std::io;
-use std::path::PathBuf;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
@@ -17,8 +22,10 @@ use toolrail_tools_core::{
     ToolResult, ToolSpec, TypedTool, violations,
 };
 
-use crate::files::{FileTools, LOSSY_NAME_NOTE, Target, looking, maybe_lossy};
-use crate::glob::{path_glob, walker};
+use crate::beneath::{self, Kind, Opened};
+use crate::files::{FileTools, LOSSY_NAME_NOTE, blocking, looking, maybe_lossy};
+use crate::glob::{hidden_note, path_glob, walker};
+use crate::target::Target;
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -62,7 +69,7 @@ impl GrepTool {
 
     pub fn new(files: FileTools) -> Self {
         let description = format!(
-            "Search file contents with a regular expression (ripgrep's engine and rules): files ignored by .gitignore and binary files are skipped. `output` is content (matching lines with numbers, grouped by file; `context` adds lines around them), files (the matching files) or count (matching lines per file). At most {} results, with counts of what was left out.",
+            "Search file contents with a regular expression (ripgrep's engine and rules): files ignored by .gitignore, binary files and paths hidden from tools are skipped. `output` is content (matching lines with numbers, grouped by file; `context` adds lines around them), files (the matching files) or count (matching lines per file). At most {} results, with counts of what was left out.",
             files.limits.grep_results
         );
         let spec = looking(
@@ -135,6 +142,10 @@ impl TypedTool for GrepTool {
 
     async fn run(&self, ctx: &ToolContext, args: GrepArgs) -> ToolResult {
         let base = self.files.target(args.path.as_deref().unwrap_or("."))?;
+        if self.files.hides(&base) {
+            return Ok(report(Vec::new(), &args, &base, &self.files, 1));
+        }
+        let hidden = Arc::new(AtomicUsize::new(0));
         let search = Search {
             matcher: matcher(&args.pattern, args.case_insensitive).map_err(ToolFailure::new)?,
             glob: args
@@ -152,14 +163,14 @@ impl TypedTool for GrepTool {
             base: base.clone(),
             files: self.files.clone(),
             cancel: ctx.cancellation().clone(),
+            hidden: Arc::clone(&hidden),
         };
-        let found = tokio::task::spawn_blocking(move || search.run())
-            .await
-            .map_err(|error| ToolFailure::new(format!("the search stopped: {error}")))?;
+        let found = blocking("the search", move || search.run()).await?;
         if ctx.cancellation().is_cancelled() {
             return Err(ToolFailure::new("cancelled while searching"));
         }
-        Ok(report(found, &args, &base, &self.files))
+        let hidden = hidden.load(Ordering::Relaxed);
+        Ok(report(found, &args, &base, &self.files, hidden))
     }
 }
 
@@ -179,70 +190,89 @@ struct Search {
     base: Target,
     files: FileTools,
     cancel: CancellationToken,
+    /// Paths hidden from tools the walk left out.
+    hidden: Arc<AtomicUsize>,
 }
 
 impl Search {
-    fn run(self) -> Vec<FileHits> {
+    fn run(self) -> Result<Vec<FileHits>, ToolFailure> {
+        let root = self.base.open_root()?;
         let found = Mutex::new(Vec::new());
-        let single_file = self.base.real.is_file();
-        walker(&self.base.real).build_parallel().run(|| {
-            let mut searcher = SearcherBuilder::new()
-                .binary_detection(BinaryDetection::quit(0))
-                .line_number(true)
-                .before_context(self.context)
-                .after_context(self.context)
-                .build();
-            let found = &found;
-            let this = &self;
-            Box::new(move |entry| {
-                if this.cancel.is_cancelled() {
-                    return WalkState::Quit;
-                }
-                let Ok(entry) = entry else {
-                    return WalkState::Continue;
-                };
-                if !entry.file_type().is_some_and(|kind| kind.is_file()) {
-                    return WalkState::Continue;
-                }
-                let path: PathBuf = entry.path().to_path_buf();
-                let relative = path.strip_prefix(&this.base.real).unwrap_or(&path);
-                if !single_file
-                    && this
+        let single_file = beneath::probe(root.as_fd(), &self.base.relative)
+            .is_ok_and(|metadata| Kind::of(&metadata) != Kind::Folder);
+        if single_file {
+            let mut searcher = self.searcher();
+            if let Some(hits) = self.search(&root, &self.base, &mut searcher) {
+                found.lock().push(hits);
+            }
+            return Ok(found.into_inner());
+        }
+        walker(&self.base.real, &self.files, &self.hidden)
+            .build_parallel()
+            .run(|| {
+                let mut searcher = self.searcher();
+                let (found, this, root) = (&found, &self, &root);
+                Box::new(move |entry| {
+                    if this.cancel.is_cancelled() {
+                        return WalkState::Quit;
+                    }
+                    let Ok(entry) = entry else {
+                        return WalkState::Continue;
+                    };
+                    if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+                        return WalkState::Continue;
+                    }
+                    let Ok(relative) = entry.path().strip_prefix(&this.base.real) else {
+                        return WalkState::Continue;
+                    };
+                    if this
                         .glob
                         .as_ref()
                         .is_some_and(|glob| !glob.is_match(relative))
-                {
-                    return WalkState::Continue;
-                }
-                let mut sink = Collect {
-                    lines: Vec::new(),
-                    matches: 0,
-                    keep_lines: this.output == GrepOutput::Content,
-                    first_only: this.output == GrepOutput::Files,
-                    line_chars: this.files.limits.line_chars,
-                };
-                if searcher
-                    .search_path(&this.matcher, &path, &mut sink)
-                    .is_ok()
-                    && sink.matches > 0
-                {
-                    let shown = if single_file {
-                        this.base.shown.clone()
-                    } else {
-                        this.files.shown(&path)
-                    };
-                    found.lock().push(FileHits {
-                        path: shown,
-                        lines: sink.lines,
-                        matches: sink.matches,
-                    });
-                }
-                WalkState::Continue
-            })
-        });
+                    {
+                        return WalkState::Continue;
+                    }
+                    let file = this.base.child(relative, &this.files);
+                    if let Some(hits) = this.search(root, &file, &mut searcher) {
+                        found.lock().push(hits);
+                    }
+                    WalkState::Continue
+                })
+            });
         let mut found = found.into_inner();
         found.sort_by(|a, b| a.path.cmp(&b.path));
-        found
+        Ok(found)
+    }
+
+    fn searcher(&self) -> Searcher {
+        SearcherBuilder::new()
+            .binary_detection(BinaryDetection::quit(0))
+            .line_number(true)
+            .before_context(self.context)
+            .after_context(self.context)
+            .build()
+    }
+
+    /// Searches one file, opened beneath the root; anything but a regular file reached
+    /// through no symlink is skipped silently.
+    fn search(&self, root: &OwnedFd, file: &Target, searcher: &mut Searcher) -> Option<FileHits> {
+        let Ok(Opened::File(opened, _)) = beneath::open_regular(root.as_fd(), &file.relative)
+        else {
+            return None;
+        };
+        let mut sink = Collect {
+            lines: Vec::new(),
+            matches: 0,
+            keep_lines: self.output == GrepOutput::Content,
+            first_only: self.output == GrepOutput::Files,
+            line_chars: self.files.limits.line_chars,
+        };
+        let searched = searcher.search_file(&self.matcher, &opened, &mut sink);
+        (searched.is_ok() && sink.matches > 0).then(|| FileHits {
+            path: file.shown.clone(),
+            lines: sink.lines,
+            matches: sink.matches,
+        })
     }
 }
 
@@ -290,7 +320,13 @@ impl Sink for Collect {
     }
 }
 
-fn report(found: Vec<FileHits>, args: &GrepArgs, base: &Target, files: &FileTools) -> ToolOutput {
+fn report(
+    found: Vec<FileHits>,
+    args: &GrepArgs,
+    base: &Target,
+    files: &FileTools,
+    hidden: usize,
+) -> ToolOutput {
     let cap = files.limits.grep_results;
     let total_files = found.len();
     let total_matches: usize = found.iter().map(|hits| hits.matches).sum();
@@ -348,10 +384,17 @@ fn report(found: Vec<FileHits>, args: &GrepArgs, base: &Target, files: &FileTool
     if lossy_shown {
         text.push_str(&format!("[{LOSSY_NAME_NOTE}]\n"));
     }
+    if let Some(note) = hidden_note(hidden) {
+        if found.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&format!("{note}\n"));
+    }
     ToolOutput {
         value: Some(json!({
             "files": total_files, "matches": total_matches,
             "omitted_files": omitted_files, "omitted_matches": omitted_matches,
+            "hidden": hidden,
         })),
         ..ToolOutput::text(text.trim_end().to_owned())
     }

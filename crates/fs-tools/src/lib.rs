@@ -2,20 +2,29 @@
 //!
 //! Every path is resolved inside the workspace roots (symlinks and all) before anything is
 //! touched; claims are on the real path, so the scheduler runs readers of a file together and
-//! its writers one at a time. Changing a file the session has not read, or that changed since,
+//! its writers one at a time. The tools then act through a directory fd of the root, on that
+//! real path only (`openat2` beneath the root, through no symlink): a symlink swapped in at
+//! any moment cannot make an act land elsewhere (`FS_PATH_CHANGED`). Only regular files are
+//! read or written (`FS_NOT_A_REGULAR_FILE`: a FIFO is never opened). What
+//! [`ProtectedPaths`](toolrail_tools_core::ProtectedPaths) hides is refused to `read` and left
+//! out by `grep` and `glob`; hidden, read-only and `.git` paths are refused to `write` and
+//! `edit` (`FS_PROTECTED`). Changing a file the session has not read, or that changed since,
 //! is refused (`FS_NOT_OBSERVED`, `FS_STALE_VERSION`); observations are logged and rebuilt on
 //! resume. A change logs its intent (digests before and after) durably, replaces the file
 //! atomically and reports the effect; [`FsEffectProbe`] lets recovery tell whether an
-//! interrupted change happened.
+//! interrupted change happened. `edit` streams the file, so its memory does not grow with it.
 //!
 //! Depends on `tools-core` only.
 
+mod atomic;
+mod beneath;
 mod edit;
 mod files;
 mod glob;
 mod grep;
 mod probe;
 mod read;
+mod target;
 mod version;
 mod write;
 
@@ -23,14 +32,16 @@ use std::sync::Arc;
 
 use toolrail_tools_core::{Tool, Typed};
 
+pub use atomic::atomic_replace;
 pub use edit::{EditArgs, EditTool, Replacement};
-pub use files::{FileTools, Limits, Target};
+pub use files::{FileTools, Limits};
 pub use glob::{GlobArgs, GlobTool};
 pub use grep::{GrepArgs, GrepOutput, GrepTool};
 pub use probe::FsEffectProbe;
 pub use read::{ReadArgs, ReadTool};
+pub use target::Target;
 pub use version::{file_digest, version_of};
-pub use write::{WriteArgs, WriteTool, atomic_replace};
+pub use write::{WriteArgs, WriteTool};
 
 impl FileTools {
     /// The five tools, sharing this state.

@@ -2,7 +2,7 @@
 //! its digest (the version the session then has observed), its line count and the window
 //! come from the same pass, so a huge file costs memory only for the lines shown.
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read};
 use std::sync::Arc;
 
@@ -14,7 +14,8 @@ use toolrail_tools_core::{
     TypedTool,
 };
 
-use crate::files::{BINARY, FileTools, Target, failure, io_failure, looking};
+use crate::files::{BINARY, FileTools, blocking, failure, looking};
+use crate::target::{Existing, Target};
 use crate::version::VersionDigest;
 
 /// Bytes looked at for a NUL to tell a binary file.
@@ -44,7 +45,7 @@ impl ReadTool {
     pub fn new(files: FileTools) -> Self {
         let limits = &files.limits;
         let description = format!(
-            "Read a text file as numbered lines (`number<TAB>line`, from 1). Shows {} lines from `offset` (default 1) unless `limit` says otherwise; lines over {} characters are cut, and at most {} KiB are returned. The result says how many lines the file has and how to read on. Binary files are refused. Reading a file is what allows editing or overwriting it later.",
+            "Read a text file as numbered lines (`number<TAB>line`, from 1). Shows {} lines from `offset` (default 1) unless `limit` says otherwise; lines over {} characters are cut, and at most {} KiB are returned. The result says how many lines the file has and how to read on. Binary files are refused, and so are FIFOs, sockets, devices and paths hidden from tools. Reading a file is what allows editing or overwriting it later.",
             limits.read_lines,
             limits.line_chars,
             limits.read_bytes / 1024
@@ -70,15 +71,28 @@ impl TypedTool for ReadTool {
     }
 
     async fn run(&self, ctx: &ToolContext, args: ReadArgs) -> ToolResult {
-        let target = self.files.target(&args.path)?;
+        let target = self.files.target_to_read(&args.path)?;
         let offset = args.offset.unwrap_or(1).max(1);
         let limit = args.limit.unwrap_or(self.files.limits.read_lines).max(1);
         // Reading and hashing block: off the scheduler's thread.
         let (shared, files) = (target.clone(), self.files.clone());
-        let window =
-            tokio::task::spawn_blocking(move || read_window(&shared, offset, limit, &files))
-                .await
-                .map_err(|error| ToolFailure::new(format!("reading stopped: {error}")))??;
+        let window = blocking("reading", move || {
+            let (file, metadata) = match shared.open_existing()? {
+                Existing::File(file, metadata) => (file, metadata),
+                Existing::Folder => {
+                    return Err(ToolFailure::new(format!(
+                        "`{}` is a folder; list it with glob",
+                        shared.shown
+                    )));
+                }
+                Existing::Missing => {
+                    let missing = std::io::Error::from(ErrorKind::NotFound);
+                    return Err(shared.io_failure("opening", &missing));
+                }
+            };
+            read_window(file, &metadata, &shared, offset, limit, &files)
+        })
+        .await?;
         self.files.observe(ctx, &target, &window.digest).await?;
         Ok(window.into_output(&target, offset))
     }
@@ -98,22 +112,13 @@ struct Window {
 const HASH_ASIDE: u64 = 1 << 20;
 
 fn read_window(
+    mut file: File,
+    metadata: &Metadata,
     target: &Target,
     offset: usize,
     limit: usize,
     files: &FileTools,
 ) -> Result<Window, ToolFailure> {
-    let mut file =
-        File::open(&target.real).map_err(|error| io_failure("opening", target, &error))?;
-    let metadata = file
-        .metadata()
-        .map_err(|error| io_failure("reading", target, &error))?;
-    if metadata.is_dir() {
-        return Err(ToolFailure::new(format!(
-            "`{}` is a folder; list it with glob",
-            target.shown
-        )));
-    }
     let mut scanner = Scanner::new(offset, limit, files);
     let mut read_next = |buffer: &mut Vec<u8>| -> Result<bool, ToolFailure> {
         buffer.resize(256 * 1024, 0);
@@ -124,7 +129,7 @@ fn read_window(
                     return Ok(read > 0);
                 }
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
-                Err(error) => return Err(io_failure("reading", target, &error)),
+                Err(error) => return Err(target.io_failure("reading", &error)),
             }
         }
     };

@@ -7,28 +7,49 @@ use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::path::Path;
 
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 use toolrail_tools_core::log::{AppendUrgency, EventData, FsObserved};
 use toolrail_tools_core::{ToolContext, ToolFailure};
 
-use crate::files::{FileTools, NOT_OBSERVED, STALE_VERSION, Target, failure};
+use crate::files::{FileTools, NOT_OBSERVED, STALE_VERSION, failure};
+use crate::target::Target;
 
-/// The digest of a file's content; `None` when it does not exist.
+/// The digest of a file's content; `None` when it does not exist. A path whose last
+/// component is a symlink, or that is not a regular file, is an error (it is never opened
+/// in a way that could block: recovery calls this on paths a crashed session left).
 pub fn file_digest(path: &Path) -> std::io::Result<Option<String>> {
-    let mut file = match File::open(path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error),
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW;
+    let file = match rustix::fs::open(path, flags | OFlags::CLOEXEC, Mode::empty()) {
+        Ok(fd) => File::from(fd),
+        Err(Errno::NOENT) => return Ok(None),
+        Err(error) => return Err(error.into()),
     };
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "`{}` is not a regular file",
+            path.display()
+        )));
+    }
+    digest_of(file).map(Some)
+}
+
+/// The digest of everything `content` yields.
+pub(crate) fn digest_of(mut content: impl Read) -> std::io::Result<String> {
     let mut digest = VersionDigest::new();
     let mut buffer = vec![0u8; 256 * 1024];
     loop {
-        let read = file.read(&mut buffer)?;
+        let read = match content.read(&mut buffer) {
+            Ok(read) => read,
+            Err(error) if error.kind() == ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
         if read == 0 {
             break;
         }
         digest.update(buffer.get(..read).unwrap_or_default());
     }
-    Ok(Some(digest.finish()))
+    Ok(digest.finish())
 }
 
 /// The version of content given whole.
@@ -74,6 +95,19 @@ impl FileTools {
             .map_err(|error| ToolFailure::new(format!("could not log the observation: {error}")))
     }
 
+    /// The version of an existing file the session last saw: refused when it saw none.
+    pub(crate) fn require_observed(&self, target: &Target) -> Result<String, ToolFailure> {
+        self.observed.get(&target.real).ok_or_else(|| {
+            failure(
+                NOT_OBSERVED,
+                format!(
+                    "`{}` exists and this session has not read it; read it first, then change it",
+                    target.shown
+                ),
+            )
+        })
+    }
+
     /// An existing file may be changed only in the version the session last saw.
     pub(crate) fn check_version(
         &self,
@@ -83,22 +117,15 @@ impl FileTools {
         let Some(current) = current else {
             return Ok(());
         };
-        match self.observed.get(&target.real) {
-            None => Err(failure(
-                NOT_OBSERVED,
-                format!(
-                    "`{}` exists and this session has not read it; read it first, then change it",
-                    target.shown
-                ),
-            )),
-            Some(seen) if seen != current => Err(failure(
-                STALE_VERSION,
-                format!(
-                    "`{}` changed since you last read it; read it again and redo the change against what is there now",
-                    target.shown
-                ),
-            )),
-            Some(_) => Ok(()),
+        if self.require_observed(target)? == current {
+            return Ok(());
         }
+        Err(failure(
+            STALE_VERSION,
+            format!(
+                "`{}` changed since you last read it; read it again and redo the change against what is there now",
+                target.shown
+            ),
+        ))
     }
 }

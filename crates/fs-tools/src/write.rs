@@ -1,12 +1,11 @@
 //! `write {path, content}`, and the one way any file tool changes a file: log the intent
-//! (digests before and after) durably, replace the file atomically (temporary file in the same
-//! folder, fsync, rename, fsync the folder), then report the effect. A crash at any point
-//! leaves the old or the new content, and an intent the recovery probe can check.
+//! (digests before and after) durably, replace the file atomically (a temporary file in the
+//! same folder fd, synced, renamed over the name, the folder synced: see `atomic`), then
+//! report the effect. A crash at any point leaves the old or the new content, and an intent
+//! the recovery probe can check.
 
-use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::unix::fs::MetadataExt;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -17,8 +16,11 @@ use toolrail_tools_core::{
     ToolResult, ToolSpec, TypedTool,
 };
 
-use crate::files::{FileTools, Target, io_failure};
-use crate::version::{file_digest, version_of};
+use crate::atomic::stage;
+use crate::beneath::Creating;
+use crate::files::{FileTools, blocking};
+use crate::target::{Existing, Target};
+use crate::version::{digest_of, version_of};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -40,7 +42,7 @@ impl WriteTool {
     pub fn new(files: FileTools) -> Self {
         let spec = ToolSpec::for_args::<WriteArgs>(
             Self::NAME,
-            "Write a file with the given content, creating missing folders; the file is replaced whole and atomically. To overwrite an existing file, read it first in this session; if it changed since, read it again. Prefer edit for changes to part of a file.",
+            "Write a file with the given content, creating missing folders; the file is replaced whole and atomically. To overwrite an existing file, read it first in this session; if it changed since, read it again. Prefer edit for changes to part of a file. Files inside any `.git` folder, and paths hidden or read-only to tools, cannot be written.",
         )
         .kind(ToolKind::Edit)
         .concurrency_note("shared: a write claim on the file")
@@ -61,22 +63,43 @@ impl TypedTool for WriteTool {
     }
 
     async fn run(&self, ctx: &ToolContext, args: WriteArgs) -> ToolResult {
-        let target = self.files.target(&args.path)?;
-        if target.real.is_dir() {
-            return Err(ToolFailure::new(format!(
-                "`{}` is a folder; write needs a file path",
-                target.shown
-            )));
-        }
-        let before =
-            file_digest(&target.real).map_err(|error| io_failure("reading", &target, &error))?;
+        let target = self.files.target_to_write(&args.path)?;
+        // Hashing what is there blocks: off the scheduler's thread.
+        let looked = target.clone();
+        let existing = blocking("looking at the file", move || {
+            match looked.open_existing()? {
+                Existing::Folder => Err(ToolFailure::new(format!(
+                    "`{}` is a folder; write needs a file path",
+                    looked.shown
+                ))),
+                Existing::Missing => Ok(None),
+                Existing::File(file, metadata) => {
+                    let digest =
+                        digest_of(file).map_err(|error| looked.io_failure("reading", &error))?;
+                    Ok(Some((digest, metadata.mode())))
+                }
+            }
+        })
+        .await?;
+        let before = existing.as_ref().map(|(digest, _)| digest.clone());
         self.files.check_version(&target, before.as_deref())?;
-        let bytes = args.content.as_bytes();
-        let change = self
-            .files
-            .replace(ctx, &target, before.as_deref(), bytes)
+        let mode = existing.map(|(_, mode)| mode);
+        let (bytes, lines) = (args.content.len(), args.content.lines().count());
+        let after = version_of(args.content.as_bytes());
+        let writing = target.clone();
+        let content = args.content;
+        self.files
+            .replace(ctx, &target, before.as_deref(), &after, move || {
+                let (parent, name) = writing.open_parent(Creating::MissingFolders)?;
+                let (staged, ()) = stage(parent, &name, mode, |file| {
+                    file.write_all(content.as_bytes())
+                })
+                .map_err(|error| writing.io_failure("writing", &error))?;
+                staged
+                    .commit()
+                    .map_err(|error| writing.io_failure("writing", &error))
+            })
             .await?;
-        let lines = args.content.lines().count();
         let verb = if before.is_some() {
             "Overwrote"
         } else {
@@ -84,89 +107,49 @@ impl TypedTool for WriteTool {
         };
         Ok(ToolOutput {
             value: Some(json!({
-                "path": target.shown, "bytes": bytes.len(), "lines": lines,
-                "created": before.is_none(), "digest": change,
+                "path": target.shown, "bytes": bytes, "lines": lines,
+                "created": before.is_none(), "digest": after,
             })),
             ..ToolOutput::text(format!(
-                "{verb} `{}` ({} bytes, {lines} lines).",
+                "{verb} `{}` ({bytes} bytes, {lines} lines).",
                 target.shown,
-                bytes.len()
             ))
         })
     }
 }
 
 impl FileTools {
-    /// Changes `target` from the version `before` (`None`: it does not exist) to `bytes`:
-    /// intent logged durably, atomic replace, effect reported, the new version observed.
-    /// Returns the new digest.
+    /// Changes `target` from the version `before` (`None`: it does not exist) to `after`:
+    /// the intent logged durably, then `act` (which puts the new content in place
+    /// atomically) run off the scheduler's thread, the effect reported, the new version
+    /// observed. Nothing visible changes before the intent is logged: `act` is the first
+    /// step that touches the file's folder.
     pub(crate) async fn replace(
         &self,
         ctx: &ToolContext,
         target: &Target,
         before: Option<&str>,
-        bytes: &[u8],
-    ) -> Result<String, ToolFailure> {
-        let after = version_of(bytes);
+        after: &str,
+        act: impl FnOnce() -> Result<(), ToolFailure> + Send + 'static,
+    ) -> Result<(), ToolFailure> {
         let path = target.real.display().to_string();
         let intent = EventData::FsWriteIntent(FsWriteIntent {
             path: path.clone(),
             before: before.map(str::to_owned),
-            after: after.clone(),
+            after: after.to_owned(),
         });
         ctx.record(intent, AppendUrgency::Durable)
             .await
             .map_err(|error| {
                 ToolFailure::new(format!("could not log the write intent: {error}"))
             })?;
-        // Writing and syncing block: off the scheduler's thread.
-        let (real, content) = (target.real.clone(), bytes.to_vec());
-        tokio::task::spawn_blocking(move || atomic_replace(&real, &content))
-            .await
-            .map_err(|error| ToolFailure::new(format!("writing stopped: {error}")))?
-            .map_err(|error| io_failure("writing", target, &error))?;
+        blocking("writing", act).await?;
         ctx.report_effect(Effect::FileWritten {
             path,
             before: before.map(str::to_owned),
-            after: after.clone(),
+            after: after.to_owned(),
         });
         // The session knows what it wrote, also after a resume.
-        self.observe(ctx, target, &after).await?;
-        Ok(after)
+        self.observe(ctx, target, after).await
     }
-}
-
-/// Writes `bytes` to a temporary file beside `path`, syncs it, renames it over `path` and
-/// syncs the folder. Missing folders are created. The file keeps its permissions if it
-/// existed.
-pub fn atomic_replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let folder = path.parent().unwrap_or_else(|| Path::new("."));
-    fs::create_dir_all(folder)?;
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = folder.join(format!(
-        ".{name}.toolrail-{}-{}.tmp",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)?;
-        if let Ok(existing) = fs::metadata(path) {
-            file.set_permissions(existing.permissions())?;
-        }
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temporary, path)?;
-        File::open(folder)?.sync_all()
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&temporary);
-    }
-    written
 }

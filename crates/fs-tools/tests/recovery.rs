@@ -162,6 +162,28 @@ async fn a_file_changed_since_leaves_the_outcome_unknown() {
     assert!(text.contains("neither as before"), "{text}");
 }
 
+/// Recovery looks at the file a crashed session named: a FIFO put there since must not
+/// block it (nothing opens it for reading), and leaves the outcome unknown.
+#[tokio::test]
+async fn a_fifo_where_the_file_was_leaves_the_outcome_unknown_without_blocking() {
+    let b = bench();
+    let events = interrupted_write(&b, "piped.txt", "written\n").await;
+    std::fs::remove_file(b.path("piped.txt")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        b.path("piped.txt"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let (code, text, _) = tokio::time::timeout(Duration::from_secs(20), recovered(&events))
+        .await
+        .expect("recovery blocked on a FIFO");
+    assert_eq!(code, Some(ErrorCode::ToolOutcomeUnknown), "{text}");
+    assert!(text.contains("is not a regular file"), "{text}");
+}
+
 #[tokio::test]
 async fn a_write_stopped_before_its_intent_did_not_happen_in_a_strict_log() {
     let b = bench();
@@ -198,6 +220,7 @@ fn crash_child() {
     };
     let file = PathBuf::from(file);
     for n in 1..u64::MAX {
+        println!("start {n}");
         atomic_replace(&file, &version(n)).unwrap();
         println!("wrote {n}");
     }
@@ -211,7 +234,7 @@ fn a_writer_killed_at_any_moment_leaves_a_whole_version() {
     let exe = std::env::current_exe().unwrap();
     let mut rng = SeededRng::new(0xF11E_5AFE_0001);
     let started = Instant::now();
-    let mut killed_mid_write = 0;
+    let (mut killed_mid_write, mut temporaries_left) = (0, 0);
     for iteration in 0..ITERATIONS {
         assert!(
             started.elapsed() < Duration::from_secs(120),
@@ -228,22 +251,27 @@ fn a_writer_killed_at_any_moment_leaves_a_whole_version() {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        // The last version reported written, and the last one started.
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                // The first report shares its line with the harness's `test crash_child ... `.
-                .filter_map(|line| {
-                    line.split("wrote ")
-                        .nth(1)
-                        .and_then(|n| n.trim().parse::<u64>().ok())
-                })
-                .last()
+            let number = |line: &str, word: &str| {
+                line.split(word)
+                    .nth(1)
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+            };
+            let (mut wrote, mut started) = (None, None);
+            // The first report shares its line with the harness's `test crash_child ... `.
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                wrote = number(&line, "wrote ").or(wrote);
+                started = number(&line, "start ").or(started);
+            }
+            (wrote, started)
         });
         std::thread::sleep(Duration::from_millis(10 + rng.next_u64() % 90));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
-        let last_reported = reader.join().unwrap().unwrap_or(0);
+        let (wrote, started) = reader.join().unwrap();
+        let last_reported = wrote.unwrap_or(0);
+        let inside_a_write = started.unwrap_or(0) > last_reported;
         let content = std::fs::read(&file).unwrap();
         assert_eq!(content.len(), SIZE, "iteration {iteration}: a torn file");
         let first_line = content.split(|byte| *byte == b'\n').next().unwrap();
@@ -258,12 +286,23 @@ fn a_writer_killed_at_any_moment_leaves_a_whole_version() {
             n == last_reported || n == last_reported + 1,
             "iteration {iteration}: version {n} after {last_reported} was reported"
         );
-        if n == last_reported + 1 || dir_has_temporary(dir.path()) {
+        let left_a_temporary = dir_has_temporary(dir.path());
+        if inside_a_write {
             killed_mid_write += 1;
         }
+        temporaries_left += usize::from(left_a_temporary);
+        // Whatever the kill left behind, the next write into the folder removes it.
+        atomic_replace(&file, &version(0)).unwrap();
+        assert!(
+            !dir_has_temporary(dir.path()),
+            "iteration {iteration}: a temporary file stayed after the next write"
+        );
     }
     // The kills must have landed inside writes some of the time, or the test proves little.
     assert!(killed_mid_write > 0, "no kill landed inside a write");
+    println!(
+        "{killed_mid_write} of {ITERATIONS} kills landed inside a write; {temporaries_left} left a named temporary file"
+    );
 }
 
 fn dir_has_temporary(dir: &std::path::Path) -> bool {

@@ -330,3 +330,16 @@ mod tests {
         assert!(!steps.contains(&ViewStep::ReadOnly(work.join(".git"))));
     }
 }
+#[cfg(test)]
+mod timing_scratch {
+    #[test]
+    fn walk_time() {
+        let roots = vec![std::path::PathBuf::from("/tmp/bigws")];
+        let protected = toolrail_tools_core::ProtectedPaths::none();
+        for _ in 0..3 {
+            let started = std::time::Instant::now();
+            let steps = super::ViewPlan { workspace_write: true, roots: &roots, protected: &protected, spill_dir: std::path::Path::new("/tmp/x"), private_tmp: std::path::Path::new("/tmp/x/t") }.steps();
+            eprintln!("walk {:?} steps {}", started.elapsed(), steps.len());
+        }
+    }
+}

@@ -179,27 +179,75 @@ impl ProtectedPaths {
         !self.globs.is_empty() && (self.matcher.is_match(relative) || self.matcher.is_match(real))
     }
 
-    /// Why `real` (a resolved absolute path) may not be read, if it may not. A workspace
-    /// root inside a hidden folder (the demo's `<session>/workspace`) stays visible.
+    /// Why `real` (a resolved absolute path) may not be read, if it may not: it lies in a
+    /// hidden path (and is not shown again read-only), or it or a folder it lies in matches a
+    /// hidden glob (a glob that names a folder hides what it holds). A workspace root inside a
+    /// hidden folder (the demo's `<session>/workspace`) stays visible.
     pub fn read_refusal(&self, real: &Path, roots: &WorkspaceRoots) -> Option<String> {
-        if let Some(hidden) = self.hidden_above(real, roots.as_slice()) {
-            return Some(format!(
+        match self.hiding(real, roots, Depth::WithFolders)? {
+            Hiding::Under(hidden) => Some(format!(
                 "`{}` is hidden from tools (it lies in `{}`, which may hold secrets)",
                 real.display(),
                 hidden.display()
-            ));
+            )),
+            Hiding::Glob(matched) if matched == real => Some(format!(
+                "`{}` is hidden from tools by a deny rule for reading",
+                real.display()
+            )),
+            Hiding::Glob(matched) => Some(format!(
+                "`{}` is hidden from tools by a deny rule for reading (it lies in `{}`)",
+                real.display(),
+                matched.display()
+            )),
+        }
+    }
+
+    /// Whether [`read_refusal`](Self::read_refusal) refuses `real`, without saying why.
+    pub fn hides(&self, real: &Path, roots: &WorkspaceRoots) -> bool {
+        self.hiding(real, roots, Depth::WithFolders).is_some()
+    }
+
+    /// Whether `real` itself is hidden, its folders' names not matched against the globs:
+    /// for walks that skip a hidden folder before entering it, so each entry is matched once.
+    pub fn hides_entry(&self, real: &Path, roots: &WorkspaceRoots) -> bool {
+        self.hiding(real, roots, Depth::EntryOnly).is_some()
+    }
+
+    fn hiding<'a>(
+        &'a self,
+        real: &'a Path,
+        roots: &WorkspaceRoots,
+        depth: Depth,
+    ) -> Option<Hiding<'a>> {
+        if let Some(hidden) = self.hidden_above(real, roots.as_slice()) {
+            return Some(Hiding::Under(hidden));
+        }
+        if self.globs.is_empty() {
+            return None;
         }
         let relative = roots
             .as_slice()
             .iter()
             .find_map(|root| real.strip_prefix(root).ok())
             .unwrap_or(real);
-        self.matches_hidden_glob(relative, real).then(|| {
-            format!(
-                "`{}` is hidden from tools by a deny rule for reading",
-                real.display()
-            )
-        })
+        let levels = match depth {
+            Depth::EntryOnly => 1,
+            Depth::WithFolders => relative.components().count(),
+        };
+        // `relative` and `real` shortened together, one folder at a time.
+        let (mut relative, mut real) = (relative, real);
+        for _ in 0..levels.max(1) {
+            if self.matches_hidden_glob(relative, real) {
+                return Some(Hiding::Glob(real));
+            }
+            match (relative.parent(), real.parent()) {
+                (Some(up), Some(real_up)) if !up.as_os_str().is_empty() => {
+                    (relative, real) = (up, real_up);
+                }
+                _ => break,
+            }
+        }
+        None
     }
 
     /// Why `real` (a resolved absolute path) may not be written, if it may not: it is
@@ -242,6 +290,21 @@ impl ProtectedPaths {
             })
             .map(PathBuf::as_path)
     }
+}
+
+/// Why a path is hidden.
+enum Hiding<'a> {
+    /// It lies in this hidden path.
+    Under(&'a Path),
+    /// This path (itself, or a folder it lies in) matches a hidden glob.
+    Glob(&'a Path),
+}
+
+/// How much of a path [`ProtectedPaths::hiding`] matches against the globs.
+#[derive(Clone, Copy)]
+enum Depth {
+    EntryOnly,
+    WithFolders,
 }
 
 /// Whether any component of `path` is `.git`.
@@ -334,5 +397,33 @@ mod tests {
         if outside.parent() != Some(&base) && base.parent().is_some() {
             assert!(protected.read_refusal(&outside, &roots).is_some());
         }
+    }
+
+    /// A glob that names a folder hides what it holds from `read_refusal` and `hides`;
+    /// `hides_entry` looks at the entry alone, for walks that skip the folder itself.
+    #[test]
+    fn a_glob_naming_a_folder_hides_its_contents() {
+        let dir = std::env::temp_dir();
+        let roots = WorkspaceRoots::new([&dir]).unwrap();
+        let root = roots.as_slice()[0].clone();
+        let protected = ProtectedPaths::none().hide_matching("**/secrets").unwrap();
+        let inside = root.join("app/secrets/deep/key.pem");
+        assert!(protected.hides(&root.join("app/secrets"), &roots));
+        assert!(protected.hides(&inside, &roots));
+        assert_eq!(
+            protected.read_refusal(&inside, &roots).unwrap(),
+            format!(
+                "`{}` is hidden from tools by a deny rule for reading (it lies in `{}`)",
+                inside.display(),
+                root.join("app/secrets").display()
+            )
+        );
+        assert!(!protected.hides_entry(&inside, &roots));
+        assert!(protected.hides_entry(&root.join("app/secrets"), &roots));
+        assert!(!protected.hides(&root.join("app/public/key.pem"), &roots));
+        // Hidden folders hide entries either way; nothing hidden hides nothing.
+        let home = ProtectedPaths::for_home(&root);
+        assert!(home.hides_entry(&root.join(".ssh/id_ed25519"), &roots));
+        assert!(!ProtectedPaths::none().hides(&inside, &roots));
     }
 }

@@ -2,8 +2,9 @@
 //! that runs their calls into a memory log.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 use toolrail_fs_tools::FileTools;
@@ -21,9 +22,16 @@ pub struct Bench {
     pub tools: ToolSet,
     pub sink: Arc<MemorySink>,
     pub pipeline: Pipeline,
+    next_id: AtomicU64,
 }
 
 pub fn bench() -> Bench {
+    bench_with(|_, files| files)
+}
+
+/// A bench whose file tools `configure` shapes, given the workspace root (canonical, and
+/// existing: files the configuration names can be planted first) and the plain tools.
+pub fn bench_with(configure: impl FnOnce(&Path, FileTools) -> FileTools) -> Bench {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("workspace");
     let outside = dir.path().join("outside");
@@ -31,7 +39,8 @@ pub fn bench() -> Bench {
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret.txt"), "secret\n").unwrap();
     let roots = WorkspaceRoots::new([&root]).unwrap();
-    let files = FileTools::new(roots);
+    let real_root = roots.as_slice()[0].clone();
+    let files = configure(&real_root, FileTools::new(roots));
     with_files(dir, root, outside, files)
 }
 
@@ -62,12 +71,13 @@ pub fn with_files(
         tools: registry.snapshot(),
         sink,
         pipeline,
+        next_id: AtomicU64::new(0),
     }
 }
 
 impl Bench {
     pub async fn call(&self, tool: &str, args: Value) -> CommittedResult {
-        let id = format!("c{}", self.sink.len());
+        let id = format!("c{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         self.pipeline
             .execute_one(
                 &self.tools,
