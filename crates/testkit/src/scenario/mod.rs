@@ -435,7 +435,12 @@ impl Scenario {
         let marker_dir = session_dir.join("markers");
         let roots = WorkspaceRoots::new([workspace.to_path_buf()])
             .map_err(|error| ScenarioError::Invalid(error.to_string()))?;
-        let files = FileTools::new(roots.clone());
+        // What tools never read or change: the user's credentials, the session's log and its
+        // neighbours (the full outputs commands are pointed to stay readable), every `.git`.
+        let protected = ProtectedPaths::for_current_user()
+            .hide(session_dir)
+            .show_read_only(session_dir.join("outputs"));
+        let files = FileTools::new(roots.clone()).with_protected(protected.clone());
         let mut builder = RegistryBuilder::new();
         for name in &self.toolset {
             builder = match name.as_str() {
@@ -451,11 +456,7 @@ impl Scenario {
                 }
                 "bash" => {
                     let mut shell = ShellConfig::new(roots.clone(), session_dir.join("outputs"));
-                    // The session's log and its neighbours are hidden from commands; the
-                    // full outputs they are pointed to stay readable.
-                    shell.protected = ProtectedPaths::for_current_user()
-                        .hide(session_dir)
-                        .show_read_only(session_dir.join("outputs"));
+                    shell.protected = protected.clone();
                     shell.mode = sandbox;
                     shell.mode_rules = sandbox_rules.clone();
                     shell.grace =
