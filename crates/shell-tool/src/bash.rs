@@ -18,6 +18,7 @@ use toolrail_tools_core::{
     ToolResult, ToolSpec, TypedTool, WorkspaceRoots, is_simple_command,
 };
 
+use crate::file_view::WalkCache;
 use crate::limits_hit::limits_hit;
 use crate::mode_rules::{ModeRule, rule_for};
 use crate::output::{Captured, capture};
@@ -120,6 +121,8 @@ pub struct BashTool {
     read_only: Option<globset::GlobSet>,
     /// Whether the tier can contain commands here, checked on the first call.
     tier_usable: TierCheck,
+    /// The workspace's folder listings, for finding every `.git` quickly.
+    walk_cache: WalkCache,
 }
 
 impl BashTool {
@@ -155,6 +158,7 @@ impl BashTool {
             config,
             read_only,
             tier_usable: TierCheck::new(),
+            walk_cache: WalkCache::default(),
         }
     }
 
@@ -340,6 +344,7 @@ impl TypedTool for BashTool {
             private_tmp: &private_tmp,
             workdir: &workdir,
             limits: self.config.limits,
+            walk_cache: Some(&self.walk_cache),
         };
         let unavailable = |why: String| {
             ToolFailure::with_custom_code(

@@ -92,6 +92,7 @@ impl ConfinedCommand {
             private_tmp: &self.private_tmp,
             workdir: &self.workdir,
             limits: self.limits,
+            walk_cache: None,
         };
         let argv = std::iter::once(self.program.clone()).chain(self.args.iter().cloned());
         let mut prepared = confinement

@@ -10,8 +10,10 @@
 //! through a link is hidden where it really is, and every path is opened again without
 //! following symlinks when the mounts are made.
 
+use std::collections::HashMap;
 use std::fs::FileType;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use toolrail_tools_core::ProtectedPaths;
 
@@ -39,6 +41,8 @@ pub(crate) struct ViewPlan<'a> {
     pub protected: &'a ProtectedPaths,
     pub spill_dir: &'a Path,
     pub private_tmp: &'a Path,
+    /// Listings kept from earlier calls of the same tool.
+    pub cache: Option<&'a WalkCache>,
 }
 
 impl ViewPlan<'_> {
@@ -58,6 +62,7 @@ impl ViewPlan<'_> {
         let walk_for_globs = !self.protected.hidden_globs().is_empty();
         if walk_for_gits || walk_for_globs {
             let mut walker = Walker {
+                cache: self.cache,
                 protected: self.protected,
                 skip: [self.spill_dir]
                     .into_iter()
@@ -189,40 +194,164 @@ struct Walker<'a> {
     skip: Vec<&'a Path>,
     gits: Option<&'a mut Vec<PathBuf>>,
     hidden: Option<&'a mut Vec<(PathBuf, bool)>>,
+    cache: Option<&'a WalkCache>,
 }
 
 impl Walker<'_> {
     fn walk(&mut self, root: &Path, dir: &Path) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
+        let Some(listing) = self.listing(root, dir) else {
             return;
         };
+        if let Some(gits) = self.gits.as_deref_mut() {
+            gits.extend(listing.gits.iter().cloned());
+        }
+        if let Some(hidden) = self.hidden.as_deref_mut() {
+            for (path, kind) in &listing.globbed {
+                hide_entry(hidden, path.clone(), *kind);
+            }
+        }
+        for sub in &listing.folders {
+            self.walk(root, sub);
+        }
+    }
+
+    /// What `dir` holds, from the cache when the folder has not changed since it was read.
+    fn listing(&self, root: &Path, dir: &Path) -> Option<Arc<Listing>> {
+        let stamp = FolderStamp::of(dir)?;
+        if let Some(cache) = self.cache
+            && let Some(known) = cache.get(dir, &stamp)
+        {
+            return Some(known);
+        }
+        let listing = Arc::new(self.read(root, dir)?);
+        if let Some(cache) = self.cache {
+            cache
+                .reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            cache.put(dir, stamp, Arc::clone(&listing));
+        }
+        Some(listing)
+    }
+
+    fn read(&self, root: &Path, dir: &Path) -> Option<Listing> {
+        let entries = std::fs::read_dir(dir).ok()?;
+        let mut listing = Listing::default();
         for entry in entries.flatten() {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
             let path = entry.path();
             if entry.file_name() == ".git" {
-                if let Some(gits) = self.gits.as_deref_mut()
-                    && !kind.is_symlink()
-                {
-                    gits.push(path);
+                if !kind.is_symlink() {
+                    listing.gits.push(path);
                 }
                 continue;
             }
             if self.skip.iter().any(|skipped| path == *skipped) {
                 continue;
             }
-            if let Some(hidden) = self.hidden.as_deref_mut() {
-                let relative = path.strip_prefix(root).unwrap_or(&path);
-                if self.protected.matches_hidden_glob(relative, &path) {
-                    hide_entry(hidden, path, kind);
-                    continue;
-                }
+            let relative = path.strip_prefix(root).unwrap_or(&path);
+            if self.protected.matches_hidden_glob(relative, &path) {
+                listing.globbed.push((path, kind));
+                continue;
             }
             if kind.is_dir() {
-                self.walk(root, &path);
+                listing.folders.push(path);
             }
         }
+        Some(listing)
+    }
+}
+
+/// One folder's entries, as the walk sorts them.
+#[derive(Debug, Default)]
+struct Listing {
+    gits: Vec<PathBuf>,
+    globbed: Vec<(PathBuf, FileType)>,
+    folders: Vec<PathBuf>,
+}
+
+/// What says a folder still holds the same names: its identity and change time, which
+/// every entry made, removed or renamed in it moves — and which, unlike the modification
+/// time, no process can set back (`utimensat` moves it to now).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FolderStamp {
+    dev: u64,
+    ino: u64,
+    ctime: (i64, i64),
+}
+
+impl FolderStamp {
+    fn of(dir: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(dir).ok()?;
+        meta.is_dir().then(|| Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+
+    /// Changed less than `window` seconds ago: another change within the same clock tick
+    /// would not move the time, so such a listing is not kept (git's "racy" rule).
+    fn recent(&self, window: i64) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(i64::MAX, |since| {
+                i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+            });
+        self.ctime.0 >= now.saturating_sub(window)
+    }
+}
+
+/// Folder listings kept between one tool's calls, so a large workspace costs one `lstat`
+/// per folder per call, not a read of every entry. A folder is read again whenever its
+/// identity or change time differs, or it had changed less than a second before it
+/// was read. Bounded: past [`WalkCache::MAX_FOLDERS`] it starts over.
+#[derive(Debug)]
+pub(crate) struct WalkCache {
+    listings: std::sync::Mutex<HashMap<PathBuf, (FolderStamp, Arc<Listing>)>>,
+    /// Seconds a change must be old for its listing to be kept.
+    racy_window: i64,
+    /// Folders read (not taken from the cache), for tests.
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl Default for WalkCache {
+    fn default() -> Self {
+        Self {
+            listings: std::sync::Mutex::default(),
+            racy_window: 1,
+            reads: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+impl WalkCache {
+    const MAX_FOLDERS: usize = 200_000;
+
+    fn get(&self, dir: &Path, stamp: &FolderStamp) -> Option<Arc<Listing>> {
+        let listings = self
+            .listings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (known, listing) = listings.get(dir)?;
+        (known == stamp).then(|| Arc::clone(listing))
+    }
+
+    fn put(&self, dir: &Path, stamp: FolderStamp, listing: Arc<Listing>) {
+        let mut listings = self
+            .listings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if stamp.recent(self.racy_window) {
+            listings.remove(dir);
+            return;
+        }
+        if listings.len() >= Self::MAX_FOLDERS {
+            listings.clear();
+        }
+        listings.insert(dir.to_path_buf(), (stamp, listing));
     }
 }
 
@@ -274,6 +403,7 @@ mod tests {
             protected: &protected,
             spill_dir: &base.join("s/out"),
             private_tmp: &base.join("s/out/c1.tmp"),
+            cache: None,
         };
         assert_eq!(
             plan.steps(),
@@ -312,6 +442,7 @@ mod tests {
             protected: &around,
             spill_dir: &session.join("outputs"),
             private_tmp: &session.join("outputs/c1.tmp"),
+            cache: None,
         }
         .steps();
         assert!(steps.contains(&ViewStep::Hide {
@@ -329,17 +460,51 @@ mod tests {
         assert!(!steps.contains(&ViewStep::Writable(work.clone())));
         assert!(!steps.contains(&ViewStep::ReadOnly(work.join(".git"))));
     }
-}
-#[cfg(test)]
-mod timing_scratch {
+
+    /// Unchanged folders come from the cache; a `.git` made anywhere changes its folder's
+    /// change time, and is found on the next walk.
     #[test]
-    fn walk_time() {
-        let roots = vec![std::path::PathBuf::from("/tmp/bigws")];
-        let protected = toolrail_tools_core::ProtectedPaths::none();
-        for _ in 0..3 {
-            let started = std::time::Instant::now();
-            let steps = super::ViewPlan { workspace_write: true, roots: &roots, protected: &protected, spill_dir: std::path::Path::new("/tmp/x"), private_tmp: std::path::Path::new("/tmp/x/t") }.steps();
-            eprintln!("walk {:?} steps {}", started.elapsed(), steps.len());
+    fn the_walk_cache_reads_only_what_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = std::fs::canonicalize(dir.path()).unwrap();
+        for folder in ["a/b/c", "d/e", ".git"] {
+            std::fs::create_dir_all(work.join(folder)).unwrap();
         }
+        let cache = WalkCache {
+            racy_window: -1,
+            ..WalkCache::default()
+        };
+        let protected = ProtectedPaths::none();
+        let roots = vec![work.clone()];
+        let gits = |cache: &WalkCache| {
+            ViewPlan {
+                workspace_write: true,
+                roots: &roots,
+                protected: &protected,
+                spill_dir: &work.join("spill"),
+                private_tmp: &work.join("spill/t"),
+                cache: Some(cache),
+            }
+            .steps()
+            .into_iter()
+            .filter(|step| matches!(step, ViewStep::ReadOnly(path) if path.ends_with(".git")))
+            .count()
+        };
+        let reads = |cache: &WalkCache| cache.reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(gits(&cache), 1);
+        assert_eq!(reads(&cache), 6, "every folder read once");
+        assert_eq!(gits(&cache), 1);
+        assert_eq!(reads(&cache), 6, "nothing read again");
+        std::fs::create_dir_all(work.join("a/b/c/.git")).unwrap();
+        assert_eq!(gits(&cache), 2);
+        assert_eq!(reads(&cache), 7, "only the changed folder read again");
+        // A listing taken within the racy window is never kept.
+        let careful = WalkCache {
+            racy_window: 3600,
+            ..WalkCache::default()
+        };
+        gits(&careful);
+        gits(&careful);
+        assert_eq!(reads(&careful), 12);
     }
 }

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use tokio::process::Command;
 use toolrail_tools_core::ProtectedPaths;
 
-use crate::file_view::{ViewPlan, ViewStep};
+use crate::file_view::{ViewPlan, ViewStep, WalkCache};
 use crate::namespace::{Containment, MountStep, Report, StatusChannel, contain};
 use crate::{landlock_rules, namespace, seccomp};
 
@@ -183,6 +183,8 @@ pub(crate) struct Confinement<'a> {
     pub private_tmp: &'a Path,
     pub workdir: &'a Path,
     pub limits: ResourceLimits,
+    /// Folder listings from the tool's earlier calls.
+    pub walk_cache: Option<&'a WalkCache>,
 }
 
 /// A command ready to spawn in its sandbox, with the channel that tells whether the
@@ -247,6 +249,7 @@ impl Confinement<'_> {
                 protected: self.protected,
                 spill_dir: self.spill_dir,
                 private_tmp: self.private_tmp,
+                cache: self.walk_cache,
             }
             .steps()
         } else {
@@ -505,6 +508,7 @@ pub(crate) fn trial(tier: &SandboxTier) -> Result<(), String> {
         private_tmp: &private_tmp,
         workdir: &private_tmp,
         limits: ResourceLimits::default(),
+        walk_cache: None,
     };
     let result = (|| {
         let mut prepared = confinement.prepare(["true".into()])?;
