@@ -316,6 +316,7 @@ pub fn execute(
     });
     let report = report.map_err(|error| match error {
         ScenarioError::Invalid(why) => bad_input!("the scenario is not valid: {why}"),
+        invalid @ ScenarioError::Scheduler(_) => bad_input!("{invalid}"),
         ScenarioError::Registry(why) => bad_input!("the scenario's tool set: {why}"),
         ScenarioError::Workspace(why) => {
             bad_input!("the workspace could not be prepared: {why}; give a writable folder")

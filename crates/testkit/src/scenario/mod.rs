@@ -11,6 +11,7 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{
     AgentLoop, LoopConfig, LoopError, ModelClient, Scheduler, SchedulerConfig,
+    SchedulerConfigError,
 };
 use toolrail_fs_tools::FileTools;
 use toolrail_session_log::{
@@ -54,6 +55,7 @@ pub struct Scenario {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioConfig {
+    /// At most this many calls run at once (default 8; 1 is strict serial; 0 is refused).
     pub max_parallel: Option<usize>,
     pub cancel_grace_ms: Option<u64>,
     pub default_timeout_ms: Option<u64>,
@@ -175,6 +177,9 @@ pub struct ToolCallSpec {
 pub enum ScenarioError {
     #[error("the scenario is not valid: {0}")]
     Invalid(String),
+    /// A scheduler setting (`config.max_parallel`) that cannot work.
+    #[error("the scenario is not valid: config.{0}")]
+    Scheduler(#[from] SchedulerConfigError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]
@@ -255,6 +260,7 @@ impl Scenario {
         }
         // Checked before anything is written.
         let shell_policy = self.shell_policy()?;
+        let scheduler_config = self.scheduler_config()?;
         let marker_dir = session_dir.join("markers");
         std::fs::create_dir_all(&marker_dir)?;
         let workspace = options
@@ -340,14 +346,7 @@ impl Scenario {
             })?;
         }
         let pipeline = people.install(pipeline, &self.config);
-        let scheduler = Scheduler::new(
-            Arc::new(pipeline.build()),
-            SchedulerConfig {
-                max_parallel: self.config.max_parallel.unwrap_or(8),
-                stop_batch_on_reject: self.config.stop_batch_on_reject.unwrap_or(true),
-                sequential: false,
-            },
-        );
+        let scheduler = Scheduler::new(Arc::new(pipeline.build()), scheduler_config);
         let scripted = Arc::new(ScriptedModel::new([]));
         let model: Arc<dyn ModelClient> = match &options.model {
             Some(model) => Arc::clone(model),
@@ -400,6 +399,18 @@ impl Scenario {
             turn_ends,
             mismatches,
         })
+    }
+
+    /// How the scenario's batches run; a `max_parallel` of 0 is refused.
+    fn scheduler_config(&self) -> Result<SchedulerConfig, ScenarioError> {
+        let mut config = SchedulerConfig {
+            stop_batch_on_reject: self.config.stop_batch_on_reject.unwrap_or(true),
+            ..SchedulerConfig::default()
+        };
+        if let Some(max_parallel) = self.config.max_parallel {
+            config = config.with_max_parallel(max_parallel)?;
+        }
+        Ok(config)
     }
 
     /// The scenario's tools, as a session would see them, for a workspace (to list them).
