@@ -138,6 +138,14 @@ impl SessionStore for JsonlStore {
             file.sync_all()
                 .map_err(|source| StoreError::io("syncing", &path, source))?;
         }
+        if read.unterminated {
+            // The last event was kept without its newline; the next line must not join it.
+            (&file)
+                .write_all(b"\n")
+                .and_then(|()| file.sync_data())
+                .map_err(|source| StoreError::io("ending the last line of", &path, source))?;
+            read.good_len += 1;
+        }
         let next_seq = read.events.len() as u64 + 1;
         let name = path.display().to_string();
         Ok(Opened {
