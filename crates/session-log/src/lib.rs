@@ -39,7 +39,7 @@ pub use result::{
 pub use sink::{
     AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SinkError,
 };
-pub use store::jsonl::{JsonlLog, JsonlStore, SessionRead};
+pub use store::jsonl::{DEFAULT_LOCK_WAIT, JsonlLog, JsonlStore, LockHolder, SessionRead};
 #[cfg(feature = "postgres")]
 pub use store::postgres::{Claimed, Lease, PostgresLog, PostgresStore, SessionSummary};
 pub use store::sqlite::{SqliteLog, SqliteStore};

@@ -181,7 +181,9 @@ async fn a_whole_last_event_without_its_newline_is_kept_and_the_next_append_star
         source: None,
         version: None,
     };
-    let result = Arc::new(ToolResultRecord::success(vec![ContentBlock::text("written")]));
+    let result = Arc::new(ToolResultRecord::success(vec![ContentBlock::text(
+        "written",
+    )]));
     for draft in [
         at(None, EventData::TurnStart(TurnStart { user: vec![] })),
         at(None, EventData::AssistantMessage(message)),

@@ -10,8 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{
-    AgentLoop, LoopConfig, LoopError, ModelClient, Scheduler, SchedulerConfig,
-    SchedulerConfigError,
+    AgentLoop, LoopConfig, LoopError, ModelClient, Scheduler, SchedulerConfig, SchedulerConfigError,
 };
 use toolrail_fs_tools::FileTools;
 use toolrail_session_log::{
