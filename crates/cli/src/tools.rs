@@ -33,7 +33,11 @@ pub fn run(args: ToolsArgs) -> Result<()> {
         ..RunOptions::default()
     };
     let registry = scenario
-        .tools(&workspace, &std::env::temp_dir(), &options)
+        .tools(
+            &workspace,
+            &crate::absolute_dir("TMPDIR", &std::env::temp_dir())?,
+            &options,
+        )
         .map_err(|error| bad_input!("{error}"))?;
     let tools = registry.snapshot();
     println!(

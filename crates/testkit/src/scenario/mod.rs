@@ -100,6 +100,18 @@ fn sandbox_mode(name: Option<&str>, field: &str) -> Result<SandboxMode, Scenario
     }
 }
 
+/// A folder (`what`: the session folder, the workspace) as an absolute path: `bash` runs each
+/// command (and writes its spilled output) from the workspace, where a relative folder would
+/// name another place.
+fn absolute(what: &str, folder: &Path) -> Result<PathBuf, ScenarioError> {
+    std::path::absolute(folder).map_err(|error| {
+        ScenarioError::Invalid(format!(
+            "the {what} `{}` cannot be made absolute: {error}",
+            folder.display()
+        ))
+    })
+}
+
 /// How a scenario is run, beyond what its file says.
 #[derive(Default)]
 pub struct RunOptions {
@@ -235,6 +247,7 @@ impl Scenario {
         session_dir: &Path,
         options: RunOptions,
     ) -> Result<ScenarioReport, ScenarioError> {
+        let session_dir = &absolute("session folder", session_dir)?;
         // Every model answer is checked before anything is written or run: a mistake in a
         // late turn does not leave a half-run session behind.
         let scripts = self
@@ -419,11 +432,12 @@ impl Scenario {
         session_dir: &Path,
         options: &RunOptions,
     ) -> Result<Registry, ScenarioError> {
+        let workspace = &absolute("workspace", workspace)?;
         let people = People::new(&self.config, workspace, None)?;
         self.registry(
             &people,
             workspace,
-            session_dir,
+            &absolute("session folder", session_dir)?,
             options,
             self.shell_policy()?,
         )
