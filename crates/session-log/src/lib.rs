@@ -8,6 +8,7 @@
 
 mod content;
 mod digest;
+mod elided;
 mod event;
 mod ids;
 mod message_calls;
@@ -20,6 +21,7 @@ mod time;
 
 pub use content::ContentBlock;
 pub use digest::{DigestBuilder, digest_of};
+pub use elided::{ElidedBlock, model_text_len};
 pub use event::{
     ApprovalAnswerRecord, ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantBlock,
     AssistantMessage, CodeDispatch, CodeDispatchStart, ContextMessage, Event, EventData,
