@@ -89,7 +89,7 @@ fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize) -> f64 {
     let scheduler = Scheduler::new(
         Arc::new(Pipeline::builder(log.clone()).build()),
         SchedulerConfig {
-            max_parallel: n.max(1),
+            max_parallel: std::num::NonZeroUsize::new(n).unwrap_or(std::num::NonZeroUsize::MIN),
             ..SchedulerConfig::default()
         },
     );

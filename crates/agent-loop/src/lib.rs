@@ -14,5 +14,7 @@ mod window;
 
 pub use agent::{AgentLoop, LoopConfig, LoopError, PresentedTools, Steering, ToolPresentation};
 pub use model::{ModelClient, ModelError, ModelRequest, ModelResponse, ToolDefinition};
-pub use scheduler::{BatchOutcome, LiveEvent, Scheduler, SchedulerConfig};
+pub use scheduler::{
+    BatchOutcome, DEFAULT_MAX_PARALLEL, LiveEvent, Scheduler, SchedulerConfig, SchedulerConfigError,
+};
 pub use tool_search::{ToolSearch, ToolSearchArgs};

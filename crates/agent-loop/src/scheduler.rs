@@ -9,6 +9,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::future::{Future, pending};
+use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -26,21 +27,48 @@ use toolrail_tools_core::{
 /// How a batch runs.
 #[derive(Clone, Debug)]
 pub struct SchedulerConfig {
-    /// At most this many bodies run at once (1 is strict serial).
-    pub max_parallel: usize,
+    /// At most this many bodies run at once (1 is strict serial; default 8). Never 0: with
+    /// no slot no call could start and every batch would wait forever. A count that comes
+    /// from outside (a file, a flag) goes through [`SchedulerConfig::with_max_parallel`],
+    /// which refuses 0 with an error that says what to give instead.
+    pub max_parallel: NonZeroUsize,
     /// A rejected approval stops the rest of the batch (`NOT_EXECUTED`).
     pub stop_batch_on_reject: bool,
     /// Every call of the batch runs alone, in model order (a tool marked sequential).
     pub sequential: bool,
 }
 
+/// The default of [`SchedulerConfig::max_parallel`] (DESIGN §5).
+pub const DEFAULT_MAX_PARALLEL: NonZeroUsize = match NonZeroUsize::new(8) {
+    Some(eight) => eight,
+    None => NonZeroUsize::MIN,
+};
+
 impl Default for SchedulerConfig {
     fn default() -> Self {
         Self {
-            max_parallel: 8,
+            max_parallel: DEFAULT_MAX_PARALLEL,
             stop_batch_on_reject: true,
             sequential: false,
         }
+    }
+}
+
+/// A scheduler setting that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SchedulerConfigError {
+    #[error(
+        "max_parallel is 0: no call could ever start and every batch would wait forever; use 1 for strict serial, or more to let calls overlap (default {DEFAULT_MAX_PARALLEL})"
+    )]
+    ZeroMaxParallel,
+}
+
+impl SchedulerConfig {
+    /// Sets [`SchedulerConfig::max_parallel`] from a plain count, refusing 0.
+    pub fn with_max_parallel(mut self, max_parallel: usize) -> Result<Self, SchedulerConfigError> {
+        self.max_parallel =
+            NonZeroUsize::new(max_parallel).ok_or(SchedulerConfigError::ZeroMaxParallel)?;
+        Ok(self)
     }
 }
 
@@ -218,7 +246,7 @@ impl Scheduler {
             // Start what may start.
             if stop_reason.is_none() && failure.is_none() {
                 let mut from = next_commit;
-                while running < self.config.max_parallel {
+                while running < self.config.max_parallel.get() {
                     let Some(index) = window.next_candidate(from) else {
                         break;
                     };
@@ -259,7 +287,7 @@ impl Scheduler {
                 && failure.is_none()
                 && next_prepare < total
                 && !paused
-                && waiting_to_start < self.config.max_parallel.max(1)
+                && waiting_to_start < self.config.max_parallel.get()
             {
                 if let Slot::Waiting(request) =
                     std::mem::replace(&mut slots[next_prepare], Slot::Preparing)
@@ -384,7 +412,7 @@ impl Scheduler {
     }
 
     fn concurrency_of(&self, ready: &ReadyCall) -> Concurrency {
-        if self.config.sequential || self.config.max_parallel <= 1 {
+        if self.config.sequential || self.config.max_parallel == NonZeroUsize::MIN {
             Concurrency::Exclusive
         } else {
             ready.concurrency()

@@ -8,6 +8,7 @@
 )]
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
-use toolrail_agent_loop::{LiveEvent, Scheduler, SchedulerConfig};
+use toolrail_agent_loop::{LiveEvent, Scheduler, SchedulerConfig, SchedulerConfigError};
 use toolrail_session_log::{BoxFuture, ErrorCode, EventData, MemorySink, ToolSource};
 use toolrail_tools_core::{
     ApprovalAnswer, ApprovalRequest, ApprovalService, CallRequest, CallView, ClaimMode,
@@ -250,7 +251,7 @@ async fn out_of_order_completion_still_commits_in_model_order() {
 async fn a_cap_of_two_runs_at_most_two_bodies() {
     let mut s = setup();
     let config = SchedulerConfig {
-        max_parallel: 2,
+        max_parallel: NonZeroUsize::new(2).unwrap(),
         ..SchedulerConfig::default()
     };
     let scheduler = scheduler(&s.sink, config, PipelineConfig::default());
@@ -397,7 +398,7 @@ async fn conflicting_write_claims_never_overlap_while_others_pass() {
 async fn cancel_while_two_run_settles_them_and_never_starts_the_rest() {
     let mut s = setup();
     let config = SchedulerConfig {
-        max_parallel: 2,
+        max_parallel: NonZeroUsize::new(2).unwrap(),
         ..SchedulerConfig::default()
     };
     let pipeline = PipelineConfig {
@@ -822,4 +823,20 @@ async fn cancel_during_a_barrier_settles_the_exclusive_call_and_skips_those_behi
         [Some(ErrorCode::Aborted), Some(ErrorCode::NotExecuted)]
     );
     assert_eq!(started_set(&s.gates), ["x"]);
+}
+
+#[test]
+fn a_max_parallel_of_zero_is_refused_with_what_to_do_instead() {
+    // Zero slots would start nothing and wait forever; a plain count is checked on the way
+    // in, and the field's type cannot hold 0.
+    let refused = SchedulerConfig::default().with_max_parallel(0).unwrap_err();
+    assert_eq!(refused, SchedulerConfigError::ZeroMaxParallel);
+    assert_eq!(
+        refused.to_string(),
+        "max_parallel is 0: no call could ever start and every batch would wait forever; \
+         use 1 for strict serial, or more to let calls overlap (default 8)"
+    );
+    let serial = SchedulerConfig::default().with_max_parallel(1).unwrap();
+    assert_eq!(serial.max_parallel, NonZeroUsize::MIN);
+    assert_eq!(SchedulerConfig::default().max_parallel.get(), 8);
 }

@@ -121,7 +121,7 @@ proptest! {
         let (registry, _) = RegistryBuilder::new().external(ToolSource::Extension("t".into()), tool.clone()).build().unwrap();
         let sink = Arc::new(MemorySink::new());
         let pipeline = Arc::new(Pipeline::builder(sink.clone()).build());
-        let scheduler = Scheduler::new(pipeline, SchedulerConfig { max_parallel: cap, ..SchedulerConfig::default() });
+        let scheduler = Scheduler::new(pipeline, SchedulerConfig { max_parallel: std::num::NonZeroUsize::new(cap).unwrap(), ..SchedulerConfig::default() });
         let requests: Vec<CallRequest> = calls
             .iter()
             .enumerate()

@@ -13,7 +13,7 @@ use toolrail_testkit::{RunOptions, Scenario};
 
 use crate::run::{execute, expectations_met};
 use crate::session::{summary_of, write_page};
-use crate::{bad_input, fresh_dir};
+use crate::{absolute_dir, bad_input, fresh_dir};
 
 #[derive(clap::Args)]
 pub struct DemoArgs {
@@ -35,7 +35,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let scenario =
         Scenario::from_json(SCENARIO).map_err(|error| bad_input!("the bundled demo: {error}"))?;
     let session_dir = match args.session_dir {
-        Some(dir) => dir,
+        Some(dir) => absolute_dir("--session-dir", &dir)?,
         None => fresh_dir("demo")?,
     };
     let extra_files: BTreeMap<String, String> = PROJECT

@@ -19,7 +19,7 @@ mod sessions;
 mod tools;
 mod worker;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -122,13 +122,22 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// A fresh folder under the system's temp folder, named for the command.
+/// A folder named on the command line, made absolute against the current folder. Session
+/// folders and workspaces are used from other folders than this process's (the sandbox
+/// helper runs each command in the workspace), where a relative path names something else.
+fn absolute_dir(flag: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(dir).map_err(|error| bad_input!("{flag} {}: {error}", dir.display()))
+}
+
 fn fresh_dir(command: &str) -> anyhow::Result<PathBuf> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|since| since.as_millis())
         .unwrap_or_default();
-    let dir =
-        std::env::temp_dir().join(format!("toolrail-{command}-{}-{stamp}", std::process::id()));
+    // TMPDIR may be relative.
+    let dir = std::path::absolute(
+        std::env::temp_dir().join(format!("toolrail-{command}-{}-{stamp}", std::process::id())),
+    )?;
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }

@@ -19,7 +19,7 @@ use toolrail_testkit::{RunOptions, Scenario, ScenarioError, ScenarioReport};
 
 use crate::live::{LiveStyle, follow};
 use crate::session::{session_title, summary_of, write_page};
-use crate::{bad_input, fresh_dir, runtime};
+use crate::{absolute_dir, bad_input, fresh_dir, runtime};
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["scenario", "provider"])))]
@@ -118,11 +118,11 @@ pub fn run(args: RunArgs) -> Result<()> {
         writable_target(out)?;
     }
     let session_dir = match args.session_dir {
-        Some(dir) => dir,
+        Some(dir) => absolute_dir("--session-dir", &dir)?,
         None => fresh_dir("run")?,
     };
     options.workspace = match (args.workspace, args.provider) {
-        (Some(workspace), _) => Some(workspace),
+        (Some(workspace), _) => Some(absolute_dir("--workspace", &workspace)?),
         (None, Some(_)) => Some(std::env::current_dir()?),
         (None, None) => None,
     };
@@ -313,6 +313,7 @@ pub fn execute(
     });
     let report = report.map_err(|error| match error {
         ScenarioError::Invalid(why) => bad_input!("the scenario is not valid: {why}"),
+        invalid @ ScenarioError::Scheduler(_) => bad_input!("{invalid}"),
         ScenarioError::Registry(why) => bad_input!("the scenario's tool set: {why}"),
         ScenarioError::Workspace(why) => {
             bad_input!("the workspace could not be prepared: {why}; give a writable folder")

@@ -29,7 +29,10 @@ pub fn run(args: ToolsArgs) -> Result<()> {
     let workspace = std::fs::canonicalize(&args.workspace)
         .map_err(|error| bad_input!("workspace {}: {error}", args.workspace.display()))?;
     let registry = scenario
-        .tools(&workspace, &std::env::temp_dir())
+        .tools(
+            &workspace,
+            &crate::absolute_dir("TMPDIR", &std::env::temp_dir())?,
+        )
         .map_err(|error| bad_input!("{error}"))?;
     let tools = registry.snapshot();
     println!(

@@ -74,7 +74,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         ));
     }
     let store = connect(&args.store)?;
-    let work_dir = args.work_dir;
+    let work_dir = crate::absolute_dir("--work-dir", &args.work_dir)?;
     std::fs::create_dir_all(&work_dir)
         .map_err(|error| bad_input!("--work-dir {}: {error}", work_dir.display()))?;
     let owner = args.owner.unwrap_or_else(|| owner_name("worker"));

@@ -81,6 +81,58 @@ fn the_demo_runs_in_a_fresh_folder_and_leaves_its_log_and_page() {
 }
 
 #[test]
+fn a_relative_session_dir_is_taken_from_the_current_folder_and_bash_runs_in_it() {
+    // The sandboxed `bash` runs each command from the workspace: a session folder left
+    // relative made every call SANDBOX_UNAVAILABLE.
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::cargo_bin("toolrail")
+        .unwrap()
+        .env("NO_COLOR", "1")
+        .current_dir(dir.path())
+        .args(["demo", "--session-dir", "relative/demo"])
+        .output()
+        .unwrap();
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}\n{}", stderr(&output));
+    assert!(text.contains("✓ $ python3 -m unittest -q"), "{text}");
+    assert!(!text.contains("SANDBOX_UNAVAILABLE"), "{text}");
+    let session = dir.path().join("relative/demo");
+    assert!(
+        text.contains(&format!(
+            "log:  {}",
+            session.join("scenario.jsonl").display()
+        )),
+        "the paths shown are absolute: {text}"
+    );
+    assert!(session.join("scenario.jsonl").exists());
+}
+
+#[test]
+fn a_relative_session_dir_is_made_absolute_for_a_run_without_bash_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::cargo_bin("toolrail")
+        .unwrap()
+        .env("NO_COLOR", "1")
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--scenario",
+            &format!("{SHIPPED}approvals.json"),
+            "--session-dir",
+            "./s",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(
+        report["log"],
+        Value::from(path(&dir.path().join("s").join("scenario.jsonl")))
+    );
+}
+
+#[test]
 fn run_replays_to_the_same_cards_and_writes_the_page() {
     let dir = tempfile::tempdir().unwrap();
     let session = dir.path().join("s");
@@ -211,6 +263,28 @@ fn bad_input_exits_with_2_and_names_what_is_wrong() {
     assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr(&output).contains("rules.toml"),
+        "{}",
+        stderr(&output)
+    );
+
+    // Zero slots would start no call: refused before anything runs, naming the field.
+    let stuck = dir.path().join("stuck.json");
+    std::fs::write(
+        &stuck,
+        r#"{"toolset": ["probe"], "config": {"max_parallel": 0}, "turns": []}"#,
+    )
+    .unwrap();
+    let output = toolrail(&[
+        "run",
+        "--scenario",
+        path(&stuck),
+        "--session-dir",
+        path(&dir.path().join("stuck")),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("config.max_parallel is 0: no call could ever start")
+            && stderr(&output).contains("use 1 for strict serial"),
         "{}",
         stderr(&output)
     );

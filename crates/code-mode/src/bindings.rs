@@ -261,8 +261,9 @@ impl Bindings {
         ));
     }
 
-    /// The program's view of a result: its value (or its text), or its error; a reply over
-    /// the cap is an error of its own, and the program goes on.
+    /// The program's view of a result: its value (or its whole text: a program may take in
+    /// more than the model is shown), or its error; a reply over the cap is an error of its
+    /// own, and the program goes on.
     fn reply(&self, name: &str, record: &ToolResultRecord) -> String {
         if let Some(error) = &record.error {
             return error_reply(error.code.as_str(), &error.message);
@@ -273,7 +274,7 @@ impl Bindings {
         let value = record
             .value
             .clone()
-            .unwrap_or_else(|| Value::String(record.text()));
+            .unwrap_or_else(|| Value::String(record.whole_text()));
         let reply = json!({ "value": value }).to_string();
         if reply.len() > self.reply_cap {
             return error_reply(

@@ -15,9 +15,10 @@ use std::time::Duration;
 use serde_json::json;
 use toolrail_code_mode::{CodeMode, Limits};
 use toolrail_session_log::BoxFuture;
-use toolrail_session_log::EventData;
+use toolrail_session_log::{ContentBlock, EventData};
 use toolrail_tools_core::{
-    BatchControl, CallView, HookError, PreExecuteDecision, PreExecuteHook, PreNext,
+    BatchControl, CallView, DEFAULT_CONTENT_TEXT_CAP, HookError, PreExecuteDecision,
+    PreExecuteHook, PreNext,
 };
 
 mod support;
@@ -219,6 +220,39 @@ async fn a_failed_binding_is_catchable_and_an_oversized_reply_fails_only_that_bi
             "still here"
         ]))
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_gets_the_whole_text_while_its_logged_result_is_capped_for_the_model() {
+    // 100 KB of text: over the model's 64 KiB cap, within the 256 KiB a binding may return.
+    let h = harness(limits());
+    let result = h
+        .run(
+            r#"
+            const text = await probe({output_bytes: 100000});
+            return text.length;
+            "#,
+        )
+        .await;
+    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(result.record.value, Some(json!(100_000)));
+    let dispatched = h
+        .log
+        .events()
+        .into_iter()
+        .find_map(|event| match event.data {
+            EventData::CodeDispatch(dispatch) => Some(dispatch),
+            _ => None,
+        })
+        .unwrap();
+    let logged = &dispatched.result;
+    assert!(logged.text().len() <= DEFAULT_CONTENT_TEXT_CAP);
+    assert!(logged.text().contains(" bytes left out here"));
+    assert_eq!(
+        logged.elided[0].whole,
+        Some(ContentBlock::text("x".repeat(100_000)))
+    );
+    assert_eq!(logged.whole_text(), "x".repeat(100_000));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolrail_mcp::{McpConfig, McpServers, ServerState};
-use toolrail_session_log::{EventData, MemorySink, ToolSource};
+use toolrail_session_log::{ContentBlock, EventData, MemorySink, ToolSource};
 use toolrail_testkit::Probe;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Pipeline, ProgressSink, Registry, RegistryBuilder,
+    BatchControl, CallRequest, CommittedResult, Pipeline, PipelineConfig, ProgressSink, Registry,
+    RegistryBuilder,
 };
 
 /// Where `.ci/run` installs the servers, relative to the workspace root.
@@ -284,6 +285,62 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
             .all(|name| !name.starts_with("mcp__"))
     );
     eventually("the server's exit", || !alive(pid)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_mcp_result_is_capped_like_any_tool_s() {
+    let Some(modules) = servers_or_skip() else {
+        return;
+    };
+    let config = config(json!({"mcpServers": {"everything": {
+        "command": "node", "args": [server_script(&modules, "server-everything"), "stdio"],
+    }}}));
+    let registry = registry();
+    let servers = McpServers::start(&config, &registry).await;
+    let log = Arc::new(MemorySink::new());
+    let pipeline = Pipeline::builder(log.clone())
+        .config(PipelineConfig {
+            max_content_text_bytes: 1_000,
+            ..PipelineConfig::default()
+        })
+        .build();
+    let message = "word ".repeat(2_000);
+    let result = call(
+        &pipeline,
+        &registry,
+        "e1",
+        "mcp__everything__echo",
+        json!({"message": message}),
+        &BatchControl::default(),
+    )
+    .await;
+    let record = &result.record;
+    assert!(!record.is_error, "{}", record.text());
+    assert!(record.text().len() <= 1_000, "{}", record.text().len());
+    assert!(
+        record.text().starts_with("Echo: word word"),
+        "{}",
+        record.text()
+    );
+    assert!(
+        record.text().contains(
+            "bytes left out here; the whole text is kept beside the session log as sha256:"
+        ),
+        "{}",
+        record.text()
+    );
+    assert_eq!(record.elided.len(), 1);
+    assert_eq!(
+        record.elided[0].whole,
+        Some(ContentBlock::text(format!("Echo: {message}")))
+    );
+    // The log holds the record the caller got.
+    let logged = log.events().into_iter().find_map(|event| match event.data {
+        EventData::ToolResult(logged) => Some(logged),
+        _ => None,
+    });
+    assert_eq!(logged.as_ref(), Some(&result.record));
+    servers.shutdown().await;
 }
 
 /// Whether a process (not a zombie) with this pid exists.

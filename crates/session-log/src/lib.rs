@@ -8,6 +8,7 @@
 
 mod content;
 mod digest;
+mod elided;
 mod event;
 mod ids;
 mod message_calls;
@@ -20,6 +21,7 @@ mod time;
 
 pub use content::ContentBlock;
 pub use digest::{DigestBuilder, digest_of};
+pub use elided::{ElidedBlock, model_text_len};
 pub use event::{
     ApprovalAnswerRecord, ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantBlock,
     AssistantMessage, CodeDispatch, CodeDispatchStart, ContextMessage, Event, EventData,
@@ -39,7 +41,7 @@ pub use result::{
 pub use sink::{
     AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SinkError,
 };
-pub use store::jsonl::{JsonlLog, JsonlStore, SessionRead};
+pub use store::jsonl::{DEFAULT_LOCK_WAIT, JsonlLog, JsonlStore, LockHolder, SessionRead};
 #[cfg(feature = "postgres")]
 pub use store::postgres::{Claimed, Lease, PostgresLog, PostgresStore, SessionSummary};
 pub use store::sqlite::{SqliteLog, SqliteStore};

@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::content::ContentBlock;
+use crate::elided::ElidedBlock;
 
 /// Where a tool came from. Recorded with every call, so its names are shared, not copied.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -356,6 +357,10 @@ pub struct ToolResultRecord {
     /// Like `value_blob`, for `details`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details_blob: Option<BlobRef>,
+    /// The blocks of `content` that were cut to keep the model's text under its cap, each
+    /// with the whole block it was cut from (never sent to the model; kept beside the log).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elided: Vec<ElidedBlock>,
 }
 
 /// A large JSON value kept beside the log, named by the SHA-256 of its compact text.
@@ -381,6 +386,7 @@ impl ToolResultRecord {
             concludes_turn: false,
             value_blob: None,
             details_blob: None,
+            elided: Vec::new(),
         }
     }
 
@@ -399,6 +405,7 @@ impl ToolResultRecord {
             concludes_turn: false,
             value_blob: None,
             details_blob: None,
+            elided: Vec::new(),
         }
     }
 
@@ -407,6 +414,27 @@ impl ToolResultRecord {
         self.content
             .iter()
             .filter_map(ContentBlock::as_text)
+            .collect()
+    }
+
+    /// The text before any cut for the model's cap: like [`ToolResultRecord::text`], with
+    /// each block that was cut read from its whole (`elided`). For programs (code mode),
+    /// which may take in more than the model is shown.
+    pub fn whole_text(&self) -> String {
+        self.content
+            .iter()
+            .enumerate()
+            .filter_map(|(index, block)| {
+                let whole = self
+                    .elided
+                    .iter()
+                    .find(|elided| elided.index == index)
+                    .and_then(|elided| elided.whole.as_ref());
+                match whole {
+                    Some(whole) => whole.as_text(),
+                    None => block.as_text(),
+                }
+            })
             .collect()
     }
 

@@ -151,19 +151,99 @@ async fn a_torn_last_line_is_cut_reported_and_gone_for_good() {
 }
 
 #[tokio::test]
-async fn a_whole_event_without_its_newline_is_torn_too() {
+async fn a_whole_last_event_without_its_newline_is_kept_and_the_next_append_starts_a_line() {
+    // A committed result whose line lost only its final newline (a crash between the last
+    // byte and the newline) is the result that was appended: recovery must not call it an
+    // unknown outcome.
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
     let log = store.create(start("nonl")).unwrap();
     let path = store.path_of(&SessionId::new("nonl")).unwrap();
+    let at = |call: Option<&str>, data: EventData| EventDraft {
+        ts: Timestamp::now(),
+        turn: Some(TurnId(1)),
+        step: Some(StepId(1)),
+        call_id: call.map(CallId::from),
+        data,
+    };
+    let message = AssistantMessage {
+        blocks: vec![AssistantBlock::ToolCall {
+            call_id: CallId::from("c1"),
+            name: "write".into(),
+            arguments_raw: "{}".into(),
+        }],
+        stop_reason: StopReason::ToolCalls,
+    };
+    let recorded = ToolCall {
+        index: 0,
+        name: "write".into(),
+        arguments_raw: "{}".into(),
+        source: None,
+        version: None,
+    };
+    let result = Arc::new(ToolResultRecord::success(vec![ContentBlock::text(
+        "written",
+    )]));
+    for draft in [
+        at(None, EventData::TurnStart(TurnStart { user: vec![] })),
+        at(None, EventData::AssistantMessage(message)),
+        at(Some("c1"), EventData::ToolCall(recorded)),
+        at(Some("c1"), EventData::ToolStart(ToolStart::default())),
+        at(Some("c1"), EventData::ToolResult(Arc::clone(&result))),
+    ] {
+        log.append(draft, AppendUrgency::Durable).await.unwrap();
+    }
     drop(log);
-    append_raw(
-        &path,
-        br#"{"seq":2,"ts":"2026-11-30T17:48:29.123Z","kind":"step/end","data":{}}"#,
-    );
+    let whole = std::fs::read(&path).unwrap();
+    assert_eq!(whole.last(), Some(&b'\n'));
+    std::fs::write(&path, &whole[..whole.len() - 1]).unwrap();
+
+    // Reading (no lock, no repair) sees the result too.
+    let read = store.read(&SessionId::new("nonl")).unwrap();
+    assert_eq!((read.events.len(), read.torn_bytes), (6, 0));
+
     let opened = store.open(&SessionId::new("nonl")).unwrap();
-    assert!(opened.torn_bytes_dropped > 0);
+    assert_eq!(opened.torn_bytes_dropped, 0);
+    assert_eq!(opened.events.len(), 6);
+    assert_eq!(
+        opened.events[5].data,
+        EventData::ToolResult(Arc::clone(&result))
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        whole,
+        "the newline is put back before anything else is appended"
+    );
+    let report = recover(&opened.events, opened.torn_bytes_dropped, &[], &opened.log)
+        .await
+        .unwrap();
+    assert!(report.repaired.is_empty(), "{report:?}");
+    drop(opened);
+
+    let again = store.open(&SessionId::new("nonl")).unwrap();
+    assert_eq!(again.torn_bytes_dropped, 0);
+    let kinds: Vec<&str> = again.events.iter().map(|event| event.data.kind()).collect();
+    assert_eq!(
+        kinds[5..],
+        ["tool/result", "recovery/repaired", "turn/end"],
+        "recovery appended on lines of their own"
+    );
+}
+
+#[tokio::test]
+async fn a_last_line_without_its_newline_that_is_not_the_next_event_is_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    drop(store.create(start("nonl")).unwrap());
+    let path = store.path_of(&SessionId::new("nonl")).unwrap();
+    let clean_len = std::fs::metadata(&path).unwrap().len();
+    // Whole JSON, but it repeats seq 1: not the event this file can hold next.
+    let line = br#"{"seq":1,"ts":"2026-11-30T17:48:29.123Z","kind":"step/end","data":{}}"#;
+    append_raw(&path, line);
+    let opened = store.open(&SessionId::new("nonl")).unwrap();
+    assert_eq!(opened.torn_bytes_dropped, line.len() as u64);
     assert_eq!(opened.events.len(), 1);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), clean_len);
 }
 
 #[tokio::test]

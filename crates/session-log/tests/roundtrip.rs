@@ -82,9 +82,10 @@ fn result_record() -> impl Strategy<Value = ToolResultRecord> {
         proptest::option::of((code(), text())),
         any::<[u32; 5]>(),
         any::<bool>(),
+        proptest::collection::vec((0usize..4, block()), 0..2),
     )
         .prop_map(
-            |(content, value, details, effects, error, t, synthetic)| ToolResultRecord {
+            |(content, value, details, effects, error, t, synthetic, elided)| ToolResultRecord {
                 content,
                 value,
                 details,
@@ -105,6 +106,10 @@ fn result_record() -> impl Strategy<Value = ToolResultRecord> {
                     bytes: t[2].into(),
                 }),
                 details_blob: None,
+                elided: elided
+                    .into_iter()
+                    .map(|(index, whole)| ElidedBlock::new(index, whole))
+                    .collect(),
             },
         )
 }

@@ -265,10 +265,16 @@ async fn names_and_existing_sessions<S: SessionStore>(store: S) {
 
 async fn large_values_are_kept_beside_the_log_and_read_back<S: SessionStore>(store: S) {
     let big = "x".repeat(5_000);
+    // A block cut for the model's cap: its whole is kept beside the log however small.
+    let whole = ContentBlock::text("whole text, cut for the model ".repeat(4));
     let record = ToolResultRecord {
         value: Some(json!({ "text": big })),
         details: Some(json!({ "kind": "read", "lines": [big.clone(), big.clone()] })),
-        ..ToolResultRecord::success(vec![ContentBlock::text("small stays inline")])
+        elided: vec![ElidedBlock::new(1, whole)],
+        ..ToolResultRecord::success(vec![
+            ContentBlock::text("small stays inline"),
+            ContentBlock::text("whole text, […] for the model "),
+        ])
     };
     let log = store.create(start("big", &[])).unwrap();
     let result = EventData::ToolResult(Arc::new(record.clone()));
@@ -299,6 +305,10 @@ async fn large_values_are_kept_beside_the_log_and_read_back<S: SessionStore>(sto
         panic!()
     };
     assert_eq!(loaded.value_blob, None, "readers never see blob references");
+    assert!(
+        loaded.elided[0].whole.is_some(),
+        "the whole block came back"
+    );
 }
 
 macro_rules! contract {

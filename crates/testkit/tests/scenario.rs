@@ -276,3 +276,47 @@ async fn a_bad_sandbox_rule_is_named_before_anything_runs() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_max_parallel_of_zero_is_refused_before_anything_is_written() {
+    // Zero slots would start nothing: the session would hang at its first batch.
+    let scenario = Scenario::from_json(
+        r#"{"toolset": ["probe"], "config": {"max_parallel": 0},
+            "turns": [{"user": "go", "model": [
+              {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}], "stop_reason": "tool_use"},
+              {"text": "done", "stop_reason": "end_turn"}]}]}"#,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let error = scenario.run(dir.path()).await.unwrap_err();
+    assert!(matches!(error, ScenarioError::Scheduler(_)), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "the scenario is not valid: config.max_parallel is 0: no call could ever start and \
+         every batch would wait forever; use 1 for strict serial, or more to let calls overlap \
+         (default 8)"
+    );
+    assert!(!dir.path().join("scenario.jsonl").exists());
+}
+
+#[tokio::test]
+async fn a_relative_session_dir_is_made_absolute_before_the_tools_get_it() {
+    // `bash` runs each command (and spills its output) from the workspace: a folder left
+    // relative would name another place there.
+    let dir = tempfile::tempdir().unwrap();
+    let here = std::env::current_dir().unwrap();
+    let up = "../".repeat(here.components().count() - 1);
+    let relative = Path::new(&up).join(dir.path().strip_prefix("/").unwrap());
+    assert!(relative.is_relative());
+    let scenario = Scenario::from_json(
+        r#"{"toolset": ["probe"], "turns": [{"user": "go", "model": [
+              {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}], "stop_reason": "tool_use"},
+              {"text": "done", "stop_reason": "end_turn"}]}]}"#,
+    )
+    .unwrap();
+    let report = scenario.run(&relative).await.unwrap();
+    let absolute = std::path::absolute(&relative).unwrap();
+    assert_eq!(report.marker_dir, absolute.join("markers"));
+    assert_eq!(report.log_path, Some(absolute.join("scenario.jsonl")));
+    assert_eq!(results(dir.path()), [("c1".to_owned(), None)]);
+}

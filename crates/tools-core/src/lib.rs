@@ -34,8 +34,9 @@ pub use guard::{Guard, GuardVerdict};
 pub use layer::{ExecNext, ExecuteLayer};
 pub use observer::{ObserverError, ResultObserver};
 pub use pipeline::{
-    BatchControl, BodyExecution, CallRequest, CommittedResult, PendingCommit, Pipeline,
-    PipelineBuilder, PipelineConfig, PipelineError, Preparation, ReadyCall, SettledCall,
+    BatchControl, BodyExecution, CallRequest, CommittedResult, DEFAULT_CONTENT_TEXT_CAP,
+    PendingCommit, Pipeline, PipelineBuilder, PipelineConfig, PipelineError, Preparation,
+    ReadyCall, SettledCall,
 };
 pub use plan_mode::PlanModeSwitch;
 pub use post_hook::{PostExecuteAction, PostExecuteDecision, PostExecuteHook, ResultView};

@@ -172,6 +172,7 @@ pub struct ToolSpec {
     default_timeout: Option<Duration>,
     exposure: Exposure,
     max_value_bytes: Option<usize>,
+    max_content_text_bytes: Option<usize>,
     subject: Option<SubjectField>,
     always_ask: Option<String>,
     concurrency_note: Option<String>,
@@ -197,6 +198,7 @@ impl ToolSpec {
             default_timeout: None,
             exposure: Exposure::Direct,
             max_value_bytes: None,
+            max_content_text_bytes: None,
             subject: None,
             always_ask: None,
             concurrency_note: None,
@@ -261,6 +263,13 @@ impl ToolSpec {
         self
     }
 
+    /// Lowers the cap on the text this tool's results show the model (the pipeline's
+    /// `max_content_text_bytes`; a larger value than the pipeline's changes nothing).
+    pub fn max_content_text_bytes(mut self, bytes: usize) -> Self {
+        self.max_content_text_bytes = Some(bytes);
+        self
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -308,6 +317,11 @@ impl ToolSpec {
 
     pub fn value_byte_cap(&self) -> Option<usize> {
         self.max_value_bytes
+    }
+
+    /// The tool's own cap on its results' model-facing text, if it lowered the pipeline's.
+    pub fn content_text_cap(&self) -> Option<usize> {
+        self.max_content_text_bytes
     }
 
     /// Declares the string argument `field` as the tool's subject, which permission rules

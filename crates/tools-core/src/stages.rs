@@ -102,7 +102,7 @@ pub const STAGES: &[StageInfo] = &[
         id: "normalize",
         number: 9,
         title: "Normalize + finalize",
-        power: "checks the value against the output schema and byte cap; finalize_content runs once on every outcome",
+        power: "checks the value against the output schema and byte cap; finalize_content runs once on every outcome; text over the content cap keeps head + tail, the whole kept beside the log",
         phase: "finish",
     },
     StageInfo {

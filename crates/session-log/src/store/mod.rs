@@ -64,8 +64,11 @@ pub enum StoreError {
     NewerFormat { path: PathBuf, found: u32 },
     #[error("{path}: {message}")]
     Database { path: PathBuf, message: String },
-    #[error("{path} is open in another log (this process or another); close that one first")]
-    Locked { path: PathBuf },
+    #[error("{path} is locked by another log: {holder}")]
+    Locked {
+        path: PathBuf,
+        holder: jsonl::LockHolder,
+    },
     #[error(
         "session `{session}` is leased to `{owner}` for {seconds_left:.1} s more; wait for it to expire or be released"
     )]

@@ -1,7 +1,9 @@
 //! Large values beside the log: a result's `value` or `details` whose compact JSON is over
 //! the store's cap is kept on a shelf (files, a table) under its SHA-256, and the stored event
-//! carries a [`BlobRef`] instead. Reading a session puts every value back, checking its
-//! digest, so the events a reader gets are the events that were appended.
+//! carries a [`BlobRef`] instead. The whole blocks a result's content was cut from
+//! ([`ElidedBlock`]) always go to the shelf, under the digest the cut content's marker names.
+//! Reading a session puts every value and block back, checking its digest, so the events a
+//! reader gets are the events that were appended.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -9,6 +11,8 @@ use std::sync::Arc;
 use crate::digest::digest_of;
 use serde_json::Value;
 
+use crate::content::ContentBlock;
+use crate::elided::{ElidedBlock, stored_bytes};
 use crate::event::{Event, EventData};
 use crate::result::{BlobRef, ToolResultRecord, json_len};
 
@@ -25,13 +29,19 @@ pub(crate) trait BlobShelf {
 }
 
 /// Appends the stored form of `event` to `out` as compact JSON. Most lines are shorter than
-/// the cap, and then no value in them can be over it: only a longer line is looked into.
+/// the cap, and then no value in them can be over it: only a longer line, or a result that
+/// carries whole blocks its content was cut from, is looked into.
 pub(crate) fn encode_stored(
     event: &Event,
     cap: usize,
     shelf: &mut dyn BlobShelf,
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
+    if carries_whole_blocks(event) {
+        let stored = stored_form(event, cap, shelf)?;
+        return serde_json::to_writer(&mut *out, stored.as_ref())
+            .map_err(|error| format!("an event could not be encoded: {error}"));
+    }
     let start = out.len();
     serde_json::to_writer(&mut *out, event)
         .map_err(|error| format!("an event could not be encoded: {error}"))?;
@@ -44,7 +54,19 @@ pub(crate) fn encode_stored(
         .map_err(|error| format!("an event could not be encoded: {error}"))
 }
 
-/// The event as it is stored: large values moved to the shelf.
+fn carries_whole_blocks(event: &Event) -> bool {
+    let unshelved =
+        |record: &ToolResultRecord| record.elided.iter().any(|elided| elided.whole.is_some());
+    if let EventData::ToolResult(record) = &event.data {
+        unshelved(record)
+    } else if let EventData::CodeDispatch(dispatch) = &event.data {
+        unshelved(&dispatch.result)
+    } else {
+        false
+    }
+}
+
+/// The event as it is stored: large values and whole blocks moved to the shelf.
 fn stored_form<'a>(
     event: &'a Event,
     cap: usize,
@@ -77,17 +99,74 @@ fn spill_record(
 ) -> Result<Option<ToolResultRecord>, String> {
     let large = |value: &Option<Value>| value.as_ref().is_some_and(|value| json_len(value) > cap);
     let (large_value, large_details) = (large(&record.value), large(&record.details));
-    if !large_value && !large_details {
+    let whole_blocks = record.elided.iter().any(|elided| elided.whole.is_some());
+    if !large_value && !large_details && !whole_blocks {
         return Ok(None);
     }
-    let mut stored = record.clone();
-    if large_value && let Some(value) = stored.value.take() {
-        stored.value_blob = Some(shelve(&value, shelf)?);
+    // Field by field, so what goes to the shelf is never copied (and a new field cannot be
+    // forgotten here).
+    let ToolResultRecord {
+        content,
+        value,
+        details,
+        effects,
+        is_error,
+        error,
+        timing,
+        synthetic,
+        concludes_turn,
+        value_blob,
+        details_blob,
+        elided,
+    } = record;
+    let (value, value_blob) = match value {
+        Some(value) if large_value => (None, Some(shelve(value, shelf)?)),
+        _ => (value.clone(), value_blob.clone()),
+    };
+    let (details, details_blob) = match details {
+        Some(details) if large_details => (None, Some(shelve(details, shelf)?)),
+        _ => (details.clone(), details_blob.clone()),
+    };
+    let elided = elided
+        .iter()
+        .map(|elided| shelve_block(elided, shelf))
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Some(ToolResultRecord {
+        content: content.clone(),
+        value,
+        details,
+        effects: effects.clone(),
+        is_error: *is_error,
+        error: error.clone(),
+        timing: *timing,
+        synthetic: *synthetic,
+        concludes_turn: *concludes_turn,
+        value_blob,
+        details_blob,
+        elided,
+    }))
+}
+
+/// The stored form of an elided block: its whole block on the shelf under its digest, which
+/// is checked (the marker in the content names it).
+fn shelve_block(elided: &ElidedBlock, shelf: &mut dyn BlobShelf) -> Result<ElidedBlock, String> {
+    let Some(whole) = &elided.whole else {
+        return Ok(elided.clone());
+    };
+    let bytes = stored_bytes(whole);
+    if digest_of(&bytes) != elided.digest {
+        return Err(format!(
+            "the whole of content block {} does not match its digest {}",
+            elided.index, elided.digest
+        ));
     }
-    if large_details && let Some(details) = stored.details.take() {
-        stored.details_blob = Some(shelve(&details, shelf)?);
-    }
-    Ok(Some(stored))
+    shelf.put(&elided.digest, &bytes)?;
+    Ok(ElidedBlock {
+        index: elided.index,
+        bytes: elided.bytes,
+        digest: elided.digest.clone(),
+        whole: None,
+    })
 }
 
 fn shelve(value: &Value, shelf: &mut dyn BlobShelf) -> Result<BlobRef, String> {
@@ -118,7 +197,9 @@ pub(crate) fn load_form(event: &mut Event, shelf: &dyn BlobShelf) -> Result<(), 
 }
 
 fn has_blobs(record: &ToolResultRecord) -> bool {
-    record.value_blob.is_some() || record.details_blob.is_some()
+    record.value_blob.is_some()
+        || record.details_blob.is_some()
+        || record.elided.iter().any(|elided| elided.whole.is_none())
 }
 
 fn unshelve_record(record: &mut ToolResultRecord, shelf: &dyn BlobShelf) -> Result<(), String> {
@@ -128,17 +209,33 @@ fn unshelve_record(record: &mut ToolResultRecord, shelf: &dyn BlobShelf) -> Resu
     if let Some(blob) = record.details_blob.take() {
         record.details = Some(unshelve(&blob, shelf)?);
     }
+    for elided in &mut record.elided {
+        if elided.whole.is_none() {
+            let bytes = checked_bytes(&elided.digest, shelf)?;
+            let whole = serde_json::from_slice::<ContentBlock>(&bytes).map_err(|error| {
+                format!(
+                    "the whole of content block {} ({}) is not a content block: {error}",
+                    elided.index, elided.digest
+                )
+            })?;
+            elided.whole = Some(whole);
+        }
+    }
     Ok(())
 }
 
-fn unshelve(blob: &BlobRef, shelf: &dyn BlobShelf) -> Result<Value, String> {
-    let bytes = shelf.get(&blob.digest)?;
-    if digest_of(&bytes) != blob.digest {
+fn checked_bytes(digest: &str, shelf: &dyn BlobShelf) -> Result<Vec<u8>, String> {
+    let bytes = shelf.get(digest)?;
+    if digest_of(&bytes) != digest {
         return Err(format!(
-            "the large value {} does not match its digest",
-            blob.digest
+            "the large value {digest} does not match its digest"
         ));
     }
+    Ok(bytes)
+}
+
+fn unshelve(blob: &BlobRef, shelf: &dyn BlobShelf) -> Result<Value, String> {
+    let bytes = checked_bytes(&blob.digest, shelf)?;
     serde_json::from_slice(&bytes)
         .map_err(|error| format!("the large value {} is not JSON: {error}", blob.digest))
 }

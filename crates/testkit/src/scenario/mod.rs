@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{
-    AgentLoop, LoopConfig, LoopError, ModelClient, Scheduler, SchedulerConfig,
+    AgentLoop, LoopConfig, LoopError, ModelClient, Scheduler, SchedulerConfig, SchedulerConfigError,
 };
 use toolrail_fs_tools::FileTools;
 use toolrail_session_log::{
@@ -54,6 +54,7 @@ pub struct Scenario {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioConfig {
+    /// At most this many calls run at once (default 8; 1 is strict serial; 0 is refused).
     pub max_parallel: Option<usize>,
     pub cancel_grace_ms: Option<u64>,
     pub default_timeout_ms: Option<u64>,
@@ -97,6 +98,18 @@ fn sandbox_mode(name: Option<&str>, field: &str) -> Result<SandboxMode, Scenario
             "{field} `{other}`: use read-only, workspace-write or full-access"
         ))),
     }
+}
+
+/// A folder (`what`: the session folder, the workspace) as an absolute path: `bash` runs each
+/// command (and writes its spilled output) from the workspace, where a relative folder would
+/// name another place.
+fn absolute(what: &str, folder: &Path) -> Result<PathBuf, ScenarioError> {
+    std::path::absolute(folder).map_err(|error| {
+        ScenarioError::Invalid(format!(
+            "the {what} `{}` cannot be made absolute: {error}",
+            folder.display()
+        ))
+    })
 }
 
 /// How a scenario is run, beyond what its file says.
@@ -173,6 +186,9 @@ pub struct ToolCallSpec {
 pub enum ScenarioError {
     #[error("the scenario is not valid: {0}")]
     Invalid(String),
+    /// A scheduler setting (`config.max_parallel`) that cannot work.
+    #[error("the scenario is not valid: config.{0}")]
+    Scheduler(#[from] SchedulerConfigError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]
@@ -229,6 +245,7 @@ impl Scenario {
         session_dir: &Path,
         options: RunOptions,
     ) -> Result<ScenarioReport, ScenarioError> {
+        let session_dir = &absolute("session folder", session_dir)?;
         // Every model answer is checked before anything is written or run: a mistake in a
         // late turn does not leave a half-run session behind.
         let scripts = self
@@ -253,6 +270,7 @@ impl Scenario {
         }
         // Checked before anything is written.
         let shell_policy = self.shell_policy()?;
+        let scheduler_config = self.scheduler_config()?;
         let marker_dir = session_dir.join("markers");
         std::fs::create_dir_all(&marker_dir)?;
         let workspace = options
@@ -338,14 +356,7 @@ impl Scenario {
             })?;
         }
         let pipeline = people.install(pipeline, &self.config);
-        let scheduler = Scheduler::new(
-            Arc::new(pipeline.build()),
-            SchedulerConfig {
-                max_parallel: self.config.max_parallel.unwrap_or(8),
-                stop_batch_on_reject: self.config.stop_batch_on_reject.unwrap_or(true),
-                sequential: false,
-            },
-        );
+        let scheduler = Scheduler::new(Arc::new(pipeline.build()), scheduler_config);
         let scripted = Arc::new(ScriptedModel::new([]));
         let model: Arc<dyn ModelClient> = match &options.model {
             Some(model) => Arc::clone(model),
@@ -400,10 +411,28 @@ impl Scenario {
         })
     }
 
+    /// How the scenario's batches run; a `max_parallel` of 0 is refused.
+    fn scheduler_config(&self) -> Result<SchedulerConfig, ScenarioError> {
+        let mut config = SchedulerConfig {
+            stop_batch_on_reject: self.config.stop_batch_on_reject.unwrap_or(true),
+            ..SchedulerConfig::default()
+        };
+        if let Some(max_parallel) = self.config.max_parallel {
+            config = config.with_max_parallel(max_parallel)?;
+        }
+        Ok(config)
+    }
+
     /// The scenario's tools, as a session would see them, for a workspace (to list them).
     pub fn tools(&self, workspace: &Path, session_dir: &Path) -> Result<Registry, ScenarioError> {
+        let workspace = &absolute("workspace", workspace)?;
         let people = People::new(&self.config, workspace, None)?;
-        self.registry(&people, workspace, session_dir, self.shell_policy()?)
+        self.registry(
+            &people,
+            workspace,
+            &absolute("session folder", session_dir)?,
+            self.shell_policy()?,
+        )
     }
 
     /// `bash`'s configured mode and its rules per command.

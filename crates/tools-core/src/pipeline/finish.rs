@@ -10,10 +10,11 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendFuture, AppendUrgency, ContentBlock, ContextMessage, Effect, ErrorCode, EventData,
-    Timing, ToolErrorInfo, ToolResultRecord,
+    AppendFuture, AppendUrgency, ContentBlock, ContextMessage, Effect, ElidedBlock, ErrorCode,
+    EventData, Timing, ToolErrorInfo, ToolResultRecord,
 };
 
+use super::content_cap::{cap_content, cut_text};
 use super::prepare::{info, micros};
 use super::{CommittedResult, Pipeline, PipelineError, SettledCall, Settlement};
 use crate::arguments::{ArgumentError, check_schema};
@@ -50,6 +51,35 @@ impl Candidate {
         self.content = error_content(&error);
         self.value = None;
         self.error = Some(error);
+    }
+
+    /// Cuts the model-facing text to `cap` bytes; returns the whole blocks that were cut. An
+    /// error's `Error: <message>` block cut this way cuts the message with it, so the
+    /// record's message is the text the model reads (and the log line stays small).
+    fn cap_content(&mut self, cap: usize) -> Vec<ElidedBlock> {
+        let message_block = self.error.as_ref().and_then(|error| {
+            self.content.iter().position(|block| {
+                block
+                    .as_text()
+                    .and_then(|text| text.strip_prefix("Error: "))
+                    .is_some_and(|message| message == error.message)
+            })
+        });
+        let elided = cap_content(&mut self.content, cap);
+        if let Some(error) = &mut self.error {
+            let cut = message_block
+                .filter(|index| elided.iter().any(|elided| elided.index == *index))
+                .and_then(|index| self.content.get(index))
+                .and_then(ContentBlock::as_text);
+            if let Some(text) = cut {
+                error.message = text.strip_prefix("Error: ").unwrap_or(text).to_owned();
+            } else if error.message.len() > cap {
+                // `finalize_content` replaced the error's own text: its message is cut on its
+                // own, and its whole is not kept (no shipped tool does this).
+                error.message = cut_text(&error.message, cap, None);
+            }
+        }
+        elided
     }
 }
 
@@ -157,6 +187,14 @@ impl Pipeline {
                 tracing::warn!(call_id = %core.identity.call_id, tool = %entry.name(), "finalize_content panicked: {panic}");
             }
         }
+        // Last in stage 9, so nothing after it can grow what the model reads again.
+        let pipeline_cap = self.config.max_content_text_bytes;
+        let cap = core
+            .entry
+            .as_ref()
+            .and_then(|entry| entry.spec().content_text_cap())
+            .map_or(pipeline_cap, |own| own.min(pipeline_cap));
+        let elided = candidate.cap_content(cap);
 
         // Stage 10: observers, then the one record.
         let committed_at = Instant::now();
@@ -189,6 +227,7 @@ impl Pipeline {
             concludes_turn,
             value_blob: None,
             details_blob: None,
+            elided,
         });
         for observer in &self.observers {
             match catch(|| observer.observe(&core.identity, &record)) {

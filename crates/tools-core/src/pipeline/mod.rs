@@ -7,6 +7,7 @@
 //! `CommittedResult`), none of which has setters: a call cannot skip a stage or be changed
 //! behind the log's back.
 
+mod content_cap;
 mod dispatch;
 mod finish;
 mod prepare;
@@ -24,6 +25,7 @@ use toolrail_session_log::{
     SinkError, StepId, Timestamp, ToolErrorInfo, ToolResultRecord, TurnId,
 };
 
+pub use content_cap::DEFAULT_CONTENT_TEXT_CAP;
 pub use dispatch::SettledCall;
 pub use finish::PendingCommit;
 pub use prepare::{Preparation, ReadyCall};
@@ -161,6 +163,13 @@ pub struct PipelineConfig {
     pub approval_timeout: Option<Duration>,
     /// Cap on a value's serialized size, unless the tool sets its own.
     pub max_value_bytes: usize,
+    /// Cap on the text a result shows the model (text blocks, and JSON blocks as the compact
+    /// text the model is sent), in bytes; default [`DEFAULT_CONTENT_TEXT_CAP`] (64 KiB). Over
+    /// it, large blocks keep a head and a tail around a marker saying how many bytes were
+    /// left out and under which digest the whole block is kept beside the log
+    /// (`ToolResultRecord::elided`). A tool may lower it for its own results
+    /// ([`crate::ToolSpec::max_content_text_bytes`]).
+    pub max_content_text_bytes: usize,
     /// The workspace root given to tools.
     pub workspace: Option<Arc<Path>>,
 }
@@ -173,6 +182,7 @@ impl Default for PipelineConfig {
             default_timeout: None,
             approval_timeout: None,
             max_value_bytes: 1024 * 1024,
+            max_content_text_bytes: DEFAULT_CONTENT_TEXT_CAP,
             workspace: None,
         }
     }

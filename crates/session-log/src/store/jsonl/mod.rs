@@ -1,10 +1,14 @@
 //! The embedded store: one JSON Lines file per session, `<dir>/<session-id>.jsonl`.
 
+mod lock;
 mod reader;
+
+pub use lock::{DEFAULT_LOCK_WAIT, LockHolder};
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
 use super::writer::Medium;
@@ -20,6 +24,7 @@ pub struct JsonlStore {
     dir: PathBuf,
     durability: Durability,
     blob_cap: usize,
+    lock_wait: Duration,
 }
 
 /// The log of a JSONL session.
@@ -34,7 +39,17 @@ impl JsonlStore {
             dir,
             durability,
             blob_cap: DEFAULT_BLOB_CAP,
+            lock_wait: DEFAULT_LOCK_WAIT,
         })
+    }
+
+    /// How long [`SessionStore::open`] waits for a session whose lock is held by a process
+    /// that is exiting (killed a moment ago: the kernel lets go of its files late in its
+    /// exit) before it reports the holder (default [`DEFAULT_LOCK_WAIT`]). A live holder is
+    /// reported at once.
+    pub fn with_lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
     }
 
     /// Values (and details) whose compact JSON is longer than `bytes` are kept beside the
@@ -121,7 +136,7 @@ impl SessionStore for JsonlStore {
             .append(true)
             .open(&path)
             .map_err(|source| StoreError::io("opening", &path, source))?;
-        lock(&file, &path)?;
+        lock::lock(&file, &path, self.lock_wait)?;
         let mut read = reader::read_log(&path)?;
         check_first(&path, &read.events)?;
         let shelf = self.shelf(id);
@@ -137,6 +152,14 @@ impl SessionStore for JsonlStore {
                 .map_err(|source| StoreError::io("truncating", &path, source))?;
             file.sync_all()
                 .map_err(|source| StoreError::io("syncing", &path, source))?;
+        }
+        if read.unterminated {
+            // The last event was kept without its newline; the next line must not join it.
+            (&file)
+                .write_all(b"\n")
+                .and_then(|()| file.sync_data())
+                .map_err(|source| StoreError::io("ending the last line of", &path, source))?;
+            read.good_len += 1;
         }
         let next_seq = read.events.len() as u64 + 1;
         let name = path.display().to_string();
@@ -189,17 +212,6 @@ pub(crate) fn check_first(path: &Path, events: &[Event]) -> Result<(), StoreErro
     }
 }
 
-/// One log per session file at a time, across processes too (an advisory lock held for as
-/// long as the writer has the file open).
-fn lock(file: &File, path: &Path) -> Result<(), StoreError> {
-    file.try_lock().map_err(|error| match error {
-        std::fs::TryLockError::WouldBlock => StoreError::Locked {
-            path: path.to_path_buf(),
-        },
-        std::fs::TryLockError::Error(source) => StoreError::io("locking", path, source),
-    })
-}
-
 /// Makes `path` appear holding `first` (its `session/start` line), synced, or not at all: the
 /// line is written and synced under a hidden name, then linked to `path` (which fails if
 /// `path` exists, so no session is overwritten). A crash never leaves an empty or torn log
@@ -226,7 +238,7 @@ fn create_whole(dir: &Path, path: &Path, first: &[u8]) -> Result<File, StoreErro
         .open(&hidden)
         .map_err(|source| StoreError::io("creating", &hidden, source))?;
     let written = (|| {
-        lock(&file, &hidden)?;
+        lock::lock(&file, &hidden, Duration::ZERO)?;
         file.write_all(first)
             .map_err(|source| StoreError::io("writing", &hidden, source))?;
         file.sync_all()
@@ -251,7 +263,7 @@ fn create_whole(dir: &Path, path: &Path, first: &[u8]) -> Result<File, StoreErro
         .create_new(true)
         .open(path)
         .map_err(exists)?;
-    lock(&file, path)?;
+    lock::lock(&file, path, Duration::ZERO)?;
     file.write_all(first)
         .map_err(|source| StoreError::io("writing", path, source))?;
     file.sync_all()

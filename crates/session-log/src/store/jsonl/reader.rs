@@ -1,6 +1,6 @@
 //! Reading a session file back: every line an event, `seq` dense from 1, a torn last line
 //! (a crash mid-write) cut off and reported, anything else that is wrong an error naming the
-//! line — never a panic.
+//! line — never a panic. A last line that lost only its newline is whole, and kept.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -16,11 +16,15 @@ pub(crate) struct ReadLog {
     pub good_len: u64,
     /// Bytes of a torn last line, if there was one.
     pub torn_bytes: u64,
+    /// The last event was kept although its line has no newline: the next append must
+    /// write one first.
+    pub unterminated: bool,
 }
 
-/// Reads every event of `path`. A last line that is cut (no newline) or damaged (does not
-/// parse) is torn: it is reported, not returned. Any other line that does not parse, or breaks
-/// the `seq` order, is corruption.
+/// Reads every event of `path`. A last line that does not parse as the next event (cut short
+/// or damaged, with or without its newline) is torn: it is reported, not returned. A last line
+/// that is a whole event in `seq` order but lacks its newline is kept (`unterminated`). Any
+/// other line that does not parse, or breaks the `seq` order, is corruption.
 pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
     let file = File::open(path).map_err(|source| StoreError::io("opening", path, source))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -38,17 +42,36 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
                 events,
                 good_len,
                 torn_bytes: 0,
+                unterminated: false,
             });
         }
         number += 1;
         if line.last() != Some(&b'\n') {
-            // Our writer ends every line with its newline in the same write, so a last line
-            // without one was cut by a crash: whatever it holds was never acknowledged as
-            // durable. Report it; the caller truncates.
-            return Ok(ReadLog {
-                events,
-                good_len,
-                torn_bytes: read as u64,
+            // Our writer ends every line with its newline in the same write, so a crash cut
+            // this one. Cut short, it cannot parse (an event's JSON closes on its last byte)
+            // and was never acknowledged: torn. Whole, it is the event that was appended (a
+            // crash between the line's last byte and its newline, or a file that went
+            // through a tool that strips the final newline): dropping it would turn a
+            // committed result into an unknown outcome, so it is kept.
+            let whole = serde_json::from_slice::<Event>(&line)
+                .ok()
+                .filter(|event| event.seq == events.len() as u64 + 1);
+            return Ok(match whole {
+                Some(event) => {
+                    events.push(event);
+                    ReadLog {
+                        events,
+                        good_len: good_len + read as u64,
+                        torn_bytes: 0,
+                        unterminated: true,
+                    }
+                }
+                None => ReadLog {
+                    events,
+                    good_len,
+                    torn_bytes: read as u64,
+                    unterminated: false,
+                },
             });
         }
         let event = match serde_json::from_slice::<Event>(trim_newline(&line)) {
@@ -66,6 +89,7 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
                         events,
                         good_len,
                         torn_bytes: read as u64,
+                        unterminated: false,
                     });
                 }
                 return Err(StoreError::Corrupt {
