@@ -19,7 +19,9 @@ pub struct Limits {
     pub read_lines: usize,
     /// Characters of one line `read` shows before cutting it.
     pub line_chars: usize,
-    /// Bytes of text one `read` returns at most.
+    /// Bytes of text one `read` returns at most (default 56 KiB: under the pipeline's
+    /// 64 KiB cap on model-facing text, so a window ends with `read`'s own "continue at"
+    /// note rather than being cut in the middle).
     pub read_bytes: usize,
     /// Paths `glob` lists at most.
     pub glob_results: usize,
@@ -32,7 +34,7 @@ impl Default for Limits {
         Self {
             read_lines: 2_000,
             line_chars: 2_000,
-            read_bytes: 256 * 1024,
+            read_bytes: 56 * 1024,
             glob_results: 200,
             grep_results: 200,
         }
