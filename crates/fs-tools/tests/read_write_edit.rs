@@ -127,13 +127,16 @@ async fn a_huge_file_is_streamed_and_only_the_window_returned() {
     assert!(text(&result).contains("199999\trow 0199998"));
     let first = b.call("read", json!({"path": "huge.txt"})).await;
     let value = first.record.value.as_ref().unwrap();
-    assert_eq!(value["end_line"], 2000);
+    // 2,000 lines of ~65 bytes are over the 56 KiB a read returns: the byte cap ends it.
+    let end = value["end_line"].as_u64().unwrap();
+    assert!((800..2000).contains(&end), "{end}");
     assert_eq!(value["truncated"], true);
+    assert!(text(&first).len() <= 60 * 1024);
     // The byte cap bounds what one read returns, whatever the limit.
     let capped = b
         .call("read", json!({"path": "huge.txt", "limit": 100_000}))
         .await;
-    assert!(text(&capped).len() < 300 * 1024);
+    assert!(text(&capped).len() <= 60 * 1024);
     assert_eq!(capped.record.value.as_ref().unwrap()["truncated"], true);
 }
 
