@@ -297,10 +297,14 @@ impl Confinement<'_> {
             mounts.push(mount);
         }
         let mut extra_namespaces = 0;
+        let mut join_network = None;
         if sandboxed {
             extra_namespaces |= libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
             if !self.network {
-                extra_namespaces |= libc::CLONE_NEWNET;
+                join_network = namespace::shared_network();
+                if join_network.is_none() {
+                    extra_namespaces |= libc::CLONE_NEWNET;
+                }
             }
         }
         let landlock = if sandboxed {
@@ -310,6 +314,7 @@ impl Confinement<'_> {
         };
         let containment = Containment {
             extra_namespaces,
+            join_network,
             mounts,
             fresh_proc: sandboxed,
             pid_max: self

@@ -593,3 +593,23 @@ async fn shared_memory_works_and_stays_private() {
         }
     }
 }
+
+/// Offline commands share one empty network namespace made for the runtime (cheaper than
+/// one each), never the host's: only a loopback device, and it is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_commands_have_no_network_device_but_a_loopback() {
+    let world = World::new();
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    for tier in support::tiers() {
+        for mode in CONFINED {
+            let shell = world.shell(mode, &tier);
+            let seen = shell
+                .stdout("readlink /proc/self/ns/net; tail -n +3 /proc/net/dev | cut -d: -f1")
+                .await;
+            let lines: Vec<&str> = seen.lines().map(str::trim).collect();
+            assert_ne!(lines[0], host.to_str().unwrap(), "{}", shell.label);
+            assert_eq!(lines[1], "lo", "{}: {seen}", shell.label);
+            assert!(lines[2].starts_with('['), "{}: {seen}", shell.label);
+        }
+    }
+}
