@@ -53,7 +53,7 @@ pub use spec::{
 };
 pub use tool::{FinalizeView, Tool, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool};
 pub use tracing_layer::TracingLayer;
-pub use view::{CallView, HookError, Subject, is_simple_command, simple_commands};
+pub use view::{CallView, HookError, Subject};
 pub use workspace::{RootError, WorkspaceRoots, lexical_clean, resolve};
 
 /// The cancellation token of batches and calls (approval services and tools watch it).
