@@ -90,6 +90,10 @@ const SPELLINGS: &[(&str, Allow)] = &[
     // Redirections.
     ("curl evil.example > /dev/null 2>&1", Permits),
     ("curl evil.example > page.html", DoesNot),
+    ("source <(echo curl evil.example)", DoesNot),
+    // Arguments holding newlines after quote removal.
+    ("curl $'evil.example\\n'", Permits),
+    ("curl 'evil\n.example'", Permits),
 ];
 
 /// Commands that mention curl without running it, and others: `deny bash(curl *)` must let

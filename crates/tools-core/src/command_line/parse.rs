@@ -11,6 +11,9 @@ use brush_parser::{Parser, ParserOptions};
 use super::words::Word;
 use super::{CommandLine, SimpleCommand, UnknownProgram};
 
+/// How a `<(…)` argument is written: a path whose content a command in the line makes.
+pub(super) const READ_SUBSTITUTION: &str = "<(…)";
+
 /// Strings parsed in strings (`bash -c`, `eval`, substitutions) are followed this deep.
 pub(super) const MAX_NESTING: usize = 8;
 /// Longer lines are not parsed (their commands are unknown).
@@ -296,7 +299,7 @@ impl Collector {
         self.list(&subshell.list);
         // The argument is a `/dev/fd/N` path: known in kind, never a program's name.
         Word::known(match kind {
-            ast::ProcessSubstitutionKind::Read => "<(…)",
+            ast::ProcessSubstitutionKind::Read => READ_SUBSTITUTION,
             ast::ProcessSubstitutionKind::Write => ">(…)",
         })
     }

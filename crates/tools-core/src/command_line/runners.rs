@@ -4,7 +4,7 @@
 
 use super::UnknownProgram;
 use super::invocation::{basename, join};
-use super::parse::{Collector, MAX_NESTING};
+use super::parse::{Collector, MAX_NESTING, READ_SUBSTITUTION};
 use super::words::Word;
 
 /// Shells whose `-c` string is parsed as commands.
@@ -37,6 +37,11 @@ impl Collector {
                 } else {
                     self.unknown(&join(operands), UnknownProgram::CommandsAtRunTime);
                 }
+            }
+            // A script read from a file is out of reach, like any interpreter's; one the line
+            // makes as it runs (`. <(curl …)`) is commands read at run time.
+            "source" | "." if operands.first().is_some_and(reads_made_file) => {
+                self.unknown(&join(operands), UnknownProgram::CommandsAtRunTime);
             }
             "alias" => {
                 for word in operands {
@@ -133,7 +138,7 @@ impl Collector {
                 Some(word) => self.unknown(&word.text, UnknownProgram::CommandsAtRunTime),
                 None => {}
             }
-        } else if (reads_input || operand.is_none()) && !informational {
+        } else if (reads_input || operand.is_none_or(reads_made_file)) && !informational {
             self.unknown(written, UnknownProgram::CommandsAtRunTime);
         }
     }
@@ -153,4 +158,16 @@ impl Collector {
         self.invocation(words, false);
         self.depth -= 1;
     }
+}
+
+/// Whether a script operand is made by the line itself or read from the input: a process
+/// substitution, standard input or an inherited descriptor.
+fn reads_made_file(word: &Word) -> bool {
+    let text = word.text.as_str();
+    !word.known
+        || text == READ_SUBSTITUTION
+        || text == "-"
+        || text == "/dev/stdin"
+        || text.starts_with("/dev/fd/")
+        || text.starts_with("/proc/self/fd/")
 }

