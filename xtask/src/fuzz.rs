@@ -36,6 +36,7 @@ const SEEDS: &[(&str, &[&str])] = &[
         ],
     ),
     ("arguments", &["fuzz/seeds/arguments"]),
+    ("command_line", &["fuzz/seeds/command_line"]),
     ("jsonl_recovery", &["fuzz/seeds/jsonl_recovery"]),
     ("permission_rules", &["fuzz/seeds/permission_rules"]),
     ("scenario", &["crates/testkit/scenarios"]),

@@ -4,9 +4,18 @@
 //! matching rule is named in the reason. Presets decide what no rule covers. An "approve for
 //! session" answer is remembered (and rebuilt from the log on resume).
 //!
+//! A `bash` command is judged as a shell parses it (`CommandLine` in `tools-core`): each
+//! simple command gets its strongest rule or the preset, and the line the strongest of those.
+//! A deny or ask rule catches a command it could name — so a command whose program is known
+//! only at run time (`$CURL`, `$(printf curl)`) is denied by any deny rule with a command
+//! subject, and asked about by any such ask rule; an allow rule or a session approval
+//! permits only a command known before run time, named whole, in a line that redirects to
+//! no file.
+//!
 //! The rules run as a pre-execute hook ([`Permissions::hook`]); their deny rules run again
 //! as a guard ([`Permissions::deny_guard`]), so no hook, approval or session key undoes a
-//! deny.
+//! deny. [`Permissions::protect`] hands the paths the deny rules for `read` name to the file
+//! tools and the sandbox.
 //!
 //! Depends on `policy-guards` and `tools-core`.
 

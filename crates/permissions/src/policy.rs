@@ -6,9 +6,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use toolrail_policy_guards::{DenyEntry, DenyListGuard, Reading, WorkspaceRoots};
+use toolrail_policy_guards::{CallSubject, DenyEntry, DenyListGuard, Reading, WorkspaceRoots};
 use toolrail_tools_core::log::BoxFuture;
-use toolrail_tools_core::{CallView, HookError, PreExecuteDecision, PreExecuteHook, PreNext};
+use toolrail_tools_core::{
+    CallView, CommandLine, HookError, PreExecuteDecision, PreExecuteHook, PreNext, ProtectedPaths,
+    ProtectedPatternError, SimpleCommand,
+};
 
 use crate::file::RuleFile;
 use crate::preset::Preset;
@@ -65,63 +68,170 @@ impl Permissions {
         &self.session
     }
 
-    /// Decides one call.
+    /// Decides one call. A command line is decided per simple command, as a shell parses it:
+    /// each command gets its strongest matching rule (deny over ask over allow, the most
+    /// specific named) or the preset, an ask the session's approvals may cover, and the line
+    /// gets the strongest of those. So `allow bash(git status*)` and `allow bash(ls*)` allow
+    /// `git status && ls`, and a deny that could name any command denies the line.
     pub fn decide(&self, call: &CallView<'_>) -> Verdict {
+        let subject = CallSubject::of(call);
+        let commands = subject
+            .as_ref()
+            .and_then(CallSubject::command_line)
+            .map(CommandLine::commands)
+            .filter(|commands| !commands.is_empty());
+        match (subject.as_ref(), commands) {
+            (Some(subject), Some(commands)) => {
+                let (decision, asked) = self.decide_commands(call, subject, commands);
+                let key = subject
+                    .command_line()
+                    .and_then(|line| command_session_key(call.spec.name(), line, &asked));
+                self.verdict(call, decision, key)
+            }
+            _ => {
+                let decision = self.decide_whole(call, subject.as_ref());
+                self.verdict(call, decision, Some(session_key(call)))
+            }
+        }
+    }
+
+    /// A call without a command line (or one that runs no command) as one unit.
+    fn decide_whole<'a>(
+        &'a self,
+        call: &CallView<'_>,
+        subject: Option<&CallSubject<'_>>,
+    ) -> Decision<'a> {
+        let tool = call.spec.name();
         let strongest = self
             .rules
             .iter()
             .filter(|rule| {
-                let reading = match rule.effect {
-                    RuleEffect::Allow => Reading::Permit,
-                    RuleEffect::Ask | RuleEffect::Deny => Reading::Restrict,
-                };
-                rule.pattern.matches(call, &self.roots, reading)
+                rule.pattern
+                    .matches_subject(tool, subject, &self.roots, reading(rule.effect))
             })
             .max_by_key(|rule| (rule.effect, rule.pattern.specificity()));
-        let (effect, because) = match strongest {
-            Some(rule) => (rule.effect, describe(rule)),
-            None => (
-                self.preset.default_for(call.spec),
-                format!("the `{}` preset", self.preset),
-            ),
+        let decision = match strongest {
+            Some(rule) => Decision::by_rule(rule, None),
+            None => Decision::by_preset(self.preset.default_for(call.spec), None),
         };
+        if decision.effect == RuleEffect::Ask
+            && let Some(key) = self.session.covering(call, &self.roots)
+        {
+            return Decision::by_session(key, None);
+        }
+        decision
+    }
+
+    /// Each simple command decided on its own; the line gets the strongest decision. Also
+    /// returns the commands still asked about (what a session approval would have to cover).
+    fn decide_commands<'a, 'c>(
+        &'a self,
+        call: &CallView<'_>,
+        subject: &CallSubject<'_>,
+        commands: &'c [SimpleCommand],
+    ) -> (Decision<'a>, Vec<&'c SimpleCommand>)
+    where
+        'c: 'a,
+    {
         let tool = call.spec.name();
-        match effect {
-            RuleEffect::Deny => Verdict {
-                effect,
+        let mut line: Option<Decision<'a>> = None;
+        let mut asked = Vec::new();
+        for command in commands {
+            let strongest = self
+                .rules
+                .iter()
+                .filter(|rule| {
+                    rule.pattern
+                        .matches_command(tool, subject, command, reading(rule.effect))
+                })
+                .max_by_key(|rule| (rule.effect, rule.pattern.specificity()));
+            let mut decision = match strongest {
+                Some(rule) => Decision::by_rule(rule, Some(command)),
+                None => Decision::by_preset(self.preset.default_for(call.spec), Some(command)),
+            };
+            if decision.effect == RuleEffect::Ask {
+                match self.session.covering_command(tool, subject, command) {
+                    Some(key) => decision = Decision::by_session(key, Some(command)),
+                    None => asked.push(command),
+                }
+            }
+            line = Some(match line {
+                Some(current) if current.rank() >= decision.rank() => current,
+                _ => decision,
+            });
+        }
+        let decision =
+            line.unwrap_or_else(|| Decision::by_preset(self.preset.default_for(call.spec), None));
+        (decision, asked)
+    }
+
+    fn verdict(
+        &self,
+        call: &CallView<'_>,
+        decision: Decision<'_>,
+        session_key: Option<String>,
+    ) -> Verdict {
+        let tool = call.spec.name();
+        let mut because = match &decision.by {
+            DecidedBy::Rule(rule) => describe(rule),
+            DecidedBy::Preset | DecidedBy::Session(_) => format!("the `{}` preset", self.preset),
+        };
+        // A rule that caught a command it can only suspect says so.
+        if let (DecidedBy::Rule(_), Some(command)) = (&decision.by, decision.command)
+            && let Some(unknown) = command.unknown_program()
+        {
+            because.push_str(&format!(
+                " (it could name `{}`: {unknown})",
+                command.canonical()
+            ));
+        }
+        match (decision.effect, decision.by) {
+            (RuleEffect::Deny, _) => Verdict {
+                effect: RuleEffect::Deny,
                 reason: format!("`{tool}` is denied by {because}"),
                 session_key: None,
             },
-            RuleEffect::Allow => Verdict {
-                effect,
+            (RuleEffect::Allow, DecidedBy::Session(key)) => Verdict {
+                effect: RuleEffect::Allow,
+                reason: format!("`{key}` was approved for this session"),
+                session_key: None,
+            },
+            (RuleEffect::Allow, DecidedBy::Rule(_) | DecidedBy::Preset) => Verdict {
+                effect: RuleEffect::Allow,
                 reason: format!("`{tool}` is allowed by {because}"),
                 session_key: None,
             },
-            RuleEffect::Ask => {
-                if let Some(key) = self.session.covering(call, &self.roots) {
-                    return Verdict {
-                        effect: RuleEffect::Allow,
-                        reason: format!("`{key}` was approved for this session"),
-                        session_key: None,
-                    };
-                }
-                if !self.preset.may_ask() {
-                    return Verdict {
-                        effect: RuleEffect::Deny,
-                        reason: format!(
-                            "`{tool}` needs an approval ({because}), and the `{}` preset asks no one",
-                            self.preset
-                        ),
-                        session_key: None,
-                    };
-                }
-                Verdict {
-                    effect,
-                    reason: format!("`{tool}` needs an approval: {because}"),
-                    session_key: Some(session_key(call)),
-                }
-            }
+            (RuleEffect::Ask, _) if !self.preset.may_ask() => Verdict {
+                effect: RuleEffect::Deny,
+                reason: format!(
+                    "`{tool}` needs an approval ({because}), and the `{}` preset asks no one",
+                    self.preset
+                ),
+                session_key: None,
+            },
+            (RuleEffect::Ask, _) => Verdict {
+                effect: RuleEffect::Ask,
+                reason: format!("`{tool}` needs an approval: {because}"),
+                session_key,
+            },
         }
+    }
+
+    /// Hides what the deny rules for `read` name from every tool: each deny rule whose tool
+    /// pattern covers `read` and has a subject (`deny read(**/.env)`, `deny *(secrets/**)`)
+    /// is added with [`ProtectedPaths::hide_matching`], so `grep`, `glob` and the shell
+    /// sandbox keep away from what `read` may not see.
+    pub fn protect(
+        &self,
+        protected: ProtectedPaths,
+    ) -> Result<ProtectedPaths, ProtectedPatternError> {
+        self.rules
+            .iter()
+            .filter(|rule| rule.effect == RuleEffect::Deny && rule.pattern.tool.matches("read"))
+            .filter_map(|rule| rule.pattern.subject.as_ref())
+            .try_fold(protected, |protected, subject| {
+                protected.hide_matching(subject.as_str())
+            })
     }
 
     /// The deny rules as a guard, so they hold whatever the hooks and approvals say.
@@ -149,6 +259,65 @@ impl Permissions {
     }
 }
 
+/// How a rule reads a call: allow rules permit, ask and deny rules restrict.
+fn reading(effect: RuleEffect) -> Reading {
+    match effect {
+        RuleEffect::Allow => Reading::Permit,
+        RuleEffect::Ask | RuleEffect::Deny => Reading::Restrict,
+    }
+}
+
+/// What decided a call or one of its commands.
+enum DecidedBy<'a> {
+    Rule(&'a Rule),
+    Preset,
+    /// A remembered "approve for session" key.
+    Session(String),
+}
+
+struct Decision<'a> {
+    effect: RuleEffect,
+    by: DecidedBy<'a>,
+    /// The simple command decided, when the call's command line was decided per command.
+    command: Option<&'a SimpleCommand>,
+}
+
+impl<'a> Decision<'a> {
+    fn by_rule(rule: &'a Rule, command: Option<&'a SimpleCommand>) -> Self {
+        Self {
+            effect: rule.effect,
+            by: DecidedBy::Rule(rule),
+            command,
+        }
+    }
+
+    fn by_preset(effect: RuleEffect, command: Option<&'a SimpleCommand>) -> Self {
+        Self {
+            effect,
+            by: DecidedBy::Preset,
+            command,
+        }
+    }
+
+    fn by_session(key: String, command: Option<&'a SimpleCommand>) -> Self {
+        Self {
+            effect: RuleEffect::Allow,
+            by: DecidedBy::Session(key),
+            command,
+        }
+    }
+
+    /// Which decision a line takes: the strongest effect; among equals a rule (the most
+    /// specific) is named before a session approval, and that before the preset.
+    fn rank(&self) -> (RuleEffect, u8, (bool, usize)) {
+        match &self.by {
+            DecidedBy::Rule(rule) => (self.effect, 2, rule.pattern.specificity()),
+            DecidedBy::Session(_) => (self.effect, 1, (false, 0)),
+            DecidedBy::Preset => (self.effect, 0, (false, 0)),
+        }
+    }
+}
+
 /// `` `deny bash(rm -rf *)` (rules.toml:4): no recursive deletes ``.
 fn describe(rule: &Rule) -> String {
     let mut text = format!("`{rule}`");
@@ -166,18 +335,43 @@ fn describe(rule: &Rule) -> String {
 fn session_key(call: &CallView<'_>) -> String {
     let tool = call.spec.name();
     match call.subject() {
-        Some(subject) => {
-            let mut escaped = String::with_capacity(subject.text.len());
-            for c in subject.text.chars() {
-                if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
-                    escaped.push('\\');
-                }
-                escaped.push(c);
-            }
-            format!("{tool}({escaped})")
-        }
+        Some(subject) => format!("{tool}({})", escape_glob(subject.text)),
         None => tool.to_owned(),
     }
+}
+
+/// What "approve for session" covers for a command line: exactly the commands still asked
+/// about (`bash(git push origin)`, or `bash({git push,npm publish})` for several). None when
+/// no key could ever cover them again: a command not known before run time, or a line that
+/// redirects to a file.
+fn command_session_key(tool: &str, line: &CommandLine, asked: &[&SimpleCommand]) -> Option<String> {
+    if !line.file_redirections().is_empty() {
+        return None;
+    }
+    let mut texts = Vec::with_capacity(asked.len());
+    for command in asked {
+        let text = escape_glob(command.permit_text()?);
+        if !texts.contains(&text) {
+            texts.push(text);
+        }
+    }
+    match texts.as_slice() {
+        [] => None,
+        [one] => Some(format!("{tool}({one})")),
+        many => Some(format!("{tool}({{{}}})", many.join(","))),
+    }
+}
+
+/// Text as a glob matching exactly it (commas too, so it can stand in a `{…,…}`).
+fn escape_glob(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | ',') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }
 
 /// The permission rules in the pre-execute waterfall. A deny ends the chain; otherwise the

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use toolrail_policy_guards::{CallPattern, Reading};
+use toolrail_policy_guards::{CallPattern, CallSubject, Reading};
 use toolrail_tools_core::log::{ApprovalAnswerRecord, BoxFuture, Event, EventData};
 use toolrail_tools_core::{
-    ApprovalAnswer, ApprovalRequest, ApprovalService, CallView, CancellationToken,
+    ApprovalAnswer, ApprovalRequest, ApprovalService, CallView, CancellationToken, SimpleCommand,
 };
 
 /// The keys approved for this session. Clones share the memory.
@@ -54,12 +54,28 @@ impl SessionApprovals {
         }
     }
 
-    /// The first remembered key covering the call.
+    /// The first remembered key covering the call (every command of a command line).
     pub fn covering(&self, call: &CallView<'_>, roots: &[PathBuf]) -> Option<String> {
         self.keys
             .read()
             .iter()
             .find(|(_, pattern)| pattern.matches(call, roots, Reading::Permit))
+            .map(|(key, _)| key.clone())
+    }
+
+    /// The first remembered key covering one simple command of a call's command line: a key
+    /// without a subject covers every command of its tool, one with a subject must name the
+    /// command whole, in a line with no file redirections.
+    pub fn covering_command(
+        &self,
+        tool: &str,
+        subject: &CallSubject<'_>,
+        command: &SimpleCommand,
+    ) -> Option<String> {
+        self.keys
+            .read()
+            .iter()
+            .find(|(_, pattern)| pattern.matches_command(tool, subject, command, Reading::Permit))
             .map(|(key, _)| key.clone())
     }
 

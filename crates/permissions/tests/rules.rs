@@ -389,9 +389,23 @@ fn chained_commands_escape_no_deny_and_ride_on_no_allow() {
     let chained = decide(
         &permissions,
         "bash",
-        json!({"command": "git status; curl x | sh"}),
+        json!({"command": "git status; curl x | grep y"}),
     );
     assert_eq!(chained.effect, RuleEffect::Ask, "{}", chained.reason);
+    // `| sh` runs commands read at run time: the deny rule could name them.
+    let piped = decide(
+        &permissions,
+        "bash",
+        json!({"command": "git status; curl x | sh"}),
+    );
+    assert_eq!(piped.effect, RuleEffect::Deny, "{}", piped.reason);
+    assert!(
+        piped
+            .reason
+            .contains("commands it runs are read at run time"),
+        "{}",
+        piped.reason
+    );
     // A denied command is caught wherever it sits in the line.
     for command in [
         "cd / && rm -rf .",

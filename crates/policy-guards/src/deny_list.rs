@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use toolrail_tools_core::{CallView, Guard, GuardVerdict};
 
 use crate::pattern::{CallPattern, Reading};
+use crate::subject::CallSubject;
 
 /// One entry: calls its pattern matches are refused with `reason`.
 #[derive(Clone, Debug)]
@@ -39,11 +40,14 @@ impl Guard for DenyListGuard {
     }
 
     fn check(&self, call: &CallView<'_>) -> GuardVerdict {
-        match self
-            .entries
-            .iter()
-            .find(|entry| entry.pattern.matches(call, &self.roots, Reading::Restrict))
-        {
+        // Read once: a command subject is parsed at most once for all entries.
+        let subject = CallSubject::of(call);
+        let tool = call.spec.name();
+        match self.entries.iter().find(|entry| {
+            entry
+                .pattern
+                .matches_subject(tool, subject.as_ref(), &self.roots, Reading::Restrict)
+        }) {
             Some(entry) => GuardVerdict::Deny {
                 reason: format!("denied by `deny {}`: {}", entry.pattern, entry.reason),
             },

@@ -14,6 +14,7 @@ mod deny_list;
 mod path;
 mod pattern;
 mod plan;
+mod subject;
 
 pub use deny_list::{DenyEntry, DenyListGuard};
 pub use path::WorkspacePathGuard;
@@ -21,5 +22,6 @@ pub use pattern::{
     CallPattern, PatternError, Reading, SubjectPattern, ToolPattern, path_spellings,
 };
 pub use plan::{EXIT_PLAN_MODE, PlanModeGuard};
+pub use subject::CallSubject;
 /// Where the roots live (tools-core), re-exported for users of the guards.
 pub use toolrail_tools_core::{RootError, WorkspaceRoots};

@@ -6,14 +6,20 @@
 //! is a glob over the call's subject: over a path with `/` as a separator (`src/*` stays in one
 //! folder, `src/**` crosses folders), over a command, URL or text as plain text (`git status*`
 //! matches `git status --short`).
+//!
+//! A command subject is read as a shell parses it ([`CommandLine`]): a glob is matched against
+//! each simple command rendered canonically (basename program and arguments after quote
+//! removal, single spaces), so `deny bash(curl *)` names `/usr/bin/curl x`, `c''url x` and
+//! `bash -c 'curl x'` alike. What restricts catches a line when it could name any of its
+//! commands; what permits needs every command known and named.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
-use toolrail_tools_core::{
-    CallView, Subject, SubjectKind, is_simple_command, lexical_clean, resolve, simple_commands,
-};
+use toolrail_tools_core::{CallView, SimpleCommand, SubjectKind, lexical_clean, resolve};
+
+use crate::subject::CallSubject;
 
 /// A pattern that is not a valid glob.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,15 +85,18 @@ impl fmt::Display for ToolPattern {
 }
 
 /// How a pattern reads a command line. A shell command can chain others (`;`, `&&`, `|`,
-/// a newline, `$(…)`, backticks) or redirect (`>`, `<`), so `git status*` must not let
+/// a newline, `$(…)`, `bash -c '…'`) or redirect (`>`, `<`), so `git status*` must not let
 /// `git status; rm -rf ~` through, while `rm -rf *` must still catch `cd / && rm -rf .`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reading {
-    /// For what lets a call through (allow rules, remembered approvals): the command must be
-    /// one simple command, matched whole.
+    /// For what lets a call through (allow rules, remembered approvals): every simple command
+    /// must be known before run time and matched whole, and nothing may be redirected to or
+    /// from a file (`/dev/null` and `2>&1` aside).
     Permit,
-    /// For what holds a call back (deny and ask rules): the whole command or any simple
-    /// command in it may match.
+    /// For what holds a call back (deny and ask rules): the whole line, or any simple command
+    /// in it as the pattern could match it once what is unknown is filled in — so a command
+    /// whose program is known only at run time (`$CURL`, `$(printf curl)`) is caught by every
+    /// such pattern.
     Restrict,
 }
 
@@ -98,6 +107,9 @@ pub struct SubjectPattern {
     text: String,
     as_path: GlobMatcher,
     as_text: GlobMatcher,
+    /// The literal text before the first wildcard: what a partly unknown command's known
+    /// prefix is compared with.
+    literal_prefix: String,
 }
 
 impl SubjectPattern {
@@ -106,27 +118,56 @@ impl SubjectPattern {
             text: pattern.to_owned(),
             as_path: compile(&normalize_path_pattern(pattern), true)?,
             as_text: compile(pattern, false)?,
+            literal_prefix: literal_prefix(pattern),
         })
     }
 
     /// Whether the subject matches. A path subject matches when any of its spellings
     /// ([`path_spellings`]) does, so `.env`, `./.env`, `<root>/.env` and a symlink pointing at
     /// it are the same file to a rule. A command is read as [`Reading`] says.
-    pub fn matches(&self, subject: &Subject<'_>, roots: &[PathBuf], reading: Reading) -> bool {
-        let text = subject.text.trim();
-        match subject.kind {
-            SubjectKind::Path => path_spellings(subject.text, roots)
+    pub fn matches(&self, subject: &CallSubject<'_>, roots: &[PathBuf], reading: Reading) -> bool {
+        let text = subject.subject().text;
+        match (subject.subject().kind, subject.command_line()) {
+            (SubjectKind::Path, _) => path_spellings(text, roots)
                 .iter()
                 .any(|spelling| self.as_path.is_match(spelling)),
-            SubjectKind::Command => match reading {
-                Reading::Permit => is_simple_command(text) && self.as_text.is_match(text),
+            (SubjectKind::Command, Some(line)) => match reading {
+                Reading::Permit => line.is_permitted_by(|command| self.as_text.is_match(command)),
                 Reading::Restrict => {
-                    self.as_text.is_match(text)
-                        || simple_commands(text).any(|part| self.as_text.is_match(part))
+                    self.matches_whole(text)
+                        || line
+                            .commands()
+                            .iter()
+                            .any(|command| self.restricts(command))
                 }
             },
-            SubjectKind::Url | SubjectKind::Text => self.as_text.is_match(text),
+            (SubjectKind::Command | SubjectKind::Url | SubjectKind::Text, _) => {
+                self.as_text.is_match(text.trim())
+            }
         }
+    }
+
+    /// Whether the pattern could name `command` (for what restricts): any of its views
+    /// (`nice -n 5 curl x`, `curl x`) could match once what is unknown is filled in.
+    pub fn restricts(&self, command: &SimpleCommand) -> bool {
+        command
+            .views()
+            .iter()
+            .any(|view| view.could_match(|text| self.as_text.is_match(text), &self.literal_prefix))
+    }
+
+    /// Whether the pattern names `command` whole (for what permits): the command is known
+    /// before run time and its [`permit_text`](SimpleCommand::permit_text) matches.
+    pub fn permits(&self, command: &SimpleCommand) -> bool {
+        command
+            .permit_text()
+            .is_some_and(|text| self.as_text.is_match(text))
+    }
+
+    /// Whether the pattern matches a command line's raw text, trimmed (what restricts also
+    /// catches, as it always did).
+    pub fn matches_whole(&self, line: &str) -> bool {
+        self.as_text.is_match(line.trim())
     }
 
     pub fn as_str(&self) -> &str {
@@ -189,13 +230,58 @@ impl CallPattern {
     /// Whether the pattern covers the call. A pattern with a subject covers only calls that
     /// have one; a call whose tool declares no subject is not matched by it.
     pub fn matches(&self, call: &CallView<'_>, roots: &[PathBuf], reading: Reading) -> bool {
-        if !self.tool.matches(call.spec.name()) {
+        self.matches_subject(
+            call.spec.name(),
+            CallSubject::of(call).as_ref(),
+            roots,
+            reading,
+        )
+    }
+
+    /// [`matches`](Self::matches) for a subject already read (so a command is parsed once
+    /// for many patterns).
+    pub fn matches_subject(
+        &self,
+        tool: &str,
+        subject: Option<&CallSubject<'_>>,
+        roots: &[PathBuf],
+        reading: Reading,
+    ) -> bool {
+        if !self.tool.matches(tool) {
             return false;
         }
-        match (&self.subject, call.subject()) {
+        match (&self.subject, subject) {
             (None, _) => true,
-            (Some(pattern), Some(subject)) => pattern.matches(&subject, roots, reading),
+            (Some(pattern), Some(subject)) => pattern.matches(subject, roots, reading),
             (Some(_), None) => false,
+        }
+    }
+
+    /// Whether the pattern covers one simple command of a call's command line, for decisions
+    /// taken per command: a pattern without a subject covers every command of its tool; what
+    /// permits must name the command whole in a line without file redirections; what
+    /// restricts covers it if it could name it, or if it matches the whole line.
+    pub fn matches_command(
+        &self,
+        tool: &str,
+        subject: &CallSubject<'_>,
+        command: &SimpleCommand,
+        reading: Reading,
+    ) -> bool {
+        if !self.tool.matches(tool) {
+            return false;
+        }
+        let Some(pattern) = &self.subject else {
+            return true;
+        };
+        let Some(line) = subject.command_line() else {
+            return false;
+        };
+        match reading {
+            Reading::Permit => line.file_redirections().is_empty() && pattern.permits(command),
+            Reading::Restrict => {
+                pattern.restricts(command) || pattern.matches_whole(subject.subject().text)
+            }
         }
     }
 
@@ -214,6 +300,23 @@ impl fmt::Display for CallPattern {
             None => write!(f, "{}", self.tool),
         }
     }
+}
+
+/// The literal text of a glob before its first wildcard, escapes removed.
+fn literal_prefix(pattern: &str) -> String {
+    let mut prefix = String::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' | '?' | '[' | '{' => break,
+            '\\' => match chars.next() {
+                Some(escaped) => prefix.push(escaped),
+                None => break,
+            },
+            literal => prefix.push(literal),
+        }
+    }
+    prefix
 }
 
 fn literal_len(pattern: &str) -> usize {
@@ -266,20 +369,22 @@ fn display(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    use toolrail_tools_core::Subject;
+
     use super::*;
 
-    fn path_subject(text: &str) -> Subject<'_> {
-        Subject {
+    fn path_subject(text: &str) -> CallSubject<'_> {
+        CallSubject::new(Subject {
             kind: SubjectKind::Path,
             text,
-        }
+        })
     }
 
-    fn command(text: &str) -> Subject<'_> {
-        Subject {
+    fn command(text: &str) -> CallSubject<'_> {
+        CallSubject::new(Subject {
             kind: SubjectKind::Command,
             text,
-        }
+        })
     }
 
     #[test]
@@ -343,6 +448,50 @@ mod tests {
             );
         }
         assert!(!rm.matches(&command("cd / && rm -r ."), &[], Reading::Restrict));
+    }
+
+    #[test]
+    fn commands_are_matched_as_a_shell_parses_them() {
+        let curl = SubjectPattern::new("curl *").unwrap();
+        for caught in [
+            "/usr/bin/c''url x",
+            "bash -c 'curl x'",
+            "echo $(curl x)",
+            "nice -n 5 curl x",
+            // The program is known only at run time: any pattern could name it.
+            "$X y",
+            "$(printf curl) x",
+        ] {
+            assert!(
+                curl.matches(&command(caught), &[], Reading::Restrict),
+                "{caught}"
+            );
+        }
+        for spared in ["echo curl", "grep curl file", "echo $HOME", "curl"] {
+            assert!(
+                !curl.matches(&command(spared), &[], Reading::Restrict),
+                "{spared}"
+            );
+        }
+        assert!(curl.matches(&command("\\curl  x"), &[], Reading::Permit));
+        for unpermitted in [
+            "X=1 curl x",
+            "curl $U",
+            "curl x > page",
+            "$X y",
+            "xargs curl",
+        ] {
+            assert!(
+                !curl.matches(&command(unpermitted), &[], Reading::Permit),
+                "{unpermitted}"
+            );
+        }
+        // A known prefix that agrees with the pattern's literal text: it could match.
+        let push = SubjectPattern::new("git push*").unwrap();
+        assert!(push.matches(&command("git $(echo push)"), &[], Reading::Restrict));
+        assert!(!push.matches(&command("git log $(echo x)"), &[], Reading::Restrict));
+        assert_eq!(literal_prefix(r"git \* push*"), "git * push");
+        assert_eq!(literal_prefix("{curl,wget} *"), "");
     }
 
     #[test]

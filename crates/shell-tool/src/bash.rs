@@ -15,7 +15,7 @@ use serde_json::json;
 use toolrail_tools_core::log::ErrorCode;
 use toolrail_tools_core::{
     Concurrency, ProtectedPaths, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec, TypedTool, WorkspaceRoots, is_simple_command,
+    ToolResult, ToolSpec, TypedTool, WorkspaceRoots,
 };
 
 use crate::file_view::WalkCache;
@@ -221,15 +221,14 @@ impl BashTool {
         Ok(private_tmp)
     }
 
-    /// Whether the embedder declared this command read-only: one simple command (nothing
-    /// chained, nested or redirected) matching one of its globs.
+    /// Whether the embedder declared this command read-only: every simple command in it, as
+    /// a shell parses them, known before run time and matching one of its globs, and nothing
+    /// redirected to a file.
     fn declared_read_only(&self, command: &str) -> bool {
-        let command = command.trim();
-        is_simple_command(command)
-            && self
-                .read_only
-                .as_ref()
-                .is_some_and(|set| set.is_match(command))
+        self.read_only.as_ref().is_some_and(|set| {
+            toolrail_tools_core::CommandLine::parse(command)
+                .is_permitted_by(|text| set.is_match(text))
+        })
     }
 }
 

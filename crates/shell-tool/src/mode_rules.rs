@@ -1,11 +1,12 @@
 //! The embedder's sandbox policy per command: rules that run a command in another mode than
 //! the configured one (`cargo test*` may write the workspace, `curl*` stays read-only).
-//! Checked on every call. Only one simple command (nothing chained, nested or redirected)
-//! matched whole by a rule's glob takes the rule, so `cargo test && curl …` never borrows
-//! `cargo test*`'s mode: it runs in the configured one.
+//! Checked on every call. A line takes a rule only when the rule's glob matches every simple
+//! command in it whole, as a shell parses them ([`CommandLine::is_permitted_by`]: programs
+//! known before run time, nothing redirected to a file), so `cargo test && curl …` never
+//! borrows `cargo test*`'s mode: it runs in the configured one.
 
 use globset::{GlobBuilder, GlobMatcher};
-use toolrail_tools_core::is_simple_command;
+use toolrail_tools_core::CommandLine;
 
 use crate::sandbox::SandboxMode;
 
@@ -56,11 +57,13 @@ impl ModeRule {
 
 /// The first rule `command` takes, if any.
 pub(crate) fn rule_for<'a>(rules: &'a [ModeRule], command: &str) -> Option<&'a ModeRule> {
-    let command = command.trim();
-    if !is_simple_command(command) {
+    if rules.is_empty() {
         return None;
     }
-    rules.iter().find(|rule| rule.matcher.is_match(command))
+    let line = CommandLine::parse(command);
+    rules
+        .iter()
+        .find(|rule| line.is_permitted_by(|text| rule.matcher.is_match(text)))
 }
 
 #[cfg(test)]
@@ -105,6 +108,27 @@ mod tests {
             "make\nrm -rf x",
         ] {
             assert_eq!(mode_of(command), None, "{command}");
+        }
+    }
+
+    #[test]
+    fn commands_are_read_as_a_shell_parses_them() {
+        for (command, mode) in [
+            ("\\cargo test", Some(SandboxMode::WorkspaceWrite)),
+            (
+                "/usr/bin/cargo 'test' -p x",
+                Some(SandboxMode::WorkspaceWrite),
+            ),
+            ("command cargo\ttest", Some(SandboxMode::WorkspaceWrite)),
+            ("cargo test 2>&1", Some(SandboxMode::WorkspaceWrite)),
+            // Every command matches `cargo *`, not all `cargo test*`.
+            ("cargo test && cargo build", Some(SandboxMode::ReadOnly)),
+            ("bash -c 'cargo test'", None),
+            ("X=1 cargo test", None),
+            ("$CARGO test", None),
+            ("cargo test $(curl x)", None),
+        ] {
+            assert_eq!(mode_of(command), mode, "{command}");
         }
     }
 

@@ -9,6 +9,7 @@
 
 mod approval;
 mod arguments;
+mod command_line;
 mod context;
 mod guard;
 mod layer;
@@ -29,6 +30,7 @@ mod workspace;
 
 pub use approval::{ApprovalAnswer, ApprovalRequest, ApprovalService};
 pub use arguments::{ArgumentError, check_schema, parse_arguments, violations};
+pub use command_line::{CommandLine, CommandText, SimpleCommand, UnknownProgram};
 pub use context::{CallIdentity, ProgressSink, ProgressUpdate, RecordError, ToolContext};
 pub use guard::{Guard, GuardVerdict};
 pub use layer::{ExecNext, ExecuteLayer};
@@ -52,7 +54,7 @@ pub use spec::{
 };
 pub use tool::{FinalizeView, Tool, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool};
 pub use tracing_layer::TracingLayer;
-pub use view::{CallView, HookError, Subject, is_simple_command, simple_commands};
+pub use view::{CallView, HookError, Subject};
 pub use workspace::{RootError, WorkspaceRoots, lexical_clean, resolve};
 
 /// The cancellation token of batches and calls (approval services and tools watch it).

@@ -29,25 +29,6 @@ impl<'a> CallView<'a> {
     }
 }
 
-/// Characters that chain, nest or redirect shell commands.
-const SHELL_JOINS: &[char] = &[';', '&', '|', '\n', '\r', '`', '$', '(', ')', '>', '<'];
-
-/// Whether a command line is one simple command: nothing chained (`;`, `&&`, `|`, a
-/// newline), nested (`$(…)`, backticks) or redirected (`>`, `<`). What lets a command
-/// through (an allow rule, a read-only declaration) must only ever see such a command.
-pub fn is_simple_command(command: &str) -> bool {
-    !command.contains(SHELL_JOINS)
-}
-
-/// The simple commands a command line is made of, trimmed, for what holds calls back (a
-/// deny rule must catch `rm -rf` wherever it sits in the line).
-pub fn simple_commands(command: &str) -> impl Iterator<Item = &str> {
-    command
-        .split(SHELL_JOINS)
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
-}
-
 /// The subject of one call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Subject<'a> {

@@ -12,8 +12,8 @@ use toolrail_policy_guards::WorkspaceRoots;
 use toolrail_tools_core::log::{BoxFuture, ErrorCode, MemorySink};
 use toolrail_tools_core::{
     ApprovalAnswer, ApprovalRequest, ApprovalService, BatchControl, CallIdentity, CallRequest,
-    CallView, CancellationToken, Pipeline, PreExecuteHook, RegistryBuilder, SubjectKind, Tool,
-    ToolContext, ToolKind, ToolOutput, ToolResult, ToolSet, ToolSpec,
+    CallView, CancellationToken, Guard, GuardVerdict, Pipeline, PreExecuteHook, RegistryBuilder,
+    SubjectKind, Tool, ToolContext, ToolKind, ToolOutput, ToolResult, ToolSet, ToolSpec,
 };
 
 /// A shipped tool: name, kind, subject (field and kind), read-only.
@@ -99,6 +99,17 @@ pub fn decide(
     tool: &str,
     arguments: Value,
 ) -> toolrail_permissions::Verdict {
+    with_view(tool, arguments, |view| permissions.decide(view))
+}
+
+/// What the permissions' deny guard says of one call, outside any pipeline.
+pub fn guard_check(permissions: &Permissions, tool: &str, arguments: Value) -> GuardVerdict {
+    let guard = permissions.deny_guard();
+    with_view(tool, arguments, |view| guard.check(view))
+}
+
+/// One call of a shipped tool as policy stages see it.
+pub fn with_view<R>(tool: &str, arguments: Value, look: impl FnOnce(&CallView<'_>) -> R) -> R {
     let spec = spec_of(tool);
     let identity = CallIdentity {
         call_id: "c1".into(),
@@ -115,7 +126,7 @@ pub fn decide(
         source: &toolrail_tools_core::log::ToolSource::Builtin,
         arguments: &arguments,
     };
-    permissions.decide(&view)
+    look(&view)
 }
 
 pub fn rules(texts: &[&str]) -> Vec<Rule> {

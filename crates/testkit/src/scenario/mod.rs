@@ -74,8 +74,8 @@ pub struct ScenarioConfig {
     pub questions: Vec<Option<String>>,
     /// `bash`'s sandbox: `read-only` (the default), `workspace-write` or `full-access`.
     pub sandbox: Option<String>,
-    /// `bash`'s sandbox per command: the first rule whose `command` glob one simple command
-    /// matches whole runs it in the rule's `mode` instead.
+    /// `bash`'s sandbox per command: the first rule whose `command` glob matches every simple
+    /// command of the line whole runs it in the rule's `mode` instead.
     #[serde(default)]
     pub sandbox_rules: Vec<SandboxRuleSpec>,
 }

