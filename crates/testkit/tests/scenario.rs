@@ -320,3 +320,56 @@ async fn a_relative_session_dir_is_made_absolute_before_the_tools_get_it() {
     assert_eq!(report.log_path, Some(absolute.join("scenario.jsonl")));
     assert_eq!(results(dir.path()), [("c1".to_owned(), None)]);
 }
+
+/// A deny rule for reading `**/.env` holds for every tool of a real session: `read` is
+/// denied, `grep` over the folder or at the file finds nothing, and a command's `cat` or
+/// `grep -r` reads nothing — the file is hidden from them where it is (DESIGN §4, issue 20).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deny_rule_for_reading_holds_for_grep_and_commands_too() {
+    let call = |id: &str, name: &str, args: serde_json::Value| serde_json::json!({"id": id, "name": name, "arguments": args.to_string()});
+    let text = serde_json::json!({
+        "toolset": ["read", "grep", "bash"],
+        "config": {"permissions": {"preset": "full-auto", "deny": [{"rule": "read(**/.env)"}]}},
+        "workspace": {"files": {".env": "API_KEY=hunter2-secret\n", "app/config.py": "KEY = 'public'\n"}},
+        "turns": [{"user": "look for keys", "model": [
+            {"tool_calls": [
+                call("c1", "read", serde_json::json!({"path": ".env"})),
+                call("c2", "grep", serde_json::json!({"pattern": "hunter2", "path": "."})),
+                call("c3", "grep", serde_json::json!({"pattern": "hunter2", "path": ".env"})),
+                call("c4", "bash", serde_json::json!({"command": "cat .env; grep -r hunter2 . ; echo looked", "description": "look"})),
+            ], "stop_reason": "tool_use"},
+            {"text": "done", "stop_reason": "end_turn"}]}]
+    })
+    .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    Scenario::from_json(&text)
+        .unwrap()
+        .run(dir.path())
+        .await
+        .unwrap();
+    let store = JsonlStore::new(dir.path(), Durability::Strict).unwrap();
+    let opened = store.open(&SessionId::new("scenario")).unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    for event in &opened.events {
+        if let EventData::ToolResult(record) = &event.data {
+            seen.insert(event.call_id.as_ref().unwrap().to_string(), record.clone());
+        }
+    }
+    assert_eq!(
+        seen["c1"].error_code().map(ToString::to_string).as_deref(),
+        Some("POLICY_DENIED")
+    );
+    for id in ["c2", "c3", "c4"] {
+        let text = seen[id].text();
+        assert!(!seen[id].is_error, "{id}: {text}");
+        assert!(
+            !text.contains("hunter2-secret"),
+            "{id} saw the secret: {text}"
+        );
+    }
+    assert!(
+        seen["c4"].text().contains("looked"),
+        "{}",
+        seen["c4"].text()
+    );
+}

@@ -466,9 +466,11 @@ impl Scenario {
             .map_err(|error| ScenarioError::Invalid(error.to_string()))?;
         // What tools never read or change: the user's credentials, the session's log and its
         // neighbours (the full outputs commands are pointed to stay readable), every `.git`.
-        let protected = ProtectedPaths::for_current_user()
-            .hide(session_dir)
-            .show_read_only(session_dir.join("outputs"));
+        let protected = people.protect(
+            ProtectedPaths::for_current_user()
+                .hide(session_dir)
+                .show_read_only(session_dir.join("outputs")),
+        )?;
         let files = FileTools::new(roots.clone()).with_protected(protected.clone());
         let mut builder = RegistryBuilder::new();
         for name in &self.toolset {

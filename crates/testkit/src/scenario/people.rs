@@ -10,7 +10,7 @@ use toolrail_policy_guards::{PlanModeGuard, WorkspacePathGuard, WorkspaceRoots};
 use toolrail_session_log::BoxFuture;
 use toolrail_tools_core::{
     ApprovalAnswer, ApprovalService, CallView, HookError, PipelineBuilder, PlanModeSwitch,
-    PreExecuteDecision, PreExecuteHook, PreNext,
+    PreExecuteDecision, PreExecuteHook, PreNext, ProtectedPaths,
 };
 
 use super::{ScenarioConfig, ScenarioError};
@@ -68,6 +68,17 @@ impl People {
             questions: Arc::new(ScriptedQuestions::new(questions)),
             plan: PlanMode::new(PlanModeSwitch::new()),
         })
+    }
+
+    /// `protected` with what the deny rules name for `read` hidden too, so `grep`, `glob`
+    /// and commands skip it as `read` must.
+    pub fn protect(&self, protected: ProtectedPaths) -> Result<ProtectedPaths, ScenarioError> {
+        match &self.rules {
+            Some((permissions, _)) => permissions
+                .protect(protected)
+                .map_err(|error| ScenarioError::Invalid(error.to_string())),
+            None => Ok(protected),
+        }
     }
 
     /// Adds the configured policy to the pipeline. With permission rules: their hook, their
