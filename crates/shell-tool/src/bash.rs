@@ -35,8 +35,9 @@ pub struct ShellConfig {
     pub spill_dir: PathBuf,
     /// The sandbox of a command no rule of `mode_rules` takes.
     pub mode: SandboxMode,
-    /// The sandbox policy per command: the first rule whose glob one simple command matches
-    /// whole sets that call's mode instead of `mode` (chained commands take no rule).
+    /// The sandbox policy per command: the first rule whose glob matches every simple command
+    /// of the line whole (as a shell parses it; nothing unknown before run time, nothing
+    /// redirected to a file) sets that call's mode instead of `mode`.
     pub mode_rules: Vec<ModeRule>,
     /// What enforces the mode.
     pub tier: SandboxTier,
@@ -61,8 +62,9 @@ pub struct ShellConfig {
     /// Bytes of each stream kept in its spill file (default 64 MiB); past it the file
     /// stops and the result says so.
     pub spill_cap: u64,
-    /// Globs of commands the embedder declares read-only (`git status*`, `ls*`): a matching
-    /// simple command may run beside other calls. Everything else runs alone.
+    /// Globs of commands the embedder declares read-only (`git status*`, `ls*`): a line
+    /// whose every simple command matches one (as a shell parses it, nothing unknown, nothing
+    /// redirected to a file) may run beside other calls. Everything else runs alone.
     pub read_only_commands: Vec<String>,
 }
 
