@@ -58,6 +58,17 @@ impl ViewPlan<'_> {
         for path in self.protected.hidden() {
             hide_around_roots(&mut hidden, path, self.roots);
         }
+        // A deny rule naming one absolute path (`read(/etc/app/secret)`) hides that file
+        // wherever it is; the walk below only reaches the workspace.
+        for glob in self.protected.hidden_globs() {
+            if glob.starts_with('/') && !glob.contains(['*', '?', '[', '{', '\\']) {
+                hide_around_roots(
+                    &mut hidden,
+                    &toolrail_tools_core::resolve(Path::new(glob)),
+                    self.roots,
+                );
+            }
+        }
         let walk_for_gits = self.workspace_write && !self.protected.git_writable();
         let walk_for_globs = !self.protected.hidden_globs().is_empty();
         if walk_for_gits || walk_for_globs {

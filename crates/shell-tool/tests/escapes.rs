@@ -422,6 +422,18 @@ async fn secrets_the_deny_rules_and_the_session_are_hidden_until_unmasked() {
             let spill = world.show("session/outputs/planted");
             assert!(!shell.succeeds(&format!("echo x > {spill}")).await);
         }
+        // A deny rule naming one file outside the workspace hides it from commands too.
+        std::fs::write(world.path("outside/secret.txt"), "outside-secret").unwrap();
+        let shell = world.shell_with(SandboxMode::ReadOnly, &tier, |config| {
+            config.protected = world
+                .protected()
+                .hide_matching(&world.show("outside/secret.txt"))
+                .unwrap();
+        });
+        let seen = shell
+            .stdout(&format!("cat {}; true", world.show("outside/secret.txt")))
+            .await;
+        assert!(!seen.contains("outside-secret"), "{}: {seen}", shell.label);
         // Unmasked by the embedder: the command sees it.
         let shell = world.shell_with(SandboxMode::ReadOnly, &tier, |config| {
             config.protected = world.protected().unhide(world.path("home/.ssh"));

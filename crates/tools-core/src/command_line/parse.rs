@@ -67,12 +67,46 @@ fn nesting_bound(text: &str) -> usize {
     brackets + old_arithmetic + keywords
 }
 
+/// Whether a run of digits that does not fit an `i32` stands right before `<` or `>`:
+/// brush-parser 0.4 unwraps the parse of such a descriptor number and panics, which a
+/// program built with `panic = "abort"` could not survive (fuzzed: `2222222222<<EOF`).
+/// Flagging more runs than the parser would read as descriptors only makes more lines
+/// unknown, the safe side.
+fn has_oversized_descriptor(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut start = None;
+    for (at, &byte) in bytes.iter().enumerate() {
+        if byte.is_ascii_digit() {
+            start.get_or_insert(at);
+            continue;
+        }
+        if let Some(from) = start.take()
+            && matches!(byte, b'<' | b'>')
+            && text
+                .get(from..at)
+                .is_some_and(|digits| digits.parse::<i32>().is_err())
+        {
+            return true;
+        }
+    }
+    false
+}
+
 impl Collector {
     /// Adds the commands of `text` (a line, or a string a command runs as one), one level
     /// deeper than the current one.
     pub(super) fn commands_in(&mut self, text: &str, depth: usize) {
         if depth > MAX_NESTING || text.len() > MAX_TEXT {
             self.unknown(text, UnknownProgram::TooComplex);
+            return;
+        }
+        if has_oversized_descriptor(text) {
+            self.unknown(
+                text,
+                UnknownProgram::Unparsable {
+                    error: "a redirection names a descriptor number past 2^31".to_owned(),
+                },
+            );
             return;
         }
         let bound = nesting_bound(text);

@@ -385,3 +385,17 @@ fn ansi_c_strings_decode_as_bash_does() {
     assert_eq!(ansi_c(r"\'\\\e\cA"), "'\\\u{1b}\u{1}");
     assert_eq!(ansi_c(r"\q\xZZ\"), "\\q\\xZZ\\");
 }
+
+/// A descriptor number past `i32` before a redirection made brush-parser panic (found by
+/// fuzzing); the line is an unknown command instead, and normal descriptors still parse.
+#[test]
+fn an_oversized_descriptor_number_is_unknown_not_a_panic() {
+    let line = CommandLine::parse("wget 21 /uscat 2222222222<<EOF\nhi\nEOF\n");
+    assert!(line.has_unknown_program());
+    assert!(matches!(
+        line.commands()[0].unknown_program(),
+        Some(UnknownProgram::Unparsable { .. })
+    ));
+    assert_eq!(summary("ls 2>/dev/null"), ["ls"]);
+    assert_eq!(summary("echo 2147483647"), ["echo 2147483647"]);
+}
