@@ -14,8 +14,8 @@ use toolrail_session_log::{
 };
 use toolrail_tools_core::{CallRequest, PipelineError, Registry, ToolSet};
 
-use crate::model::{ModelClient, ModelError, ModelRequest, ToolDefinition};
-use crate::scheduler::{LiveEvent, Scheduler};
+use crate::model::{ModelClient, ModelDelta, ModelError, ModelRequest, NoDeltas, ToolDefinition};
+use crate::scheduler::{Live, LiveEvent, Scheduler};
 
 /// Settings of the loop.
 #[derive(Clone)]
@@ -158,7 +158,7 @@ impl AgentLoop {
         &mut self,
         user: Vec<ContentBlock>,
         cancel: CancellationToken,
-        live: Option<mpsc::UnboundedSender<LiveEvent>>,
+        live: Option<Live>,
     ) -> Result<TurnEndKind, LoopError> {
         let turn = TurnId(self.next_turn);
         self.next_turn += 1;
@@ -196,10 +196,19 @@ impl AgentLoop {
                     })
                     .collect(),
             };
+            // Deltas go to the live view as they arrive; the message is acted on only once
+            // whole (and not cut off).
+            let forward = |delta: ModelDelta| {
+                if let Some(live) = &live {
+                    live.event(LiveEvent::Model(delta));
+                }
+            };
+            let deltas: &dyn crate::model::DeltaSink =
+                if live.is_some() { &forward } else { &NoDeltas };
             let response = tokio::select! {
                 biased;
                 () = cancel.cancelled() => Err(ModelError::Cancelled),
-                response = self.model.complete(&request, &cancel) => response,
+                response = self.model.stream(&request, &cancel, deltas) => response,
             };
             let response = match response {
                 Ok(response) => response,

@@ -13,8 +13,12 @@ mod tool_search;
 mod window;
 
 pub use agent::{AgentLoop, LoopConfig, LoopError, PresentedTools, Steering, ToolPresentation};
-pub use model::{ModelClient, ModelError, ModelRequest, ModelResponse, ToolDefinition};
+pub use model::{
+    DeltaSink, ModelClient, ModelDelta, ModelError, ModelFailure, ModelRequest, ModelResponse,
+    NoDeltas, ToolDefinition, deltas_of,
+};
 pub use scheduler::{
-    BatchOutcome, DEFAULT_MAX_PARALLEL, LiveEvent, Scheduler, SchedulerConfig, SchedulerConfigError,
+    BatchOutcome, DEFAULT_MAX_PARALLEL, Live, LiveEvent, LiveSink, Scheduler, SchedulerConfig,
+    SchedulerConfigError,
 };
 pub use tool_search::{ToolSearch, ToolSearchArgs};

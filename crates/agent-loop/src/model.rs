@@ -1,9 +1,10 @@
-//! The model seam: what the loop sends a model and what it gets back. Provider clients
-//! (OpenAI-compatible, Anthropic) and scripted test models implement [`ModelClient`].
+//! The model seam: what the loop sends a model and what it gets back, whole or as it
+//! arrives. Provider clients (OpenAI-compatible, Anthropic) and scripted test models
+//! implement [`ModelClient`].
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolrail_session_log::{AssistantMessage, BoxFuture, ConversationItem};
+use toolrail_session_log::{AssistantBlock, AssistantMessage, BoxFuture, ConversationItem};
 
 /// A tool as the model is told about it.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,24 +30,177 @@ pub struct ModelResponse {
     pub usage: Option<Value>,
 }
 
+/// A piece of an answer as it arrives. Deltas are for showing; the assembled
+/// [`ModelResponse`] is what the loop logs and acts on, after checking it for truncation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelDelta {
+    /// More of the answer's text.
+    Text(String),
+    /// More of the model's reasoning, from providers that send it.
+    Reasoning(String),
+    /// A tool call began: its place among the message's calls, its id and name as far as
+    /// they are known.
+    ToolCallStarted {
+        index: u32,
+        call_id: String,
+        name: String,
+    },
+    /// More of a tool call's raw argument text.
+    ToolCallArguments { index: u32, fragment: String },
+    /// The request failed after some deltas arrived and is tried again: what arrived so far
+    /// is void, and the next deltas start the answer anew.
+    Restarted { attempt: u32, why: String },
+}
+
+/// Where deltas go while an answer streams. Called on the task that reads the answer, in
+/// arrival order; it must not block.
+pub trait DeltaSink: Send + Sync {
+    fn delta(&self, delta: ModelDelta);
+}
+
+impl<F: Fn(ModelDelta) + Send + Sync> DeltaSink for F {
+    fn delta(&self, delta: ModelDelta) {
+        self(delta);
+    }
+}
+
+/// A sink that drops every delta.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoDeltas;
+
+impl DeltaSink for NoDeltas {
+    fn delta(&self, _delta: ModelDelta) {}
+}
+
 /// Why a model request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     #[error("the model request was cancelled")]
     Cancelled,
     #[error("the model failed: {0}")]
-    Failed(String),
+    Failed(ModelFailure),
+}
+
+impl ModelError {
+    /// A failure with only a message (no status, not retryable).
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::Failed(ModelFailure::new(message))
+    }
+
+    /// The failure's facts, unless the request was cancelled.
+    pub fn failure(&self) -> Option<&ModelFailure> {
+        match self {
+            Self::Cancelled => None,
+            Self::Failed(failure) => Some(failure),
+        }
+    }
+}
+
+/// What is known about a failed model request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFailure {
+    /// The HTTP status the server answered with, when it answered.
+    pub status: Option<u16>,
+    /// Whether trying the same request later may succeed (rate limits, server errors,
+    /// broken connections) — after the client's own retries were spent.
+    pub retryable: bool,
+    /// The server's id for the request, for its operators.
+    pub request_id: Option<String>,
+    /// What failed, in words: the endpoint, the server's message, what to do.
+    pub message: String,
+}
+
+impl ModelFailure {
+    /// A failure with a message only.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            status: None,
+            retryable: false,
+            request_id: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    pub fn retryable(mut self) -> Self {
+        self.retryable = true;
+        self
+    }
+
+    pub fn with_request_id(mut self, request_id: impl Into<String>) -> Self {
+        self.request_id = Some(request_id.into());
+        self
+    }
+}
+
+impl std::fmt::Display for ModelFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// A model the loop can ask.
 ///
 /// Implementors guarantee: `complete` answers `Cancelled` promptly when `cancel` fires, and
 /// returns the whole assistant message (tool calls with their raw argument text exactly as
-/// the model produced it).
+/// the model produced it). A client that can stream overrides [`ModelClient::stream`]; the
+/// message it returns at the end is the one the deltas built, and the loop checks it for
+/// truncation before anything runs.
 pub trait ModelClient: Send + Sync {
+    /// Asks for the whole answer.
     fn complete<'a>(
         &'a self,
         request: &'a ModelRequest,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+
+    /// Asks for the answer, handing pieces to `deltas` as they arrive. The default asks for
+    /// the whole answer and hands it over as one delta per block.
+    fn stream<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        cancel: &'a CancellationToken,
+        deltas: &'a dyn DeltaSink,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            let response = self.complete(request, cancel).await?;
+            deltas_of(&response.message, deltas);
+            Ok(response)
+        })
+    }
+}
+
+/// Hands a whole message to `deltas` as one delta per block (a model that cannot stream).
+pub fn deltas_of(message: &AssistantMessage, deltas: &dyn DeltaSink) {
+    let mut index = 0u32;
+    for block in &message.blocks {
+        match block {
+            AssistantBlock::Text { text } => deltas.delta(ModelDelta::Text(text.clone())),
+            AssistantBlock::Thinking { text } => {
+                deltas.delta(ModelDelta::Reasoning(text.clone()));
+            }
+            AssistantBlock::ToolCall {
+                call_id,
+                name,
+                arguments_raw,
+            } => {
+                deltas.delta(ModelDelta::ToolCallStarted {
+                    index,
+                    call_id: call_id.to_string(),
+                    name: name.clone(),
+                });
+                if !arguments_raw.is_empty() {
+                    deltas.delta(ModelDelta::ToolCallArguments {
+                        index,
+                        fragment: arguments_raw.clone(),
+                    });
+                }
+                index += 1;
+            }
+        }
+    }
 }

@@ -16,9 +16,12 @@ use std::task::{Context, Poll, Waker};
 
 use crate::window::Window;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use toolrail_session_log::{CallId, ErrorCode};
+use toolrail_session_log::{CallId, ErrorCode, ToolResultRecord};
+
+use crate::model::ModelDelta;
 use toolrail_tools_core::{
     BatchControl, CallRequest, CommittedResult, Concurrency, PendingCommit, Pipeline,
     PipelineError, Preparation, ProgressSink, ProgressUpdate, ReadyCall, SettledCall, ToolSet,
@@ -72,14 +75,19 @@ impl SchedulerConfig {
     }
 }
 
-/// What a UI sees while a batch runs.
+/// What a UI sees while a turn runs: the model's answer as it arrives, then each call of
+/// its batch.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LiveEvent {
-    /// In model order, with the tool's name.
+    /// A piece of the model's answer (the agent loop's requests only).
+    Model(ModelDelta),
+    /// In model order, with the tool's name and the effective arguments (after any logged
+    /// rewrite; for a call refused before its arguments parsed, what could be read of them).
     Prepared {
         call_id: CallId,
         index: u32,
         name: String,
+        arguments: Arc<Value>,
     },
     /// As calls start.
     Started { call_id: CallId },
@@ -89,9 +97,30 @@ pub enum LiveEvent {
     },
     /// In completion order.
     Finished { call_id: CallId },
-    /// In model order.
-    Committed { call_id: CallId, seq: u64 },
+    /// In model order, once durable: the record the log holds.
+    Committed {
+        call_id: CallId,
+        seq: u64,
+        record: Arc<ToolResultRecord>,
+    },
 }
+
+/// Where live events go (a UI, a channel, a stream of an embedder's own). Called on the
+/// task that drives the turn, in the order things happen; it must not block, and a sink
+/// that stopped listening does not stop the turn.
+pub trait LiveSink: Send + Sync {
+    fn event(&self, event: LiveEvent);
+}
+
+impl LiveSink for mpsc::UnboundedSender<LiveEvent> {
+    fn event(&self, event: LiveEvent) {
+        // A UI that stopped listening does not stop the batch.
+        let _ = self.send(event);
+    }
+}
+
+/// A shared live sink, as the loop and the scheduler take it.
+pub type Live = Arc<dyn LiveSink>;
 
 /// The committed results of a batch, in model order.
 #[derive(Clone, Debug)]
@@ -155,7 +184,7 @@ impl Scheduler {
         tools: &ToolSet,
         calls: Vec<CallRequest>,
         cancel: CancellationToken,
-        live: Option<mpsc::UnboundedSender<LiveEvent>>,
+        live: Option<Live>,
     ) -> Result<BatchOutcome, PipelineError> {
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<ProgressUpdate>();
         let control = BatchControl {
@@ -164,8 +193,7 @@ impl Scheduler {
         };
         let emit = |event: LiveEvent| {
             if let Some(live) = &live {
-                // A UI that stopped listening does not stop the batch.
-                let _ = live.send(event);
+                live.event(event);
             }
         };
         let total = calls.len();
@@ -332,6 +360,7 @@ impl Scheduler {
                         emit(LiveEvent::Committed {
                             call_id: committed.identity.call_id.clone(),
                             seq: committed.seq,
+                            record: Arc::clone(&committed.record),
                         });
                         results.push(committed);
                     }
@@ -351,6 +380,7 @@ impl Scheduler {
                                     call_id: ready.identity().call_id.clone(),
                                     index: ready.identity().index,
                                     name: ready.identity().name.clone(),
+                                    arguments: ready.shared_arguments(),
                                 });
                             }
                             slots[index] = Slot::Ready(ready, concurrency);
@@ -366,6 +396,7 @@ impl Scheduler {
                                     call_id: refused.identity().call_id.clone(),
                                     index: refused.identity().index,
                                     name: refused.identity().name.clone(),
+                                    arguments: refused.shared_arguments(),
                                 });
                             }
                             slots[index] = Slot::Settled(refused);

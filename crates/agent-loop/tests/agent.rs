@@ -687,3 +687,82 @@ async fn a_call_id_reused_in_a_later_answer_is_a_new_call() {
         ]
     );
 }
+
+/// The turn's live view: the model's answer as deltas first, then each call prepared with
+/// its arguments and committed with the very record the log holds.
+#[tokio::test]
+async fn the_live_view_sees_the_answer_then_every_call_with_its_arguments_and_record() {
+    let log = Arc::new(MemorySink::new());
+    let mut message = calls(&[("c1", "echo", r#"{"say":"hi"}"#)], StopReason::ToolCalls);
+    message.blocks.insert(
+        0,
+        AssistantBlock::Text {
+            text: "Saying hi.".into(),
+        },
+    );
+    let model = ScriptedModel::new(vec![message, text("said")]);
+    let (registry, _) = registry();
+    let mut agent = agent(log.clone(), model, registry, 10);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    agent
+        .run_turn(
+            vec![ContentBlock::text("say hi")],
+            CancellationToken::new(),
+            Some(Arc::new(tx)),
+        )
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        seen.push(event);
+    }
+    let outline: Vec<String> = seen
+        .iter()
+        .map(|event| match event {
+            LiveEvent::Model(ModelDelta::Text(text)) => format!("text {text}"),
+            LiveEvent::Model(ModelDelta::ToolCallStarted { call_id, name, .. }) => {
+                format!("call {call_id} {name}")
+            }
+            LiveEvent::Model(ModelDelta::ToolCallArguments { fragment, .. }) => {
+                format!("arguments {fragment}")
+            }
+            LiveEvent::Model(other) => format!("{other:?}"),
+            LiveEvent::Prepared {
+                call_id, arguments, ..
+            } => format!("prepared {call_id} {arguments}"),
+            LiveEvent::Started { call_id } => format!("started {call_id}"),
+            LiveEvent::Progress { call_id, .. } => format!("progress {call_id}"),
+            LiveEvent::Finished { call_id } => format!("finished {call_id}"),
+            LiveEvent::Committed { call_id, .. } => format!("committed {call_id}"),
+        })
+        .collect();
+    assert_eq!(
+        outline,
+        [
+            "text Saying hi.",
+            "call c1 echo",
+            r#"arguments {"say":"hi"}"#,
+            r#"prepared c1 {"say":"hi"}"#,
+            "started c1",
+            "finished c1",
+            "committed c1",
+            "text said",
+        ]
+    );
+    let live_record = seen
+        .iter()
+        .find_map(|event| match event {
+            LiveEvent::Committed { record, .. } => Some(record.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let logged = log
+        .events()
+        .into_iter()
+        .find_map(|event| match event.data {
+            EventData::ToolResult(record) => Some(record),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(*live_record, *logged);
+}

@@ -77,7 +77,12 @@ async fn later_commits_do_not_wait_for_an_earlier_sync_and_report_in_model_order
     let (live_tx, mut live) = mpsc::unbounded_channel();
     let batch = tokio::spawn(async move {
         scheduler
-            .run_batch(&tools, calls, CancellationToken::new(), Some(live_tx))
+            .run_batch(
+                &tools,
+                calls,
+                CancellationToken::new(),
+                Some(std::sync::Arc::new(live_tx)),
+            )
             .await
     });
 
@@ -117,13 +122,17 @@ async fn later_commits_do_not_wait_for_an_earlier_sync_and_report_in_model_order
 
     sink.released.send_replace(true);
     let outcome = batch.await.unwrap().unwrap();
-    let committed: Vec<(String, u64)> = std::iter::from_fn(|| live.try_recv().ok())
+    let live_records: Vec<LiveEvent> = std::iter::from_fn(|| live.try_recv().ok()).collect();
+    let committed: Vec<(String, u64)> = live_records
+        .iter()
+        .cloned()
         .filter_map(|event| match event {
-            LiveEvent::Committed { call_id, seq } => Some((call_id.to_string(), seq)),
+            LiveEvent::Committed { call_id, seq, .. } => Some((call_id.to_string(), seq)),
             LiveEvent::Prepared { .. }
             | LiveEvent::Started { .. }
             | LiveEvent::Progress { .. }
-            | LiveEvent::Finished { .. } => None,
+            | LiveEvent::Finished { .. }
+            | LiveEvent::Model(_) => None,
         })
         .collect();
     let from_results: Vec<(String, u64)> = outcome
@@ -132,6 +141,21 @@ async fn later_commits_do_not_wait_for_an_earlier_sync_and_report_in_model_order
         .map(|result| (result.identity.call_id.to_string(), result.seq))
         .collect();
     assert_eq!(committed, from_results);
+    // The live event carries the very record the batch committed (one record, DESIGN §3).
+    let records: Vec<_> = live_records
+        .iter()
+        .filter_map(|event| {
+            if let LiveEvent::Committed { record, .. } = event {
+                Some(record)
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(records.len(), outcome.results.len());
+    for (live_record, result) in records.iter().zip(&outcome.results) {
+        assert!(std::sync::Arc::ptr_eq(live_record, &result.record));
+    }
     let ids: Vec<&str> = committed.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["c1", "c2", "c3"]);
     assert!(committed.windows(2).all(|pair| pair[0].1 < pair[1].1));

@@ -210,7 +210,12 @@ async fn out_of_order_completion_still_commits_in_model_order() {
         let scheduler = Arc::clone(&scheduler);
         async move {
             scheduler
-                .run_batch(&tools, calls, CancellationToken::new(), Some(live_tx))
+                .run_batch(
+                    &tools,
+                    calls,
+                    CancellationToken::new(),
+                    Some(std::sync::Arc::new(live_tx)),
+                )
                 .await
         }
     });
@@ -704,7 +709,7 @@ async fn progress_reaches_the_ui_before_the_call_finishes() {
             &s.tools,
             vec![call("c1", json!({"gate": "p", "progress": 3}))],
             CancellationToken::new(),
-            Some(live_tx),
+            Some(std::sync::Arc::new(live_tx)),
         )
         .await
         .unwrap();
@@ -716,6 +721,7 @@ async fn progress_reaches_the_ui_before_the_call_finishes() {
             LiveEvent::Progress { data, .. } => format!("progress {}", data["step"]),
             LiveEvent::Finished { .. } => "finished".to_owned(),
             LiveEvent::Committed { .. } => "committed".to_owned(),
+            LiveEvent::Model(_) => "model".to_owned(),
         });
     }
     assert_eq!(

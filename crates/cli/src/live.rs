@@ -109,7 +109,8 @@ impl View {
             LiveEvent::Prepared { call_id, name, .. } => {
                 self.names.insert(call_id, name);
             }
-            LiveEvent::Progress { .. } => {}
+            // The model's words are printed with its message once whole (for now).
+            LiveEvent::Progress { .. } | LiveEvent::Model(_) => {}
             LiveEvent::Started { call_id } => {
                 if !self.style.terminal && !self.style.quiet {
                     println!("  … {} {} started", call_id, self.name_of(&call_id));

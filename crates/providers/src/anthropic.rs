@@ -5,17 +5,30 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use toolrail_agent_loop::{ModelRequest, ModelResponse};
+use toolrail_agent_loop::{ModelDelta, ModelRequest, ModelResponse};
 use toolrail_session_log::{AssistantBlock, ContentBlock, ConversationItem, StopReason};
 
+use crate::config::ToolChoice;
 use crate::draft::{Draft, StreamError};
 use crate::sse::SseEvent;
 
 /// The API version every request names.
 pub(crate) const VERSION: &str = "2023-06-01";
 
+/// What the request says beyond the conversation.
+#[derive(Clone, Debug)]
+pub(crate) struct Options<'a> {
+    pub model: &'a str,
+    pub max_tokens: u32,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub tool_choice: &'a ToolChoice,
+    pub extra_body: &'a serde_json::Map<String, Value>,
+}
+
 /// The body of `POST /v1/messages`, streamed.
-pub(crate) fn request_body(request: &ModelRequest, model: &str, max_tokens: u32) -> Value {
+pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Value {
+    let (model, max_tokens) = (options.model, options.max_tokens);
     // Messages alternate user and assistant: tool results and context messages that follow
     // an assistant message share one user message.
     let mut messages: Vec<Value> = Vec::new();
@@ -93,7 +106,23 @@ pub(crate) fn request_body(request: &ModelRequest, model: &str, max_tokens: u32)
                 })
                 .collect(),
         );
+        let choice = match options.tool_choice {
+            ToolChoice::Auto => None,
+            ToolChoice::None => Some(json!({"type": "none"})),
+            ToolChoice::Required => Some(json!({"type": "any"})),
+            ToolChoice::Tool(name) => Some(json!({"type": "tool", "name": name})),
+        };
+        if let Some(choice) = choice {
+            body["tool_choice"] = choice;
+        }
     }
+    if let Some(temperature) = options.temperature {
+        body["temperature"] = json!(temperature);
+    }
+    if let Some(top_p) = options.top_p {
+        body["top_p"] = json!(top_p);
+    }
+    crate::config::merge_extra(&mut body, options.extra_body);
     body
 }
 
@@ -139,6 +168,12 @@ pub struct AnthropicStream {
 impl AnthropicStream {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The pieces of the answer that arrived since the last call (text, reasoning, tool
+    /// calls begun and their argument fragments), for showing as they come.
+    pub fn take_deltas(&mut self) -> Vec<ModelDelta> {
+        self.draft.take_deltas()
     }
 
     /// Takes one event of the stream.

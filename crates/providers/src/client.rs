@@ -8,7 +8,10 @@ use futures_util::StreamExt;
 use rustls_platform_verifier::BuilderVerifierExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolrail_agent_loop::{ModelClient, ModelError, ModelRequest, ModelResponse};
+use toolrail_agent_loop::{
+    DeltaSink, ModelClient, ModelDelta, ModelError, ModelFailure, ModelRequest, ModelResponse,
+    NoDeltas,
+};
 use toolrail_session_log::{BoxFuture, error_chain};
 
 use crate::anthropic::{self, AnthropicStream};
@@ -34,10 +37,10 @@ pub struct ProviderClient {
 /// One failed try, and whether another may follow.
 enum Failure {
     Retry {
-        why: String,
+        failure: ModelFailure,
         retry_after: Option<Duration>,
     },
-    Fatal(String),
+    Fatal(ModelFailure),
     Cancelled,
 }
 
@@ -78,20 +81,31 @@ impl ProviderClient {
 
     /// The request body this client sends for `request`.
     pub fn body(&self, request: &ModelRequest) -> Value {
-        match self.config.wire {
+        let config = &self.config;
+        match config.wire {
             Wire::OpenAi => openai::request_body(
                 request,
                 &openai::Options {
-                    model: &self.config.model,
-                    max_tokens: self.config.max_tokens,
-                    strict: self.config.strict,
-                    include_usage: self.config.stream_usage,
+                    model: &config.model,
+                    max_tokens: config.max_tokens,
+                    strict: config.strict,
+                    include_usage: config.stream_usage,
+                    temperature: config.temperature,
+                    top_p: config.top_p,
+                    tool_choice: &config.tool_choice,
+                    extra_body: &config.extra_body,
                 },
             ),
             Wire::Anthropic => anthropic::request_body(
                 request,
-                &self.config.model,
-                self.config.max_tokens.unwrap_or(4096),
+                &anthropic::Options {
+                    model: &config.model,
+                    max_tokens: config.max_tokens.unwrap_or(4096),
+                    temperature: config.temperature,
+                    top_p: config.top_p,
+                    tool_choice: &config.tool_choice,
+                    extra_body: &config.extra_body,
+                },
             ),
         }
     }
@@ -100,20 +114,36 @@ impl ProviderClient {
         &self,
         request: &ModelRequest,
         cancel: &CancellationToken,
+        deltas: &dyn DeltaSink,
     ) -> Result<ModelResponse, ModelError> {
-        let key = self.config.key().map_err(ModelError::Failed)?;
+        let key = self.config.key().map_err(ModelError::failed)?;
         let body = self.body(request).to_string();
         let attempts = self.config.retry.attempts.max(1);
-        let mut last = String::new();
+        let mut last = ModelFailure::new("no try was made");
         for attempt in 1..=attempts {
-            match self.attempt(&body, key.as_deref(), cancel).await {
+            let mut streamed = false;
+            let outcome = self
+                .attempt(&body, key.as_deref(), cancel, deltas, &mut streamed)
+                .await;
+            match outcome {
                 Ok(response) => return Ok(response),
                 Err(Failure::Cancelled) => return Err(ModelError::Cancelled),
-                Err(Failure::Fatal(why)) => return Err(ModelError::Failed(why)),
-                Err(Failure::Retry { why, retry_after }) => {
-                    last = why;
+                Err(Failure::Fatal(failure)) => return Err(ModelError::Failed(failure)),
+                Err(Failure::Retry {
+                    failure,
+                    retry_after,
+                }) => {
+                    last = failure;
                     if attempt == attempts {
                         break;
+                    }
+                    if streamed {
+                        // What was shown of the broken answer is void: the next try starts
+                        // it anew.
+                        deltas.delta(ModelDelta::Restarted {
+                            attempt: attempt + 1,
+                            why: last.message.clone(),
+                        });
                     }
                     let wait = self.config.retry.delay(attempt, retry_after);
                     tokio::select! {
@@ -123,9 +153,9 @@ impl ProviderClient {
                 }
             }
         }
-        Err(ModelError::Failed(format!(
-            "{last} (gave up after {attempts} tries)"
-        )))
+        last.message = format!("{} (gave up after {attempts} tries)", last.message);
+        last.retryable = true;
+        Err(ModelError::Failed(last))
     }
 
     async fn attempt(
@@ -133,6 +163,8 @@ impl ProviderClient {
         body: &str,
         key: Option<&str>,
         cancel: &CancellationToken,
+        deltas: &dyn DeltaSink,
+        streamed: &mut bool,
     ) -> Result<ModelResponse, Failure> {
         let endpoint = self.config.endpoint();
         let mut post = self
@@ -154,13 +186,16 @@ impl ProviderClient {
             () = cancel.cancelled() => return Err(Failure::Cancelled),
         };
         let response = response.map_err(|error| {
-            let why = format!("{endpoint} could not be reached: {}", error_chain(&error));
+            let failure = ModelFailure::new(format!(
+                "{endpoint} could not be reached: {}",
+                error_chain(&error)
+            ));
             if error.is_builder() {
                 // The request itself is wrong (a key with a line break, a bad URL).
-                Failure::Fatal(why)
+                Failure::Fatal(failure)
             } else {
                 Failure::Retry {
-                    why,
+                    failure,
                     retry_after: None,
                 }
             }
@@ -174,6 +209,12 @@ impl ProviderClient {
             .as_deref()
             .map(|id| format!(" (request id {id})"))
             .unwrap_or_default();
+        // Every failure of this try carries the status and the server's request id.
+        let failed = |message: String| {
+            let mut failure = ModelFailure::new(message).with_status(status.as_u16());
+            failure.request_id.clone_from(&request_id);
+            failure
+        };
         if !status.is_success() {
             let retry_after = response
                 .headers()
@@ -185,32 +226,31 @@ impl ProviderClient {
                 text = read_some(response, ERROR_BODY_KEPT) => text,
                 () = cancel.cancelled() => return Err(Failure::Cancelled),
             };
-            let why = format!(
+            let why = failed(format!(
                 "{endpoint} answered {status}: {}{id_note}",
                 server_message(&text)
-            );
+            ));
             if status.is_redirection() {
-                return Err(Failure::Fatal(format!(
+                return Err(Failure::Fatal(failed(format!(
                     "{endpoint} answered {status}, a redirect, which is not followed (the key must not travel to another address); give the final URL as the base URL{id_note}"
-                )));
+                ))));
             }
             return Err(if status.as_u16() == 429 || status.is_server_error() {
-                Failure::Retry { why, retry_after }
+                Failure::Retry {
+                    failure: why.retryable(),
+                    retry_after,
+                }
             } else {
                 Failure::Fatal(why)
             });
         }
         let stream_failed = |error: StreamError| match error {
-            StreamError::Ended => Failure::Retry {
-                why: format!("{endpoint}: {error}{id_note}"),
-                retry_after: None,
-            },
-            StreamError::Transient(_) => Failure::Retry {
-                why: format!("{endpoint}: {error}{id_note}"),
+            StreamError::Ended | StreamError::Transient(_) => Failure::Retry {
+                failure: failed(format!("{endpoint}: {error}{id_note}")).retryable(),
                 retry_after: None,
             },
             StreamError::Malformed(_) | StreamError::Server(_) => {
-                Failure::Fatal(format!("{endpoint}: {error}{id_note}"))
+                Failure::Fatal(failed(format!("{endpoint}: {error}{id_note}")))
             }
         };
         let whole = response
@@ -225,15 +265,18 @@ impl ProviderClient {
                 () = cancel.cancelled() => return Err(Failure::Cancelled),
             };
             let body: Value = serde_json::from_str(&text).map_err(|error| {
-                Failure::Fatal(format!(
+                Failure::Fatal(failed(format!(
                     "{endpoint} answered with JSON that could not be read ({error}){id_note}"
-                ))
+                )))
             })?;
             let response = match self.config.wire {
                 Wire::OpenAi => openai::whole_response(&body),
                 Wire::Anthropic => anthropic::whole_response(&body),
-            };
-            return response.map_err(stream_failed);
+            }
+            .map_err(stream_failed)?;
+            toolrail_agent_loop::deltas_of(&response.message, deltas);
+            *streamed = true;
+            return Ok(response);
         }
         let mut assembler = match self.config.wire {
             Wire::OpenAi => Assembler::OpenAi(OpenAiStream::new()),
@@ -252,23 +295,29 @@ impl ProviderClient {
                 Some(Ok(bytes)) => {
                     received = received.saturating_add(bytes.len());
                     if received > WHOLE_BODY_KEPT {
-                        return Err(Failure::Fatal(format!(
+                        return Err(Failure::Fatal(failed(format!(
                             "{endpoint}: the answer grew past {WHOLE_BODY_KEPT} bytes and was cut off{id_note}"
-                        )));
+                        ))));
                     }
-                    parser
-                        .feed(&bytes, &mut events)
-                        .map_err(|error| Failure::Fatal(format!("{endpoint}: {error}{id_note}")))?;
+                    parser.feed(&bytes, &mut events).map_err(|error| {
+                        Failure::Fatal(failed(format!("{endpoint}: {error}{id_note}")))
+                    })?;
                     for event in events.drain(..) {
-                        assembler.event(&event).map_err(stream_failed)?;
+                        let taken = assembler.event(&event);
+                        for delta in assembler.take_deltas() {
+                            *streamed = true;
+                            deltas.delta(delta);
+                        }
+                        taken.map_err(stream_failed)?;
                     }
                 }
                 Some(Err(error)) => {
                     return Err(Failure::Retry {
-                        why: format!(
+                        failure: failed(format!(
                             "{endpoint}: the answer broke off: {}{id_note}",
                             error_chain(&error)
-                        ),
+                        ))
+                        .retryable(),
                         retry_after: None,
                     });
                 }
@@ -291,6 +340,13 @@ impl Assembler {
         }
     }
 
+    fn take_deltas(&mut self) -> Vec<ModelDelta> {
+        match self {
+            Self::OpenAi(stream) => stream.take_deltas(),
+            Self::Anthropic(stream) => stream.take_deltas(),
+        }
+    }
+
     fn finish(self) -> Result<ModelResponse, StreamError> {
         match self {
             Self::OpenAi(stream) => stream.finish(),
@@ -305,7 +361,16 @@ impl ModelClient for ProviderClient {
         request: &'a ModelRequest,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        Box::pin(self.complete_now(request, cancel))
+        Box::pin(self.complete_now(request, cancel, &NoDeltas))
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        cancel: &'a CancellationToken,
+        deltas: &'a dyn DeltaSink,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(self.complete_now(request, cancel, deltas))
     }
 }
 

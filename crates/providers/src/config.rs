@@ -94,8 +94,34 @@ impl RetryPolicy {
     }
 }
 
+/// Whether and which tool the model must call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides (the servers' default; nothing is sent).
+    #[default]
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call (OpenAI `required`, Anthropic `any`).
+    Required,
+    /// This tool.
+    Tool(String),
+}
+
+impl ToolChoice {
+    /// Reads `auto`, `none`, `required` (or `any`), or a tool's name.
+    pub fn parse(text: &str) -> Self {
+        match text {
+            "auto" => Self::Auto,
+            "none" => Self::None,
+            "required" | "any" => Self::Required,
+            name => Self::Tool(name.to_owned()),
+        }
+    }
+}
+
 /// One model server and model.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ProviderConfig {
     pub wire: Wire,
     /// `https://api.openai.com/v1`, `http://127.0.0.1:8080/v1`, `https://api.anthropic.com`.
@@ -108,6 +134,15 @@ pub struct ProviderConfig {
     pub retry: RetryPolicy,
     /// The answer's length limit (Anthropic requires one: 4096 when unset).
     pub max_tokens: Option<u32>,
+    /// Sampling temperature (unset: the server's default).
+    pub temperature: Option<f64>,
+    /// Nucleus sampling (unset: the server's default).
+    pub top_p: Option<f64>,
+    /// Whether and which tool the model must call (sent only when the request offers tools).
+    pub tool_choice: ToolChoice,
+    /// Fields merged into every request body last, over what the client wrote: a server's
+    /// own options (`seed`, `reasoning_effort`, `top_k`).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// OpenAI strict mode: schemas adapted (every property required, no others, optional
     /// ones nullable) and `strict: true` on every function.
     pub strict: bool,
@@ -128,6 +163,10 @@ impl ProviderConfig {
             idle_timeout: Duration::from_secs(120),
             retry: RetryPolicy::default(),
             max_tokens: None,
+            temperature: None,
+            top_p: None,
+            tool_choice: ToolChoice::Auto,
+            extra_body: serde_json::Map::new(),
             strict: false,
             stream_usage: true,
         }
@@ -155,6 +194,19 @@ impl ProviderConfig {
             },
             ApiKey::EnvIfSet(name) => Ok(std::env::var(name).ok().filter(|key| !key.is_empty())),
             ApiKey::Given(Secret(key)) => Ok(Some(key.clone())),
+        }
+    }
+}
+
+/// Puts `extra` into a request body, over what is there (the escape hatch for a server's own
+/// fields).
+pub(crate) fn merge_extra(
+    body: &mut serde_json::Value,
+    extra: &serde_json::Map<String, serde_json::Value>,
+) {
+    if let serde_json::Value::Object(fields) = body {
+        for (key, value) in extra {
+            fields.insert(key.clone(), value.clone());
         }
     }
 }

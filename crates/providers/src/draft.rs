@@ -2,7 +2,7 @@
 //! they began, each grown by fragments. Both wire formats assemble into one.
 
 use serde_json::Value;
-use toolrail_agent_loop::ModelResponse;
+use toolrail_agent_loop::{ModelDelta, ModelResponse};
 use toolrail_session_log::{AssistantBlock, AssistantMessage, CallId, StopReason};
 
 /// Why a stream could not be made into a message.
@@ -50,20 +50,36 @@ pub(crate) fn passes(error_type: &str) -> bool {
     )
 }
 
-/// The message so far.
+/// The message so far, and the deltas that grew it since they were last taken.
 #[derive(Debug, Default)]
 pub(crate) struct Draft {
     blocks: Vec<Block>,
     pub stop: Option<StopReason>,
     pub usage: Option<Value>,
+    deltas: Vec<ModelDelta>,
+    /// The place among the message's calls of each call block, by block slot.
+    call_index: Vec<(usize, u32)>,
 }
 
 impl Draft {
+    /// The deltas since the last call, in arrival order.
+    pub fn take_deltas(&mut self) -> Vec<ModelDelta> {
+        std::mem::take(&mut self.deltas)
+    }
+
+    fn index_of(&self, slot: usize) -> Option<u32> {
+        self.call_index
+            .iter()
+            .find(|(at, _)| *at == slot)
+            .map(|(_, index)| *index)
+    }
+
     /// Appends text, to the last block if it is text.
     pub fn text(&mut self, fragment: &str) {
         if fragment.is_empty() {
             return;
         }
+        self.deltas.push(ModelDelta::Text(fragment.to_owned()));
         match self.blocks.last_mut() {
             Some(Block::Text(text)) => text.push_str(fragment),
             Some(Block::Thinking(_) | Block::ToolCall { .. }) | None => {
@@ -77,6 +93,7 @@ impl Draft {
         if fragment.is_empty() {
             return;
         }
+        self.deltas.push(ModelDelta::Reasoning(fragment.to_owned()));
         match self.blocks.last_mut() {
             Some(Block::Thinking(text)) => text.push_str(fragment),
             Some(Block::Text(_) | Block::ToolCall { .. }) | None => {
@@ -92,7 +109,27 @@ impl Draft {
             name: name.to_owned(),
             arguments: String::new(),
         });
-        self.blocks.len() - 1
+        let slot = self.blocks.len() - 1;
+        let index = u32::try_from(self.call_index.len()).unwrap_or(u32::MAX);
+        self.call_index.push((slot, index));
+        self.deltas.push(ModelDelta::ToolCallStarted {
+            index,
+            call_id: id.to_owned(),
+            name: name.to_owned(),
+        });
+        slot
+    }
+
+    fn arguments_delta(&mut self, slot: usize, fragment: &str) {
+        if fragment.is_empty() {
+            return;
+        }
+        if let Some(index) = self.index_of(slot) {
+            self.deltas.push(ModelDelta::ToolCallArguments {
+                index,
+                fragment: fragment.to_owned(),
+            });
+        }
     }
 
     /// Adds to the call in `slot`: more of its id or name (formats that send them in
@@ -107,6 +144,7 @@ impl Draft {
             call_id.push_str(id);
             call_name.push_str(name);
             call_arguments.push_str(arguments);
+            self.arguments_delta(slot, arguments);
         }
     }
 
@@ -119,6 +157,7 @@ impl Draft {
             && call_arguments.is_empty()
         {
             call_arguments.push_str(arguments);
+            self.arguments_delta(slot, arguments);
         }
     }
 

@@ -16,6 +16,6 @@ pub mod sse;
 
 pub use anthropic::AnthropicStream;
 pub use client::{ProviderClient, ProviderError};
-pub use config::{ApiKey, ProviderConfig, RetryPolicy, Secret, Wire};
+pub use config::{ApiKey, ProviderConfig, RetryPolicy, Secret, ToolChoice, Wire};
 pub use draft::StreamError;
 pub use openai::{OpenAiStream, strict_schema};

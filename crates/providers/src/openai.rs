@@ -6,19 +6,24 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
-use toolrail_agent_loop::{ModelRequest, ModelResponse};
+use toolrail_agent_loop::{ModelDelta, ModelRequest, ModelResponse};
 use toolrail_session_log::{AssistantBlock, ContentBlock, ConversationItem, StopReason};
 
+use crate::config::ToolChoice;
 use crate::draft::{Draft, StreamError};
 use crate::sse::SseEvent;
 
 /// What the request says beyond the conversation.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct Options<'a> {
     pub model: &'a str,
     pub max_tokens: Option<u32>,
     pub strict: bool,
     pub include_usage: bool,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub tool_choice: &'a ToolChoice,
+    pub extra_body: &'a Map<String, Value>,
 }
 
 /// The body of `POST /chat/completions`, streamed.
@@ -88,13 +93,31 @@ pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Val
     let mut body = json!({"model": options.model, "messages": messages, "stream": true});
     if !tools.is_empty() {
         body["tools"] = Value::Array(tools);
+        // A choice without tools is refused by the servers; with none offered it means
+        // nothing anyway.
+        let choice = match options.tool_choice {
+            ToolChoice::Auto => None,
+            ToolChoice::None => Some(json!("none")),
+            ToolChoice::Required => Some(json!("required")),
+            ToolChoice::Tool(name) => Some(json!({"type": "function", "function": {"name": name}})),
+        };
+        if let Some(choice) = choice {
+            body["tool_choice"] = choice;
+        }
     }
     if let Some(max) = options.max_tokens {
         body["max_tokens"] = json!(max);
     }
+    if let Some(temperature) = options.temperature {
+        body["temperature"] = json!(temperature);
+    }
+    if let Some(top_p) = options.top_p {
+        body["top_p"] = json!(top_p);
+    }
     if options.include_usage {
         body["stream_options"] = json!({"include_usage": true});
     }
+    crate::config::merge_extra(&mut body, options.extra_body);
     body
 }
 
@@ -266,6 +289,12 @@ pub struct OpenAiStream {
 impl OpenAiStream {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The pieces of the answer that arrived since the last call (text, reasoning, tool
+    /// calls begun and their argument fragments), for showing as they come.
+    pub fn take_deltas(&mut self) -> Vec<ModelDelta> {
+        self.draft.take_deltas()
     }
 
     /// Takes one event of the stream.
@@ -502,10 +531,16 @@ mod strict_requests {
                 ),
             ],
         };
+        let extra = serde_json::Map::new();
         let options = Options {
             model: "m",
+            max_tokens: None,
             strict: true,
-            ..Options::default()
+            include_usage: false,
+            temperature: None,
+            top_p: None,
+            tool_choice: &crate::config::ToolChoice::Auto,
+            extra_body: &extra,
         };
         let body = request_body(&request, &options);
         assert_eq!(body["tools"][0]["function"]["strict"], json!(true));

@@ -257,9 +257,10 @@ async fn a_401_is_not_tried_again_and_says_what_the_server_said() {
     ])
     .await;
     let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
-    let ModelError::Failed(message) = complete(&client).await.unwrap_err() else {
+    let ModelError::Failed(failure) = complete(&client).await.unwrap_err() else {
         panic!("not a failure");
     };
+    let message = &failure.message;
     assert!(message.contains("401 Unauthorized"), "{message}");
     assert!(message.contains("invalid x-api-key"), "{message}");
     assert!(message.contains("request id req_0042"), "{message}");
@@ -267,6 +268,10 @@ async fn a_401_is_not_tried_again_and_says_what_the_server_said() {
         !message.contains("sk-test-123"),
         "the key never shows: {message}"
     );
+    // The same facts, typed, for programs that decide what to do.
+    assert_eq!(failure.status, Some(401));
+    assert!(!failure.retryable, "a refused key does not pass by waiting");
+    assert_eq!(failure.request_id.as_deref(), Some("req_0042"));
     assert_eq!(server.seen().len(), 1);
 }
 
@@ -279,11 +284,14 @@ async fn server_errors_are_tried_up_to_the_limit_then_reported() {
     ])
     .await;
     let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
-    let ModelError::Failed(message) = complete(&client).await.unwrap_err() else {
+    let ModelError::Failed(failure) = complete(&client).await.unwrap_err() else {
         panic!("not a failure");
     };
+    let message = &failure.message;
     assert!(message.contains("still overloaded"), "{message}");
     assert!(message.contains("gave up after 3 tries"), "{message}");
+    assert_eq!(failure.status, Some(503));
+    assert!(failure.retryable, "an overloaded server may answer later");
     assert_eq!(server.seen().len(), 3);
 }
 
@@ -301,9 +309,10 @@ async fn a_passing_error_mid_stream_is_tried_again_and_a_lasting_one_is_reported
     let lasting = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long\"}}\n\n";
     let server = FakeServer::start(vec![Reply::stream(lasting.as_bytes())]).await;
     let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
-    let ModelError::Failed(message) = complete(&client).await.unwrap_err() else {
+    let ModelError::Failed(failure) = complete(&client).await.unwrap_err() else {
         panic!("not a failure");
     };
+    let message = &failure.message;
     assert!(
         message.contains("invalid_request_error: prompt is too long"),
         "{message}"
@@ -321,9 +330,10 @@ async fn a_redirect_is_not_followed_so_the_key_stays_where_it_was_sent() {
     }])
     .await;
     let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
-    let ModelError::Failed(message) = complete(&client).await.unwrap_err() else {
+    let ModelError::Failed(failure) = complete(&client).await.unwrap_err() else {
         panic!("not a failure");
     };
+    let message = &failure.message;
     assert!(message.contains("redirect"), "{message}");
     assert_eq!(server.seen().len(), 1);
 }
@@ -400,12 +410,13 @@ async fn a_server_that_is_not_there_is_named_in_the_error() {
     config.api_key = ApiKey::None;
     config.retry.attempts = 2;
     config.retry.first_delay = Duration::from_millis(10);
-    let ModelError::Failed(message) = complete(&ProviderClient::new(config).unwrap())
+    let ModelError::Failed(failure) = complete(&ProviderClient::new(config).unwrap())
         .await
         .unwrap_err()
     else {
         panic!("not a failure");
     };
+    let message = &failure.message;
     assert!(message.contains(&address.to_string()), "{message}");
     assert!(message.contains("could not be reached"), "{message}");
 }
@@ -415,12 +426,13 @@ async fn a_named_key_variable_that_is_not_set_is_named_and_nothing_is_sent() {
     let server = FakeServer::start(vec![]).await;
     let mut config = config(Wire::OpenAi, &server);
     config.api_key = ApiKey::Env("TOOLRAIL_TEST_KEY_THAT_IS_NEVER_SET".to_owned());
-    let ModelError::Failed(message) = complete(&ProviderClient::new(config).unwrap())
+    let ModelError::Failed(failure) = complete(&ProviderClient::new(config).unwrap())
         .await
         .unwrap_err()
     else {
         panic!("not a failure");
     };
+    let message = &failure.message;
     assert!(
         message.contains("TOOLRAIL_TEST_KEY_THAT_IS_NEVER_SET"),
         "{message}"

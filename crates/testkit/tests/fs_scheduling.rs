@@ -55,7 +55,12 @@ impl Setup {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let outcome = self
             .scheduler
-            .run_batch(&self.tools, calls, CancellationToken::new(), Some(tx))
+            .run_batch(
+                &self.tools,
+                calls,
+                CancellationToken::new(),
+                Some(std::sync::Arc::new(tx)),
+            )
             .await
             .unwrap();
         let mut order = Vec::new();

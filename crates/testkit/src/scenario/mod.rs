@@ -388,7 +388,10 @@ impl Scenario {
                     .run_turn(
                         vec![ContentBlock::text(&turn.user)],
                         cancel,
-                        options.live.clone(),
+                        options
+                            .live
+                            .clone()
+                            .map(|tx| Arc::new(tx) as toolrail_agent_loop::Live),
                     )
                     .await?,
             );

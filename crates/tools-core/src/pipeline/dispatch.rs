@@ -47,6 +47,12 @@ impl SettledCall {
         &self.core.identity
     }
 
+    /// The arguments the call was judged (and, if it ran, executed) with; for a call refused
+    /// before its arguments parsed, what could be read of them.
+    pub fn shared_arguments(&self) -> Arc<Value> {
+        Arc::clone(&self.core.arguments)
+    }
+
     /// Whether the body started (stage 6 was logged).
     pub fn started(&self) -> bool {
         matches!(self.settlement, Settlement::Ran { .. })

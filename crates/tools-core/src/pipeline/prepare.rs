@@ -61,6 +61,11 @@ impl ReadyCall {
         &self.core.arguments
     }
 
+    /// The effective arguments, shared (for live views that outlive the call).
+    pub fn shared_arguments(&self) -> Arc<Value> {
+        Arc::clone(&self.core.arguments)
+    }
+
     pub fn spec(&self) -> &ToolSpec {
         self.entry().spec()
     }
