@@ -48,6 +48,24 @@ pub const LAYERS: &[(&str, Allowed)] = &[
         "providers",
         Allowed::Only(&["agent-loop", "tools-core", "session-log"]),
     ),
+    // The composition root: every library crate below it.
+    (
+        "runtime",
+        Allowed::Only(&[
+            "agent-loop",
+            "code-mode",
+            "providers",
+            "mcp",
+            "fs-tools",
+            "shell-tool",
+            "interaction",
+            "permissions",
+            "policy-guards",
+            "presenters",
+            "tools-core",
+            "session-log",
+        ]),
+    ),
     ("testkit", Allowed::EveryLibrary),
     ("cli", Allowed::Everything),
 ];

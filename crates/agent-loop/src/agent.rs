@@ -257,6 +257,16 @@ impl AgentLoop {
             self.conversation.push(ConversationItem::Assistant(message));
             if truncated {
                 let outcome = self.scheduler.run_truncated(&tools, calls).await?;
+                // Never prepared, never started: the live view learns of them as committed.
+                if let Some(live) = &live {
+                    for committed in &outcome.results {
+                        live.event(LiveEvent::Committed {
+                            call_id: committed.identity.call_id.clone(),
+                            seq: committed.seq,
+                            record: Arc::clone(&committed.record),
+                        });
+                    }
+                }
                 self.answer(&outcome.results);
                 self.end_step(turn, step, usage).await?;
                 return self

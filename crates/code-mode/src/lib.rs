@@ -16,6 +16,7 @@
 
 mod bindings;
 mod gate;
+#[cfg(feature = "javascript")]
 mod js;
 mod mode;
 mod python;

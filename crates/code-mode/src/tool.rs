@@ -16,7 +16,6 @@ use toolrail_tools_core::{
 };
 
 use crate::bindings::Bindings;
-use crate::js;
 use crate::mode::PresentationMode;
 use crate::python::{self, PythonRuntime};
 use crate::run::Limits;
@@ -94,9 +93,13 @@ impl CodeMode {
         mode.presentation_for(self.languages())
     }
 
-    /// The languages programs may be written in.
+    /// The languages programs may be written in: JavaScript when this build has it (the
+    /// `javascript` feature), Python when a runtime was given.
     pub fn languages(&self) -> Vec<Language> {
-        let mut languages = vec![Language::Javascript];
+        let mut languages = Vec::new();
+        if JAVASCRIPT_BUILT {
+            languages.push(Language::Javascript);
+        }
         if self.python.is_some() {
             languages.push(Language::Python);
         }
@@ -121,6 +124,11 @@ impl CodeMode {
 const PYTHON_UNAVAILABLE: &str =
     "Python is not available in this session; write the program in JavaScript";
 
+/// Whether this build embeds the JavaScript engine.
+const JAVASCRIPT_BUILT: bool = cfg!(feature = "javascript");
+
+const JAVASCRIPT_UNAVAILABLE: &str = "JavaScript is not available in this build of toolrail (its `javascript` feature is off); write the program in Python with `\"language\": \"python\"`";
+
 pub struct RunCodeTool {
     mode: CodeMode,
 }
@@ -129,7 +137,9 @@ impl TypedTool for RunCodeTool {
     type Args = RunCodeArgs;
 
     fn spec(&self) -> ToolSpec {
-        let description = if self.mode.python.is_some() {
+        let description = if !JAVASCRIPT_BUILT {
+            "Run a Python program (`\"language\": \"python\"`) that calls the tools of the SDK and combines their results. Only what it prints and returns comes back. A tool call that is refused or fails raises ToolError with `code` and `message`, which the program may catch."
+        } else if self.mode.python.is_some() {
             "Run a JavaScript or Python program that calls the tools of the SDK and combines their results. Only what it prints and returns comes back. A tool call that is refused or fails throws an Error (Python: raises ToolError) with `code` and `message`, which the program may catch."
         } else {
             "Run a JavaScript program that calls the tools of the SDK and combines their results. Only what it prints and returns comes back. A tool call that is refused or fails throws an Error with `code` and `message`, which the program may catch. Only `javascript` is available here."
@@ -142,6 +152,9 @@ impl TypedTool for RunCodeTool {
     fn check(&self, args: &RunCodeArgs) -> Result<(), Vec<String>> {
         if args.language == Language::Python && self.mode.python.is_none() {
             return Err(vec![format!("/language: {PYTHON_UNAVAILABLE}")]);
+        }
+        if args.language == Language::Javascript && !JAVASCRIPT_BUILT {
+            return Err(vec![format!("/language: {JAVASCRIPT_UNAVAILABLE}")]);
         }
         Ok(())
     }
@@ -168,8 +181,9 @@ impl TypedTool for RunCodeTool {
             runtime,
         ));
         let outcome = match (args.language, &self.mode.python) {
+            #[cfg(feature = "javascript")]
             (Language::Javascript, _) => {
-                js::run(
+                crate::js::run(
                     args.code.clone(),
                     sdk::javascript(&tools),
                     Arc::clone(&bindings),
@@ -177,6 +191,11 @@ impl TypedTool for RunCodeTool {
                     cancel.clone(),
                 )
                 .await
+            }
+            // Refused by `check` before the call started.
+            #[cfg(not(feature = "javascript"))]
+            (Language::Javascript, _) => {
+                return Err(ToolFailure::new(JAVASCRIPT_UNAVAILABLE));
             }
             (Language::Python, Some(runtime)) => {
                 let run_id = ctx.identity().call_id.as_str().replace(['/', ':'], "_");

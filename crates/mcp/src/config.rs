@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Every configured server, by name.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpConfig {
     #[serde(rename = "mcpServers", alias = "mcp_servers", default)]
@@ -17,7 +17,7 @@ pub struct McpConfig {
 }
 
 /// Whether a server's calls may overlap with other calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Parallel {
     /// Tools the server marks read-only (`readOnlyHint`) may; the rest run alone.
@@ -30,7 +30,7 @@ pub enum Parallel {
 }
 
 /// When a server starts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Start {
     /// At session start: the session waits until its tools are listed (up to the startup
@@ -43,7 +43,7 @@ pub enum Start {
 }
 
 /// One server.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ServerConfig {
     pub command: String,
@@ -148,6 +148,13 @@ impl McpConfig {
     }
 
     fn checked(self, file: &str) -> Result<Self, ConfigError> {
+        self.check(file)?;
+        Ok(self)
+    }
+
+    /// Checks what parsing cannot (every server has a name and a command); `file` names
+    /// the source in errors.
+    pub fn check(&self, file: &str) -> Result<(), ConfigError> {
         for (name, server) in &self.servers {
             if name.is_empty() || server.command.trim().is_empty() {
                 return Err(ConfigError {
@@ -158,7 +165,7 @@ impl McpConfig {
                 });
             }
         }
-        Ok(self)
+        Ok(())
     }
 }
 

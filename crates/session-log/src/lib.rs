@@ -44,6 +44,7 @@ pub use sink::{
 pub use store::jsonl::{DEFAULT_LOCK_WAIT, JsonlLog, JsonlStore, LockHolder, SessionRead};
 #[cfg(feature = "postgres")]
 pub use store::postgres::{Claimed, Lease, PostgresLog, PostgresStore, SessionSummary};
+#[cfg(feature = "sqlite")]
 pub use store::sqlite::{SqliteLog, SqliteStore};
 pub use store::{
     DEFAULT_BLOB_CAP, Durability, Opened, SessionLog, SessionStore, StoreError, StoreLog,

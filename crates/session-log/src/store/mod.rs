@@ -7,6 +7,7 @@ mod log;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod spill;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod writer;
 
@@ -130,6 +131,7 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 
 /// One row of a database store read back: its event, which must be the next in `seq` order
 /// (`number` is the row's place, from 0). Rows hold the JSONL envelope.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn row_event(
     name: &Path,
     number: usize,
@@ -154,6 +156,7 @@ pub(crate) fn row_event(
 
 /// A database session's events, checked whole: at least its `session/start` (none means
 /// there is no such session). Returns the next `seq`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn checked_rows(name: &Path, events: &[Event]) -> Result<u64, StoreError> {
     if events.is_empty() {
         return Err(StoreError::io(

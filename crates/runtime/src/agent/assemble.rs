@@ -1,0 +1,999 @@
+//! The wiring, in one place: every piece of a session made from its configuration, the
+//! policy installed whole, the tools registered, and the log created, opened or taken
+//! under a lease. `AgentBuilder` is the only way in.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use toolrail_agent_loop::{
+    AgentLoop, Live, LoopConfig, ModelClient, Scheduler, SchedulerConfig, ToolSearch,
+};
+use toolrail_fs_tools::{FileTools, FsEffectProbe};
+use toolrail_interaction::{PlanMode, QuestionService, ScriptedQuestions, TodoBoard};
+use toolrail_permissions::{
+    Permissions, Preset, RememberApprovals, Rule, RuleEffect, RuleFile, RuleOrigin,
+    SessionApprovals,
+};
+use toolrail_policy_guards::{PlanModeGuard, WorkspacePathGuard};
+use toolrail_session_log::{
+    Durability, EffectProbe, Event, FORMAT_VERSION, SessionId, SessionLog, SessionStart, recover,
+};
+use toolrail_shell_tool::{ModeRule, SandboxMode, SandboxTier, ShellConfig};
+use toolrail_tools_core::{
+    ApprovalService, CancellationToken, ExecuteLayer, Exposure, Guard, Pipeline, PipelineConfig,
+    PlanModeSwitch, PostExecuteHook, PreExecuteHook, ProtectedPaths, Registry, RegistryBuilder,
+    ReservedName, ResultObserver, Tool, Typed, WorkspaceRoots,
+};
+
+use super::builder::BuildError;
+use super::events::{Tap, TapLive};
+use super::{Agent, Shared};
+use crate::catalog::{self, CatalogContext};
+use crate::config::{ConfigError, PresetName, SandboxModeName, SandboxTierName, SessionConfig};
+use crate::recovery::Recovery;
+use crate::store::Store;
+
+/// What the embedder added in code, beside the configuration.
+#[derive(Default)]
+pub(super) struct Additions {
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub model: Option<Arc<dyn ModelClient>>,
+    pub approvals: Option<Arc<dyn ApprovalService>>,
+    pub questions: Option<Arc<dyn QuestionService>>,
+    pub live: Option<Live>,
+    /// The system prompt, over `model.system`.
+    pub system: Option<String>,
+    pub pre_hooks: Vec<Arc<dyn PreExecuteHook>>,
+    pub guards: Vec<Arc<dyn Guard>>,
+    pub layers: Vec<Arc<dyn ExecuteLayer>>,
+    pub post_hooks: Vec<Arc<dyn PostExecuteHook>>,
+    pub observers: Vec<Arc<dyn ResultObserver>>,
+}
+
+/// Where the session's log comes from.
+pub(crate) enum Source {
+    /// A new session in a store.
+    New { store: Store, id: SessionId },
+    /// A session the store holds: opened and recovered.
+    Existing { store: Store, id: SessionId },
+    /// A session of a PostgreSQL store under a lease (new when the store holds none of
+    /// its events yet); every append is fenced by the lease's token.
+    #[cfg(feature = "postgres")]
+    Leased {
+        store: Store,
+        lease: toolrail_session_log::Lease,
+    },
+}
+
+impl Source {
+    pub(crate) fn store(&self) -> &Store {
+        match self {
+            Self::New { store, .. } | Self::Existing { store, .. } => store,
+            #[cfg(feature = "postgres")]
+            Self::Leased { store, .. } => store,
+        }
+    }
+
+    fn id(&self) -> &SessionId {
+        match self {
+            Self::New { id, .. } | Self::Existing { id, .. } => id,
+            #[cfg(feature = "postgres")]
+            Self::Leased { lease, .. } => &lease.session,
+        }
+    }
+}
+
+/// A session put together: the agent, what recovery did (for a session that held
+/// events), and how many events it held before.
+pub(crate) struct Assembled {
+    pub agent: Agent,
+    pub recovery: Option<Recovery>,
+    pub earlier_events: usize,
+}
+
+/// The session's log and what it held before, recovered.
+struct Opened {
+    log: Arc<dyn SessionLog>,
+    earlier: Vec<Event>,
+    recovery: Option<Recovery>,
+}
+
+/// Makes every piece and opens the session; nothing is written before every piece is made.
+pub(crate) async fn assemble(
+    mut config: SessionConfig,
+    additions: Additions,
+    source: Source,
+) -> Result<Assembled, BuildError> {
+    config.validate()?;
+    let roots = resolve_roots(&config)?;
+    config.workspace.roots = roots.as_slice().to_vec();
+    let store = source.store().clone();
+    // What the session held before, read first: approvals, observations, the todo board
+    // and plan mode are rebuilt from it. It is read again after recovery.
+    let before = match &source {
+        Source::New { .. } => Vec::new(),
+        Source::Existing { store, id } => store.read(id)?,
+        #[cfg(feature = "postgres")]
+        Source::Leased { store, lease } => store.read(&lease.session)?,
+    };
+    let pieces = Pieces::make(&config, &roots, &store, &before, &additions)?;
+    let registry = pieces.registry(&config, additions.tools)?;
+    let model = match additions.model {
+        Some(model) => model,
+        None => model_client(&config)?,
+    };
+    let mcp = mcp_config(&config)?;
+    let opened = open(&source, &config, &registry).await?;
+    let tap = Arc::new(Tap::new(Arc::clone(&opened.log)));
+    let pipeline = Arc::new(pipeline(
+        &config,
+        &roots,
+        &tap,
+        &pieces,
+        additions.approvals,
+        Policy {
+            pre_hooks: additions.pre_hooks,
+            guards: additions.guards,
+            layers: additions.layers,
+            post_hooks: additions.post_hooks,
+            observers: additions.observers,
+        },
+    ));
+    let mut loop_config = LoopConfig {
+        system: additions
+            .system
+            .clone()
+            .or_else(|| config.model.as_ref().and_then(|model| model.system.clone())),
+        max_steps: config.limits.max_steps,
+        ..LoopConfig::default()
+    };
+    if let Some(code) = &pieces.code {
+        loop_config.presentation = Some(code.presentation());
+        code.attach(Arc::clone(&pipeline), registry.clone(), tap.clone());
+    }
+    let mut keep: Vec<Box<dyn std::any::Any + Send + Sync>> = Vec::new();
+    if let Some(servers) = start_mcp(mcp, &registry).await {
+        keep.push(servers);
+    }
+    let scheduler_config = SchedulerConfig {
+        stop_batch_on_reject: config.limits.stop_batch_on_reject,
+        ..SchedulerConfig::default()
+    }
+    .with_max_parallel(config.limits.max_parallel)
+    .map_err(|error| ConfigError::invalid("limits.max_parallel", error.to_string()))?;
+    let scheduler = Scheduler::new(Arc::clone(&pipeline), scheduler_config);
+    let mut turns = AgentLoop::new(registry.clone(), scheduler, tap.clone(), model, loop_config);
+    if opened.earlier.is_empty() {
+        if config.permissions.plan_mode {
+            pieces
+                .plan
+                .enter(tap.as_ref())
+                .await
+                .map_err(|error| BuildError::Session(format!("entering plan mode: {error}")))?;
+        }
+    } else {
+        turns = turns.resume(&opened.earlier);
+    }
+    let live: Live = Arc::new(TapLive {
+        tap: Arc::clone(&tap),
+        also: additions.live,
+    });
+    let steering = turns.steering();
+    let agent = Agent {
+        shared: Arc::new(Shared {
+            session: source.id().clone(),
+            store,
+            turns: Arc::new(tokio::sync::Mutex::new(turns)),
+            tap,
+            live,
+            cancel: parking_lot::Mutex::new(CancellationToken::new()),
+            steering,
+            registry,
+            _keep: keep,
+        }),
+    };
+    Ok(Assembled {
+        agent,
+        recovery: opened.recovery,
+        earlier_events: opened.earlier.len(),
+    })
+}
+
+/// Every root, made absolute and resolved (a session works in real folders).
+fn resolve_roots(config: &SessionConfig) -> Result<WorkspaceRoots, ConfigError> {
+    let mut resolved = Vec::new();
+    for (at, root) in config.workspace.roots.iter().enumerate() {
+        let real = std::fs::canonicalize(root).map_err(|error| {
+            ConfigError::invalid(
+                format!("workspace.roots[{at}]"),
+                format!(
+                    "`{}` cannot be used: {error}; give a folder that exists",
+                    root.display()
+                ),
+            )
+        })?;
+        if !real.is_dir() {
+            return Err(ConfigError::invalid(
+                format!("workspace.roots[{at}]"),
+                format!("`{}` is not a folder", root.display()),
+            ));
+        }
+        resolved.push(real);
+    }
+    WorkspaceRoots::new(&resolved)
+        .map_err(|error| ConfigError::invalid("workspace.roots", error.to_string()))
+}
+
+/// The pieces tools are made from, and the policy.
+struct Pieces {
+    permissions: Arc<Permissions>,
+    context: CatalogContext,
+    plan: PlanMode,
+    switch: PlanModeSwitch,
+    code: Option<CodePiece>,
+}
+
+impl Pieces {
+    fn make(
+        config: &SessionConfig,
+        roots: &WorkspaceRoots,
+        store: &Store,
+        before: &[Event],
+        additions: &Additions,
+    ) -> Result<Self, BuildError> {
+        let session_folder = session_folder(store, roots);
+        let spill_dir = session_folder.join("outputs");
+        let permissions = permissions(config, roots, before)?;
+        let protected = protected_paths(config, store, &spill_dir, &permissions)?;
+        let switch = PlanModeSwitch::new();
+        let plan = if before.is_empty() {
+            PlanMode::new(switch.clone())
+        } else {
+            PlanMode::from_events(switch.clone(), before)
+        };
+        let files = if before.is_empty() {
+            FileTools::new(roots.clone())
+        } else {
+            FileTools::resumed(roots.clone(), before)
+        }
+        .with_limits(file_limits(config))
+        .with_protected(protected.clone());
+        let todo = if before.is_empty() {
+            TodoBoard::new()
+        } else {
+            TodoBoard::from_events(before)
+        };
+        // Nobody to answer: every question expires unanswered (never an answer made up).
+        let questions = additions
+            .questions
+            .clone()
+            .unwrap_or_else(|| Arc::new(ScriptedQuestions::new([])));
+        let shell = shell_config(config, roots, &spill_dir, protected)?;
+        let code = CodePiece::make(config, roots, &session_folder)?;
+        Ok(Self {
+            permissions,
+            context: CatalogContext {
+                files,
+                shell,
+                todo,
+                questions,
+                plan: plan.clone(),
+            },
+            plan,
+            switch,
+            code,
+        })
+    }
+
+    /// The catalog's tools the configuration names, the embedder's own, and the runtime's
+    /// (`exit_plan_mode` in plan mode, `run_code`, `tool_search` for deferred tools).
+    fn registry(
+        &self,
+        config: &SessionConfig,
+        given: Vec<Arc<dyn Tool>>,
+    ) -> Result<Registry, BuildError> {
+        let given_names: Vec<String> = given
+            .iter()
+            .map(|tool| tool.spec().name().to_owned())
+            .collect();
+        let deferred = |tool: Arc<dyn Tool>| -> Arc<dyn Tool> {
+            if config
+                .tools
+                .deferred
+                .iter()
+                .any(|name| name == tool.spec().name())
+            {
+                Arc::new(Exposed::deferred(tool))
+            } else {
+                tool
+            }
+        };
+        let mut builder = RegistryBuilder::new();
+        let mut plan_exit_named = false;
+        for name in &config.tools.enabled {
+            if given_names.contains(name) {
+                continue;
+            }
+            let Some(entry) = catalog::entry(name) else {
+                return Err(ConfigError::invalid(
+                    "tools.enabled",
+                    format!(
+                        "`{name}` is neither a shipped tool nor one given to the builder; the catalog has {}",
+                        catalog::names().collect::<Vec<_>>().join(", ")
+                    ),
+                )
+                .into());
+            };
+            plan_exit_named |= entry.name == catalog::EXIT_PLAN_MODE;
+            if let Some(tool) = entry.make(&self.context) {
+                builder = builder.builtin(deferred(tool));
+            }
+        }
+        if config.permissions.plan_mode && !plan_exit_named {
+            builder = builder.builtin(self.context.plan.exit_tool());
+        }
+        for tool in given {
+            builder = builder.builtin(deferred(tool));
+        }
+        if let Some(code) = &self.code {
+            builder = builder.runtime_tool(ReservedName::RunCode, code.tool());
+        }
+        let (registry, warnings) = builder
+            .build()
+            .map_err(|error| BuildError::Registry(error.to_string()))?;
+        for warning in warnings {
+            tracing::warn!(?warning, "a tool was left out");
+        }
+        if !config.tools.deferred.is_empty() {
+            registry
+                .install_runtime_tool(
+                    ReservedName::ToolSearch,
+                    Arc::new(Typed::new(ToolSearch::new(registry.clone()))),
+                )
+                .map_err(|error| BuildError::Registry(error.to_string()))?;
+        }
+        Ok(registry)
+    }
+}
+
+/// A tool offered another way than its own spec says (deferred behind `tool_search`).
+struct Exposed {
+    tool: Arc<dyn Tool>,
+    spec: toolrail_tools_core::ToolSpec,
+}
+
+impl Exposed {
+    fn deferred(tool: Arc<dyn Tool>) -> Self {
+        let spec = tool.spec().clone().exposure(Exposure::Deferred);
+        Self { tool, spec }
+    }
+}
+
+impl Tool for Exposed {
+    fn spec(&self) -> &toolrail_tools_core::ToolSpec {
+        &self.spec
+    }
+
+    fn concurrency(&self, args: &Value) -> toolrail_tools_core::Concurrency {
+        self.tool.concurrency(args)
+    }
+
+    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
+        self.tool.check_arguments(args)
+    }
+
+    fn must_ask(&self, args: &Value) -> Option<String> {
+        self.tool.must_ask(args)
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a toolrail_tools_core::ToolContext,
+        args: &'a Value,
+    ) -> toolrail_session_log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
+        self.tool.execute(ctx, args)
+    }
+
+    fn finalize_content(
+        &self,
+        content: &mut Vec<toolrail_session_log::ContentBlock>,
+        outcome: &toolrail_tools_core::FinalizeView<'_>,
+    ) {
+        self.tool.finalize_content(content, outcome);
+    }
+}
+
+/// The embedder's stages, installed after the runtime's own.
+struct Policy {
+    pre_hooks: Vec<Arc<dyn PreExecuteHook>>,
+    guards: Vec<Arc<dyn Guard>>,
+    layers: Vec<Arc<dyn ExecuteLayer>>,
+    post_hooks: Vec<Arc<dyn PostExecuteHook>>,
+    observers: Vec<Arc<dyn ResultObserver>>,
+}
+
+/// The pipeline, with the policy whole: rules as the first hook (so a hook of the
+/// embedder's that allows early cannot skip them) and their denies again as a guard (so no
+/// hook, approval or session key can undo a deny), the workspace guard, approvals
+/// remembered for the session, and the plan-mode guard. Without an approval service nothing
+/// that asks is ever allowed (`APPROVAL_UNAVAILABLE`).
+fn pipeline(
+    config: &SessionConfig,
+    roots: &WorkspaceRoots,
+    tap: &Arc<Tap>,
+    pieces: &Pieces,
+    approvals: Option<Arc<dyn ApprovalService>>,
+    policy: Policy,
+) -> Pipeline {
+    let limits = &config.limits;
+    let mut pipeline = Pipeline::builder(tap.clone())
+        .config(PipelineConfig {
+            cancel_grace: Duration::from_millis(limits.cancel_grace_ms),
+            default_timeout: limits.call_timeout_ms.map(Duration::from_millis),
+            approval_timeout: limits.approval_timeout_ms.map(Duration::from_millis),
+            workspace: roots
+                .as_slice()
+                .first()
+                .map(|root| Arc::from(root.as_path())),
+            ..PipelineConfig::default()
+        })
+        .pre_hook(Arc::new(pieces.permissions.hook()));
+    for hook in policy.pre_hooks {
+        pipeline = pipeline.pre_hook(hook);
+    }
+    pipeline = pipeline
+        .guard(Arc::new(pieces.permissions.deny_guard()))
+        .guard(Arc::new(WorkspacePathGuard::new(roots.clone())));
+    if config.permissions.plan_mode {
+        pipeline = pipeline.guard(Arc::new(PlanModeGuard::new(pieces.switch.clone())));
+    }
+    for guard in policy.guards {
+        pipeline = pipeline.guard(guard);
+    }
+    if let Some(approvals) = approvals {
+        pipeline = pipeline.approval(Arc::new(RememberApprovals::new(
+            approvals,
+            pieces.permissions.session().clone(),
+        )));
+    }
+    for layer in policy.layers {
+        pipeline = pipeline.layer(layer);
+    }
+    for hook in policy.post_hooks {
+        pipeline = pipeline.post_hook(hook);
+    }
+    for observer in policy.observers {
+        pipeline = pipeline.observer(observer);
+    }
+    pipeline.build()
+}
+
+/// The configuration as the log records it (in `session/start`), so the session can be
+/// resumed as it was made. No secret goes in: MCP servers' `env` values are left out.
+fn recorded(config: &SessionConfig, store: &Store) -> Value {
+    let mut config = config.clone();
+    config.store.url = store.url().to_owned();
+    let mut withheld = Vec::new();
+    for (name, server) in &mut config.mcp_servers {
+        if withhold_env(server) {
+            withheld.push(name.clone());
+        }
+    }
+    serde_json::json!({
+        "toolrail": env!("CARGO_PKG_VERSION"),
+        "config": config,
+        "withheld_env": withheld,
+    })
+}
+
+#[cfg(feature = "mcp")]
+fn withhold_env(server: &mut crate::config::McpServerConfig) -> bool {
+    let had = !server.env.is_empty();
+    for value in server.env.values_mut() {
+        value.clear();
+    }
+    had
+}
+
+#[cfg(not(feature = "mcp"))]
+fn withhold_env(server: &mut crate::config::McpServerConfig) -> bool {
+    match server.get_mut("env") {
+        Some(Value::Object(env)) if !env.is_empty() => {
+            for value in env.values_mut() {
+                *value = Value::String(String::new());
+            }
+            true
+        }
+        Some(_) | None => false,
+    }
+}
+
+/// The session's log: created, or opened and recovered (with every shipped effect probe).
+async fn open(
+    source: &Source,
+    config: &SessionConfig,
+    registry: &Registry,
+) -> Result<Opened, BuildError> {
+    let start = |id: &SessionId| SessionStart {
+        format_version: FORMAT_VERSION,
+        session_id: id.clone(),
+        tools: registry.snapshot().manifest(),
+        meta: Some(recorded(config, source.store())),
+    };
+    match source {
+        Source::New { store, id } => Ok(Opened {
+            log: store.create(start(id))?,
+            earlier: Vec::new(),
+            recovery: None,
+        }),
+        Source::Existing { store, id } => {
+            let opened = store.open_session(id)?;
+            let probe = probe_for(store.durability());
+            let recovery = repair(
+                &opened.events,
+                opened.torn_bytes_dropped,
+                probe,
+                &opened.log,
+            )
+            .await?;
+            // Read again, repairs included: the next request carries them.
+            drop(opened.events);
+            let earlier = store.read(id)?;
+            Ok(Opened {
+                log: opened.log,
+                earlier,
+                recovery: Some(recovery),
+            })
+        }
+        #[cfg(feature = "postgres")]
+        Source::Leased { store, lease } => {
+            let Some(postgres) = store.postgres() else {
+                return Err(BuildError::Session(
+                    "a leased session needs a PostgreSQL store".to_owned(),
+                ));
+            };
+            let failed = |error: toolrail_session_log::StoreError| {
+                BuildError::Store(crate::store::StoreOpenError::Store {
+                    url: store.url().to_owned(),
+                    source: error,
+                })
+            };
+            if postgres.read(&lease.session).map_err(failed)?.is_empty() {
+                let log: Arc<dyn SessionLog> = Arc::new(
+                    postgres
+                        .create_leased(start(&lease.session), lease)
+                        .map_err(failed)?,
+                );
+                return Ok(Opened {
+                    log,
+                    earlier: Vec::new(),
+                    recovery: None,
+                });
+            }
+            let opened = postgres.open_leased(lease).map_err(failed)?;
+            let log: Arc<dyn SessionLog> = Arc::new(opened.log);
+            let probe = probe_for(postgres.durability());
+            let recovery = repair(&opened.events, 0, probe, &log).await?;
+            let earlier = postgres.read(&lease.session).map_err(failed)?;
+            Ok(Opened {
+                log,
+                earlier,
+                recovery: Some(recovery),
+            })
+        }
+    }
+}
+
+/// In strict mode a file write's intent is durable before the file is touched: the probe
+/// may then read a missing intent as "did not happen".
+fn probe_for(durability: Durability) -> Arc<dyn EffectProbe> {
+    if durability == Durability::Strict {
+        Arc::new(FsEffectProbe::for_strict_log())
+    } else {
+        Arc::new(FsEffectProbe::new())
+    }
+}
+
+async fn repair(
+    events: &[Event],
+    torn_bytes_dropped: u64,
+    probe: Arc<dyn EffectProbe>,
+    log: &Arc<dyn SessionLog>,
+) -> Result<Recovery, BuildError> {
+    let report = recover(events, torn_bytes_dropped, &[probe], log.as_ref())
+        .await
+        .map_err(|error| {
+            BuildError::Session(format!(
+                "recovery could not write its repairs: {error}; nothing after them was written"
+            ))
+        })?;
+    Ok(Recovery::new(&report, events))
+}
+
+/// Where a session's outputs go: beside a JSONL store's files, else in the first root's
+/// `.toolrail` folder.
+fn session_folder(store: &Store, roots: &WorkspaceRoots) -> PathBuf {
+    store.folder().unwrap_or_else(|| {
+        roots
+            .as_slice()
+            .first()
+            .map(|root| root.join(".toolrail"))
+            .unwrap_or_else(std::env::temp_dir)
+    })
+}
+
+fn rules_of(config: &SessionConfig) -> Result<(Option<Preset>, Vec<Rule>), ConfigError> {
+    let section = &config.permissions;
+    let mut preset = None;
+    let mut rules = Vec::new();
+    if let Some(file) = &section.file {
+        let loaded = RuleFile::load(file)
+            .map_err(|error| ConfigError::invalid("permissions.file", error.to_string()))?;
+        preset = loaded.preset;
+        rules.extend(loaded.rules);
+    }
+    if let Some(name) = section.preset {
+        preset = Some(match name {
+            PresetName::Untrusted => Preset::Untrusted,
+            PresetName::Workspace => Preset::Workspace,
+            PresetName::NeverAsk => Preset::NeverAsk,
+            PresetName::FullAuto => Preset::FullAuto,
+        });
+    }
+    for (effect, list, field) in [
+        (RuleEffect::Allow, &section.allow, "allow"),
+        (RuleEffect::Ask, &section.ask, "ask"),
+        (RuleEffect::Deny, &section.deny, "deny"),
+    ] {
+        for (at, entry) in list.iter().enumerate() {
+            let path = format!("permissions.{field}[{at}]");
+            let (pattern, reason) = entry.parts();
+            let mut rule = Rule::new(effect, pattern)
+                .map_err(|error| ConfigError::invalid(&path, error.to_string()))?
+                .with_origin(RuleOrigin {
+                    source: format!("toolrail.toml {path}"),
+                    line: None,
+                });
+            if let Some(reason) = reason {
+                rule = rule.with_reason(reason.to_owned());
+            }
+            rules.push(rule);
+        }
+    }
+    Ok((preset, rules))
+}
+
+fn permissions(
+    config: &SessionConfig,
+    roots: &WorkspaceRoots,
+    before: &[Event],
+) -> Result<Arc<Permissions>, ConfigError> {
+    let (preset, rules) = rules_of(config)?;
+    let session = if before.is_empty() {
+        SessionApprovals::new()
+    } else {
+        SessionApprovals::from_events(before)
+    };
+    Ok(Arc::new(
+        Permissions::new(preset.unwrap_or_default(), rules, roots).with_session(session),
+    ))
+}
+
+/// What no tool reads or changes: the user's credentials (unless unhidden), the store's
+/// folder (its outputs shown read-only), the configuration's own hidden paths, what the
+/// deny rules name for reading, and every `.git` (unless allowed).
+fn protected_paths(
+    config: &SessionConfig,
+    store: &Store,
+    spill_dir: &Path,
+    permissions: &Permissions,
+) -> Result<ProtectedPaths, ConfigError> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut protected = ProtectedPaths::for_current_user();
+    for path in &config.sandbox.unhide {
+        let path = match (&home, path.is_relative()) {
+            (Some(home), true) => home.join(path),
+            _ => path.clone(),
+        };
+        protected = protected.unhide(path);
+    }
+    for path in &config.sandbox.hide {
+        protected = protected.hide(path);
+    }
+    if let Some(folder) = store.folder() {
+        protected = protected.hide(folder);
+    }
+    protected = protected.show_read_only(spill_dir);
+    if config.sandbox.allow_git_writes {
+        protected = protected.allow_git_writes();
+    }
+    permissions
+        .protect(protected)
+        .map_err(|error| ConfigError::invalid("permissions.deny", error.to_string()))
+}
+
+fn sandbox_mode(name: SandboxModeName) -> SandboxMode {
+    match name {
+        SandboxModeName::ReadOnly => SandboxMode::ReadOnly,
+        SandboxModeName::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+        SandboxModeName::FullAccess => SandboxMode::FullAccess,
+    }
+}
+
+fn file_limits(config: &SessionConfig) -> toolrail_fs_tools::Limits {
+    let files = &config.tools.files;
+    let mut limits = toolrail_fs_tools::Limits::default();
+    if let Some(lines) = files.read_lines {
+        limits.read_lines = lines;
+    }
+    if let Some(bytes) = files.read_bytes {
+        limits.read_bytes = bytes;
+    }
+    if let Some(results) = files.glob_results {
+        limits.glob_results = results;
+    }
+    if let Some(results) = files.grep_results {
+        limits.grep_results = results;
+    }
+    limits
+}
+
+fn shell_config(
+    config: &SessionConfig,
+    roots: &WorkspaceRoots,
+    spill_dir: &Path,
+    protected: ProtectedPaths,
+) -> Result<ShellConfig, ConfigError> {
+    let sandbox = &config.sandbox;
+    let bash = &config.tools.bash;
+    let mut shell = ShellConfig::new(roots.clone(), spill_dir);
+    shell.mode = sandbox_mode(sandbox.mode);
+    shell.tier = match sandbox.tier {
+        SandboxTierName::Bubblewrap => SandboxTier::Bubblewrap(sandbox.bwrap.clone()),
+        SandboxTierName::Namespaces => SandboxTier::Namespaces,
+    };
+    shell.network = sandbox.network;
+    shell.mode_rules = sandbox
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(at, rule)| {
+            ModeRule::new(rule.command.clone(), sandbox_mode(rule.mode)).map_err(|error| {
+                ConfigError::invalid(format!("sandbox.rules[{at}].command"), error.to_string())
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    shell.protected = protected;
+    shell.read_only_commands = bash.read_only_commands.clone();
+    shell.default_timeout = Duration::from_millis(bash.timeout_ms);
+    shell.output_cap = bash.output_cap_bytes;
+    if let Some(allowed) = &bash.env_allow {
+        shell.env_allow = allowed.clone();
+    }
+    shell.env_extra = bash
+        .env
+        .iter()
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    shell.grace = Duration::from_millis(config.limits.cancel_grace_ms.min(2_000));
+    Ok(shell)
+}
+
+/// Code mode, when the configuration turns it on.
+#[cfg(any(feature = "code-js", feature = "code-python"))]
+struct CodePiece {
+    mode: toolrail_code_mode::CodeMode,
+    presentation: toolrail_code_mode::PresentationMode,
+}
+
+#[cfg(any(feature = "code-js", feature = "code-python"))]
+impl CodePiece {
+    fn make(
+        config: &SessionConfig,
+        roots: &WorkspaceRoots,
+        session_folder: &Path,
+    ) -> Result<Option<Self>, BuildError> {
+        use crate::config::{CodeLanguage, CodePresentation};
+        use toolrail_code_mode::{CodeMode, Limits, PresentationMode, PythonRuntime};
+        let code = &config.code;
+        if code.languages.is_empty() {
+            return Ok(None);
+        }
+        if code.languages.contains(&CodeLanguage::Javascript) && !cfg!(feature = "code-js") {
+            return Err(BuildError::NotBuilt {
+                what: "code.languages = [\"javascript\"]",
+                feature: "code-js",
+            });
+        }
+        let limits = Limits {
+            memory_bytes: code.memory_mb.saturating_mul(1 << 20),
+            wall: Duration::from_millis(code.wall_ms),
+            binding_bytes: code.binding_bytes,
+            output_bytes: code.output_bytes,
+            max_parallel: config.limits.max_parallel,
+            ..Limits::default()
+        };
+        let mut mode = CodeMode::new(limits);
+        if code.languages.contains(&CodeLanguage::Python) {
+            if !cfg!(feature = "code-python") {
+                return Err(BuildError::NotBuilt {
+                    what: "code.languages = [\"python\"]",
+                    feature: "code-python",
+                });
+            }
+            let mut python = PythonRuntime::new(
+                roots.as_slice().to_vec(),
+                session_folder.join("code-scratch"),
+            );
+            if config.sandbox.tier == SandboxTierName::Bubblewrap {
+                python.tier = SandboxTier::Bubblewrap(config.sandbox.bwrap.clone());
+            }
+            mode = mode.with_python(python);
+        }
+        let presentation = match code.presentation {
+            CodePresentation::Both => PresentationMode::Both,
+            CodePresentation::Code => PresentationMode::Code,
+        };
+        Ok(Some(Self { mode, presentation }))
+    }
+
+    fn tool(&self) -> Arc<dyn Tool> {
+        Arc::new(Typed::new(self.mode.tool()))
+    }
+
+    fn presentation(&self) -> toolrail_agent_loop::ToolPresentation {
+        self.mode.presentation(self.presentation)
+    }
+
+    fn attach(&self, pipeline: Arc<Pipeline>, registry: Registry, log: Arc<Tap>) {
+        self.mode.attach(pipeline, registry, log);
+    }
+}
+
+/// Code mode is not in this build: there is never a piece.
+#[cfg(not(any(feature = "code-js", feature = "code-python")))]
+enum CodePiece {}
+
+#[cfg(not(any(feature = "code-js", feature = "code-python")))]
+impl CodePiece {
+    fn make(
+        config: &SessionConfig,
+        _roots: &WorkspaceRoots,
+        _session_folder: &Path,
+    ) -> Result<Option<Self>, BuildError> {
+        if config.code.languages.is_empty() {
+            Ok(None)
+        } else {
+            Err(BuildError::NotBuilt {
+                what: "`[code]` languages",
+                feature: "code-js or code-python",
+            })
+        }
+    }
+
+    fn tool(&self) -> Arc<dyn Tool> {
+        match *self {}
+    }
+
+    fn presentation(&self) -> toolrail_agent_loop::ToolPresentation {
+        match *self {}
+    }
+
+    fn attach(&self, _pipeline: Arc<Pipeline>, _registry: Registry, _log: Arc<Tap>) {
+        match *self {}
+    }
+}
+
+/// The MCP servers to start, checked.
+#[cfg(feature = "mcp")]
+fn mcp_config(config: &SessionConfig) -> Result<Option<toolrail_mcp::McpConfig>, BuildError> {
+    if config.mcp_servers.is_empty() {
+        return Ok(None);
+    }
+    let servers = toolrail_mcp::McpConfig {
+        servers: config.mcp_servers.clone(),
+    };
+    servers
+        .check("mcp_servers")
+        .map_err(|error| ConfigError::invalid("mcp_servers", error.message))?;
+    Ok(Some(servers))
+}
+
+#[cfg(not(feature = "mcp"))]
+fn mcp_config(config: &SessionConfig) -> Result<Option<()>, BuildError> {
+    if config.mcp_servers.is_empty() {
+        Ok(None)
+    } else {
+        Err(BuildError::NotBuilt {
+            what: "`[mcp_servers]`",
+            feature: "mcp",
+        })
+    }
+}
+
+/// Starts the servers; their tools join the registry as they are listed.
+#[cfg(feature = "mcp")]
+async fn start_mcp(
+    config: Option<toolrail_mcp::McpConfig>,
+    registry: &Registry,
+) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+    let config = config?;
+    let servers = toolrail_mcp::McpServers::start(&config, registry).await;
+    Some(Box::new(servers))
+}
+
+#[cfg(not(feature = "mcp"))]
+async fn start_mcp(
+    _config: Option<()>,
+    _registry: &Registry,
+) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+    None
+}
+
+#[cfg(feature = "providers")]
+fn model_client(config: &SessionConfig) -> Result<Arc<dyn ModelClient>, BuildError> {
+    use crate::config::ProviderName;
+    use toolrail_providers::{
+        ApiKey, ProviderClient, ProviderConfig, RetryPolicy, ToolChoice, Wire,
+    };
+    let Some(model) = &config.model else {
+        return Err(BuildError::NoModel);
+    };
+    let wire = match model.provider {
+        ProviderName::Openai => Wire::OpenAi,
+        ProviderName::Anthropic => Wire::Anthropic,
+    };
+    let base_url = model.base_url.clone().unwrap_or_else(|| {
+        match wire {
+            Wire::OpenAi => "https://api.openai.com/v1",
+            Wire::Anthropic => "https://api.anthropic.com",
+        }
+        .to_owned()
+    });
+    let mut provider = ProviderConfig::new(wire, base_url, model.model.clone());
+    if let Some(variable) = &model.api_key_env {
+        if std::env::var_os(variable).is_none_or(|key| key.is_empty()) {
+            return Err(ConfigError::invalid(
+                "model.api_key_env",
+                format!("the variable `{variable}` is not set; export it with the key"),
+            )
+            .into());
+        }
+        provider.api_key = ApiKey::Env(variable.clone());
+    }
+    provider.max_tokens = model.max_tokens;
+    provider.temperature = model.temperature;
+    provider.top_p = model.top_p;
+    provider.tool_choice = model
+        .tool_choice
+        .as_deref()
+        .map_or(ToolChoice::Auto, ToolChoice::parse);
+    provider.extra_body = model
+        .extra_body
+        .iter()
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    provider.strict = model.strict;
+    provider.retry = RetryPolicy {
+        attempts: model.retry.attempts,
+        first_delay: Duration::from_millis(model.retry.first_delay_ms),
+        max_delay: Duration::from_millis(model.retry.max_delay_ms),
+    };
+    provider.idle_timeout = Duration::from_millis(model.idle_timeout_ms);
+    let client =
+        ProviderClient::new(provider).map_err(|error| BuildError::Model(error.to_string()))?;
+    Ok(Arc::new(client))
+}
+
+#[cfg(not(feature = "providers"))]
+fn model_client(config: &SessionConfig) -> Result<Arc<dyn ModelClient>, BuildError> {
+    match &config.model {
+        None => Err(BuildError::NoModel),
+        Some(_) => Err(BuildError::NotBuilt {
+            what: "`[model]`",
+            feature: "providers",
+        }),
+    }
+}

@@ -1,0 +1,292 @@
+//! What a running turn shows: [`AgentEvent`], made from two sources that feed one ordered
+//! channel — the scheduler's live events (the model's deltas, calls prepared, started,
+//! progressing, committed) and the log itself (steps, whole messages, approvals, context
+//! messages), tapped as each event is appended. Both push under one lock, so a reader sees
+//! events in the order they happened.
+//!
+//! The tap also keeps what a turn's [`Answer`](super::Answer) is made of (its messages,
+//! results and usage), so the answer is read without reopening the store (which the open
+//! log holds locked).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use toolrail_agent_loop::{Live, LiveEvent, LiveSink, ModelDelta};
+use toolrail_session_log::{
+    AppendFuture, AppendUrgency, ApprovalAnswerRecord, AssistantMessage, BoxFuture, CallId,
+    ContentBlock, EventData, EventDraft, EventSink, SessionLog, SinkError, ToolResultRecord,
+};
+
+/// One thing that happened in a running turn, in the order it happened.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AgentEvent {
+    /// A model request began (steps count from 1 in each turn).
+    StepStarted { step: u32 },
+    /// More of the answer's text, as the model writes it.
+    TextDelta(String),
+    /// More of the model's reasoning, from providers that send it.
+    ReasoningDelta(String),
+    /// The model began a tool call (its arguments follow as [`AgentEvent::ToolCallDelta`]).
+    ToolCallStreaming {
+        index: u32,
+        call_id: String,
+        name: String,
+    },
+    /// More of a tool call's raw argument text.
+    ToolCallDelta { index: u32, fragment: String },
+    /// The request failed mid-answer and is tried again: drop what the deltas showed.
+    AnswerRestarted { why: String },
+    /// The model's whole message, as logged (before any of its calls runs).
+    Message(AssistantMessage),
+    /// A call passed (or was refused by) the policy stages, in model order, with the
+    /// arguments it is judged with.
+    CallPrepared {
+        call_id: CallId,
+        name: String,
+        arguments: Arc<Value>,
+    },
+    /// A call asks the person (or the approval service) first.
+    ApprovalAsked {
+        call_id: CallId,
+        reason: String,
+        arguments: Value,
+        session_key: Option<String>,
+    },
+    /// The approval service answered.
+    ApprovalDecided {
+        call_id: CallId,
+        answer: ApprovalAnswerRecord,
+    },
+    /// The call's body started.
+    CallStarted { call_id: CallId },
+    /// Progress the body reported.
+    CallProgress { call_id: CallId, data: Value },
+    /// The body settled (in completion order).
+    CallFinished { call_id: CallId },
+    /// The call's result is in the log, durably (in model order): the record the model
+    /// and every view read.
+    CallCommitted {
+        call_id: CallId,
+        name: String,
+        arguments: Arc<Value>,
+        record: Arc<ToolResultRecord>,
+    },
+    /// A message joined the conversation after a batch: steering from the user, or what
+    /// a hook added.
+    Context {
+        source: String,
+        content: Vec<ContentBlock>,
+    },
+    /// The turn is over: the last event of [`AgentStream`](super::AgentStream).
+    TurnEnded(Box<super::Answer>),
+}
+
+/// What a turn appended that its answer is made of.
+#[derive(Default)]
+pub(crate) struct Kept {
+    pub messages: Vec<AssistantMessage>,
+    pub results: Vec<Arc<ToolResultRecord>>,
+    pub usage: Vec<Value>,
+}
+
+#[derive(Default)]
+struct TurnState {
+    kept: Kept,
+    events: Option<UnboundedSender<AgentEvent>>,
+    /// Each prepared call's name and arguments, for its commit event.
+    calls: HashMap<CallId, (String, Arc<Value>)>,
+}
+
+impl TurnState {
+    fn send(&self, event: AgentEvent) {
+        if let Some(events) = &self.events {
+            // A reader that stopped listening does not stop the turn.
+            let _ = events.send(event);
+        }
+    }
+}
+
+/// The session's log, tapped.
+pub(crate) struct Tap {
+    inner: Arc<dyn SessionLog>,
+    turn: Mutex<TurnState>,
+}
+
+impl Tap {
+    pub fn new(inner: Arc<dyn SessionLog>) -> Self {
+        Self {
+            inner,
+            turn: Mutex::new(TurnState::default()),
+        }
+    }
+
+    /// Starts a turn: what is kept is cleared; events go to `events`, if given.
+    pub fn begin(&self, events: Option<UnboundedSender<AgentEvent>>) {
+        let mut turn = self.turn.lock();
+        *turn = TurnState {
+            events,
+            ..TurnState::default()
+        };
+    }
+
+    /// Ends the turn: what it kept; no more events are sent.
+    pub fn end(&self) -> Kept {
+        let mut turn = self.turn.lock();
+        turn.events = None;
+        turn.calls.clear();
+        std::mem::take(&mut turn.kept)
+    }
+
+    fn live(&self, event: &LiveEvent) {
+        let mut turn = self.turn.lock();
+        let shown = match event {
+            LiveEvent::Model(delta) => match delta {
+                ModelDelta::Text(text) => AgentEvent::TextDelta(text.clone()),
+                ModelDelta::Reasoning(text) => AgentEvent::ReasoningDelta(text.clone()),
+                ModelDelta::ToolCallStarted {
+                    index,
+                    call_id,
+                    name,
+                } => AgentEvent::ToolCallStreaming {
+                    index: *index,
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                },
+                ModelDelta::ToolCallArguments { index, fragment } => AgentEvent::ToolCallDelta {
+                    index: *index,
+                    fragment: fragment.clone(),
+                },
+                ModelDelta::Restarted { why, .. } => {
+                    AgentEvent::AnswerRestarted { why: why.clone() }
+                }
+            },
+            LiveEvent::Prepared {
+                call_id,
+                name,
+                arguments,
+                ..
+            } => {
+                turn.calls
+                    .insert(call_id.clone(), (name.clone(), Arc::clone(arguments)));
+                AgentEvent::CallPrepared {
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    arguments: Arc::clone(arguments),
+                }
+            }
+            LiveEvent::Started { call_id } => AgentEvent::CallStarted {
+                call_id: call_id.clone(),
+            },
+            LiveEvent::Progress { call_id, data } => AgentEvent::CallProgress {
+                call_id: call_id.clone(),
+                data: data.clone(),
+            },
+            LiveEvent::Finished { call_id } => AgentEvent::CallFinished {
+                call_id: call_id.clone(),
+            },
+            LiveEvent::Committed {
+                call_id, record, ..
+            } => {
+                // A call of a cut-off message is committed without being prepared.
+                let (name, arguments) = turn
+                    .calls
+                    .remove(call_id)
+                    .unwrap_or_else(|| (String::new(), Arc::new(Value::Null)));
+                AgentEvent::CallCommitted {
+                    call_id: call_id.clone(),
+                    name,
+                    arguments,
+                    record: Arc::clone(record),
+                }
+            }
+        };
+        turn.send(shown);
+    }
+
+    /// What an appended event shows, and keeps of it for the answer.
+    fn appended(turn: &mut TurnState, draft: &EventDraft) -> Option<AgentEvent> {
+        let call_id = || draft.call_id.clone().unwrap_or_else(|| CallId::from(""));
+        // The kinds a turn's answer and its events are made of; the log's other kinds are
+        // not (`if let`: the lint wants no wildcard arm over the whole vocabulary).
+        if let EventData::StepStart(_) = &draft.data {
+            draft
+                .step
+                .map(|step| AgentEvent::StepStarted { step: step.0 })
+        } else if let EventData::AssistantMessage(message) = &draft.data {
+            turn.kept.messages.push(message.clone());
+            Some(AgentEvent::Message(message.clone()))
+        } else if let EventData::ToolResult(record) = &draft.data {
+            // Only the host's calls: a program's binding calls are part of its result.
+            if draft.call_id.as_ref().is_some_and(|id| !is_code_call(id)) {
+                turn.kept.results.push(Arc::clone(record));
+            }
+            None
+        } else if let EventData::StepEnd(step) = &draft.data {
+            turn.kept.usage.extend(step.usage.clone());
+            None
+        } else if let EventData::ApprovalAsked(asked) = &draft.data {
+            Some(AgentEvent::ApprovalAsked {
+                call_id: call_id(),
+                reason: asked.reason.clone(),
+                arguments: asked.arguments.clone(),
+                session_key: asked.session_key.clone(),
+            })
+        } else if let EventData::ApprovalDecided(decided) = &draft.data {
+            Some(AgentEvent::ApprovalDecided {
+                call_id: call_id(),
+                answer: decided.answer.clone(),
+            })
+        } else if let EventData::ContextMessage(message) = &draft.data {
+            Some(AgentEvent::Context {
+                source: message.source.clone(),
+                content: message.content.clone(),
+            })
+        } else {
+            None
+        }
+    }
+}
+
+/// Whether a call id names a program's binding call (`<parent>:code:<n>`).
+fn is_code_call(id: &CallId) -> bool {
+    id.as_str().contains(":code:")
+}
+
+impl EventSink for Tap {
+    fn append(&self, draft: EventDraft, urgency: AppendUrgency) -> AppendFuture<'_> {
+        // The store numbers the event inside `append`, before it returns; doing that under
+        // the tap's lock keeps what is kept, and what is shown, in the log's order.
+        let mut turn = self.turn.lock();
+        let shown = Self::appended(&mut turn, &draft);
+        let appended = self.inner.append(draft, urgency);
+        if let Some(shown) = shown {
+            turn.send(shown);
+        }
+        appended
+    }
+}
+
+impl SessionLog for Tap {
+    fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>> {
+        self.inner.barrier()
+    }
+}
+
+/// The scheduler's live events, shown through the tap and handed on to the embedder's own
+/// sink, if any.
+pub(crate) struct TapLive {
+    pub tap: Arc<Tap>,
+    pub also: Option<Live>,
+}
+
+impl LiveSink for TapLive {
+    fn event(&self, event: LiveEvent) {
+        self.tap.live(&event);
+        if let Some(also) = &self.also {
+            also.event(event);
+        }
+    }
+}

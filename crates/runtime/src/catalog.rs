@@ -1,0 +1,178 @@
+//! The tool catalog: the one place that maps a shipped tool's name to how it is made.
+//! Configurations, the CLI, scenarios and the docs take tool names from here.
+//!
+//! ```
+//! use toolrail_runtime::catalog;
+//! assert!(catalog::names().any(|name| name == "bash"));
+//! assert!(catalog::entry("web_fetch").is_none());
+//! ```
+
+use std::sync::Arc;
+
+use toolrail_fs_tools::FileTools;
+use toolrail_interaction::{AskUser, PlanMode, QuestionService, TodoBoard, TodoWriteTool};
+use toolrail_shell_tool::{BashTool, ShellConfig};
+use toolrail_tools_core::{Tool, Typed};
+
+/// The session's shared pieces a shipped tool is made from.
+pub struct CatalogContext {
+    /// The file tools' shared state (roots, protected paths, observed versions).
+    pub files: FileTools,
+    pub shell: ShellConfig,
+    pub todo: TodoBoard,
+    pub questions: Arc<dyn QuestionService>,
+    pub plan: PlanMode,
+}
+
+impl std::fmt::Debug for CatalogContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogContext").finish_non_exhaustive()
+    }
+}
+
+/// One shipped tool.
+#[derive(Clone, Copy)]
+pub struct CatalogEntry {
+    /// The name configurations use, which is also the tool's name.
+    pub name: &'static str,
+    /// One line for listings and docs.
+    pub summary: &'static str,
+    /// On only when named: it needs a person to answer (`ask_user`) or a mode to mean
+    /// anything (`exit_plan_mode`).
+    pub on_request: bool,
+    make: fn(&CatalogContext) -> Option<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for CatalogEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogEntry")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl CatalogEntry {
+    /// The tool, made from the session's pieces.
+    pub fn make(&self, context: &CatalogContext) -> Option<Arc<dyn Tool>> {
+        (self.make)(context)
+    }
+}
+
+fn file_tool(context: &CatalogContext, name: &str) -> Option<Arc<dyn Tool>> {
+    context
+        .files
+        .tools()
+        .into_iter()
+        .find(|tool| tool.spec().name() == name)
+}
+
+/// The name of the tool that leaves plan mode (it joins every session in plan mode).
+pub const EXIT_PLAN_MODE: &str = "exit_plan_mode";
+
+/// Every shipped tool, in the order listings show them.
+pub const CATALOG: &[CatalogEntry] = &[
+    CatalogEntry {
+        name: "read",
+        summary: "read a file: a numbered window, read-before-edit observed",
+        on_request: false,
+        make: |context| file_tool(context, "read"),
+    },
+    CatalogEntry {
+        name: "write",
+        summary: "write a whole file, only over the version the session read",
+        on_request: false,
+        make: |context| file_tool(context, "write"),
+    },
+    CatalogEntry {
+        name: "edit",
+        summary: "replace exact strings in a file, all or nothing",
+        on_request: false,
+        make: |context| file_tool(context, "edit"),
+    },
+    CatalogEntry {
+        name: "glob",
+        summary: "list files by glob, .gitignore honoured, newest first",
+        on_request: false,
+        make: |context| file_tool(context, "glob"),
+    },
+    CatalogEntry {
+        name: "grep",
+        summary: "search file contents with ripgrep's engine",
+        on_request: false,
+        make: |context| file_tool(context, "grep"),
+    },
+    CatalogEntry {
+        name: "bash",
+        summary: "run a command in the sandbox: bash -c, capped output, enforced timeout",
+        on_request: false,
+        make: |context| Some(Arc::new(Typed::new(BashTool::new(context.shell.clone())))),
+    },
+    CatalogEntry {
+        name: "todo_write",
+        summary: "replace the session's todo list",
+        on_request: false,
+        make: |context| {
+            Some(Arc::new(Typed::new(TodoWriteTool::new(
+                context.todo.clone(),
+            ))))
+        },
+    },
+    CatalogEntry {
+        name: "ask_user",
+        summary: "ask the person a question (needs a question service)",
+        on_request: true,
+        make: |context| {
+            Some(Arc::new(Typed::new(AskUser::new(Arc::clone(
+                &context.questions,
+            )))))
+        },
+    },
+    CatalogEntry {
+        name: EXIT_PLAN_MODE,
+        summary: "propose the plan and ask to leave plan mode (with plan mode on)",
+        on_request: true,
+        make: |context| Some(Arc::new(context.plan.exit_tool())),
+    },
+];
+
+/// The entry named `name`.
+pub fn entry(name: &str) -> Option<&'static CatalogEntry> {
+    CATALOG.iter().find(|entry| entry.name == name)
+}
+
+/// Every shipped tool's name.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    CATALOG.iter().map(|entry| entry.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_match_the_tools_they_make() {
+        let mut seen = std::collections::BTreeSet::new();
+        for name in names() {
+            assert!(seen.insert(name), "{name} twice");
+        }
+        let dir = std::env::temp_dir();
+        let roots = toolrail_tools_core::WorkspaceRoots::new([&dir])
+            .unwrap_or_else(|_| unreachable!("the temp folder exists"));
+        let context = CatalogContext {
+            files: FileTools::new(roots.clone()),
+            shell: ShellConfig::new(roots, dir.join("outputs")),
+            todo: TodoBoard::new(),
+            questions: Arc::new(toolrail_interaction::ScriptedQuestions::new([])),
+            plan: PlanMode::new(toolrail_tools_core::PlanModeSwitch::new()),
+        };
+        for entry in CATALOG {
+            let tool = entry.make(&context);
+            assert_eq!(
+                tool.as_ref()
+                    .map(|tool| tool.spec().name().to_owned())
+                    .as_deref(),
+                Some(entry.name)
+            );
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! Workers that share sessions through PostgreSQL: each claims a session waiting in the
+//! queue (or one whose worker's lease ran out), drives its scenario under the lease —
+//! renewed in the background, checked by every append — and finishes it. A session taken
+//! over from a dead worker is recovered first (DESIGN §6) and continued from its log.
+//!
+//! Store calls block the calling thread for a round trip: run each worker on a runtime of
+//! its own (`toolrail worker` gives each a thread).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use toolrail_session_log::{Claimed, Lease, PostgresStore, SessionId, StoreError, TurnEndKind};
+use toolrail_tools_core::{CancellationToken, Tool};
+
+use crate::scenario::{RunOptions, Scenario, ScenarioPlace};
+use crate::store::Store;
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// The lease owner's name: one per worker, never shared.
+    pub owner: String,
+    /// How long a lease lasts without renewal; it is renewed every third of it.
+    pub lease: Duration,
+    /// Each session's folder (workspace, spilled outputs) is `<work_dir>/<session>`.
+    pub work_dir: PathBuf,
+    /// How long to wait before asking the queue again when it was empty.
+    pub poll: Duration,
+    /// Stop once the queue has been empty this long (`None`: never).
+    pub idle_exit: Option<Duration>,
+}
+
+/// How driving one session ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Every turn ran; the session is `done` (or `failed` when it missed its expectations).
+    Finished {
+        turn_ends: Vec<TurnEndKind>,
+        mismatches: Vec<String>,
+        /// Events the session held when this worker took it (more than 0 after a takeover).
+        earlier_events: usize,
+    },
+    /// The session could not be driven; it is marked `failed`.
+    Failed { why: String },
+    /// Another worker holds the session now: this one stopped driving it (its calls were
+    /// cancelled) and wrote nothing more to the log.
+    TakenOver { why: String },
+}
+
+/// What a running worker reports.
+#[derive(Debug)]
+pub enum Report<'a> {
+    /// A session it drove, and how that ended.
+    Driven(&'a Driven),
+    /// The store failed to answer; the worker tries again.
+    StoreFailed(&'a StoreError),
+}
+
+/// One session a worker drove.
+#[derive(Debug)]
+pub struct Driven {
+    pub session: SessionId,
+    /// The lease's fencing token.
+    pub token: i64,
+    /// Claims before this one (more than 0 after a takeover).
+    pub earlier_claims: i32,
+    pub outcome: Outcome,
+}
+
+/// Makes the tools a session's scenario may name beside the catalog's, for a session's
+/// folder (a test kit's probes write their markers there).
+pub type ExtraTools = Arc<dyn Fn(&std::path::Path) -> Vec<Arc<dyn Tool>> + Send + Sync>;
+
+/// A worker of the fleet.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use toolrail_runtime::fleet::{Worker, WorkerConfig};
+/// use toolrail_session_log::{Durability, PostgresStore};
+/// let store = PostgresStore::connect("postgres://toolrail@127.0.0.1/toolrail", Durability::Strict)?;
+/// let worker = Worker::new(store, WorkerConfig {
+///     owner: "worker-1".into(),
+///     lease: Duration::from_secs(10),
+///     work_dir: "/var/lib/toolrail/work".into(),
+///     poll: Duration::from_millis(50),
+///     idle_exit: Some(Duration::from_secs(5)),
+/// });
+/// let driven = worker.run(|report| println!("{report:?}")).await?;
+/// # Ok(()) }
+/// ```
+pub struct Worker {
+    store: PostgresStore,
+    config: WorkerConfig,
+    tools: Option<ExtraTools>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    pub fn new(store: PostgresStore, config: WorkerConfig) -> Self {
+        Self {
+            store,
+            config,
+            tools: None,
+        }
+    }
+
+    /// Tools every session's scenario may name beside the catalog's.
+    pub fn with_tools(mut self, tools: ExtraTools) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// Claims one session and drives it to its end; `None` when nothing waits.
+    pub async fn drive_next(&self) -> Result<Option<Driven>, StoreError> {
+        let claimed = self.store.claim(&self.config.owner, self.config.lease)?;
+        match claimed {
+            Some(claimed) => Ok(Some(self.drive(claimed).await)),
+            None => Ok(None),
+        }
+    }
+
+    /// Drives sessions until the queue stays empty for `idle_exit`, reporting each session
+    /// and each store failure; returns how many it drove. A store that fails (a restart, a
+    /// lock that timed out) is tried again with a growing pause, up to 5 s; a failure that
+    /// outlasts `idle_exit` ends the run with it.
+    pub async fn run(&self, mut report: impl FnMut(Report<'_>)) -> Result<usize, StoreError> {
+        let mut driven = 0;
+        let mut idle_since = Instant::now();
+        let mut pause = self.config.poll;
+        loop {
+            let idle_too_long = || {
+                self.config
+                    .idle_exit
+                    .is_some_and(|limit| idle_since.elapsed() >= limit)
+            };
+            match self.drive_next().await {
+                Ok(Some(done)) => {
+                    report(Report::Driven(&done));
+                    driven += 1;
+                    idle_since = Instant::now();
+                    pause = self.config.poll;
+                }
+                Ok(None) => {
+                    if idle_too_long() {
+                        return Ok(driven);
+                    }
+                    tokio::time::sleep(self.config.poll).await;
+                }
+                Err(error) => {
+                    report(Report::StoreFailed(&error));
+                    if idle_too_long() {
+                        return Err(error);
+                    }
+                    pause = (pause * 2).clamp(Duration::from_millis(100), Duration::from_secs(5));
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+
+    async fn drive(&self, claimed: Claimed) -> Driven {
+        let Claimed {
+            lease,
+            payload,
+            earlier_claims,
+        } = claimed;
+        let mut driven = self.drive_leased(lease, &payload).await;
+        driven.earlier_claims = earlier_claims;
+        driven
+    }
+
+    /// Drives the scenario `payload` under `lease`, a session this worker acquired itself
+    /// (not from the queue): renewal, recovery and fencing as for a claimed one.
+    pub async fn drive_leased(&self, lease: Lease, payload: &str) -> Driven {
+        let outcome = self.outcome(&lease, payload).await;
+        Driven {
+            session: lease.session.clone(),
+            token: lease.token,
+            earlier_claims: 0,
+            outcome,
+        }
+    }
+
+    async fn outcome(&self, lease: &Lease, payload: &str) -> Outcome {
+        let scenario = match Scenario::from_json(payload) {
+            Ok(scenario) => scenario,
+            Err(error) => return self.fail(lease, error.to_string()),
+        };
+        let cancel = CancellationToken::new();
+        let renewing = match Renewal::start(self.store.clone(), lease.clone(), cancel.clone()) {
+            Ok(renewing) => renewing,
+            Err(error) => {
+                return self.fail(lease, format!("the lease renewal could not start: {error}"));
+            }
+        };
+        let session_dir = self.config.work_dir.join(lease.session.as_str());
+        let options = RunOptions {
+            place: ScenarioPlace::Leased {
+                store: Store::from_postgres(self.store.clone(), "postgres (the fleet's store)"),
+                lease: lease.clone(),
+            },
+            cancel: Some(cancel),
+            tools: self
+                .tools
+                .as_ref()
+                .map(|tools| tools(&session_dir))
+                .unwrap_or_default(),
+            ..RunOptions::default()
+        };
+        let ran = scenario.run_with(&session_dir, options).await;
+        if let Some(why) = renewing.stop().await {
+            return Outcome::TakenOver { why };
+        }
+        match ran {
+            Ok(report) => match self.store.finish(lease, report.mismatches.is_empty()) {
+                Ok(()) => Outcome::Finished {
+                    turn_ends: report.turn_ends,
+                    mismatches: report.mismatches,
+                    earlier_events: report.earlier_events,
+                },
+                Err(error) => refused(error, None),
+            },
+            Err(error) => self.fail(lease, error.to_string()),
+        }
+    }
+
+    /// Marks the session failed, if its lease is still this worker's.
+    fn fail(&self, lease: &Lease, why: String) -> Outcome {
+        match self.store.finish(lease, false) {
+            Ok(()) => Outcome::Failed { why },
+            Err(error) => refused(error, Some(why)),
+        }
+    }
+}
+
+/// What a refused `finish` means: a lease lost to another worker (whose failure to write
+/// explains `first`), or a database that failed.
+fn refused(error: StoreError, first: Option<String>) -> Outcome {
+    if matches!(error, StoreError::Fenced { .. } | StoreError::Leased { .. }) {
+        return Outcome::TakenOver {
+            why: first.unwrap_or_else(|| error.to_string()),
+        };
+    }
+    Outcome::Failed {
+        why: format!(
+            "{}the session could not be marked finished: {error}",
+            first.map(|first| format!("{first}; ")).unwrap_or_default()
+        ),
+    }
+}
+
+/// Renews a lease every third of its life on a thread of its own (a renewal must not wait
+/// behind the session's work), and cancels the session once the lease is lost.
+struct Renewal {
+    stop: CancellationToken,
+    thread: Option<std::thread::JoinHandle<Option<String>>>,
+}
+
+impl Renewal {
+    fn start(
+        store: PostgresStore,
+        lease: Lease,
+        session: CancellationToken,
+    ) -> std::io::Result<Self> {
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let every = lease.ttl / 3;
+        // After a failed renewal the next try comes sooner: two slow tries must not let a
+        // live worker's lease run out.
+        let retry = lease.ttl / 10;
+        let thread = std::thread::Builder::new()
+            .name(format!("lease {}", lease.session))
+            .spawn(move || {
+                let mut wait = every;
+                loop {
+                    let deadline = Instant::now() + wait;
+                    while Instant::now() < deadline {
+                        if stopped.is_cancelled() {
+                            return None;
+                        }
+                        std::thread::sleep(Duration::from_millis(10).min(wait));
+                    }
+                    match store.renew(&lease) {
+                        Ok(()) => wait = every,
+                        Err(error @ (StoreError::Fenced { .. } | StoreError::Leased { .. })) => {
+                            session.cancel();
+                            return Some(error.to_string());
+                        }
+                        // A failed round trip is tried again soon; the appends' own fencing
+                        // still guards the log meanwhile.
+                        Err(_) => wait = retry,
+                    }
+                }
+            })?;
+        Ok(Self {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops renewing; says why the lease was lost, if it was.
+    async fn stop(mut self) -> Option<String> {
+        self.stop.cancel();
+        let thread = self.thread.take()?;
+        tokio::task::spawn_blocking(move || thread.join().ok().flatten())
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for Renewal {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
