@@ -176,6 +176,9 @@ pub struct ToolSpec {
     subject: Option<SubjectField>,
     always_ask: Option<String>,
     concurrency_note: Option<String>,
+    /// What may overlap with any call of this tool, when that does not depend on its
+    /// arguments (`None`: the tool decides, `Exclusive` unless it says otherwise).
+    declared: Option<Concurrency>,
 }
 
 impl ToolSpec {
@@ -202,6 +205,7 @@ impl ToolSpec {
             subject: None,
             always_ask: None,
             concurrency_note: None,
+            declared: None,
         }
     }
 
@@ -349,9 +353,57 @@ impl ToolSpec {
         self
     }
 
-    /// What [`ToolSpec::concurrency_note`] said, if anything.
+    /// What [`ToolSpec::concurrency_note`] said, or what a declaration says.
     pub fn concurrency_summary(&self) -> Option<&str> {
-        self.concurrency_note.as_deref()
+        self.concurrency_note.as_deref().or(match &self.declared {
+            Some(Concurrency::Shared(claims)) if claims.is_empty() => Some("shared"),
+            Some(Concurrency::Shared(_)) => Some("shared, with the claims it declares"),
+            Some(Concurrency::Exclusive) | None => None,
+        })
+    }
+
+    /// Every call of this tool may run beside other calls that allow it, claiming nothing:
+    /// the one builder call for a tool whose calls never conflict with anything (a pure
+    /// computation, a lookup). Whether the user lets it run without asking is another
+    /// fact: see [`ToolSpec::read_only`].
+    ///
+    /// A declaration is used for every call, whatever its arguments; a tool whose answer
+    /// depends on them (a read claim on the path it was given) overrides
+    /// [`Tool::concurrency`](crate::Tool::concurrency) or
+    /// [`TypedTool::concurrency`](crate::TypedTool::concurrency) instead and declares nothing.
+    ///
+    /// ```
+    /// use toolrail_tools_core::{Concurrency, ToolSpec};
+    /// let spec = ToolSpec::new("now", "The time.", serde_json::json!({"type": "object"}))
+    ///     .parallel_safe();
+    /// assert_eq!(spec.declared_concurrency(), Some(&Concurrency::shared()));
+    /// assert!(!spec.is_read_only(), "what may overlap and what is permitted stay apart");
+    /// ```
+    pub fn parallel_safe(mut self) -> Self {
+        self.declared = Some(Concurrency::shared());
+        self
+    }
+
+    /// Every call of this tool may run beside others whose claims do not conflict with
+    /// these (a claim is a resource key, read or written): calls that write one database
+    /// wait for each other, and run beside everything else.
+    ///
+    /// ```
+    /// use toolrail_tools_core::{Concurrency, ResourceClaim, ResourceKey, ToolSpec};
+    /// let db = ResourceClaim::write(ResourceKey::Custom("orders-db".into()));
+    /// let spec = ToolSpec::new("add_order", "Add an order.", serde_json::json!({"type": "object"}))
+    ///     .parallel_with([db.clone()]);
+    /// assert_eq!(spec.declared_concurrency(), Some(&Concurrency::Shared(vec![db])));
+    /// ```
+    pub fn parallel_with(mut self, claims: impl IntoIterator<Item = ResourceClaim>) -> Self {
+        self.declared = Some(Concurrency::Shared(claims.into_iter().collect()));
+        self
+    }
+
+    /// What [`ToolSpec::parallel_safe`] or [`ToolSpec::parallel_with`] declared, if
+    /// anything.
+    pub fn declared_concurrency(&self) -> Option<&Concurrency> {
+        self.declared.as_ref()
     }
 
     /// Why every call asks, for a tool that always asks.

@@ -125,9 +125,14 @@ pub trait Tool: Send + Sync + 'static {
     /// The definition.
     fn spec(&self) -> &ToolSpec;
 
-    /// What may overlap with this call. The default is the safe answer.
+    /// What may overlap with this call. The default is what the spec declares
+    /// ([`ToolSpec::parallel_safe`], [`ToolSpec::parallel_with`]), and without a
+    /// declaration the safe answer: `Exclusive`.
     fn concurrency(&self, _args: &Value) -> Concurrency {
-        Concurrency::Exclusive
+        self.spec()
+            .declared_concurrency()
+            .cloned()
+            .unwrap_or(Concurrency::Exclusive)
     }
 
     /// Extra argument checks beyond the input schema, run at parse time (before anything is
@@ -162,6 +167,44 @@ pub struct FinalizeView<'a> {
 
 /// A tool whose arguments are a Rust type: the input schema is derived from it and the body
 /// receives it deserialized. Wrap it in [`Typed`] to register it.
+///
+/// **Concurrency.** By default every call is `Exclusive`: it runs alone, after every earlier
+/// call of its batch committed — the safe answer for a tool that may change the world. A tool
+/// whose calls never conflict says so with one builder call on its spec,
+/// [`ToolSpec::parallel_safe`] (or [`ToolSpec::parallel_with`] for calls that claim a
+/// resource); one whose answer depends on the arguments overrides
+/// [`TypedTool::concurrency`]. `read_only` (what the user permits to run without asking) is
+/// a separate fact, set with [`ToolSpec::read_only`].
+///
+/// ```
+/// use toolrail_tools_core::{ToolContext, ToolOutput, ToolResult, ToolSpec, Typed, TypedTool};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct AddArgs {
+///     /// The numbers to add.
+///     numbers: Vec<f64>,
+/// }
+///
+/// struct Add;
+///
+/// impl TypedTool for Add {
+///     type Args = AddArgs;
+///
+///     fn spec(&self) -> ToolSpec {
+///         ToolSpec::for_args::<AddArgs>("add", "Add numbers.")
+///             .read_only()
+///             .parallel_safe()
+///     }
+///
+///     async fn run(&self, _ctx: &ToolContext, args: AddArgs) -> ToolResult {
+///         Ok(ToolOutput::text(args.numbers.iter().sum::<f64>().to_string()))
+///     }
+/// }
+///
+/// let tool = Typed::new(Add);
+/// # use toolrail_tools_core::{Concurrency, Tool};
+/// assert_eq!(tool.concurrency(&serde_json::json!({"numbers": [1]})), Concurrency::shared());
+/// ```
 pub trait TypedTool: Send + Sync + 'static {
     /// The argument type; its `JsonSchema` is the tool's input schema.
     type Args: DeserializeOwned + JsonSchema + Send;
@@ -169,7 +212,8 @@ pub trait TypedTool: Send + Sync + 'static {
     /// The definition; build it with [`ToolSpec::for_args::<Self::Args>`].
     fn spec(&self) -> ToolSpec;
 
-    /// What may overlap with this call.
+    /// What may overlap with this call, when it depends on the arguments. Not consulted
+    /// when the spec declares the tool's concurrency; by default `Exclusive`.
     fn concurrency(&self, _args: &Self::Args) -> Concurrency {
         Concurrency::Exclusive
     }
@@ -213,6 +257,9 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
 
     fn concurrency(&self, args: &Value) -> Concurrency {
+        if let Some(declared) = self.spec.declared_concurrency() {
+            return declared.clone();
+        }
         match Self::decode(args) {
             Ok(decoded) => self.inner.concurrency(&decoded),
             Err(_) => Concurrency::Exclusive,
