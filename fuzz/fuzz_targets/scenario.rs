@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use toolrail_testkit::Scenario;
+use toolrail_runtime::scenario::Scenario;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -16,13 +16,16 @@ pub enum Allowed {
     Only(&'static [&'static str]),
     /// Every crate of the table except `cli`: the test kit may drive any library.
     EveryLibrary,
-    /// Every crate of the table: the binary at the top.
-    Everything,
+    /// Every library of the table but the test kit, in its code and in its tests: the
+    /// shipped binary is assembled by the runtime, never by test support.
+    Product,
 }
 
 /// The layer table, top to bottom of DESIGN §2 reversed. A new crate must be added here
 /// with the crates it may use; the check refuses crates it does not know.
 pub const LAYERS: &[(&str, Allowed)] = &[
+    // What tests and benches share, below everything: it depends on no toolrail crate.
+    ("test-support", Allowed::Only(&[])),
     ("session-log", Allowed::Only(&[])),
     ("tools-core", Allowed::Only(&["session-log"])),
     (
@@ -66,14 +69,41 @@ pub const LAYERS: &[(&str, Allowed)] = &[
             "session-log",
         ]),
     ),
+    // The facade people `cargo add`: the runtime and the crates whose names an embedder
+    // writes.
+    (
+        "toolrail",
+        Allowed::Only(&[
+            "runtime",
+            "agent-loop",
+            "code-mode",
+            "providers",
+            "mcp",
+            "fs-tools",
+            "shell-tool",
+            "interaction",
+            "permissions",
+            "policy-guards",
+            "presenters",
+            "tools-core",
+            "session-log",
+        ]),
+    ),
     ("testkit", Allowed::EveryLibrary),
-    ("cli", Allowed::Everything),
+    ("cli", Allowed::Product),
 ];
 
-/// Every crate may use the test kit in its tests, on top of what it may use in its code.
-const DEV_EXTRA: &str = "testkit";
+/// Crates every crate may use in its tests, on top of what it may use in its code: the
+/// test kit (not in the product's own tests) and the leaf test support.
+const DEV_EXTRA: &[&str] = &["testkit", "test-support"];
+
+/// The test kit, which the product (`cli`) never depends on.
+const TESTKIT: &str = "testkit";
 
 const PACKAGE_PREFIX: &str = "toolrail-";
+
+/// The facade crate's directory and package name.
+const FACADE: &str = "toolrail";
 
 /// One `crates/*` package as the rule sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,7 +165,12 @@ pub fn crates_of(packages: &[Package], workspace_root: &Path) -> Vec<CrateDeps> 
 pub fn check(crates: &[CrateDeps]) -> Vec<Violation> {
     let mut violations = Vec::new();
     for krate in crates {
-        let expected_name = format!("{PACKAGE_PREFIX}{}", krate.dir);
+        // The facade is the one crate people name without the prefix: `toolrail`.
+        let expected_name = if krate.dir == FACADE {
+            FACADE.to_owned()
+        } else {
+            format!("{PACKAGE_PREFIX}{}", krate.dir)
+        };
         if krate.package != expected_name {
             violations.push(Violation(format!(
                 "the package in crates/{} is named {}; crates/<dir> must be named {expected_name}",
@@ -181,11 +216,15 @@ fn may_depend(dir: &str, allowed: Allowed, dep_dir: &str, kind: DepKind) -> bool
     let by_layer = match allowed {
         Allowed::Only(list) => list.contains(&dep_dir),
         Allowed::EveryLibrary => known && dep_dir != "cli",
-        Allowed::Everything => known,
+        Allowed::Product => known && dep_dir != TESTKIT && dep_dir != dir,
     };
-    // A crate's own tests may use the test kit, but the test kit cannot test itself with
-    // itself (Cargo would reject that anyway).
-    let dev_extra = kind == DepKind::Dev && dep_dir == DEV_EXTRA && dir != DEV_EXTRA;
+    // A crate's own tests may use the test kit (but the test kit cannot test itself with
+    // itself, and the product not at all) and the test support.
+    let product = matches!(allowed, Allowed::Product);
+    let dev_extra = kind == DepKind::Dev
+        && DEV_EXTRA.contains(&dep_dir)
+        && dep_dir != dir
+        && !(product && dep_dir == TESTKIT);
     by_layer || dev_extra
 }
 
@@ -202,10 +241,15 @@ fn describe(allowed: Allowed, kind: DepKind) -> String {
         Allowed::Only([]) => "nothing".to_owned(),
         Allowed::Only(list) => list.join(", "),
         Allowed::EveryLibrary => "every crate of the table except cli".to_owned(),
-        Allowed::Everything => "every crate of the table".to_owned(),
+        Allowed::Product => "every library of the table but testkit".to_owned(),
     };
     if kind == DepKind::Dev {
-        text.push_str(", plus testkit in dev-dependencies");
+        text.push_str(match allowed {
+            Allowed::Product => ", plus test-support in dev-dependencies",
+            Allowed::Only(_) | Allowed::EveryLibrary => {
+                ", plus testkit and test-support in dev-dependencies"
+            }
+        });
     }
     text
 }
@@ -238,9 +282,30 @@ mod tests {
                 ],
             ),
             krate("testkit", &[("toolrail-code-mode", DepKind::Normal)]),
-            krate("cli", &[("toolrail-testkit", DepKind::Normal)]),
+            krate(
+                "cli",
+                &[
+                    ("toolrail-runtime", DepKind::Normal),
+                    ("toolrail-test-support", DepKind::Dev),
+                ],
+            ),
         ];
         assert_eq!(check(&crates), vec![]);
+    }
+
+    #[test]
+    fn the_product_never_depends_on_the_test_kit_not_even_in_its_tests() {
+        for kind in [DepKind::Normal, DepKind::Dev] {
+            let crates = [krate("cli", &[("toolrail-testkit", kind)])];
+            let violations = check(&crates);
+            assert_eq!(violations.len(), 1, "{kind:?}: {violations:?}");
+            assert!(
+                violations[0]
+                    .0
+                    .contains("every library of the table but testkit"),
+                "{violations:?}"
+            );
+        }
     }
 
     #[test]
@@ -327,7 +392,8 @@ mod tests {
             check(&dev_up),
             vec![Violation(
                 "toolrail-tools-core -> toolrail-agent-loop (dev-dependency) is not allowed \
-                 (tools-core may depend on: session-log, plus testkit in dev-dependencies)"
+                 (tools-core may depend on: session-log, plus testkit and test-support in \
+                 dev-dependencies)"
                     .to_owned()
             )]
         );

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use toolrail_testkit::{RunOptions, Scenario};
+use toolrail_runtime::scenario::{RunOptions, Scenario};
 
-use crate::run::{execute, expectations_met};
+use crate::run::{execute, expectations_met, scenario_error};
 use crate::session::{summary_of, write_page};
 use crate::{absolute_dir, bad_input, fresh_dir};
 
@@ -48,20 +48,23 @@ pub fn run(args: DemoArgs) -> Result<()> {
          workspace: {}\n",
         session_dir.join("workspace").display()
     );
-    let finished = execute(
-        &scenario,
-        &session_dir,
-        RunOptions {
+    let finished = execute(&session_dir, false, |live| async {
+        let options = RunOptions {
+            live: Some(live),
             extra_files,
             ..RunOptions::default()
-        },
-        false,
-    )?;
+        };
+        let report = scenario
+            .run_with(&session_dir, options)
+            .await
+            .map_err(scenario_error)?;
+        Ok((report.turn_ends, report.mismatches))
+    })?;
     let page = session_dir.join("session.html");
     write_page(&page, "toolrail demo", &finished.events)?;
     println!("\n{}", summary_of(&finished.events).line());
     println!("log:  {}", finished.log.display());
     println!("page: {}", page.display());
     println!("replay it with: toolrail replay {}", finished.log.display());
-    expectations_met(&finished.report)
+    expectations_met(&finished.mismatches)
 }

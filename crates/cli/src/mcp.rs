@@ -41,13 +41,9 @@ pub fn run(args: McpArgs) -> Result<()> {
     }
     .map_err(|error| bad_input!("{error}"))?;
     // The shipped tools first, so a name an MCP tool cannot have shows as taken.
-    let shipped = toolrail_testkit::Scenario::from_json(
-        r#"{"toolset": ["read", "write", "edit", "glob", "grep", "bash", "todo_write"], "turns": []}"#,
-    )
-    .map_err(|error| anyhow::anyhow!("{error}"))?;
-    let workspace = std::env::current_dir()?;
-    let registry = shipped
-        .tools(&workspace, &std::env::temp_dir())
+    let registry = toolrail_runtime::Agent::builder()
+        .workspace([std::env::current_dir()?])
+        .tool_set()
         .map_err(|error| anyhow::anyhow!("{error}"))?;
     runtime()?.block_on(async {
         let servers = McpServers::start(&parsed, &registry).await;

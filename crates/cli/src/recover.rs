@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use toolrail_fs_tools::FsEffectProbe;
-use toolrail_session_log::{EffectProbe, EventData, SessionStore, call_records, recover};
+use toolrail_runtime::Recovery;
+use toolrail_session_log::{EffectProbe, SessionStore, recover};
 
 use crate::session::SessionFile;
 use crate::{bad_input, runtime};
@@ -31,41 +32,11 @@ pub fn run(args: RecoverArgs) -> Result<()> {
         &probes,
         &opened.log,
     ))?;
-    if report.is_empty() {
+    let recovery = Recovery::new(&report, &opened.events);
+    if recovery.is_empty() {
         println!("{}: nothing to repair", file.path.display());
-        return Ok(());
-    }
-    if report.torn_bytes_dropped > 0 {
-        println!(
-            "cut a torn last line ({} bytes): a write the crash interrupted",
-            report.torn_bytes_dropped
-        );
-    }
-    let records = call_records(&opened.events);
-    for (call_id, code) in &report.repaired {
-        let name = records
-            .iter()
-            .find(|record| record.call_id == *call_id)
-            .map_or("?", |record| record.name.as_str());
-        let why = match code.as_ref().map(|code| code.as_str()) {
-            Some("TOOL_NOT_STARTED") => "it never started: safe to retry if still needed",
-            Some("TOOL_OUTCOME_UNKNOWN") => "it started and may have acted: verify before retrying",
-            Some(_) => "it started; the probe settled what happened",
-            None => "it started, and the file probe found its change complete",
-        };
-        let code = code.as_ref().map_or("completed", |code| code.as_str());
-        println!("{call_id} ({name}): {code} — {why}");
-    }
-    if let Some(turn) = report.closed_turn {
-        println!("turn {} closed as interrupted", turn.0);
-    }
-    let repaired = opened
-        .events
-        .iter()
-        .filter(|event| matches!(event.data, EventData::RecoveryRepaired(_)))
-        .count();
-    if repaired > 0 {
-        println!("(the log holds {repaired} earlier repairs)");
+    } else {
+        println!("{recovery}");
     }
     Ok(())
 }

@@ -1,21 +1,26 @@
-//! `toolrail run`: a session on the real runtime, shown live, summarised, and optionally
-//! written as a page or as JSON. Either a scripted one (`--scenario FILE`, the testkit's
-//! scenario format) or a real model's (`--provider openai|anthropic --model NAME --prompt
-//! TEXT`) with the shipped tools, a permission preset (default `untrusted`) and approvals
-//! asked on the terminal (no terminal: nobody to ask, so asking means no).
+//! `toolrail run`: a session on the runtime, shown live, summarised, and optionally written
+//! as a page or as JSON. Either a scripted one (`--scenario FILE`, docs/scenarios.md) or a
+//! real model's (`--provider openai|anthropic --model NAME --prompt TEXT`): an `Agent` with
+//! the shipped tools, a permission preset (default `untrusted`) and approvals asked on the
+//! terminal (no terminal: nobody to ask, so asking means no).
 
+use std::future::Future;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde_json::json;
+use toolrail_agent_loop::Live;
 use toolrail_interaction::TerminalApprovals;
-use toolrail_permissions::{Preset, RuleFile};
+use toolrail_permissions::RuleFile;
 use toolrail_presenters::{Card, colour_wanted};
-use toolrail_providers::{ApiKey, ProviderClient, ProviderConfig, Wire};
+use toolrail_runtime::scenario::{RunOptions, SCENARIO_SESSION, Scenario, ScenarioError};
+use toolrail_runtime::{
+    Agent, AgentError, BuildError, ModelConfig, PermissionsConfig, PresetName, ProviderName,
+    SessionConfig,
+};
 use toolrail_session_log::{AssistantBlock, Durability, Event, EventData, JsonlStore, SessionId};
-use toolrail_testkit::{RunOptions, Scenario, ScenarioError, ScenarioReport};
 
 use crate::live::{LiveStyle, follow};
 use crate::session::{session_title, summary_of, write_page};
@@ -92,41 +97,59 @@ enum ProviderArg {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
-    let mut options = RunOptions::default();
-    let mut scenario = match (&args.scenario, args.provider) {
-        (Some(path), _) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|error| bad_input!("cannot read {}: {error}", path.display()))?;
-            Scenario::from_json(&text).map_err(|error| bad_input!("{}: {error}", path.display()))?
-        }
-        (None, Some(provider)) => provider_session(&args, provider, &mut options)?,
-        (None, None) => return Err(bad_input!("give --scenario FILE or --provider")),
-    };
     if let (Some(url), Some(path)) = (&args.store, &args.scenario) {
         // The queue and other workers get the file's own text: a worker reads it as is.
         let payload = std::fs::read_to_string(path)
             .map_err(|error| bad_input!("cannot read {}: {error}", path.display()))?;
+        Scenario::from_json(&payload).map_err(|error| bad_input!("{}: {error}", path.display()))?;
         return crate::worker::run_stored(url, args.session.clone(), &payload, args.enqueue);
-    }
-    if let Some(toolset) = args.toolset {
-        scenario.toolset = toolset;
-    }
-    if let Some(rules) = &args.rules {
-        scenario.config.permissions = Some(rule_file(rules)?);
     }
     if let Some(out) = &args.html {
         writable_target(out)?;
     }
-    let session_dir = match args.session_dir {
-        Some(dir) => absolute_dir("--session-dir", &dir)?,
+    let session_dir = match &args.session_dir {
+        Some(dir) => absolute_dir("--session-dir", dir)?,
         None => fresh_dir("run")?,
     };
-    options.workspace = match (args.workspace, args.provider) {
-        (Some(workspace), _) => Some(absolute_dir("--workspace", &workspace)?),
-        (None, Some(_)) => Some(std::env::current_dir()?),
-        (None, None) => None,
+    let finished = match (&args.scenario, args.provider) {
+        (Some(path), _) => {
+            let scenario = scenario_of(&args, path)?;
+            let workspace = match &args.workspace {
+                Some(workspace) => Some(absolute_dir("--workspace", workspace)?),
+                None => None,
+            };
+            let folder = session_dir.clone();
+            execute(&session_dir, args.json, |live| async move {
+                let options = RunOptions {
+                    live: Some(live),
+                    workspace,
+                    ..RunOptions::default()
+                };
+                let report = scenario
+                    .run_with(&folder, options)
+                    .await
+                    .map_err(scenario_error)?;
+                Ok((report.turn_ends, report.mismatches))
+            })?
+        }
+        (None, Some(provider)) => {
+            let config = provider_config(&args, provider, &session_dir)?;
+            let prompt = args.prompt.clone().unwrap_or_default();
+            execute(&session_dir, args.json, |live| async move {
+                let agent = Agent::builder()
+                    .config(config)
+                    .session_id(SCENARIO_SESSION)
+                    .approvals(Arc::new(TerminalApprovals::stdio()))
+                    .live(live)
+                    .build()
+                    .await
+                    .map_err(build_error)?;
+                let answer = agent.prompt(prompt).await.map_err(turn_error)?;
+                Ok((vec![answer.end], Vec::new()))
+            })?
+        }
+        (None, None) => return Err(bad_input!("give --scenario FILE or --provider")),
     };
-    let finished = execute(&scenario, &session_dir, options, args.json)?;
     if let Some(out) = &args.html {
         write_page(out, &session_title(&finished.events), &finished.events)?;
     }
@@ -134,9 +157,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     if args.json {
         let report = json!({
             "log": finished.log,
-            "turn_ends": finished.report.turn_ends,
+            "turn_ends": finished.turn_ends,
             "summary": summary,
-            "mismatches": finished.report.mismatches,
+            "mismatches": finished.mismatches,
             "page": args.html,
             "cards": finished.cards,
         });
@@ -151,65 +174,108 @@ pub fn run(args: RunArgs) -> Result<()> {
             println!("page: {}", out.display());
         }
     }
-    expectations_met(&finished.report)
+    expectations_met(&finished.mismatches)
 }
 
-/// The session a real model drives: the shipped tools, the preset (or the rule file given),
-/// the terminal as approver, and one turn with the prompt.
-fn provider_session(
+/// The scenario file, with the tool set and rule file the flags give instead of its own.
+fn scenario_of(args: &RunArgs, path: &Path) -> Result<Scenario> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| bad_input!("cannot read {}: {error}", path.display()))?;
+    let mut scenario =
+        Scenario::from_json(&text).map_err(|error| bad_input!("{}: {error}", path.display()))?;
+    if let Some(toolset) = &args.toolset {
+        scenario.config.tools.enabled.clone_from(toolset);
+        scenario
+            .config
+            .tools
+            .deferred
+            .retain(|name| toolset.contains(name));
+    }
+    if let Some(rules) = &args.rules {
+        // Checked now, with its name and line in the error, before anything is written.
+        RuleFile::load(rules).map_err(|error| bad_input!("{error}"))?;
+        scenario.config.permissions = PermissionsConfig {
+            file: Some(absolute_dir("--rules", rules)?),
+            plan_mode: scenario.config.permissions.plan_mode,
+            ..PermissionsConfig::default()
+        };
+    }
+    Ok(scenario)
+}
+
+/// The session a real model drives: the shipped tools in the workspace (default: the
+/// current folder), the preset, the model the flags name, the log in the session folder.
+fn provider_config(
     args: &RunArgs,
     provider: ProviderArg,
-    options: &mut RunOptions,
-) -> Result<Scenario> {
-    let wire = match provider {
-        ProviderArg::Openai => Wire::OpenAi,
-        ProviderArg::Anthropic => Wire::Anthropic,
+    session_dir: &Path,
+) -> Result<SessionConfig> {
+    let preset: PresetName = serde_json::from_value(json!(args.preset)).map_err(|_| {
+        bad_input!(
+            "--preset {}: use one of untrusted, workspace, never-ask, full-auto",
+            args.preset
+        )
+    })?;
+    let provider = match provider {
+        ProviderArg::Openai => ProviderName::Openai,
+        ProviderArg::Anthropic => ProviderName::Anthropic,
     };
-    let base_url = args.base_url.clone().unwrap_or_else(|| {
-        match wire {
-            Wire::OpenAi => "https://api.openai.com/v1",
-            Wire::Anthropic => "https://api.anthropic.com",
+    let mut model = ModelConfig::new(provider, args.model.clone().unwrap_or_default());
+    model.base_url.clone_from(&args.base_url);
+    model.api_key_env.clone_from(&args.api_key_env);
+    model.strict = args.strict;
+    let mut config = SessionConfig::default();
+    config.workspace.roots = vec![match &args.workspace {
+        Some(workspace) => absolute_dir("--workspace", workspace)?,
+        None => std::env::current_dir()?,
+    }];
+    config.permissions.preset = Some(preset);
+    config.model = Some(model);
+    config.limits.max_steps = args.max_steps;
+    config.store.url = format!("jsonl:{}", session_dir.display());
+    config
+        .validate()
+        .map_err(|error| bad_input!("{}", flag_error(&error.to_string())))?;
+    Ok(config)
+}
+
+/// A configuration error as the flags that set the field name it.
+fn flag_error(message: &str) -> String {
+    message
+        .replace("`model.strict`", "--strict")
+        .replace("`model.api_key_env`", "--api-key-env")
+        .replace("`model.base_url`", "--base-url")
+        .replace("`model.model`", "--model")
+        .replace("`limits.max_steps`", "--max-steps")
+}
+
+/// A scenario that cannot run because of what it (or a flag) says is bad input (exit 2);
+/// a store or a turn that failed inside is not.
+pub fn scenario_error(error: ScenarioError) -> anyhow::Error {
+    match error {
+        ScenarioError::Invalid(why) => bad_input!("the scenario is not valid: {why}"),
+        ScenarioError::Build(error) => build_error(error),
+        ScenarioError::Workspace(why) => {
+            bad_input!("the workspace could not be prepared: {why}; give a writable folder")
         }
-        .to_owned()
-    });
-    let model = args.model.clone().unwrap_or_default();
-    let mut config = ProviderConfig::new(wire, base_url, model);
-    if let Some(name) = &args.api_key_env {
-        if std::env::var_os(name).is_none_or(|key| key.is_empty()) {
-            return Err(bad_input!(
-                "--api-key-env {name}: the variable is not set; export it with the key"
-            ));
+        ScenarioError::Turn(error) => turn_error(error),
+    }
+}
+
+fn build_error(error: BuildError) -> anyhow::Error {
+    match error {
+        invalid @ (BuildError::Config(_)
+        | BuildError::NoModel
+        | BuildError::NotBuilt { .. }
+        | BuildError::Registry(_)) => bad_input!("{}", flag_error(&invalid.to_string())),
+        other @ (BuildError::Store(_) | BuildError::Session(_) | BuildError::Model(_)) => {
+            anyhow::Error::new(other)
         }
-        config.api_key = ApiKey::Env(name.clone());
     }
-    if args.strict && wire == Wire::Anthropic {
-        return Err(bad_input!(
-            "--strict is OpenAI's strict mode; the anthropic format has none"
-        ));
-    }
-    config.strict = args.strict;
-    let client = ProviderClient::new(config)
-        .map_err(|error| anyhow::anyhow!("the model client could not be made: {error}"))?;
-    if !Preset::ALL
-        .iter()
-        .any(|preset| preset.as_str() == args.preset)
-    {
-        let known: Vec<&str> = Preset::ALL.iter().map(|preset| preset.as_str()).collect();
-        return Err(bad_input!(
-            "--preset {}: use one of {}",
-            args.preset,
-            known.join(", ")
-        ));
-    }
-    options.model = Some(Arc::new(client));
-    options.approvals = Some(Arc::new(TerminalApprovals::stdio()));
-    options.max_steps = Some(args.max_steps);
-    let scenario = json!({
-        "toolset": ["read", "write", "edit", "glob", "grep", "bash", "todo_write"],
-        "config": {"permissions": {"preset": args.preset}},
-        "turns": [{"user": args.prompt.clone().unwrap_or_default(), "model": []}],
-    });
-    Scenario::from_json(&scenario.to_string()).map_err(|error| anyhow::anyhow!("{error}"))
+}
+
+fn turn_error(error: AgentError) -> anyhow::Error {
+    anyhow::Error::new(error)
 }
 
 /// What the model said last, after its calls' cards.
@@ -252,51 +318,33 @@ pub fn writable_target(out: &Path) -> Result<()> {
     }
 }
 
-/// A rule file, checked with its name and line in errors, as the scenario's JSON shape.
-fn rule_file(path: &Path) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| bad_input!("cannot read {}: {error}", path.display()))?;
-    let name = path.display().to_string();
-    let toml = path
-        .extension()
-        .is_some_and(|extension| extension == "toml");
-    if toml {
-        RuleFile::from_toml(&text, &name).map_err(|error| bad_input!("{error}"))?;
-        toml::from_str(&text).map_err(|error| bad_input!("{name}: {error}"))
-    } else {
-        RuleFile::from_json(&text, &name).map_err(|error| bad_input!("{error}"))?;
-        serde_json::from_str(&text).map_err(|error| bad_input!("{name}: {error}"))
-    }
-}
-
-/// A run's outcome: what the scenario runner reports, the log's events, and the cards shown.
+/// A run's outcome: how its turns ended, how it differed from what was expected, the log's
+/// events, and the cards shown.
 pub struct Finished {
-    pub report: ScenarioReport,
+    pub turn_ends: Vec<toolrail_session_log::TurnEndKind>,
+    pub mismatches: Vec<String>,
     /// The session log's file.
     pub log: PathBuf,
     pub events: Vec<Event>,
     pub cards: Vec<Card>,
 }
 
-/// Runs `scenario` with the live view (quiet when `machine`), then reads its log back.
-pub fn execute(
-    scenario: &Scenario,
-    session_dir: &Path,
-    mut options: RunOptions,
-    machine: bool,
-) -> Result<Finished> {
+/// What driving a session came to: its turns' ends, and how it differed from expectations.
+pub type Driven = (Vec<toolrail_session_log::TurnEndKind>, Vec<String>);
+
+/// Drives the session `drive` makes (it is given the live view's sink; its log must be
+/// `<session_dir>/scenario.jsonl`), with the live view (quiet when `machine`), then reads
+/// its log back.
+pub fn execute<F, Fut>(session_dir: &Path, machine: bool, drive: F) -> Result<Finished>
+where
+    F: FnOnce(Live) -> Fut,
+    Fut: Future<Output = Result<Driven>>,
+{
     std::fs::create_dir_all(session_dir)
         .with_context(|| format!("creating {}", session_dir.display()))?;
     let store = JsonlStore::new(session_dir, Durability::Strict)?;
-    let log = store.path_of(&SessionId::new("scenario"))?;
-    let terminal = std::io::stdout().is_terminal();
-    let style = LiveStyle {
-        terminal,
-        colour: colour_wanted(terminal),
-        quiet: machine,
-    };
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    options.live = Some(sender);
+    let id = SessionId::new(SCENARIO_SESSION);
+    let log = store.path_of(&id)?;
     if log.exists() {
         return Err(bad_input!(
             "{} already holds a session ({}); give an empty --session-dir",
@@ -304,26 +352,25 @@ pub fn execute(
             log.display()
         ));
     }
+    let terminal = std::io::stdout().is_terminal();
+    let style = LiveStyle {
+        terminal,
+        colour: colour_wanted(terminal),
+        quiet: machine,
+    };
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
     let runtime = runtime()?;
-    let id = SessionId::new("scenario");
-    let (report, cards) = runtime.block_on(async {
-        let watching = tokio::spawn(follow(receiver, store.clone(), id, style));
-        let report = scenario.run_with(session_dir, options).await;
-        (report, watching.await)
+    let (driven, cards) = runtime.block_on(async {
+        let watching = tokio::spawn(follow(receiver, store.clone(), id.clone(), style));
+        let driven = drive(Arc::new(sender)).await;
+        (driven, watching.await)
     });
-    let report = report.map_err(|error| match error {
-        ScenarioError::Invalid(why) => bad_input!("the scenario is not valid: {why}"),
-        invalid @ ScenarioError::Scheduler(_) => bad_input!("{invalid}"),
-        ScenarioError::Registry(why) => bad_input!("the scenario's tool set: {why}"),
-        ScenarioError::Workspace(why) => {
-            bad_input!("the workspace could not be prepared: {why}; give a writable folder")
-        }
-        other @ (ScenarioError::Store(_) | ScenarioError::Loop(_)) => anyhow::Error::new(other),
-    })?;
+    let (turn_ends, mismatches) = driven?;
     let cards = cards.context("the live view failed")?;
-    let events = store.read(&SessionId::new("scenario"))?.events;
+    let events = store.read(&id)?.events;
     Ok(Finished {
-        report,
+        turn_ends,
+        mismatches,
         log,
         events,
         cards,
@@ -331,15 +378,15 @@ pub fn execute(
 }
 
 /// A run that differs from its scenario's `expect` fails (exit 1), naming each difference.
-pub fn expectations_met(report: &ScenarioReport) -> Result<()> {
-    if report.mismatches.is_empty() {
+pub fn expectations_met(mismatches: &[String]) -> Result<()> {
+    if mismatches.is_empty() {
         return Ok(());
     }
-    for mismatch in &report.mismatches {
+    for mismatch in mismatches {
         eprintln!("expected otherwise: {mismatch}");
     }
     anyhow::bail!(
         "the run differs from the scenario's expectations in {} ways",
-        report.mismatches.len()
+        mismatches.len()
     )
 }

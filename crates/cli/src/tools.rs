@@ -1,38 +1,32 @@
-//! `toolrail tools [--toolset …]`: the tool set a session would get, one line per tool.
+//! `toolrail tools [--toolset …]`: the tool set a session would get, one line per tool,
+//! made by the runtime as a session makes it (nothing is started or written).
 
 use std::path::PathBuf;
 
 use anyhow::Result;
-use toolrail_testkit::Scenario;
+use toolrail_runtime::{Agent, catalog};
 use toolrail_tools_core::Exposure;
 
 use crate::bad_input;
 
 #[derive(clap::Args)]
 pub struct ToolsArgs {
-    /// The tools, by name (as in a scenario's `toolset`).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "read,write,edit,glob,grep,bash,todo_write,ask_user"
-    )]
-    toolset: Vec<String>,
+    /// The shipped tools, by catalog name (default: every one).
+    #[arg(long, value_delimiter = ',')]
+    toolset: Option<Vec<String>>,
     /// The workspace the file tools and bash would be confined to.
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
 }
 
 pub fn run(args: ToolsArgs) -> Result<()> {
-    let scenario =
-        Scenario::from_json(&serde_json::json!({"toolset": args.toolset, "turns": []}).to_string())
-            .map_err(|error| bad_input!("{error}"))?;
-    let workspace = std::fs::canonicalize(&args.workspace)
-        .map_err(|error| bad_input!("workspace {}: {error}", args.workspace.display()))?;
-    let registry = scenario
-        .tools(
-            &workspace,
-            &crate::absolute_dir("TMPDIR", &std::env::temp_dir())?,
-        )
+    let names = args
+        .toolset
+        .unwrap_or_else(|| catalog::names().map(str::to_owned).collect());
+    let registry = Agent::builder()
+        .workspace([&args.workspace])
+        .tools(names)
+        .tool_set()
         .map_err(|error| bad_input!("{error}"))?;
     let tools = registry.snapshot();
     println!(

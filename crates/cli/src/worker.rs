@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
+use toolrail_runtime::fleet::{Driven, Outcome, Report, Worker, WorkerConfig};
 use toolrail_session_log::{Durability, PostgresStore, SessionId, StoreError};
-use toolrail_testkit::fleet::{Driven, Outcome, Report, Worker, WorkerConfig};
 
 use crate::session::summary_of;
 use crate::{bad_input, fresh_dir};

@@ -36,7 +36,8 @@ fn path(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testkit/scenarios/");
+/// Scenario files on the shipped tools (the CLI has no test probes).
+const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scenarios/");
 
 #[test]
 fn the_demo_runs_in_a_fresh_folder_and_leaves_its_log_and_page() {
@@ -180,7 +181,7 @@ fn run_replays_to_the_same_cards_and_writes_the_page() {
     let output = toolrail(&["replay", path(&log)]);
     let text = stdout(&output);
     assert!(
-        text.contains("user: Record the step, then probe twice more."),
+        text.contains("user: Record the step, then echo twice more."),
         "{text}"
     );
     assert!(text.contains("APPROVAL_REJECTED"), "{text}");
@@ -197,16 +198,31 @@ fn run_takes_a_tool_set_and_a_rule_file() {
     let scenario = dir.path().join("s.json");
     std::fs::write(
         &scenario,
-        r#"{"toolset": [], "turns": [{"user": "go", "model": [
-            {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"},
-                            {"id": "c2", "name": "probe_idem", "arguments": "{}"}], "stop_reason": "tool_use"},
-            {"text": "done", "stop_reason": "end_turn"}]}]}"#,
+        r#"{
+          "config": {"tools": {"enabled": []}, "permissions": {"preset": "full-auto"}},
+          "workspace": {"files": {"a.txt": "alpha\n"}},
+          "turns": [
+            {
+              "user": "go",
+              "model": [
+                {
+                  "tool_calls": [
+                    {"id": "c1", "name": "glob", "arguments": "{\"pattern\": \"*.txt\"}"},
+                    {"id": "c2", "name": "grep", "arguments": "{\"pattern\": \"alpha\"}"}
+                  ],
+                  "stop_reason": "tool_use"
+                },
+                {"text": "done", "stop_reason": "end_turn"}
+              ]
+            }
+          ]
+        }"#,
     )
     .unwrap();
     let rules = dir.path().join("rules.toml");
     std::fs::write(
         &rules,
-        "preset = \"full-auto\"\n\n[[deny]]\nrule = \"probe_idem\"\nreason = \"not today\"\n",
+        "preset = \"full-auto\"\n\n[[deny]]\nrule = \"grep\"\nreason = \"not today\"\n",
     )
     .unwrap();
     let output = toolrail(&[
@@ -216,14 +232,14 @@ fn run_takes_a_tool_set_and_a_rule_file() {
         "--session-dir",
         path(&dir.path().join("s")),
         "--toolset",
-        "probe,probe_idem",
+        "glob,grep",
         "--rules",
         path(&rules),
     ]);
     let text = stdout(&output);
     assert!(output.status.success(), "{text}{}", stderr(&output));
-    assert!(text.contains("✓ probe"), "{text}");
-    assert!(text.contains("✗ probe_idem  POLICY_DENIED"), "{text}");
+    assert!(text.contains("✓ glob *.txt"), "{text}");
+    assert!(text.contains("✗ grep alpha  POLICY_DENIED"), "{text}");
     assert!(text.contains("not today"), "{text}");
 }
 
@@ -231,7 +247,15 @@ fn run_takes_a_tool_set_and_a_rule_file() {
 fn bad_input_exits_with_2_and_names_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("bad.json");
-    std::fs::write(&scenario, r#"{"toolset": [], "turns": [], "speed": 9}"#).unwrap();
+    std::fs::write(
+        &scenario,
+        r#"{
+      "config": {"tools": {"enabled": []}, "permissions": {"preset": "full-auto"}},
+      "turns": [],
+      "speed": 9
+    }"#,
+    )
+    .unwrap();
     let output = toolrail(&["run", "--scenario", path(&scenario)]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
@@ -241,7 +265,14 @@ fn bad_input_exits_with_2_and_names_what_is_wrong() {
     );
 
     let unknown_tool = dir.path().join("tool.json");
-    std::fs::write(&unknown_tool, r#"{"toolset": ["teleport"], "turns": []}"#).unwrap();
+    std::fs::write(
+        &unknown_tool,
+        r#"{
+      "config": {"tools": {"enabled": ["teleport"]}, "permissions": {"preset": "full-auto"}},
+      "turns": []
+    }"#,
+    )
+    .unwrap();
     let output = toolrail(&[
         "run",
         "--scenario",
@@ -251,14 +282,14 @@ fn bad_input_exits_with_2_and_names_what_is_wrong() {
     ]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains("unknown tool `teleport`"),
+        stderr(&output).contains("`teleport` is neither a shipped tool"),
         "{}",
         stderr(&output)
     );
 
     let rules = dir.path().join("rules.toml");
     std::fs::write(&rules, "preset = \"yolo\"\n").unwrap();
-    let good = format!("{SHIPPED}plan_mode.json");
+    let good = format!("{SHIPPED}approvals.json");
     let output = toolrail(&["run", "--scenario", &good, "--rules", path(&rules)]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
@@ -271,7 +302,14 @@ fn bad_input_exits_with_2_and_names_what_is_wrong() {
     let stuck = dir.path().join("stuck.json");
     std::fs::write(
         &stuck,
-        r#"{"toolset": ["probe"], "config": {"max_parallel": 0}, "turns": []}"#,
+        r#"{
+          "config": {
+            "tools": {"enabled": ["read"]},
+            "limits": {"max_parallel": 0},
+            "permissions": {"preset": "full-auto"}
+          },
+          "turns": []
+        }"#,
     )
     .unwrap();
     let output = toolrail(&[
@@ -283,7 +321,7 @@ fn bad_input_exits_with_2_and_names_what_is_wrong() {
     ]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains("config.max_parallel is 0: no call could ever start")
+        stderr(&output).contains("config.limits.max_parallel: is 0: no call could ever start")
             && stderr(&output).contains("use 1 for strict serial"),
         "{}",
         stderr(&output)
@@ -437,8 +475,20 @@ fn calls_no_live_event_announced_still_get_their_cards() {
     let scenario = dir.path().join("cut.json");
     std::fs::write(
         &scenario,
-        r#"{"toolset": ["probe"], "turns": [{"user": "go", "model": [
-            {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{\"val"}], "stop_reason": "length"}]}]}"#,
+        r#"{
+          "config": {"tools": {"enabled": ["read"]}, "permissions": {"preset": "full-auto"}},
+          "turns": [
+            {
+              "user": "go",
+              "model": [
+                {
+                  "tool_calls": [{"id": "c1", "name": "read", "arguments": "{\"val"}],
+                  "stop_reason": "length"
+                }
+              ]
+            }
+          ]
+        }"#,
     )
     .unwrap();
     let output = toolrail(&[
@@ -635,7 +685,7 @@ fn mcp_list_shows_a_server_s_tools_as_registered_and_refuses_a_bad_config() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_lists_a_postgres_store_with_states_and_lease_holders() {
     use toolrail_session_log::{PostgresStore, SessionStore};
-    let Some(server) = toolrail_testkit::pg::PgServer::start() else {
+    let Some(server) = toolrail_test_support::pg::PgServer::start() else {
         return;
     };
     let url = server.fresh_database();

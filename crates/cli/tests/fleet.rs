@@ -15,9 +15,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use toolrail_runtime::scenario::RESUME_MESSAGE;
 use toolrail_session_log::{Durability, Event, EventData, PostgresStore, SessionId, TurnEndKind};
-use toolrail_testkit::RESUME_MESSAGE;
-use toolrail_testkit::pg::PgServer;
+use toolrail_test_support::pg::PgServer;
 
 const TOOLRAIL: &str = env!("CARGO_BIN_EXE_toolrail");
 
@@ -99,20 +99,31 @@ fn signal(child: &Child, name: &str) {
     assert!(status.success());
 }
 
-/// One turn: a slow probe call with a marker (an effect outside the log), then an answer.
+/// One turn: a slow command that first leaves a marker in the workspace (an effect outside
+/// the log), then an answer.
 fn slow_call_scenario(sleep_ms: u64) -> String {
+    let command = format!(
+        "echo started > c1.marker; sleep {}.{:03}",
+        sleep_ms / 1000,
+        sleep_ms % 1000
+    );
     json!({
-        "toolset": ["probe"],
-        "config": {"approval": {"mode": "scripted", "answers": ["allowed_once"]},
-                   "permissions": {"allow": ["probe"]}},
+        "config": {"tools": {"enabled": ["bash"]}, "sandbox": {"mode": "workspace-write"},
+                   "permissions": {"allow": ["bash"]}},
+        "approvals": ["allowed_once"],
         "turns": [{"user": "go", "model": [
-            {"tool_calls": [{"id": "c1", "name": "probe",
-                "arguments": format!(r#"{{"sleep_ms": {sleep_ms}, "marker": true}}"#)}],
+            {"tool_calls": [{"id": "c1", "name": "bash",
+                "arguments": json!({"command": command, "description": "slow"}).to_string()}],
              "stop_reason": "tool_use"},
             {"text": "done", "stop_reason": "end_turn"}
         ]}]
     })
     .to_string()
+}
+
+/// Where the slow call's marker lands: the session's workspace under the workers' folder.
+fn marker(work_dir: &Path, session: &str) -> std::path::PathBuf {
+    work_dir.join(session).join("workspace").join("c1.marker")
 }
 
 fn enqueue(store: &PostgresStore, session: &str, scenario: &str) {
@@ -273,7 +284,7 @@ fn a_killed_worker_s_session_is_taken_over_recovered_and_finished() {
     wait_for_start(&store, "s1", "c1");
     // The marker is written by the call's body, just after its start is logged.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !work.path().join("s1/markers/c1").exists() {
+    while !marker(work.path(), "s1").exists() {
         assert!(Instant::now() < deadline, "the call never acted");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -10,7 +10,7 @@ use serde_json::json;
 
 /// Live processes with `token` in their command line.
 fn live_with(token: &str) -> Vec<String> {
-    toolrail_testkit::processes::live_with(&[token.to_owned()])
+    toolrail_test_support::processes::live_with(&[token.to_owned()])
 }
 
 #[test]
@@ -21,8 +21,8 @@ fn a_runtime_killed_mid_call_leaves_no_process_of_the_call() {
     let detached = format!("8{}.25", std::process::id());
     let command = format!("(setsid sleep {detached} &) ; sleep {token}");
     let scenario = json!({
-        "toolset": ["bash"],
-        "config": {"sandbox": "full-access", "permissions": {"preset": "full-auto"}},
+        "config": {"tools": {"enabled": ["bash"]}, "sandbox": {"mode": "full-access"},
+                   "permissions": {"preset": "full-auto"}},
         "turns": [{"user": "go", "model": [
             {"tool_calls": [{"id": "c1", "name": "bash",
                 "arguments": json!({"command": command, "description": "sleep"}).to_string()}],

@@ -85,7 +85,14 @@ async fn loop_once(server: &Server, wire: Wire) {
     let client = ProviderClient::new(config).unwrap();
     let session = tempfile::tempdir().unwrap();
     let scenario = Scenario::from_json(
-        r#"{"toolset": ["probe"], "turns": [{"user": "Probe something.", "model": []}]}"#,
+        r#"{
+          "config": {
+            "tools": {"enabled": ["probe"]},
+            "permissions": {"preset": "full-auto"},
+            "limits": {"max_steps": 2}
+          },
+          "turns": [{"user": "Probe something.", "model": []}]
+        }"#,
     )
     .unwrap();
     let report = scenario
@@ -93,7 +100,6 @@ async fn loop_once(server: &Server, wire: Wire) {
             session.path(),
             RunOptions {
                 model: Some(Arc::new(client)),
-                max_steps: Some(2),
                 ..RunOptions::default()
             },
         )

@@ -12,7 +12,7 @@ use serde_json::json;
 use toolrail_session_log::{Durability, PostgresStore, SessionId};
 use toolrail_testkit::Scenario;
 use toolrail_testkit::bench::BenchRow;
-use toolrail_testkit::fleet::{Outcome, Report, Worker, WorkerConfig};
+use toolrail_testkit::fleet::{Outcome, Report, WorkerConfig, worker};
 use toolrail_testkit::pg::PgServer;
 
 const WORKERS: usize = 4;
@@ -20,8 +20,7 @@ const WORKERS: usize = 4;
 /// A short session: a plan of two parallel probe calls, then an answer.
 fn scenario() -> String {
     json!({
-        "toolset": ["probe"],
-        "config": {"permissions": {"allow": ["probe"]}},
+        "config": {"tools": {"enabled": ["probe"]}, "permissions": {"allow": ["probe"]}},
         "turns": [{"user": "go", "model": [
             {"tool_calls": [
                 {"id": "c1", "name": "probe", "arguments": "{}"},
@@ -45,7 +44,7 @@ fn drain(store: &PostgresStore, count: usize, work_dir: &std::path::Path) -> f64
     let started = Instant::now();
     let threads: Vec<_> = (0..WORKERS)
         .map(|number| {
-            let worker = Worker::new(
+            let worker = worker(
                 store.clone(),
                 WorkerConfig {
                     owner: format!("bench-{number}"),

@@ -25,8 +25,8 @@ fn calls_session(steps: usize) -> String {
         .collect();
     model.push(json!({"text": "done", "stop_reason": "end_turn"}));
     json!({
-        "toolset": ["probe"],
-        "config": {"durability": "batched", "permissions": {"preset": "full-auto"}},
+        "config": {"tools": {"enabled": ["probe"]}, "store": {"durability": "batched"},
+                   "permissions": {"preset": "full-auto"}},
         "turns": [{"user": "go", "model": model}]
     })
     .to_string()
@@ -35,9 +35,8 @@ fn calls_session(steps: usize) -> String {
 /// A session with one `bash` call running `command`, unsandboxed (full-access).
 fn bash_session(command: &str) -> String {
     json!({
-        "toolset": ["bash"],
-        "config": {"sandbox": "full-access", "permissions": {"preset": "full-auto"},
-                   "default_timeout_ms": 600_000},
+        "config": {"tools": {"enabled": ["bash"]}, "sandbox": {"mode": "full-access"},
+                   "permissions": {"preset": "full-auto"}, "limits": {"call_timeout_ms": 600_000}},
         "turns": [{"user": "go", "model": [
             {"tool_calls": [{"id": "c1", "name": "bash",
                 "arguments": json!({"command": command, "description": "print",

@@ -1,29 +1,27 @@
 //! What toolrail's own tests (and users' conformance tests) drive the runtime with: a
-//! scripted model, a `probe` tool configured per call by its arguments, gated tools whose
-//! bodies wait for the test, and scenario files that run whole sessions.
+//! scripted model, a `probe` tool configured per call by its arguments, and scenario files
+//! (the runtime's, with the probes) that run whole sessions.
 //!
 //! May depend on every library crate; the others use it as a dev-dependency.
 
 pub mod bench;
 pub mod fleet;
-mod model;
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-pub mod pg;
 mod probe;
-pub mod processes;
+/// A real PostgreSQL server for a test, and the process table (from `toolrail-test-support`).
+pub use toolrail_test_support::{pg, processes};
 mod rng;
 mod scenario;
 
-pub use model::ScriptedModel;
 pub use probe::{Probe, ProbeArgs};
 pub use rng::SeededRng;
 pub use scenario::{
-    ApprovalSpec, Begun, Expectations, JsonlPlace, ModelStep, RESUME_MESSAGE, RunOptions,
-    SandboxRuleSpec, Scenario, ScenarioConfig, ScenarioError, ScenarioReport, SessionPlace,
-    ToolCallSpec, TurnSpec, WorkspaceSpec,
+    Expectations, ModelStep, RESUME_MESSAGE, RunOptions, SCENARIO_SESSION, Scenario, ScenarioError,
+    ScenarioPlace, ScenarioReport, ToolCallSpec, TurnSpec, WorkspaceSpec, probes,
 };
 /// Scripted approval answers, for crates that may not depend on `interaction` themselves.
 pub use toolrail_interaction::ScriptedApprovals;
+/// The scripted model scenarios run on.
+pub use toolrail_runtime::scenario::ScriptedModel;
 
 /// `(kind, call id)` of every event, in order: the shape most tests compare a log by.
 pub fn trail(events: &[toolrail_session_log::Event]) -> Vec<(String, String)> {

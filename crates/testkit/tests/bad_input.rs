@@ -25,8 +25,8 @@ fn one_message(calls: Vec<(String, String)>) -> Scenario {
         .collect();
     Scenario::from_json(
         &json!({
-            "toolset": ["probe"],
-            "config": {"durability": "none", "permissions": {"preset": "full-auto"}},
+            "config": {"tools": {"enabled": ["probe"]}, "store": {"durability": "none"},
+                       "permissions": {"preset": "full-auto"}},
             "turns": [{"user": "go", "model": [
                 {"tool_calls": calls, "stop_reason": "tool_use"},
                 {"text": "done", "stop_reason": "end_turn"}

@@ -9,52 +9,37 @@
 )]
 
 use std::path::Path;
-use std::sync::Arc;
 
+use toolrail_runtime::Store;
 use toolrail_session_log::{
     AppendUrgency, AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, Event,
-    EventData, EventDraft, EventSink, FORMAT_VERSION, JsonlStore, PlanMode, SessionId, SessionLog,
+    EventData, EventDraft, EventSink, FORMAT_VERSION, JsonlStore, PlanMode, SessionId,
     SessionStart, SessionStore, StepId, StepStart, StopReason, Timestamp, TurnId, TurnStart,
-    recover,
 };
-use toolrail_testkit::{Begun, RESUME_MESSAGE, RunOptions, Scenario, ScenarioError, SessionPlace};
+use toolrail_testkit::{RESUME_MESSAGE, RunOptions, Scenario, ScenarioPlace};
 
-/// The JSONL session `scenario` in a folder, opened and recovered as a worker taking it
-/// over would.
-struct Reopened {
-    store: JsonlStore,
+/// The JSONL session `scenario` in a folder, as a place that holds it already: the run
+/// reopens and recovers it, as a worker taking it over would.
+fn reopened(dir: &Path) -> ScenarioPlace {
+    ScenarioPlace::Store {
+        store: Store::jsonl(dir).unwrap(),
+        id: SessionId::new("scenario"),
+    }
 }
 
-impl SessionPlace for Reopened {
-    fn begin(
-        &self,
-        _start: SessionStart,
-    ) -> toolrail_session_log::BoxFuture<'_, Result<Begun, ScenarioError>> {
-        Box::pin(async move {
-            let id = SessionId::new("scenario");
-            let opened = self.store.open(&id)?;
-            let log: Arc<dyn SessionLog> = Arc::new(opened.log);
-            recover(&opened.events, 0, &[], log.as_ref()).await.unwrap();
-            log.barrier().await.unwrap();
-            let earlier = self.store.read(&id)?.events;
-            Ok(Begun { log, earlier })
-        })
-    }
-
-    fn read(&self) -> Result<Vec<Event>, ScenarioError> {
-        Ok(self.store.read(&SessionId::new("scenario"))?.events)
-    }
-
-    fn file(&self) -> Option<std::path::PathBuf> {
-        None
-    }
+fn read(dir: &Path) -> Vec<Event> {
+    JsonlStore::new(dir, Durability::Strict)
+        .unwrap()
+        .read(&SessionId::new("scenario"))
+        .unwrap()
+        .events
 }
 
 /// Where an event goes: its turn and step, if any.
 type Place = Option<(u32, Option<u32>)>;
 
 /// A log as a worker that died left it: `data` after `session/start`.
-async fn died_with(dir: &Path, data: Vec<(Place, EventData)>) -> Reopened {
+async fn died_with(dir: &Path, data: Vec<(Place, EventData)>) {
     let store = JsonlStore::new(dir, Durability::Strict).unwrap();
     let log = store
         .create(SessionStart {
@@ -75,24 +60,34 @@ async fn died_with(dir: &Path, data: Vec<(Place, EventData)>) -> Reopened {
         log.append(draft, AppendUrgency::Durable).await.unwrap();
     }
     drop(log);
-    Reopened { store }
 }
 
 fn scenario() -> Scenario {
     Scenario::from_json(
         r#"{
-        "toolset": ["probe"],
-        "config": {"plan_mode": true, "permissions": {"preset": "full-auto"}},
-        "workspace": {"files": {"seed.txt": "seeded"}},
-        "turns": [{"user": "one", "model": [
-            {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}],
-             "stop_reason": "tool_use"},
-            {"tool_calls": [{"id": "c2", "name": "probe", "arguments": "{}"}],
-             "stop_reason": "tool_use"},
-            {"text": "done", "stop_reason": "end_turn"}
-        ]}],
-        "expect": {"results": {"c2": "GUARD_DENIED"}}
-    }"#,
+          "config": {
+            "tools": {"enabled": ["probe"]},
+            "permissions": {"preset": "full-auto", "plan_mode": true}
+          },
+          "workspace": {"files": {"seed.txt": "seeded"}},
+          "turns": [
+            {
+              "user": "one",
+              "model": [
+                {
+                  "tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}],
+                  "stop_reason": "tool_use"
+                },
+                {
+                  "tool_calls": [{"id": "c2", "name": "probe", "arguments": "{}"}],
+                  "stop_reason": "tool_use"
+                },
+                {"text": "done", "stop_reason": "end_turn"}
+              ]
+            }
+          ],
+          "expect": {"results": {"c2": "GUARD_DENIED"}}
+        }"#,
     )
     .unwrap()
 }
@@ -104,7 +99,7 @@ fn kinds(events: &[Event]) -> Vec<&str> {
 #[tokio::test]
 async fn a_resumed_session_keeps_plan_mode_and_goes_on_from_its_next_step() {
     let dir = tempfile::tempdir().unwrap();
-    let place = died_with(
+    died_with(
         dir.path(),
         vec![
             (None, EventData::PlanMode(PlanMode { active: true })),
@@ -132,13 +127,12 @@ async fn a_resumed_session_keeps_plan_mode_and_goes_on_from_its_next_step() {
         ],
     )
     .await;
-    let place = Arc::new(place);
     std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
     let report = scenario()
         .run_with(
             dir.path(),
             RunOptions {
-                place: Some(place.clone()),
+                place: reopened(dir.path()),
                 ..RunOptions::default()
             },
         )
@@ -146,7 +140,7 @@ async fn a_resumed_session_keeps_plan_mode_and_goes_on_from_its_next_step() {
         .unwrap();
     // The probe call is refused by plan mode's guard: the mode came back from the log.
     assert_eq!(report.mismatches, Vec::<String>::new());
-    let events = place.read().unwrap();
+    let events = read(dir.path());
     assert_eq!(report.earlier_events, 8);
     let plan_events = events
         .iter()
@@ -169,18 +163,16 @@ async fn a_resumed_session_keeps_plan_mode_and_goes_on_from_its_next_step() {
 #[tokio::test]
 async fn a_session_whose_worker_died_before_its_first_turn_is_seeded_and_run_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let place = Arc::new(
-        died_with(
-            dir.path(),
-            vec![(None, EventData::PlanMode(PlanMode { active: true }))],
-        )
-        .await,
-    );
+    died_with(
+        dir.path(),
+        vec![(None, EventData::PlanMode(PlanMode { active: true }))],
+    )
+    .await;
     let report = scenario()
         .run_with(
             dir.path(),
             RunOptions {
-                place: Some(place.clone()),
+                place: reopened(dir.path()),
                 ..RunOptions::default()
             },
         )
@@ -191,7 +183,7 @@ async fn a_session_whose_worker_died_before_its_first_turn_is_seeded_and_run_who
         std::fs::read_to_string(dir.path().join("workspace/seed.txt")).unwrap(),
         "seeded"
     );
-    let events = place.read().unwrap();
+    let events = read(dir.path());
     let users: Vec<&str> = events
         .iter()
         .filter_map(|event| match &event.data {

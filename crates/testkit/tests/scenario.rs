@@ -32,20 +32,40 @@ fn results(dir: &Path) -> Vec<(String, Option<ErrorCode>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_scenario_runs_with_markers_and_approvals() {
     let text = r#"{
-      "toolset": ["probe"],
-      "config": {"max_parallel": 8, "cancel_grace_ms": 5000, "default_timeout_ms": 120000,
-                 "durability": "strict", "stop_batch_on_reject": true,
-                 "approval": {"mode": "scripted", "answers": ["allowed_once", "rejected"]}},
+      "config": {
+        "tools": {"enabled": ["probe"]},
+        "limits": {
+          "max_parallel": 8,
+          "cancel_grace_ms": 5000,
+          "call_timeout_ms": 120000,
+          "stop_batch_on_reject": true
+        },
+        "permissions": {"ask": ["*"]},
+        "store": {"durability": "strict"}
+      },
       "workspace": {"files": {"notes.txt": "hello\n"}},
+      "approvals": ["allowed_once", "rejected"],
       "turns": [
-        {"user": "start",
-         "cancel_after_ms": null,
-         "model": [
-           {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{\"sleep_ms\": 20, \"marker\": true}"},
-                           {"id": "c2", "name": "probe", "arguments": "{\"marker\": true}"},
-                           {"id": "c3", "name": "probe", "arguments": "{\"marker\": true}"}],
-            "stop_reason": "tool_use"},
-           {"text": "done", "stop_reason": "end_turn"}]}]
+        {
+          "user": "start",
+          "cancel_after_ms": null,
+          "model": [
+            {
+              "tool_calls": [
+                {
+                  "id": "c1",
+                  "name": "probe",
+                  "arguments": "{\"sleep_ms\": 20, \"marker\": true}"
+                },
+                {"id": "c2", "name": "probe", "arguments": "{\"marker\": true}"},
+                {"id": "c3", "name": "probe", "arguments": "{\"marker\": true}"}
+              ],
+              "stop_reason": "tool_use"
+            },
+            {"text": "done", "stop_reason": "end_turn"}
+          ]
+        }
+      ]
     }"#;
     let dir = tempfile::tempdir().unwrap();
     let report = Scenario::from_json(text)
@@ -76,12 +96,30 @@ async fn the_documented_scenario_runs_with_markers_and_approvals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_during_a_batch_aborts_the_turn_with_honest_results() {
     let text = r#"{
-      "toolset": ["probe"],
-      "config": {"cancel_grace_ms": 200},
-      "turns": [{"user": "go", "cancel_after_ms": 50, "model": [
-        {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{\"sleep_ms\": 60000}"},
-                        {"id": "c2", "name": "probe", "arguments": "{\"sleep_ms\": 60000, \"ignore_cancel\": true}"}],
-         "stop_reason": "tool_use"}]}]
+      "config": {
+        "tools": {"enabled": ["probe"]},
+        "limits": {"cancel_grace_ms": 200},
+        "permissions": {"preset": "full-auto"}
+      },
+      "turns": [
+        {
+          "user": "go",
+          "cancel_after_ms": 50,
+          "model": [
+            {
+              "tool_calls": [
+                {"id": "c1", "name": "probe", "arguments": "{\"sleep_ms\": 60000}"},
+                {
+                  "id": "c2",
+                  "name": "probe",
+                  "arguments": "{\"sleep_ms\": 60000, \"ignore_cancel\": true}"
+                }
+              ],
+              "stop_reason": "tool_use"
+            }
+          ]
+        }
+      ]
     }"#;
     let dir = tempfile::tempdir().unwrap();
     let report = Scenario::from_json(text)
@@ -101,11 +139,23 @@ async fn a_cancel_during_a_batch_aborts_the_turn_with_honest_results() {
 
 #[test]
 fn unknown_fields_are_errors_that_name_the_field() {
-    let error =
-        Scenario::from_json(r#"{"toolset": [], "turns": [], "colour": "blue"}"#).unwrap_err();
+    let error = Scenario::from_json(
+        r#"{
+          "config": {"tools": {"enabled": []}, "permissions": {"preset": "full-auto"}},
+          "turns": [],
+          "colour": "blue"
+        }"#,
+    )
+    .unwrap_err();
     assert!(matches!(error, ScenarioError::Invalid(_)));
     assert!(error.to_string().contains("colour"), "{error}");
-    let nested = Scenario::from_json(r#"{"toolset": [], "turns": [{"user": "x", "model": [{"stop_reason": "end_turn", "temperature": 1}]}]}"#).unwrap_err();
+    let nested = Scenario::from_json(
+        r#"{
+      "config": {"tools": {"enabled": []}, "permissions": {"preset": "full-auto"}},
+      "turns": [{"user": "x", "model": [{"stop_reason": "end_turn", "temperature": 1}]}]
+    }"#,
+    )
+    .unwrap_err();
     assert!(nested.to_string().contains("temperature"), "{nested}");
 }
 
@@ -113,15 +163,37 @@ fn unknown_fields_are_errors_that_name_the_field() {
 fn a_value_of_the_wrong_type_is_an_error_that_names_where_it_is() {
     let cases = [
         (
-            r#"{"toolset": "probe", "turns": []}"#,
-            "toolset: invalid type: string",
+            r#"{
+              "config": {"tools": {"enabled": "probe"}, "permissions": {"preset": "full-auto"}},
+              "turns": []
+            }"#,
+            "config.tools.enabled: invalid type: string",
         ),
         (
-            r#"{"toolset": [], "turns": [{"user": "x", "model": [{"stop_reason": "end_turn"}, {"tool_calls": {"id": "c1"}, "stop_reason": "tool_use"}]}]}"#,
+            r#"{
+              "config": {"tools": {"enabled": []}, "permissions": {"preset": "full-auto"}},
+              "turns": [
+                {
+                  "user": "x",
+                  "model": [
+                    {"stop_reason": "end_turn"},
+                    {"tool_calls": {"id": "c1"}, "stop_reason": "tool_use"}
+                  ]
+                }
+              ]
+            }"#,
             "turns[0].model[1].tool_calls: invalid type: map",
         ),
         (
-            r#"{"toolset": [], "turns": [{"user": "x", "model": [{"tool_calls": [{"id": 7, "name": "probe"}], "stop_reason": "tool_use"}]}]}"#,
+            r#"{
+              "config": {"tools": {"enabled": []}, "permissions": {"preset": "full-auto"}},
+              "turns": [
+                {
+                  "user": "x",
+                  "model": [{"tool_calls": [{"id": 7, "name": "probe"}], "stop_reason": "tool_use"}]
+                }
+              ]
+            }"#,
             "turns[0].model[0].tool_calls[0].id: invalid type: integer `7`",
         ),
     ];
@@ -132,34 +204,42 @@ fn a_value_of_the_wrong_type_is_an_error_that_names_where_it_is() {
     }
     // A syntax error has no field to name; it keeps its line and column, and text after
     // the scenario is refused.
-    let error = Scenario::from_json(r#"{"toolset": [,]}"#).unwrap_err();
-    assert!(error.to_string().contains("line 1 column 14"), "{error}");
-    let error = Scenario::from_json(r#"{"toolset": [], "turns": []} {}"#).unwrap_err();
+    let error = Scenario::from_json(r#"{"turns": [,]}"#).unwrap_err();
+    assert!(error.to_string().contains("line 1 column 12"), "{error}");
+    let error = Scenario::from_json(r#"{"turns": []} {}"#).unwrap_err();
     assert!(error.to_string().contains("trailing characters"), "{error}");
 }
 
 #[tokio::test]
 async fn unknown_tools_and_values_are_named() {
     let dir = tempfile::tempdir().unwrap();
-    let error = Scenario::from_json(r#"{"toolset": ["hammer"], "turns": []}"#)
-        .unwrap()
-        .run(dir.path())
-        .await
-        .unwrap_err();
-    assert!(
-        error.to_string().contains("unknown tool `hammer`"),
-        "{error}"
-    );
-    let dir = tempfile::tempdir().unwrap();
     let error = Scenario::from_json(
-        r#"{"toolset": [], "config": {"durability": "sometimes"}, "turns": []}"#,
+        r#"{
+      "config": {"tools": {"enabled": ["hammer"]}, "permissions": {"preset": "full-auto"}},
+      "turns": []
+    }"#,
     )
     .unwrap()
     .run(dir.path())
     .await
     .unwrap_err();
     assert!(
-        error.to_string().contains("durability `sometimes`"),
+        error
+            .to_string()
+            .contains("`hammer` is neither a shipped tool nor one given to the builder"),
+        "{error}"
+    );
+    assert!(
+        !dir.path().join("scenario.jsonl").exists(),
+        "nothing was logged"
+    );
+    let error =
+        Scenario::from_json(r#"{"config": {"store": {"durability": "sometimes"}}, "turns": []}"#)
+            .unwrap_err();
+    assert!(
+        error.to_string().contains(
+            "config.store.durability: unknown variant `sometimes`, expected one of `strict`, `batched`, `none`"
+        ),
         "{error}"
     );
 }
@@ -198,12 +278,23 @@ async fn every_shipped_scenario_file_meets_its_expectations() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_differs_from_its_expectations_reports_each_difference() {
     let text = r#"{
-      "toolset": ["probe"],
-      "config": {"durability": "none"},
-      "turns": [{"user": "go", "model": [
-        {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{\"fail\": \"boom\"}"}],
-         "stop_reason": "tool_use"},
-        {"text": "done", "stop_reason": "end_turn"}]}],
+      "config": {
+        "tools": {"enabled": ["probe"]},
+        "permissions": {"preset": "full-auto"},
+        "store": {"durability": "none"}
+      },
+      "turns": [
+        {
+          "user": "go",
+          "model": [
+            {
+              "tool_calls": [{"id": "c1", "name": "probe", "arguments": "{\"fail\": \"boom\"}"}],
+              "stop_reason": "tool_use"
+            },
+            {"text": "done", "stop_reason": "end_turn"}
+          ]
+        }
+      ],
       "expect": {"event_kinds": ["session/start"], "results": {"c1": "ok", "c9": "ok"}}
     }"#;
     let dir = tempfile::tempdir().unwrap();
@@ -229,7 +320,7 @@ async fn a_call_id_used_in_two_model_answers_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
     let call = r#"{"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}], "stop_reason": "tool_use"}"#;
     let text = format!(
-        r#"{{"toolset": ["probe"], "turns": [{{"user": "x", "model": [{call}, {call}, {{"stop_reason": "end_turn"}}]}}]}}"#
+        r#"{{"config": {{"tools": {{"enabled": ["probe"]}}}}, "turns": [{{"user": "x", "model": [{call}, {call}, {{"stop_reason": "end_turn"}}]}}]}}"#
     );
     let error = Scenario::from_json(&text)
         .unwrap()
@@ -250,53 +341,75 @@ async fn a_call_id_used_in_two_model_answers_is_refused_before_anything_runs() {
 
 #[tokio::test]
 async fn a_bad_sandbox_rule_is_named_before_anything_runs() {
-    for (rules, expected) in [
-        (
-            r#"[{"command": "cargo test*", "mode": "sometimes"}]"#,
-            "config.sandbox_rules[0].mode `sometimes`: use read-only",
+    // A mode that is not one is refused as the file is read.
+    let error = Scenario::from_json(
+        r#"{"config": {"tools": {"enabled": ["bash"]},
+            "sandbox": {"rules": [{"command": "cargo test*", "mode": "sometimes"}]}}, "turns": []}"#,
+    )
+    .unwrap_err();
+    assert!(
+        error.to_string().contains(
+            "config.sandbox.rules[0].mode: unknown variant `sometimes`, expected one of `read-only`"
         ),
-        (
-            r#"[{"command": "ls", "mode": "read-only"}, {"command": "cargo [test", "mode": "full-access"}]"#,
-            "config.sandbox_rules[1]: sandbox rule `cargo [test`",
-        ),
-    ] {
-        let dir = tempfile::tempdir().unwrap();
-        let text = format!(
-            r#"{{"toolset": ["bash"], "config": {{"sandbox_rules": {rules}}}, "turns": []}}"#
-        );
-        let error = Scenario::from_json(&text)
-            .unwrap()
-            .run(dir.path())
-            .await
-            .unwrap_err();
-        assert!(error.to_string().contains(expected), "{error}");
-        assert!(
-            !dir.path().join("scenario.jsonl").exists(),
-            "nothing was logged"
-        );
-    }
+        "{error}"
+    );
+    // A glob that does not compile is refused before the session is made.
+    let dir = tempfile::tempdir().unwrap();
+    let error = Scenario::from_json(
+        r#"{"config": {"tools": {"enabled": ["bash"]}, "sandbox": {"rules": [
+            {"command": "ls", "mode": "read-only"}, {"command": "cargo [test", "mode": "full-access"}]}},
+            "turns": []}"#,
+    )
+    .unwrap()
+    .run(dir.path())
+    .await
+    .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("`sandbox.rules[1].command`: sandbox rule `cargo [test`"),
+        "{error}"
+    );
+    assert!(
+        !dir.path().join("scenario.jsonl").exists(),
+        "nothing was logged"
+    );
 }
 
 #[tokio::test]
 async fn a_max_parallel_of_zero_is_refused_before_anything_is_written() {
     // Zero slots would start nothing: the session would hang at its first batch.
     let scenario = Scenario::from_json(
-        r#"{"toolset": ["probe"], "config": {"max_parallel": 0},
-            "turns": [{"user": "go", "model": [
-              {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}], "stop_reason": "tool_use"},
-              {"text": "done", "stop_reason": "end_turn"}]}]}"#,
+        r#"{
+          "config": {
+            "tools": {"enabled": ["probe"]},
+            "limits": {"max_parallel": 0},
+            "permissions": {"preset": "full-auto"}
+          },
+          "turns": [
+            {
+              "user": "go",
+              "model": [
+                {
+                  "tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}],
+                  "stop_reason": "tool_use"
+                },
+                {"text": "done", "stop_reason": "end_turn"}
+              ]
+            }
+          ]
+        }"#,
     )
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let error = scenario.run(dir.path()).await.unwrap_err();
-    assert!(matches!(error, ScenarioError::Scheduler(_)), "{error:?}");
-    assert_eq!(
-        error.to_string(),
-        "the scenario is not valid: config.max_parallel is 0: no call could ever start and \
-         every batch would wait forever; use 1 for strict serial, or more to let calls overlap \
-         (default 8)"
+    .unwrap_err();
+    assert!(
+        matches!(scenario, ScenarioError::Invalid(_)),
+        "{scenario:?}"
     );
-    assert!(!dir.path().join("scenario.jsonl").exists());
+    assert_eq!(
+        scenario.to_string(),
+        "the scenario is not valid: config.limits.max_parallel: is 0: no call could ever start; \
+         use 1 for strict serial, or more (default 8)"
+    );
 }
 
 #[tokio::test]
@@ -309,9 +422,21 @@ async fn a_relative_session_dir_is_made_absolute_before_the_tools_get_it() {
     let relative = Path::new(&up).join(dir.path().strip_prefix("/").unwrap());
     assert!(relative.is_relative());
     let scenario = Scenario::from_json(
-        r#"{"toolset": ["probe"], "turns": [{"user": "go", "model": [
-              {"tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}], "stop_reason": "tool_use"},
-              {"text": "done", "stop_reason": "end_turn"}]}]}"#,
+        r#"{
+          "config": {"tools": {"enabled": ["probe"]}, "permissions": {"preset": "full-auto"}},
+          "turns": [
+            {
+              "user": "go",
+              "model": [
+                {
+                  "tool_calls": [{"id": "c1", "name": "probe", "arguments": "{}"}],
+                  "stop_reason": "tool_use"
+                },
+                {"text": "done", "stop_reason": "end_turn"}
+              ]
+            }
+          ]
+        }"#,
     )
     .unwrap();
     let report = scenario.run(&relative).await.unwrap();
@@ -328,8 +453,8 @@ async fn a_relative_session_dir_is_made_absolute_before_the_tools_get_it() {
 async fn a_deny_rule_for_reading_holds_for_grep_and_commands_too() {
     let call = |id: &str, name: &str, args: serde_json::Value| serde_json::json!({"id": id, "name": name, "arguments": args.to_string()});
     let text = serde_json::json!({
-        "toolset": ["read", "grep", "bash"],
-        "config": {"permissions": {"preset": "full-auto", "deny": [{"rule": "read(**/.env)"}]}},
+        "config": {"tools": {"enabled": ["read", "grep", "bash"]},
+                   "permissions": {"preset": "full-auto", "deny": [{"rule": "read(**/.env)"}]}},
         "workspace": {"files": {".env": "API_KEY=hunter2-secret\n", "app/config.py": "KEY = 'public'\n"}},
         "turns": [{"user": "look for keys", "model": [
             {"tool_calls": [

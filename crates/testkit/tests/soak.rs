@@ -77,15 +77,13 @@ fn scenario(rng: &mut SeededRng) -> Scenario {
         .collect();
     Scenario::from_json(
         &json!({
-            "toolset": ["probe", "probe_idem"],
             "config": {
-                "durability": "none",
-                "default_timeout_ms": 30,
-                "cancel_grace_ms": 20,
-                "stop_batch_on_reject": false,
-                "permissions": {"preset": "full-auto", "ask": ["probe_idem"]},
-                "approval": {"mode": "scripted", "answers": answers}
+                "tools": {"enabled": ["probe", "probe_idem"]},
+                "store": {"durability": "none"},
+                "limits": {"call_timeout_ms": 30, "cancel_grace_ms": 20, "stop_batch_on_reject": false},
+                "permissions": {"preset": "full-auto", "ask": ["probe_idem"]}
             },
+            "approvals": answers,
             "turns": turns
         })
         .to_string(),
@@ -116,7 +114,8 @@ fn ten_thousand_calls_with_faults_leave_the_process_as_it_was() {
     // statics) is the baseline, not a leak.
     let warm = tempfile::tempdir().unwrap();
     let small = Scenario::from_json(
-        &json!({"toolset": ["probe"], "config": {"durability": "none"},
+        &json!({"config": {"tools": {"enabled": ["probe"]}, "store": {"durability": "none"},
+                           "permissions": {"preset": "full-auto"}},
                 "turns": [{"user": "warm", "model": [
                     {"tool_calls": [{"id": "w1", "name": "probe", "arguments": "{}"}],
                      "stop_reason": "tool_use"},

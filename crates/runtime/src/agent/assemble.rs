@@ -118,7 +118,7 @@ pub(crate) async fn assemble(
         #[cfg(feature = "postgres")]
         Source::Leased { store, lease } => store.read(&lease.session)?,
     };
-    let pieces = Pieces::make(&config, &roots, &store, &before, &additions)?;
+    let pieces = Pieces::make(&config, &roots, store.folder(), &before, &additions)?;
     let registry = pieces.registry(&config, additions.tools)?;
     let model = match additions.model {
         Some(model) => model,
@@ -201,6 +201,24 @@ pub(crate) async fn assemble(
     })
 }
 
+/// The session's tools as `config` and `tools` make them, without a store, a log or a
+/// model: for listings. MCP servers are not started.
+pub(crate) fn tool_registry(
+    config: SessionConfig,
+    tools: Vec<Arc<dyn Tool>>,
+) -> Result<Registry, BuildError> {
+    config.validate()?;
+    let roots = resolve_roots(&config)?;
+    let store_folder = match crate::store::StoreUrl::parse(&config.store.url)? {
+        crate::store::StoreUrl::Jsonl(folder) => {
+            Some(std::path::absolute(&folder).unwrap_or(folder))
+        }
+        crate::store::StoreUrl::Sqlite(_) | crate::store::StoreUrl::Postgres(_) => None,
+    };
+    let pieces = Pieces::make(&config, &roots, store_folder, &[], &Additions::default())?;
+    pieces.registry(&config, tools)
+}
+
 /// Every root, made absolute and resolved (a session works in real folders).
 fn resolve_roots(config: &SessionConfig) -> Result<WorkspaceRoots, ConfigError> {
     let mut resolved = Vec::new();
@@ -239,14 +257,14 @@ impl Pieces {
     fn make(
         config: &SessionConfig,
         roots: &WorkspaceRoots,
-        store: &Store,
+        store_folder: Option<PathBuf>,
         before: &[Event],
         additions: &Additions,
     ) -> Result<Self, BuildError> {
-        let session_folder = session_folder(store, roots);
+        let session_folder = session_folder(store_folder.as_deref(), roots);
         let spill_dir = session_folder.join("outputs");
         let permissions = permissions(config, roots, before)?;
-        let protected = protected_paths(config, store, &spill_dir, &permissions)?;
+        let protected = protected_paths(config, store_folder.as_deref(), &spill_dir, &permissions)?;
         let switch = PlanModeSwitch::new();
         let plan = if before.is_empty() {
             PlanMode::new(switch.clone())
@@ -614,8 +632,8 @@ async fn repair(
 
 /// Where a session's outputs go: beside a JSONL store's files, else in the first root's
 /// `.toolrail` folder.
-fn session_folder(store: &Store, roots: &WorkspaceRoots) -> PathBuf {
-    store.folder().unwrap_or_else(|| {
+fn session_folder(store_folder: Option<&Path>, roots: &WorkspaceRoots) -> PathBuf {
+    store_folder.map(Path::to_path_buf).unwrap_or_else(|| {
         roots
             .as_slice()
             .first()
@@ -686,7 +704,7 @@ fn permissions(
 /// deny rules name for reading, and every `.git` (unless allowed).
 fn protected_paths(
     config: &SessionConfig,
-    store: &Store,
+    store_folder: Option<&Path>,
     spill_dir: &Path,
     permissions: &Permissions,
 ) -> Result<ProtectedPaths, ConfigError> {
@@ -702,7 +720,7 @@ fn protected_paths(
     for path in &config.sandbox.hide {
         protected = protected.hide(path);
     }
-    if let Some(folder) = store.folder() {
+    if let Some(folder) = store_folder {
         protected = protected.hide(folder);
     }
     protected = protected.show_read_only(spill_dir);

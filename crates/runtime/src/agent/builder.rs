@@ -271,6 +271,12 @@ impl AgentBuilder {
         })
     }
 
+    /// The tools a session built from this would have, without starting one (no store,
+    /// log, model or MCP server is touched): for listings.
+    pub fn tool_set(self) -> Result<toolrail_tools_core::Registry, BuildError> {
+        super::assemble::tool_registry(self.config, self.additions.tools)
+    }
+
     /// Builds into `source` (the scenario runner and the fleet worker).
     pub(crate) async fn build_in(
         self,

@@ -206,10 +206,16 @@ impl Scenario {
             })
         })?;
         reader.end().map_err(invalid)?;
-        scenario
-            .config
-            .validate()
-            .map_err(|error| ScenarioError::Invalid(format!("config.{error}")))?;
+        scenario.config.validate().map_err(|error| {
+            ScenarioError::Invalid(match error {
+                crate::ConfigError::Invalid { path, message } => {
+                    format!("config.{path}: {message}")
+                }
+                other @ (crate::ConfigError::Field { .. } | crate::ConfigError::Read { .. }) => {
+                    other.to_string()
+                }
+            })
+        })?;
         Ok(scenario)
     }
 

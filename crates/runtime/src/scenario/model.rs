@@ -53,6 +53,18 @@ impl ScriptedModel {
         self.requests.lock().clone()
     }
 
+    /// An assistant message with one tool call, asking for its result.
+    pub fn tool_call(call_id: &str, name: &str, arguments: &str) -> AssistantMessage {
+        AssistantMessage {
+            blocks: vec![AssistantBlock::ToolCall {
+                call_id: call_id.into(),
+                name: name.to_owned(),
+                arguments_raw: arguments.to_owned(),
+            }],
+            stop_reason: StopReason::ToolCalls,
+        }
+    }
+
     /// An assistant message with text only, ending the turn.
     pub fn text(text: &str) -> AssistantMessage {
         AssistantMessage {

@@ -38,13 +38,13 @@ fn call(id: &str, name: &str, args: Value) -> Value {
 /// The session: its sleeps carry `token`, so its processes can be found in `/proc`.
 fn scenario(token: &str) -> Value {
     json!({
-        "toolset": ["read", "write", "edit", "glob", "grep", "bash", "probe"],
         "config": {
-            "sandbox": "workspace-write",
-            "cancel_grace_ms": 200,
-            "permissions": {"preset": "full-auto", "ask": ["write"]},
-            "approval": {"mode": "scripted", "answers": ["allowed_once", "allowed_once"]}
+            "tools": {"enabled": ["read", "write", "edit", "glob", "grep", "bash", "probe"]},
+            "sandbox": {"mode": "workspace-write"},
+            "limits": {"cancel_grace_ms": 200},
+            "permissions": {"preset": "full-auto", "ask": ["write"]}
         },
+        "approvals": ["allowed_once", "allowed_once"],
         "workspace": {"files": {
             "a.txt": "alpha\nline one\n",
             "b.txt": "beta\nline two\n",
@@ -98,7 +98,7 @@ fn run(dir: &Path, token: &str) -> ExitCode {
         .unwrap();
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let options = RunOptions {
-        live: Some(sender),
+        live: Some(Arc::new(sender)),
         ..RunOptions::default()
     };
     let report = runtime.block_on(async {
