@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-use crate::{check_guards, diagram, fuzz, layering, torture, workspace};
+use crate::{check_guards, diagram, facade, fuzz, layering, torture, workspace};
 
 /// What a step does: run cargo with arguments, or call one of xtask's own checks.
 enum Action {
@@ -86,6 +86,10 @@ fn steps(in_ci: bool) -> Vec<Step> {
         Step {
             name: "layering",
             action: Action::Check(layering::run),
+        },
+        Step {
+            name: "facade features",
+            action: Action::Check(facade::run),
         },
         Step {
             name: "check-guards",
@@ -222,6 +226,7 @@ mod tests {
                 "torture (50)",
                 "fuzz (60 s each)",
                 "layering",
+                "facade features",
                 "check-guards",
                 "diagram --check",
                 "deny"

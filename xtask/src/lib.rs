@@ -7,11 +7,13 @@
 //! - `check-guards`: guards can only refuse ([`check_guards`]).
 //! - `diagram`: the pipeline flowchart generated from the stage table ([`diagram`]).
 //! - `bench`: every bench, one table, `docs/benchmarks.md` ([`bench`]).
+//! - `facade`: each default feature of the `toolrail` crate really removable ([`facade`]).
 
 pub mod bench;
 pub mod check_guards;
 pub mod ci;
 pub mod diagram;
+pub mod facade;
 pub mod fuzz;
 pub mod layering;
 pub mod torture;

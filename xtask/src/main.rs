@@ -3,14 +3,15 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use xtask::{bench, check_guards, ci, diagram, fuzz, layering, torture};
+use xtask::{bench, check_guards, ci, diagram, facade, fuzz, layering, torture};
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci                       fmt, clippy, tests, doctests, torture, fuzz, layering, check-guards, diagram --check, deny
+  ci                       fmt, clippy, tests, doctests, torture, fuzz, layering, facade, check-guards, diagram --check, deny
   layering                 check that each crate depends only on crates below it (DESIGN §2)
+  facade                   check that the toolrail crate builds without its default features, and without their dependencies
   check-guards             check that guards can only refuse
   diagram [--check]        write docs/tool-execution-pipeline.md, or check that it is current
   bench [--quick] [--json] run every bench, print one table, write docs/benchmarks.md
@@ -44,6 +45,10 @@ fn dispatch(args: &[String]) -> Result<()> {
         "layering" => {
             no_flags(command, &flags)?;
             layering::run()
+        }
+        "facade" => {
+            no_flags(command, &flags)?;
+            facade::run()
         }
         "check-guards" => {
             no_flags(command, &flags)?;
