@@ -1,7 +1,12 @@
 //! `ProviderClient::stream`: deltas arrive as the server sends them, build exactly the
 //! message the client returns, are declared void when a broken stream is tried again, and
 //! the sampling options reach both wire formats.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::wildcard_enum_match_arm
+)]
 
 mod support;
 

@@ -1,0 +1,290 @@
+//! `examples/agent.rs` run as a stranger runs it: against a local fake OpenAI-compatible
+//! server that streams its words in small deltas (the deltas must reach the terminal while
+//! the turn still runs: the server holds back the rest of its answer until the test has read
+//! the first words from the example's output), resumed in a second run that continues the
+//! conversation, and against llm-katan, a model server toolrail did not write.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::wildcard_enum_match_arm
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The example's binary, which `cargo test` builds beside the tests.
+fn example() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().and_then(Path::parent).unwrap();
+    let binary = profile.join("examples").join("agent");
+    assert!(
+        binary.is_file(),
+        "{} is missing: `cargo test -p toolrail-examples` builds it",
+        binary.display()
+    );
+    binary
+}
+
+/// One streamed answer: its chunks, and whether the server waits for the test after the
+/// first one.
+struct Answer {
+    chunks: Vec<String>,
+    gated: bool,
+}
+
+fn text_chunk(text: &str) -> String {
+    let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
+    format!("data: {chunk}\n\n")
+}
+
+fn call_chunk(id: &str, name: &str, arguments: &str) -> String {
+    let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    ]}, "finish_reason": null}]});
+    format!("data: {chunk}\n\n")
+}
+
+fn finish_chunk(reason: &str) -> String {
+    let chunk =
+        serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]});
+    format!("data: {chunk}\n\ndata: [DONE]\n\n")
+}
+
+/// Reads one HTTP request; returns its body.
+fn read_request(socket: &mut TcpStream) -> String {
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut reader = BufReader::new(socket.try_clone().unwrap());
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    String::from_utf8(body).unwrap()
+}
+
+/// A server on 127.0.0.1 answering requests with `answers` in order (one connection each),
+/// sending the request bodies back through the returned channel. A gated answer sends its
+/// first chunk, then waits for `gate` before the rest.
+fn fake_server(answers: Vec<Answer>, gate: mpsc::Receiver<()>) -> (String, mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (seen, requests) = mpsc::channel();
+    std::thread::spawn(move || {
+        for answer in answers {
+            let (mut socket, _) = listener.accept().unwrap();
+            seen.send(read_request(&mut socket)).unwrap();
+            socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+                .unwrap();
+            for (at, chunk) in answer.chunks.iter().enumerate() {
+                socket.write_all(chunk.as_bytes()).unwrap();
+                socket.flush().unwrap();
+                if answer.gated && at == 0 {
+                    // Bounded: a test that never reads the first words fails, it does not hang.
+                    gate.recv_timeout(Duration::from_secs(30)).expect(
+                        "the first words reached the terminal while the answer was still streaming",
+                    );
+                }
+            }
+        }
+    });
+    (url, requests)
+}
+
+#[test]
+fn the_example_streams_words_as_they_arrive_runs_its_tool_and_resumes() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("README.md"), "a small project\n").unwrap();
+    let (open_gate, gate) = mpsc::channel();
+    let (url, requests) = fake_server(
+        vec![
+            Answer {
+                chunks: vec![
+                    text_chunk("Counting "),
+                    text_chunk("the "),
+                    text_chunk("words. "),
+                    call_chunk("c1", "word_count", r#"{"text": "#),
+                    call_chunk("", "", r#""one two three"}"#),
+                    finish_chunk("tool_calls"),
+                ],
+                gated: true,
+            },
+            Answer {
+                chunks: vec![
+                    text_chunk("There "),
+                    text_chunk("are "),
+                    text_chunk("three."),
+                    finish_chunk("stop"),
+                ],
+                gated: false,
+            },
+            Answer {
+                chunks: vec![text_chunk("Still three."), finish_chunk("stop")],
+                gated: false,
+            },
+        ],
+        gate,
+    );
+    let mut child = Command::new(example())
+        .args([workspace.path().to_str().unwrap(), "How many words?"])
+        .env("TOOLRAIL_BASE_URL", &url)
+        .env("TOOLRAIL_MODEL", "fake")
+        .env_remove("OPENAI_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut shown = String::new();
+    let mut buffer = [0u8; 256];
+    // Read what the example prints as it prints it: its first words come while the server
+    // still holds back the rest of the answer.
+    while !shown.contains("Counting ") {
+        let read = stdout.read(&mut buffer).unwrap();
+        assert!(
+            read > 0,
+            "the example ended before its first words: {shown}"
+        );
+        shown.push_str(&String::from_utf8_lossy(&buffer[..read]));
+    }
+    assert!(
+        !shown.contains("(turn"),
+        "the turn had ended before its first words were shown: {shown}"
+    );
+    open_gate.send(()).unwrap();
+    stdout.read_to_string(&mut shown).unwrap();
+    let status = child.wait().unwrap();
+    let mut errors = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut errors)
+        .unwrap();
+    assert!(status.success(), "{shown}\n{errors}");
+    assert!(shown.contains("Counting the words. "), "{shown}");
+    assert!(shown.contains("[word_count: 3]"), "{shown}");
+    assert!(shown.contains("There are three."), "{shown}");
+    assert!(shown.contains("(turn Completed)"), "{shown}");
+    let first = requests.recv().unwrap();
+    assert!(first.contains("\"name\":\"word_count\""), "{first}");
+    assert!(
+        first.contains("\"name\":\"bash\""),
+        "the shipped tools are offered: {first}"
+    );
+    let second: serde_json::Value = serde_json::from_str(&requests.recv().unwrap()).unwrap();
+    assert_eq!(
+        second["messages"][2],
+        serde_json::json!({"role": "tool", "tool_call_id": "c1", "content": "3"}),
+        "the result went back: {second}"
+    );
+
+    // The same session again: nothing to repair, and the conversation goes on.
+    let session = shown
+        .lines()
+        .find_map(|line| line.strip_prefix("session "))
+        .unwrap()
+        .to_owned();
+    let output = Command::new(example())
+        .args([workspace.path().to_str().unwrap(), "And now?"])
+        .env("TOOLRAIL_BASE_URL", &url)
+        .env("TOOLRAIL_RESUME", &session)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let again = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{again}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(again.contains("recovered: nothing to repair"), "{again}");
+    assert!(again.contains(&format!("session {session}")), "{again}");
+    assert!(again.contains("Still three."), "{again}");
+    let third = requests.recv().unwrap();
+    assert!(
+        third.contains("How many words?")
+            && third.contains("There are three.")
+            && third.contains("And now?"),
+        "the resumed session carries the whole conversation: {third}"
+    );
+}
+
+/// Where `.ci/run` puts llm-katan, relative to the workspace root.
+const KATAN: &str = "target/ci-venv/llm-katan/bin/llm-katan";
+
+#[test]
+fn the_example_runs_against_llm_katan() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let katan = std::env::var_os("LLM_KATAN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(KATAN));
+    if !katan.is_file() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "llm-katan is missing: .ci/run installs it into {KATAN}"
+        );
+        eprintln!("llm-katan not found (set LLM_KATAN or run .ci/run): not run here");
+        return;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(katan)
+        .args(["-m", "echo-model", "-b", "echo", "-h", "127.0.0.1", "-p"])
+        .arg(port.to_string())
+        .args(["--providers", "openai", "--disable-dashboard"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Bounded: a Python web server takes a second or two to listen.
+    let listening = (0..300).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(listening, "llm-katan did not listen within 30 s");
+    let workspace = tempfile::tempdir().unwrap();
+    let output = Command::new(example())
+        .args([
+            workspace.path().to_str().unwrap(),
+            "Count the words of this.",
+        ])
+        .env("TOOLRAIL_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
+        .env("TOOLRAIL_MODEL", "echo-model")
+        // llm-katan wants a key, any key.
+        .env("OPENAI_API_KEY", "test-key")
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{shown}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Its echo model calls the first tool offered every time (`bash`, which the workspace
+    // preset asks about and nobody is there to allow), until the step limit ends the turn.
+    assert!(shown.contains("[bash: Error:"), "{shown}");
+    assert!(shown.contains("(turn MaxSteps)"), "{shown}");
+}
