@@ -39,7 +39,14 @@ const SEEDS: &[(&str, &[&str])] = &[
     ("command_line", &["fuzz/seeds/command_line"]),
     ("jsonl_recovery", &["fuzz/seeds/jsonl_recovery"]),
     ("permission_rules", &["fuzz/seeds/permission_rules"]),
-    ("scenario", &["crates/testkit/scenarios"]),
+    (
+        "scenario",
+        &[
+            "crates/testkit/scenarios",
+            "crates/cli/tests/scenarios",
+            "crates/cli/demo",
+        ],
+    ),
 ];
 
 pub fn run(options: Options) -> Result<()> {
