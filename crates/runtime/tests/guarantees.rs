@@ -408,3 +408,58 @@ async fn a_second_prompt_while_a_turn_runs_is_refused_and_steering_joins_the_tur
     );
     let _ = SessionId::new("s1");
 }
+
+/// A `read` of the embedder's own.
+struct MyRead;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct MyReadArgs {}
+
+impl TypedTool for MyRead {
+    type Args = MyReadArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::for_args::<MyReadArgs>("read", "Mine.")
+    }
+
+    async fn run(&self, _ctx: &ToolContext, _args: MyReadArgs) -> ToolResult {
+        Ok(ToolOutput::text("mine"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_of_the_embedders_never_silently_replaces_a_shipped_one() {
+    let folder = tempfile::tempdir().unwrap();
+    let (builder, _) = session(&folder, Vec::new());
+    let error = builder
+        .tools(["read", "grep"])
+        .tool(Typed::new(MyRead))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("leave `read` out of `tools.enabled` to use yours"),
+        "{error}"
+    );
+    assert!(
+        !folder.path().join("sessions/s1.jsonl").exists(),
+        "nothing was written"
+    );
+    // Left out of the shipped tools, it is the session's `read`.
+    let (builder, _) = session(&folder, Vec::new());
+    let agent = builder
+        .tools(["grep"])
+        .tool(Typed::new(MyRead))
+        .build()
+        .await
+        .unwrap();
+    let read = agent.tools().snapshot();
+    assert_eq!(
+        read.resolve("read", toolrail_tools_core::CallOrigin::Host)
+            .map(|entry| entry.spec().description().to_owned())
+            .as_deref(),
+        Some("Mine.")
+    );
+}

@@ -331,10 +331,12 @@ impl Pieces {
         let mut builder = RegistryBuilder::new();
         let mut plan_exit_named = false;
         for name in &config.tools.enabled {
-            if given_names.contains(name) {
-                continue;
-            }
+            let given = given_names.contains(name);
             let Some(entry) = catalog::entry(name) else {
+                if given {
+                    // A tool of the embedder's, named so it may be deferred or listed.
+                    continue;
+                }
                 return Err(ConfigError::invalid(
                     "tools.enabled",
                     format!(
@@ -344,6 +346,12 @@ impl Pieces {
                 )
                 .into());
             };
+            if given {
+                // Never a silent replacement: the shipped tool stays unless it is left out.
+                return Err(BuildError::Registry(format!(
+                    "a tool given to the builder is named `{name}`, like the shipped tool `tools.enabled` names; leave `{name}` out of `tools.enabled` to use yours instead, or name yours otherwise"
+                )));
+            }
             plan_exit_named |= entry.name == catalog::EXIT_PLAN_MODE;
             if let Some(tool) = entry.make(&self.context) {
                 builder = builder.builtin(deferred(tool));
@@ -671,7 +679,7 @@ fn rules_of(config: &SessionConfig) -> Result<(Option<Preset>, Vec<Rule>), Confi
             let mut rule = Rule::new(effect, pattern)
                 .map_err(|error| ConfigError::invalid(&path, error.to_string()))?
                 .with_origin(RuleOrigin {
-                    source: format!("toolrail.toml {path}"),
+                    source: path.clone(),
                     line: None,
                 });
             if let Some(reason) = reason {
