@@ -13,6 +13,76 @@
 //! Depends on `agent-loop` (a mode is the loop's presentation of each request's tools),
 //! `shell-tool` (the sandbox and kill path Python runs under), `tools-core` and
 //! `session-log`.
+//!
+//! # Example
+//!
+//! One tool, the SDK a program is written against, and a JavaScript program (the default
+//! `javascript` feature) that calls the tool twice through `run_code`: each binding call is
+//! a call of its own in the pipeline.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use serde_json::json;
+//! use toolrail_code_mode::{CodeMode, Limits, RUN_CODE, javascript};
+//! use toolrail_session_log::MemorySink;
+//! use toolrail_tools_core::{
+//!     BatchControl, CallRequest, Pipeline, RegistryBuilder, ReservedName, ToolContext, ToolOutput,
+//!     ToolResult, ToolSpec, Typed, TypedTool,
+//! };
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct AddArgs {
+//!     numbers: Vec<f64>,
+//! }
+//!
+//! struct Add;
+//!
+//! impl TypedTool for Add {
+//!     type Args = AddArgs;
+//!
+//!     fn spec(&self) -> ToolSpec {
+//!         ToolSpec::for_args::<AddArgs>("add", "Adds numbers.").read_only().parallel_safe()
+//!     }
+//!
+//!     async fn run(&self, _ctx: &ToolContext, args: AddArgs) -> ToolResult {
+//!         Ok(ToolOutput::value(json!(args.numbers.iter().sum::<f64>())))
+//!     }
+//! }
+//!
+//! let code_mode = CodeMode::new(Limits::default());
+//! let (registry, _warnings) = RegistryBuilder::new()
+//!     .builtin(Typed::new(Add))
+//!     .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(code_mode.tool())))
+//!     .build()?;
+//! let log = Arc::new(MemorySink::new());
+//! let pipeline = Arc::new(Pipeline::builder(log.clone()).build());
+//! code_mode.attach(pipeline.clone(), registry.clone(), log.clone());
+//!
+//! // In code mode the model is offered `run_code` alone, and told of the others as functions.
+//! let tools = registry.snapshot().for_code_mode(RUN_CODE);
+//! let sdk = javascript(&tools);
+//! assert!(sdk.contains(r#"async function add(args) { return __call("add", args); }"#));
+//! assert!(!sdk.contains("run_code"), "a program cannot start another program");
+//!
+//! let program = "const a = await add({numbers: [1, 2]}); return await add({numbers: [a, 3]});";
+//! let arguments = json!({"code": program, "description": "add twice"}).to_string();
+//! let request = CallRequest::new("c1", 0, RUN_CODE, arguments);
+//! # tokio::runtime::Runtime::new()?.block_on(async {
+//! let result = pipeline.execute_one(&tools, request, &BatchControl::default()).await?;
+//! assert_eq!(result.record.text(), "[returned] 6");
+//! // Each binding call committed its own result, before the program's.
+//! let committed: Vec<String> = log
+//!     .events()
+//!     .into_iter()
+//!     .filter(|event| event.data.kind() == "tool/result")
+//!     .filter_map(|event| event.call_id.map(|id| id.to_string()))
+//!     .collect();
+//! assert_eq!(committed, ["c1:code:1", "c1:code:2", "c1"]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod bindings;
 mod gate;

@@ -15,6 +15,46 @@
 //! interrupted change happened. `edit` streams the file, so its memory does not grow with it.
 //!
 //! Depends on `tools-core` only.
+//!
+//! # Example
+//!
+//! The five tools over a workspace, called through the pipeline: `edit` refuses a file the
+//! session has not read, and goes through once `read` has shown it.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use serde_json::json;
+//! use toolrail_fs_tools::FileTools;
+//! use toolrail_tools_core::log::MemorySink;
+//! use toolrail_tools_core::{BatchControl, CallRequest, Pipeline, RegistryBuilder, WorkspaceRoots};
+//!
+//! let workspace = tempfile::tempdir()?;
+//! std::fs::write(workspace.path().join("notes.txt"), "alpha\nbeta\n")?;
+//! let files = FileTools::new(WorkspaceRoots::new([workspace.path()])?);
+//! let builder = files.tools().into_iter().fold(RegistryBuilder::new(), RegistryBuilder::builtin);
+//! let (registry, _warnings) = builder.build()?;
+//! let pipeline = Pipeline::builder(Arc::new(MemorySink::new())).build();
+//! let (tools, control) = (registry.snapshot(), BatchControl::default());
+//! let edit = json!({"path": "notes.txt", "edits": [{"old": "beta", "new": "gamma"}]});
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! let call = |id: &str, name: &str, arguments: &serde_json::Value| {
+//!     let request = CallRequest::new(id, 0, name, arguments.to_string());
+//!     pipeline.execute_one(&tools, request, &control)
+//! };
+//!
+//! let unread = call("c1", "edit", &edit).await?;
+//! let code = unread.record.error_code().map(|code| code.as_str());
+//! assert_eq!(code, Some("FS_NOT_OBSERVED"));
+//!
+//! let read = call("c2", "read", &json!({"path": "notes.txt"})).await?;
+//! assert_eq!(read.record.text(), "     1\talpha\n     2\tbeta\n"); // numbered lines
+//! assert_eq!(call("c3", "edit", &edit).await?.record.error_code(), None);
+//! assert_eq!(std::fs::read_to_string(workspace.path().join("notes.txt"))?, "alpha\ngamma\n");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod atomic;
 mod beneath;

@@ -4,6 +4,47 @@
 //! so every MCP call passes the same pipeline, policy, scheduler and log as a built-in one.
 //!
 //! Depends on `tools-core` and `session-log`.
+//!
+//! # Example
+//!
+//! A server configured in the common `mcpServers` JSON shape, and the same in TOML; the
+//! defaults fill what is left out, and a mistake names the file.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use toolrail_mcp::{McpConfig, Parallel, Start};
+//!
+//! let json = McpConfig::from_json(
+//!     r#"{"mcpServers": {"github": {
+//!         "command": "npx",
+//!         "args": ["-y", "@modelcontextprotocol/server-github"],
+//!         "env": {"LOG_LEVEL": "warn"},
+//!         "disabledTools": ["delete_repository"]
+//!     }}}"#,
+//!     "servers.json",
+//! )?;
+//! let github = &json.servers["github"];
+//! assert!(github.offers("search_code") && !github.offers("delete_repository"));
+//! assert_eq!((github.parallel, github.start), (Parallel::Auto, Start::Session));
+//! assert_eq!(github.call_timeout(), Duration::from_secs(120));
+//!
+//! let toml = McpConfig::from_toml(
+//!     r#"
+//!     [mcp_servers.github]
+//!     command = "npx"
+//!     args = ["-y", "@modelcontextprotocol/server-github"]
+//!     env = { LOG_LEVEL = "warn" }
+//!     disabled_tools = ["delete_repository"]
+//!     "#,
+//!     "servers.toml",
+//! )?;
+//! assert_eq!(toml, json);
+//!
+//! let typo = McpConfig::from_json(r#"{"mcpServers": {"x": {"comand": "npx"}}}"#, "bad.json");
+//! assert!(typo.is_err_and(|error| error.to_string().starts_with("bad.json: ")));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod config;
 mod naming;

@@ -18,6 +18,59 @@
 //! tools and the sandbox.
 //!
 //! Depends on `policy-guards` and `tools-core`.
+//!
+//! # Example
+//!
+//! A rule file read from TOML, deciding `bash` calls by their command line.
+//!
+//! ```
+//! use serde_json::json;
+//! use toolrail_permissions::{Permissions, Preset, RuleEffect, RuleFile};
+//! use toolrail_tools_core::log::ToolSource;
+//! use toolrail_tools_core::{
+//!     CallIdentity, CallView, SubjectKind, ToolKind, ToolSpec, WorkspaceRoots,
+//! };
+//!
+//! let file = RuleFile::from_toml(
+//!     r#"
+//!     preset = "workspace"
+//!     allow = ["bash(git status*)"]
+//!     deny = [{ rule = "bash(rm -rf *)", reason = "deleting trees is done by hand" }]
+//!     "#,
+//!     "rules.toml",
+//! )?;
+//! let workspace = tempfile::tempdir()?;
+//! let roots = WorkspaceRoots::new([workspace.path()])?;
+//! let permissions = Permissions::from_file(file, Preset::Untrusted, &roots);
+//! assert_eq!(permissions.preset(), Preset::Workspace, "the file's preset wins");
+//!
+//! let bash = ToolSpec::new("bash", "Runs a command.", json!({"type": "object"}))
+//!     .kind(ToolKind::Execute)
+//!     .subject("command", SubjectKind::Command);
+//! let decide = |command: &str| {
+//!     let identity = CallIdentity {
+//!         call_id: "c1".into(),
+//!         index: 0,
+//!         name: "bash".to_owned(),
+//!         turn: None,
+//!         step: None,
+//!         source: Some(ToolSource::Builtin),
+//!         version: None,
+//!     };
+//!     permissions.decide(&CallView {
+//!         identity: &identity,
+//!         spec: &bash,
+//!         source: &ToolSource::Builtin,
+//!         arguments: &json!({ "command": command }),
+//!     })
+//! };
+//! assert_eq!(decide("git status --short").effect, RuleEffect::Allow);
+//! // Each command of a line is judged; the strongest decision wins.
+//! assert_eq!(decide("git status && rm -rf build").effect, RuleEffect::Deny);
+//! // No rule covers it: the `workspace` preset asks before a shell command runs.
+//! assert_eq!(decide("cargo build").effect, RuleEffect::Ask);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod file;
 mod policy;

@@ -28,6 +28,61 @@ pub struct Verdict {
 }
 
 /// A preset and its rules, checked against calls.
+///
+/// # Example
+///
+/// Deny beats ask beats allow, whatever their order; the preset decides what no rule
+/// covers, and `never-ask` turns every ask into a deny.
+///
+/// ```
+/// use serde_json::json;
+/// use toolrail_permissions::{Permissions, Preset, Rule, RuleEffect};
+/// use toolrail_tools_core::log::ToolSource;
+/// use toolrail_tools_core::{
+///     CallIdentity, CallView, SubjectKind, ToolKind, ToolSpec, WorkspaceRoots,
+/// };
+///
+/// let workspace = tempfile::tempdir()?;
+/// let roots = WorkspaceRoots::new([workspace.path()])?;
+/// let rules = vec![
+///     Rule::parse("allow write(src/**)")?,
+///     Rule::parse("ask write(src/generated/**)")?,
+///     Rule::parse("deny write(**/.env)")?.with_reason("secrets are edited by hand"),
+/// ];
+/// let write = ToolSpec::new("write", "Writes a file.", json!({"type": "object"}))
+///     .kind(ToolKind::Edit)
+///     .subject("path", SubjectKind::Path);
+/// let identity = CallIdentity {
+///     call_id: "c1".into(),
+///     index: 0,
+///     name: "write".to_owned(),
+///     turn: None,
+///     step: None,
+///     source: Some(ToolSource::Builtin),
+///     version: None,
+/// };
+/// let decide = |permissions: &Permissions, path: &str| {
+///     permissions.decide(&CallView {
+///         identity: &identity,
+///         spec: &write,
+///         source: &ToolSource::Builtin,
+///         arguments: &json!({ "path": path }),
+///     })
+/// };
+///
+/// let permissions = Permissions::new(Preset::Untrusted, rules.clone(), &roots);
+/// assert_eq!(decide(&permissions, "src/lib.rs").effect, RuleEffect::Allow);
+/// assert_eq!(decide(&permissions, "src/generated/api.rs").effect, RuleEffect::Ask);
+/// let secret = decide(&permissions, "src/.env");
+/// assert_eq!(secret.effect, RuleEffect::Deny);
+/// let named = "`write` is denied by `deny write(**/.env)`: secrets are edited by hand";
+/// assert_eq!(secret.reason, named);
+/// assert_eq!(decide(&permissions, "notes.md").effect, RuleEffect::Ask, "untrusted asks");
+///
+/// let unattended = Permissions::new(Preset::NeverAsk, rules, &roots);
+/// assert_eq!(decide(&unattended, "src/generated/api.rs").effect, RuleEffect::Deny);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Permissions {
     preset: Preset,

@@ -6,6 +6,37 @@
 //! every card.
 //!
 //! Depends on `session-log` only (it reads recorded data, never the runtime).
+//!
+//! # Example
+//!
+//! A `bash` call's card while it runs, then once recovery wrote its result off after a
+//! crash, rendered as plain text.
+//!
+//! ```
+//! use serde_json::json;
+//! use toolrail_presenters::{CardKind, CardStatus, present_call, present_result, render_plain};
+//! use toolrail_session_log::{ErrorCode, ToolResultRecord};
+//!
+//! let arguments = json!({"command": "make deploy", "description": "deploy the site"});
+//! let kind = CardKind::for_tool("bash");
+//! assert_eq!(kind, CardKind::Terminal);
+//!
+//! let running = present_call(kind, "bash", &arguments);
+//! assert_eq!(running.status, CardStatus::Pending);
+//! assert_eq!(render_plain(&running), "· $ make deploy\n  deploy the site\n");
+//!
+//! let mut result = ToolResultRecord::failure(
+//!     ErrorCode::ToolOutcomeUnknown,
+//!     "the session ended while this call ran; it may have acted",
+//! );
+//! result.synthetic = true; // written by the runtime, not the tool
+//! let written_off = present_result(kind, "bash", &arguments, &result);
+//! assert_eq!(render_plain(&written_off), "\
+//! ✗ $ make deploy  TOOL_OUTCOME_UNKNOWN (by the runtime)
+//!   the session ended while this call ran; it may have acted
+//!   deploy the site
+//! ");
+//! ```
 
 mod card;
 mod page;

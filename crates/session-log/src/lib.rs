@@ -5,6 +5,51 @@
 //! envelope and every event kind of a session log (DESIGN §6), and the [`EventSink`] trait
 //! through which the pipeline turns calls into recorded facts. Durable stores, replay and
 //! recovery build on these types.
+//!
+//! # Example
+//!
+//! A session kept in a JSONL file: created, appended to, reopened after the process that
+//! wrote it stopped in the middle of a turn, and repaired by [`recover`].
+//!
+//! ```
+//! use toolrail_session_log::{
+//!     AppendUrgency, ContentBlock, Durability, EventData, EventDraft, EventSink, JsonlStore,
+//!     SessionId, SessionStart, SessionStore, Timestamp, TurnId, TurnStart, recover,
+//! };
+//!
+//! # tokio::runtime::Runtime::new()?.block_on(async {
+//! let dir = tempfile::tempdir()?;
+//! let store = JsonlStore::new(dir.path(), Durability::Strict)?;
+//! let id = SessionId::new("demo");
+//! let start = SessionStart {
+//!     format_version: 0, // the store writes its own
+//!     session_id: id.clone(),
+//!     tools: vec![],
+//!     meta: None,
+//! };
+//! let log = store.create(start)?;
+//! let user = TurnStart { user: vec![ContentBlock::text("hello")] };
+//! let draft = EventDraft {
+//!     ts: Timestamp::now(),
+//!     turn: Some(TurnId(1)),
+//!     step: None,
+//!     call_id: None,
+//!     data: EventData::TurnStart(user),
+//! };
+//! assert_eq!(log.append(draft, AppendUrgency::Durable).await?, 2);
+//! drop(log); // the process stops before the turn ends
+//!
+//! let opened = store.open(&id)?;
+//! let kinds: Vec<_> = opened.events.iter().map(|event| event.data.kind()).collect();
+//! assert_eq!(kinds, ["session/start", "turn/start"]);
+//! let report = recover(&opened.events, opened.torn_bytes_dropped, &[], &opened.log).await?;
+//! assert_eq!(report.closed_turn, Some(TurnId(1)));
+//! let events = store.read(&id)?.events; // read without taking the lock
+//! assert_eq!(events.last().map(|event| event.data.kind()), Some("turn/end"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod content;
 mod digest;

@@ -70,6 +70,57 @@ impl RecoveryReport {
 /// The turn repaired is the last one: open (a crash), or ended with `error` (an internal
 /// failure ended it and left the classification to recovery, DESIGN §5) while calls of its
 /// last assistant message had no result.
+///
+/// # Example
+///
+/// A crash after the model asked for two calls: `c1` was started, `c2` was not. Each gets
+/// an honest result, the turn is closed, and recovering again changes nothing.
+///
+/// ```
+/// use toolrail_session_log::{
+///     AppendUrgency, AssistantBlock, AssistantMessage, CallId, ContentBlock, ErrorCode,
+///     EventData, EventDraft, EventSink, MemorySink, StepId, StopReason, Timestamp, ToolStart,
+///     TurnId, TurnStart, recover,
+/// };
+///
+/// let draft = |call: Option<&str>, data| EventDraft {
+///     ts: Timestamp::now(),
+///     turn: Some(TurnId(1)),
+///     step: Some(StepId(1)),
+///     call_id: call.map(CallId::from),
+///     data,
+/// };
+/// let ask = |id: &str| AssistantBlock::ToolCall {
+///     call_id: CallId::from(id),
+///     name: "write".to_owned(),
+///     arguments_raw: "{}".to_owned(),
+/// };
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let log = MemorySink::new(); // a store's reopened log in real use
+/// let user = TurnStart { user: vec![ContentBlock::text("save both")] };
+/// let message = AssistantMessage {
+///     blocks: vec![ask("c1"), ask("c2")],
+///     stop_reason: StopReason::ToolCalls,
+/// };
+/// for event in [
+///     draft(None, EventData::TurnStart(user)),
+///     draft(None, EventData::AssistantMessage(message)),
+///     draft(Some("c1"), EventData::ToolStart(ToolStart::default())),
+/// ] {
+///     log.append(event, AppendUrgency::Buffered).await?;
+/// }
+///
+/// let report = recover(&log.events(), 0, &[], &log).await?;
+/// assert_eq!(report.repaired, [
+///     (CallId::from("c1"), Some(ErrorCode::ToolOutcomeUnknown)),
+///     (CallId::from("c2"), Some(ErrorCode::ToolNotStarted)),
+/// ]);
+/// assert_eq!(log.kinds()[3..], ["tool/result", "tool/result", "recovery/repaired", "turn/end"]);
+/// assert!(recover(&log.events(), 0, &[], &log).await?.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub async fn recover(
     events: &[Event],
     torn_bytes_dropped: u64,

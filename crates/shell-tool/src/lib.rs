@@ -25,6 +25,51 @@
 //! mode's Python runtime uses them.
 //!
 //! Depends on `tools-core` only.
+//!
+//! # Example
+//!
+//! A command run through the pipeline in the default `read-only` sandbox: it prints, but it
+//! cannot change the workspace. Where no sandbox can be made, [`diagnose`] says why, and the
+//! command does not run at all (`SANDBOX_UNAVAILABLE`).
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use serde_json::json;
+//! use toolrail_shell_tool::{BashTool, SandboxMode, ShellConfig, diagnose};
+//! use toolrail_tools_core::log::MemorySink;
+//! use toolrail_tools_core::{
+//!     BatchControl, CallRequest, Pipeline, RegistryBuilder, Typed, WorkspaceRoots,
+//! };
+//!
+//! let workspace = tempfile::tempdir()?;
+//! let session = tempfile::tempdir()?; // where full outputs are spilled
+//! let config = ShellConfig::new(WorkspaceRoots::new([workspace.path()])?, session.path());
+//! assert_eq!(config.mode, SandboxMode::ReadOnly);
+//! let diagnosis = diagnose(&config.tier); // starts a trial command in the sandbox
+//!
+//! let bash = Typed::new(BashTool::new(config));
+//! let (registry, _warnings) = RegistryBuilder::new().builtin(bash).build()?;
+//! let pipeline = Pipeline::builder(Arc::new(MemorySink::new())).build();
+//! let arguments = json!({"command": "echo hi && touch note.txt", "description": "try to write"});
+//! let request = CallRequest::new("c1", 0, "bash", arguments.to_string());
+//! let (tools, control) = (registry.snapshot(), BatchControl::default());
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! let result = pipeline.execute_one(&tools, request, &control).await?;
+//! let text = result.record.text();
+//! match &diagnosis.problem {
+//!     // `hi`, then touch's refusal on stderr and `[exit code 1]`.
+//!     None => assert!(text.starts_with("hi\n") && text.contains("[exit code 1]"), "{text}"),
+//!     Some(why) => {
+//!         let code = result.record.error_code().map(|code| code.as_str());
+//!         assert_eq!(code, Some("SANDBOX_UNAVAILABLE"), "{why}");
+//!     }
+//! }
+//! assert!(!workspace.path().join("note.txt").exists());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod bash;
 mod confined;

@@ -3,6 +3,42 @@
 //! (the runtime's, with the probes) that run whole sessions.
 //!
 //! May depend on every library crate; the others use it as a dev-dependency.
+//!
+//! # Example
+//!
+//! A scenario: a scripted model asks for two `probe` calls that each need an approval; the
+//! scripted approver allows the first and rejects the second. The run checks the scenario's
+//! own `expect`, and the markers prove which body ran.
+//!
+//! ```
+//! use toolrail_session_log::TurnEndKind;
+//! use toolrail_testkit::Scenario;
+//!
+//! let scenario = Scenario::from_json(
+//!     r#"{
+//!       "config": {"tools": {"enabled": ["probe"]}, "permissions": {"ask": ["probe"]}},
+//!       "approvals": ["allowed_once", "rejected"],
+//!       "turns": [{"user": "probe twice", "model": [
+//!         {"tool_calls": [
+//!           {"id": "c1", "name": "probe", "arguments": "{\"marker\": true}"},
+//!           {"id": "c2", "name": "probe", "arguments": "{\"marker\": true}"}
+//!         ], "stop_reason": "tool_use"},
+//!         {"text": "one ran", "stop_reason": "end_turn"}
+//!       ]}],
+//!       "expect": {"results": {"c1": "ok", "c2": "APPROVAL_REJECTED"}}
+//!     }"#,
+//! )?;
+//! let folder = tempfile::tempdir()?; // the session's store, workspace and markers
+//! # tokio::runtime::Runtime::new()?.block_on(async {
+//! let report = scenario.run(folder.path()).await?;
+//! assert_eq!(report.mismatches, Vec::<String>::new());
+//! assert_eq!(report.turn_ends, [TurnEndKind::Completed]);
+//! assert!(report.marker_dir.join("c1").exists());
+//! assert!(!report.marker_dir.join("c2").exists(), "a rejected call never starts");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod bench;
 pub mod fleet;

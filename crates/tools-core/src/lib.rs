@@ -6,6 +6,58 @@
 //! normalize/finalize, commit — each with its own powers; [`stages`] lists them as data.
 //! The scheduler in `agent-loop` drives the staged API ([`Pipeline::prepare`],
 //! [`Pipeline::dispatch`], [`Pipeline::finish`]); [`Pipeline::execute_one`] runs one call.
+//!
+//! # Example
+//!
+//! A typed tool, registered and called through the pipeline, which checks the arguments
+//! against the schema derived from their type and logs each stage to a sink.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use toolrail_tools_core::log::{ErrorCode, MemorySink};
+//! use toolrail_tools_core::{
+//!     BatchControl, CallRequest, Pipeline, RegistryBuilder, ToolContext, ToolOutput, ToolResult,
+//!     ToolSpec, Typed, TypedTool,
+//! };
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct GreetArgs {
+//!     /// Who to greet.
+//!     name: String,
+//! }
+//!
+//! struct Greet;
+//!
+//! impl TypedTool for Greet {
+//!     type Args = GreetArgs;
+//!
+//!     fn spec(&self) -> ToolSpec {
+//!         ToolSpec::for_args::<GreetArgs>("greet", "Greets someone by name.").read_only()
+//!     }
+//!
+//!     async fn run(&self, _ctx: &ToolContext, args: GreetArgs) -> ToolResult {
+//!         Ok(ToolOutput::text(format!("hello, {}", args.name)))
+//!     }
+//! }
+//!
+//! let (registry, _warnings) = RegistryBuilder::new().builtin(Typed::new(Greet)).build()?;
+//! let log = Arc::new(MemorySink::new());
+//! let pipeline = Pipeline::builder(log.clone()).build();
+//! let (tools, control) = (registry.snapshot(), BatchControl::default());
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! let ok = CallRequest::new("c1", 0, "greet", r#"{"name":"Ada"}"#);
+//! assert_eq!(pipeline.execute_one(&tools, ok, &control).await?.record.text(), "hello, Ada");
+//!
+//! // Arguments that break the schema never reach the body.
+//! let bad = CallRequest::new("c2", 1, "greet", r#"{"name":7}"#);
+//! let refused = pipeline.execute_one(&tools, bad, &control).await?;
+//! assert_eq!(refused.record.error_code(), Some(&ErrorCode::InvalidArgs));
+//! assert_eq!(log.kinds(), ["tool/call", "tool/start", "tool/result", "tool/call", "tool/result"]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod approval;
 mod arguments;

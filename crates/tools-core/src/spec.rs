@@ -159,6 +159,37 @@ pub struct SubjectField {
 
 /// The definition of a tool (DESIGN §4). Built with [`ToolSpec::new`] or
 /// [`ToolSpec::for_args`] and the chained setters; read through the getters.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use serde_json::json;
+/// use toolrail_tools_core::{SubjectKind, ToolKind, ToolSpec};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct FetchArgs {
+///     /// The address to fetch.
+///     url: String,
+/// }
+///
+/// let spec = ToolSpec::for_args::<FetchArgs>("fetch", "Fetches a web page.")
+///     .kind(ToolKind::Fetch)
+///     .read_only()
+///     .timeout(Duration::from_secs(30))
+///     // What permission rules such as `allow fetch(https://docs.rs/*)` match.
+///     .subject("url", SubjectKind::Url);
+///
+/// // The doc comment of a field becomes its description in the input schema.
+/// let schema = spec.input_schema();
+/// assert_eq!(schema["properties"]["url"]["description"], "The address to fetch.");
+/// assert_eq!(schema["required"], json!(["url"]));
+/// assert_eq!((spec.name(), spec.tool_version()), ("fetch", "1"));
+/// assert!(spec.is_read_only() && !spec.is_idempotent());
+/// assert_eq!(spec.default_timeout(), Some(Duration::from_secs(30)));
+/// assert_eq!(spec.subject_field().map(|subject| subject.kind), Some(SubjectKind::Url));
+/// ```
 #[derive(Clone, Debug)]
 pub struct ToolSpec {
     name: String,

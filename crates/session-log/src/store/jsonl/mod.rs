@@ -19,6 +19,49 @@ use crate::sink::SinkError;
 use crate::time::Timestamp;
 
 /// A folder of session files.
+///
+/// # Example
+///
+/// One log per file at a time: while a session is open, opening it again is refused; once
+/// its log is dropped, it reopens with every event, and appends go on from the next `seq`.
+///
+/// ```
+/// use toolrail_session_log::{
+///     AppendUrgency, ContentBlock, Durability, EventData, EventDraft, EventSink, JsonlStore,
+///     SessionId, SessionStart, SessionStore, StoreError, Timestamp, TurnId, TurnStart,
+/// };
+///
+/// let turn_start = || EventDraft {
+///     ts: Timestamp::now(),
+///     turn: Some(TurnId(1)),
+///     step: None,
+///     call_id: None,
+///     data: EventData::TurnStart(TurnStart { user: vec![ContentBlock::text("hello")] }),
+/// };
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let dir = tempfile::tempdir()?;
+/// let store = JsonlStore::new(dir.path(), Durability::Strict)?;
+/// let id = SessionId::new("s1");
+/// let start = SessionStart {
+///     format_version: 0, // the store writes its own
+///     session_id: id.clone(),
+///     tools: vec![],
+///     meta: None,
+/// };
+/// let log = store.create(start)?;
+/// assert_eq!(log.append(turn_start(), AppendUrgency::Durable).await?, 2);
+/// assert!(matches!(store.open(&id), Err(StoreError::Locked { .. })));
+/// assert_eq!(store.read(&id)?.events.len(), 2); // reading takes no lock
+/// drop(log);
+///
+/// let opened = store.open(&id)?;
+/// assert_eq!(opened.events.len(), 2);
+/// assert_eq!(opened.log.append(turn_start(), AppendUrgency::Durable).await?, 3);
+/// assert_eq!(store.path_of(&id)?, dir.path().join("s1.jsonl"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct JsonlStore {
     dir: PathBuf,
