@@ -327,6 +327,7 @@ async fn a_redirect_is_not_followed_so_the_key_stays_where_it_was_sent() {
         headers: vec![("location".into(), "http://127.0.0.1:9/elsewhere".into())],
         pieces: Vec::new(),
         pause: Duration::ZERO,
+        gate: None,
     }])
     .await;
     let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();

@@ -157,34 +157,42 @@ async fn the_first_delta_arrives_while_the_server_is_still_sending() {
                 .to_vec(),
         ))
         .collect();
+    // The server holds the rest of its answer back until the first delta reached the sink:
+    // a client that waited for the whole answer would never get it.
+    let gate = Arc::new(tokio::sync::Notify::new());
     let server = FakeServer::start(vec![Reply {
         pieces: words,
-        pause: Duration::from_millis(150),
+        gate: Some(Arc::clone(&gate)),
         ..Reply::stream(b"")
     }])
     .await;
     let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
     let seen = Arc::new(Seen::default());
-    let deltas = sink(&seen);
-    client
-        .stream(&request(), &CancellationToken::new(), &deltas)
+    let sink = {
+        let seen = Arc::clone(&seen);
+        move |delta: ModelDelta| {
+            if seen.0.lock().is_empty() {
+                gate.notify_one();
+            }
+            seen.0.lock().push((Instant::now(), delta));
+        }
+    };
+    let response = client
+        .stream(&request(), &CancellationToken::new(), &sink)
         .await
         .unwrap();
-    let done = Instant::now();
-    let arrived = seen.0.lock().clone();
-    let texts: Vec<&str> = arrived
-        .iter()
-        .filter_map(|(_, delta)| match delta {
-            ModelDelta::Text(text) => Some(text.as_str()),
+    let texts: Vec<String> = seen
+        .deltas()
+        .into_iter()
+        .filter_map(|delta| match delta {
+            ModelDelta::Text(text) => Some(text),
             _ => None,
         })
         .collect();
     assert_eq!(texts, ["Hel", "lo, ", "wor", "ld."]);
-    // Four pauses of 150 ms follow the first piece: its delta came well before the end.
-    let first = arrived.first().map(|(at, _)| *at).unwrap();
-    assert!(
-        done.duration_since(first) >= Duration::from_millis(300),
-        "the first delta was held back until the answer was whole"
+    assert_eq!(
+        response.message.stop_reason,
+        toolrail_session_log::StopReason::EndTurn
     );
 }
 

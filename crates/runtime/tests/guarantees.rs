@@ -16,8 +16,8 @@ use std::time::Duration;
 use toolrail_runtime::scenario::ScriptedModel;
 use toolrail_runtime::{Agent, AgentBuilder, AgentEvent, PresetName, Store};
 use toolrail_session_log::{
-    AssistantBlock, AssistantMessage, BoxFuture, CallId, ErrorCode, EventData, SessionId,
-    StopReason, TurnEndKind,
+    AssistantBlock, AssistantMessage, BoxFuture, CallId, ErrorCode, EventData, StopReason,
+    TurnEndKind,
 };
 use toolrail_tools_core::{
     CallView, HookError, PreExecuteDecision, PreExecuteHook, PreNext, ToolContext, ToolOutput,
@@ -283,41 +283,64 @@ async fn a_message_cut_by_the_length_limit_runs_none_of_its_calls() {
     assert!(!outcomes(&agent)[0].2, "nothing of a cut message starts");
 }
 
+/// Says when its body runs, then waits to be cancelled.
+struct Hold(Arc<tokio::sync::Notify>);
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct HoldArgs {}
+
+impl TypedTool for Hold {
+    type Args = HoldArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::for_args::<HoldArgs>("hold", "Holds until cancelled.")
+    }
+
+    async fn run(&self, ctx: &ToolContext, _args: HoldArgs) -> ToolResult {
+        self.0.notify_one();
+        ctx.cancellation().cancelled().await;
+        Ok(ToolOutput::text("stopped"))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_turn_gives_every_call_an_honest_outcome() {
     let folder = tempfile::tempdir().unwrap();
     let (builder, _) = session(
         &folder,
         vec![calls(
-            &[
-                ("c1", "bash", &bash("sleep 60")),
-                ("c2", "bash", &bash("echo later")),
-            ],
+            &[("c1", "hold", "{}"), ("c2", "hold", "{}")],
             StopReason::ToolCalls,
         )],
     );
+    let running = Arc::new(tokio::sync::Notify::new());
     let agent = builder
-        .tools(["bash"])
+        .tools(Vec::<String>::new())
+        .tool(Typed::new(Hold(running.clone())))
         .preset(PresetName::FullAuto)
         .build()
         .await
         .unwrap();
     let mut events = agent.stream("wait");
     let canceller = agent.canceller();
+    // Cancelled once the first call's body runs (a gate, not a clock).
+    tokio::spawn(async move {
+        running.notified().await;
+        canceller.cancel();
+    });
     let mut ended = None;
     while let Some(event) = events.next().await {
-        match event.unwrap() {
-            // Cancelled once the slow command runs.
-            AgentEvent::CallStarted { .. } => canceller.cancel(),
-            AgentEvent::TurnEnded(answer) => ended = Some(answer.end),
-            _ => {}
+        if let AgentEvent::TurnEnded(answer) = event.unwrap() {
+            ended = Some(answer.end);
         }
     }
     assert_eq!(ended, Some(TurnEndKind::Aborted));
+    // The running call stopped when told and keeps its real outcome; the one that never
+    // started is not executed, and says so.
     assert_eq!(
         outcomes(&agent),
         [
-            ("c1".to_owned(), Some(ErrorCode::Aborted), true),
+            ("c1".to_owned(), None, true),
             ("c2".to_owned(), Some(ErrorCode::NotExecuted), false),
         ]
     );
@@ -373,31 +396,63 @@ async fn calls_the_spec_declares_parallel_safe_run_side_by_side() {
     assert_eq!(texts, ["met", "met"]);
 }
 
+/// Says when its body runs, then waits to be released.
+struct Gated {
+    running: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct GatedArgs {}
+
+impl TypedTool for Gated {
+    type Args = GatedArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::for_args::<GatedArgs>("gated", "Waits for the test.")
+    }
+
+    async fn run(&self, _ctx: &ToolContext, _args: GatedArgs) -> ToolResult {
+        self.running.notify_one();
+        self.release.notified().await;
+        Ok(ToolOutput::text("released"))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_prompt_while_a_turn_runs_is_refused_and_steering_joins_the_turn() {
     let folder = tempfile::tempdir().unwrap();
     let (builder, model) = session(
         &folder,
         vec![
-            calls(&[("c1", "bash", &bash("sleep 0.5"))], StopReason::ToolCalls),
+            calls(&[("c1", "gated", "{}")], StopReason::ToolCalls),
             ScriptedModel::text("done"),
         ],
     );
+    let (running, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
     let agent = builder
-        .tools(["bash"])
+        .tools(Vec::<String>::new())
+        .tool(Typed::new(Gated {
+            running: running.clone(),
+            release: release.clone(),
+        }))
         .preset(PresetName::FullAuto)
         .build()
         .await
         .unwrap();
     let mut events = agent.stream("wait");
+    running.notified().await;
+    assert!(matches!(
+        agent.prompt("another").await,
+        Err(toolrail_runtime::AgentError::Busy)
+    ));
+    assert!(agent.steer("also check the logs"));
+    release.notify_one();
     while let Some(event) = events.next().await {
-        if let AgentEvent::CallStarted { .. } = event.unwrap() {
-            assert!(matches!(
-                agent.prompt("another").await,
-                Err(toolrail_runtime::AgentError::Busy)
-            ));
-            assert!(agent.steer("also check the logs"));
-        }
+        event.unwrap();
     }
     // The steering message reached the model's next request, after the batch's result.
     let second = &model.requests()[1];
@@ -406,7 +461,6 @@ async fn a_second_prompt_while_a_turn_runs_is_refused_and_steering_joins_the_tur
         matches!(last, toolrail_session_log::ConversationItem::Context { source, .. } if source == "user"),
         "{last:?}"
     );
-    let _ = SessionId::new("s1");
 }
 
 /// A `read` of the embedder's own.

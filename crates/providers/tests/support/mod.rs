@@ -21,6 +21,8 @@ pub struct Reply {
     /// Written one after another, each flushed, with `pause` between them.
     pub pieces: Vec<Vec<u8>>,
     pub pause: Duration,
+    /// When set, the server waits for it after the first piece (a test's gate, not a clock).
+    pub gate: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Reply {
@@ -31,6 +33,7 @@ impl Reply {
             headers: vec![("content-type".into(), "text/event-stream".into())],
             pieces: vec![body.to_vec()],
             pause: Duration::ZERO,
+            gate: None,
         }
     }
 
@@ -41,6 +44,7 @@ impl Reply {
             headers: vec![("content-type".into(), "application/json".into())],
             pieces: vec![body.as_bytes().to_vec()],
             pause: Duration::ZERO,
+            gate: None,
         }
     }
 
@@ -117,9 +121,18 @@ impl FakeServer {
                 if socket.write_all(head.as_bytes()).await.is_err() {
                     continue;
                 }
-                for piece in &reply.pieces {
+                for (at, piece) in reply.pieces.iter().enumerate() {
                     if socket.write_all(piece).await.is_err() || socket.flush().await.is_err() {
                         break;
+                    }
+                    if let (0, Some(gate)) = (at, &reply.gate) {
+                        // Bounded: a gate never opened ends the answer.
+                        if tokio::time::timeout(Duration::from_secs(30), gate.notified())
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
                     }
                     if !reply.pause.is_zero() {
                         tokio::time::sleep(reply.pause).await;
