@@ -27,6 +27,9 @@ impl Default for Options {
 }
 
 /// Seed corpora per target, relative to the workspace root.
+/// Seconds one input may take before libFuzzer reports it as a hang.
+const INPUT_TIMEOUT_SECONDS: u64 = 10;
+
 const SEEDS: &[(&str, &[&str])] = &[
     (
         "sse_stream",
@@ -91,6 +94,10 @@ pub fn run(options: Options) -> Result<()> {
             .args(&seeds)
             .arg("--")
             .arg(format!("-max_total_time={}", options.seconds))
+            // An input that takes this long is a failure with its input saved, not a run
+            // that holds CI until libFuzzer's default of 20 minutes (a parser's exponential
+            // backtracking did).
+            .arg(format!("-timeout={INPUT_TIMEOUT_SECONDS}"))
             .status()
             .with_context(|| format!("running cargo fuzz for {target}"))?;
         if !status.success() {

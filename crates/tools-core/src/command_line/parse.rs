@@ -20,6 +20,31 @@ pub(super) const MAX_NESTING: usize = 8;
 const MAX_TEXT: usize = 512 * 1024;
 /// At most this many constructs that may nest (a bound, see [`nesting_bound`]) per parse.
 const MAX_OPENERS: usize = 2048;
+/// Parentheses nested deeper than this, counted as written (quoted or not, closed later or
+/// never), are not parsed. brush-parser 0.4 backtracks at each `(` that may open a subshell,
+/// an arithmetic command or a substitution, and its time doubles with every level: a line of
+/// 20 `(` took 34 ms in a release build, one of 40 would take hours (found by fuzzing; the
+/// policy stage has no deadline, so a line from the model could have held a batch forever).
+/// At this depth the worst case costs well under a millisecond; real lines nest a few levels.
+pub(super) const MAX_PAREN_DEPTH: usize = 12;
+
+/// How deep parentheses nest in `text`, counted as written: the most `(` open at once, a `)`
+/// closing the last one. An upper bound on how deep any parser of the text can nest them.
+pub(super) fn paren_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for byte in text.bytes() {
+        match byte {
+            b'(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// Stack per nesting level the parser may use: about 21 KiB measured in a debug build (a
 /// function body), 8 KiB in release; doubled to be safe.
 const STACK_PER_LEVEL: usize = 32 * 1024;
@@ -96,7 +121,7 @@ impl Collector {
     /// Adds the commands of `text` (a line, or a string a command runs as one), one level
     /// deeper than the current one.
     pub(super) fn commands_in(&mut self, text: &str, depth: usize) {
-        if depth > MAX_NESTING || text.len() > MAX_TEXT {
+        if depth > MAX_NESTING || text.len() > MAX_TEXT || paren_depth(text) > MAX_PAREN_DEPTH {
             self.unknown(text, UnknownProgram::TooComplex);
             return;
         }

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use super::parse::{MAX_PAREN_DEPTH, paren_depth};
 use super::words::ansi_c;
 use super::*;
 
@@ -373,9 +374,52 @@ fn deep_nesting_is_parsed_on_a_grown_stack_or_refused_never_a_crash() {
         assert!(CommandLine::parse(&substitutions).has_unknown_program());
         let flat = "true; ".repeat(20_000);
         assert_eq!(CommandLine::parse(&flat).commands().len(), 20_000);
-        let tests = format!("[[ {}-n x{} ]]", "! ( ".repeat(1000), " )".repeat(1000));
+        let tests = format!("[[ {}-n x{} ]]", "! ( ".repeat(12), " )".repeat(12));
         assert!(!CommandLine::parse(&tests).has_unknown_program());
     });
+}
+
+/// brush-parser's time doubles with each level of parentheses it backtracks over (fuzzed: a
+/// line of 23 `(` held the fuzzer for twenty minutes, and the policy stage has no deadline).
+/// Parentheses nested past the bound are an unknown command, found without parsing, however
+/// they are spelt — closed later or never, in a line, a substitution or a here-document.
+#[test]
+fn parentheses_nested_past_the_bound_are_unknown_without_parsing() {
+    let deep = MAX_PAREN_DEPTH + 1;
+    for line in [
+        "(".repeat(deep),
+        format!("{}EOF", "(".repeat(deep)),
+        format!("echo\n{}x", "( ".repeat(deep)),
+        format!("{}\n;;;\n{}", "(".repeat(deep), ")".repeat(deep)),
+        format!("echo `{}`", "(".repeat(deep)),
+        format!("{}curl x{}", "echo $(".repeat(deep), ")".repeat(deep)),
+        format!("[[ {}-n x{} ]]", "! ( ".repeat(deep), " )".repeat(deep)),
+    ] {
+        let parsed = CommandLine::parse(&line);
+        assert!(
+            parsed
+                .commands()
+                .iter()
+                .any(|c| c.unknown_program() == Some(&UnknownProgram::TooComplex)),
+            "{line:?}: {:?}",
+            parsed.commands()
+        );
+    }
+    // A here-document's body is parsed on its own: bounded too, the rest of the line known.
+    let heredoc = format!("cat <<E\n$({}\nE\n", "(".repeat(deep));
+    let parsed = CommandLine::parse(&heredoc);
+    assert!(parsed.has_unknown_program(), "{:?}", parsed.commands());
+    // At the bound, lines parse as before.
+    let nested = format!(
+        "{}echo hi{}",
+        "(true; ".repeat(MAX_PAREN_DEPTH),
+        ")".repeat(MAX_PAREN_DEPTH)
+    );
+    let parsed = CommandLine::parse(&nested);
+    assert!(!parsed.has_unknown_program(), "{:?}", parsed.commands());
+    assert_eq!(summary(&nested).last().map(String::as_str), Some("echo hi"));
+    assert_eq!(paren_depth("a(b)(c(d))e"), 2);
+    assert_eq!(paren_depth(")))((("), 3);
 }
 
 #[test]

@@ -229,6 +229,15 @@ enum WordKind {
 }
 
 fn parse_word(raw: &str, kind: WordKind) -> Result<Vec<WordPieceWithSource>, String> {
+    // The word parser backtracks at each `(` as the line's parser does (see
+    // `MAX_PAREN_DEPTH`); a here-document's body is parsed on its own, so it is bounded here
+    // too.
+    if super::parse::paren_depth(raw) > super::parse::MAX_PAREN_DEPTH {
+        return Err(format!(
+            "parentheses nest more than {} deep",
+            super::parse::MAX_PAREN_DEPTH
+        ));
+    }
     let options = options();
     catch_unwind(AssertUnwindSafe(|| match kind {
         WordKind::Word => word::parse(raw, &options),
