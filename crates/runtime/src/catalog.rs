@@ -149,6 +149,23 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 mod tests {
     use super::*;
 
+    /// The guide's table of shipped tools is the catalog, name for name.
+    #[test]
+    fn the_guide_lists_exactly_the_catalog() {
+        let guide = include_str!("../../../docs/embedding.md");
+        let table = guide
+            .split("| name | what it does |")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .unwrap_or_default();
+        let listed: Vec<&str> = table
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .filter_map(|line| line.split('`').next())
+            .collect();
+        assert_eq!(listed, names().collect::<Vec<_>>());
+    }
+
     #[test]
     fn names_are_unique_and_match_the_tools_they_make() {
         let mut seen = std::collections::BTreeSet::new();
