@@ -19,7 +19,25 @@ pub enum Allowed {
     /// Every library of the table but the test kit, in its code and in its tests: the
     /// shipped binary is assembled by the runtime, never by test support.
     Product,
+    /// This crate, and every crate it may use itself (a facade over it).
+    Through(&'static str),
 }
+
+/// Every library crate the runtime puts together.
+const BELOW_RUNTIME: &[&str] = &[
+    "agent-loop",
+    "code-mode",
+    "providers",
+    "mcp",
+    "fs-tools",
+    "shell-tool",
+    "interaction",
+    "permissions",
+    "policy-guards",
+    "presenters",
+    "tools-core",
+    "session-log",
+];
 
 /// The layer table, top to bottom of DESIGN §2 reversed. A new crate must be added here
 /// with the crates it may use; the check refuses crates it does not know.
@@ -52,43 +70,10 @@ pub const LAYERS: &[(&str, Allowed)] = &[
         Allowed::Only(&["agent-loop", "tools-core", "session-log"]),
     ),
     // The composition root: every library crate below it.
-    (
-        "runtime",
-        Allowed::Only(&[
-            "agent-loop",
-            "code-mode",
-            "providers",
-            "mcp",
-            "fs-tools",
-            "shell-tool",
-            "interaction",
-            "permissions",
-            "policy-guards",
-            "presenters",
-            "tools-core",
-            "session-log",
-        ]),
-    ),
+    ("runtime", Allowed::Only(BELOW_RUNTIME)),
     // The facade people `cargo add`: the runtime and the crates whose names an embedder
     // writes.
-    (
-        "toolrail",
-        Allowed::Only(&[
-            "runtime",
-            "agent-loop",
-            "code-mode",
-            "providers",
-            "mcp",
-            "fs-tools",
-            "shell-tool",
-            "interaction",
-            "permissions",
-            "policy-guards",
-            "presenters",
-            "tools-core",
-            "session-log",
-        ]),
-    ),
+    ("toolrail", Allowed::Through("runtime")),
     ("testkit", Allowed::EveryLibrary),
     ("cli", Allowed::Product),
 ];
@@ -217,6 +202,11 @@ fn may_depend(dir: &str, allowed: Allowed, dep_dir: &str, kind: DepKind) -> bool
         Allowed::Only(list) => list.contains(&dep_dir),
         Allowed::EveryLibrary => known && dep_dir != "cli",
         Allowed::Product => known && dep_dir != TESTKIT && dep_dir != dir,
+        Allowed::Through(inner) => {
+            dep_dir == inner
+                || allowed_for(inner)
+                    .is_some_and(|below| may_depend(inner, below, dep_dir, DepKind::Normal))
+        }
     };
     // A crate's own tests may use the test kit (but the test kit cannot test itself with
     // itself, and the product not at all) and the test support.
@@ -242,11 +232,12 @@ fn describe(allowed: Allowed, kind: DepKind) -> String {
         Allowed::Only(list) => list.join(", "),
         Allowed::EveryLibrary => "every crate of the table except cli".to_owned(),
         Allowed::Product => "every library of the table but testkit".to_owned(),
+        Allowed::Through(inner) => format!("{inner} and what {inner} may depend on"),
     };
     if kind == DepKind::Dev {
         text.push_str(match allowed {
             Allowed::Product => ", plus test-support in dev-dependencies",
-            Allowed::Only(_) | Allowed::EveryLibrary => {
+            Allowed::Only(_) | Allowed::EveryLibrary | Allowed::Through(_) => {
                 ", plus testkit and test-support in dev-dependencies"
             }
         });
@@ -291,6 +282,29 @@ mod tests {
             ),
         ];
         assert_eq!(check(&crates), vec![]);
+    }
+
+    #[test]
+    fn the_facade_may_use_the_runtime_and_what_the_runtime_uses_but_nothing_above() {
+        // The facade's package is `toolrail` itself, not `toolrail-toolrail`.
+        let facade = |deps: &[(&str, DepKind)]| CrateDeps {
+            package: "toolrail".to_owned(),
+            ..krate("toolrail", deps)
+        };
+        let fine = [facade(&[
+            ("toolrail-runtime", DepKind::Normal),
+            ("toolrail-tools-core", DepKind::Normal),
+        ])];
+        assert_eq!(check(&fine), vec![]);
+        let above = [facade(&[("toolrail-cli", DepKind::Normal)])];
+        assert_eq!(
+            check(&above),
+            vec![Violation(
+                "toolrail -> toolrail-cli is not allowed (toolrail may depend on: runtime and \
+                 what runtime may depend on)"
+                    .to_owned()
+            )]
+        );
     }
 
     #[test]

@@ -122,16 +122,7 @@ impl SessionConfig {
 
     /// Reads the same description as JSON (the shape scenario files embed).
     pub fn from_json_value(value: serde_json::Value, origin: &str) -> Result<Self, ConfigError> {
-        let config: Self = serde_path_to_error::deserialize(value).map_err(|error| {
-            let path = error.path().to_string();
-            ConfigError::Field {
-                origin: origin.to_owned(),
-                path,
-                message: one_line(&error.into_inner().to_string()),
-            }
-        })?;
-        config.validate()?;
-        Ok(config)
+        Self::read(value, origin)
     }
 
     fn parse_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
@@ -140,6 +131,14 @@ impl SessionConfig {
             path: ".".to_owned(),
             message: one_line(&error.to_string()),
         })?;
+        Self::read(deserializer, origin)
+    }
+
+    /// Deserializes and checks a configuration from any format, naming the field of an error.
+    fn read<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+        origin: &str,
+    ) -> Result<Self, ConfigError> {
         let config: Self = serde_path_to_error::deserialize(deserializer).map_err(|error| {
             let path = error.path().to_string();
             ConfigError::Field {
