@@ -228,6 +228,35 @@ fn snapshots_are_immutable_and_sources_can_leave() {
 }
 
 #[test]
+fn a_tool_the_builder_defers_waits_for_loading_whatever_its_spec_says() {
+    let direct = Probe::with_spec(
+        ToolSpec::new("deploy", "d", object_schema()),
+        Behaviour::Succeed,
+    );
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(direct)
+        .defer("deploy")
+        .build()
+        .unwrap();
+    assert!(
+        registry
+            .snapshot()
+            .resolve("deploy", CallOrigin::Model)
+            .is_none()
+    );
+    let catalog = registry.deferred_catalog();
+    assert_eq!(catalog.len(), 1);
+    assert_eq!(catalog[0].spec().tool_exposure(), Exposure::Deferred);
+    registry.load_deferred(&["deploy"]);
+    assert!(
+        registry
+            .snapshot()
+            .resolve("deploy", CallOrigin::Model)
+            .is_some()
+    );
+}
+
+#[test]
 fn deferred_tools_join_after_loading_and_hidden_tools_are_host_only() {
     let deferred = Probe::with_spec(
         ToolSpec::new("deploy", "d", object_schema()).exposure(Exposure::Deferred),

@@ -91,6 +91,7 @@ pub struct RegistryWarning {
 pub struct RegistryBuilder {
     pending: Vec<(ToolSource, Arc<dyn Tool>, Option<ReservedName>)>,
     overrides: BTreeSet<String>,
+    deferred: BTreeSet<String>,
     errors: Vec<RegistryError>,
 }
 
@@ -119,6 +120,14 @@ impl RegistryBuilder {
         self
     }
 
+    /// Offers the tool named `name` only through `tool_search`, whatever its own spec says
+    /// (a configuration deferring a shipped tool); it holds for a tool of that name that
+    /// joins later too.
+    pub fn defer(mut self, name: impl Into<String>) -> Self {
+        self.deferred.insert(name.into());
+        self
+    }
+
     /// Installs the runtime's own tool under a reserved name.
     pub fn runtime_tool(mut self, reserved: ReservedName, tool: Arc<dyn Tool>) -> Self {
         if tool.spec().name() != reserved.as_str() {
@@ -138,6 +147,7 @@ impl RegistryBuilder {
         let mut errors = self.errors;
         let mut state = RegistryState {
             overrides: self.overrides,
+            deferred: self.deferred,
             ..RegistryState::default()
         };
         let mut warnings = Vec::new();
@@ -165,6 +175,8 @@ impl RegistryBuilder {
 struct RegistryState {
     tools: BTreeMap<String, Arc<ToolEntry>>,
     overrides: BTreeSet<String>,
+    /// Names offered only through `tool_search`, whatever their tools' specs say.
+    deferred: BTreeSet<String>,
     /// Built-ins replaced by an explicit override; they come back when the overriding
     /// source leaves.
     displaced: BTreeMap<String, Arc<ToolEntry>>,
@@ -190,6 +202,9 @@ impl RegistryState {
             compile(tool, source.clone())
         };
         let entry = match checked {
+            Ok(entry) if self.deferred.contains(&name) => {
+                entry.exposed(crate::spec::Exposure::Deferred)
+            }
             Ok(entry) => entry,
             Err(error) if source.is_trusted() => return Err(error),
             Err(error) => {

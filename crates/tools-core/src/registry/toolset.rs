@@ -17,6 +17,9 @@ pub struct ToolEntry {
     source: ToolSource,
     input: Validator,
     output: Option<Validator>,
+    /// The tool's spec as the registry offers it, when that differs from the tool's own
+    /// (deferred by configuration).
+    offered_spec: Option<ToolSpec>,
 }
 
 impl ToolEntry {
@@ -31,15 +34,25 @@ impl ToolEntry {
             source,
             input,
             output,
+            offered_spec: None,
         }
+    }
+
+    /// The same tool, offered as `exposure` says whatever its own spec says.
+    pub(crate) fn exposed(mut self, exposure: Exposure) -> Self {
+        self.offered_spec = Some(self.tool.spec().clone().exposure(exposure));
+        self
     }
 
     pub fn tool(&self) -> &Arc<dyn Tool> {
         &self.tool
     }
 
+    /// The spec as the registry offers the tool (its exposure as configured).
     pub fn spec(&self) -> &ToolSpec {
-        self.tool.spec()
+        self.offered_spec
+            .as_ref()
+            .unwrap_or_else(|| self.tool.spec())
     }
 
     pub fn name(&self) -> &str {
