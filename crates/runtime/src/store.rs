@@ -208,6 +208,14 @@ impl Store {
         Self::open(&format!("jsonl:{}", folder.display()), Durability::Strict)
     }
 
+    /// A refusal of this store, naming it.
+    pub(crate) fn refused(&self, source: StoreError) -> StoreOpenError {
+        StoreOpenError::Store {
+            url: self.url.clone(),
+            source,
+        }
+    }
+
     /// How durably its logs are written.
     pub fn durability(&self) -> Durability {
         self.durability
@@ -240,10 +248,7 @@ impl Store {
     /// Every event session `id` holds, read without taking it (a JSONL session is read
     /// while another process may be writing it).
     pub fn read(&self, id: &SessionId) -> Result<Vec<Event>, StoreOpenError> {
-        let failed = |source: StoreError| StoreOpenError::Store {
-            url: self.url.clone(),
-            source,
-        };
+        let failed = |source| self.refused(source);
         match &self.kind {
             StoreKind::Jsonl(store) => Ok(store.read(id).map_err(failed)?.events),
             #[cfg(feature = "sqlite")]
@@ -278,10 +283,7 @@ impl Store {
         &self,
         start: SessionStart,
     ) -> Result<Arc<dyn SessionLog>, StoreOpenError> {
-        let failed = |source: StoreError| StoreOpenError::Store {
-            url: self.url.clone(),
-            source,
-        };
+        let failed = |source| self.refused(source);
         Ok(match &self.kind {
             StoreKind::Jsonl(store) => Arc::new(store.create(start).map_err(failed)?),
             #[cfg(feature = "sqlite")]
@@ -292,10 +294,7 @@ impl Store {
     }
 
     pub(crate) fn open_session(&self, id: &SessionId) -> Result<OpenedSession, StoreOpenError> {
-        let failed = |source: StoreError| StoreOpenError::Store {
-            url: self.url.clone(),
-            source,
-        };
+        let failed = |source| self.refused(source);
         fn opened<L: SessionLog + 'static>(
             opened: toolrail_session_log::Opened<L>,
         ) -> OpenedSession {

@@ -402,6 +402,19 @@ pub struct AssistantMessage {
     pub stop_reason: StopReason,
 }
 
+impl AssistantMessage {
+    /// The message's text blocks joined, without its reasoning and tool calls.
+    pub fn text(&self) -> String {
+        self.blocks
+            .iter()
+            .filter_map(|block| match block {
+                AssistantBlock::Text { text } => Some(text.as_str()),
+                AssistantBlock::Thinking { .. } | AssistantBlock::ToolCall { .. } => None,
+            })
+            .collect()
+    }
+}
+
 /// Data of `tool/call`. `arguments_raw` is exactly what the model sent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {

@@ -77,6 +77,11 @@ impl CallId {
     pub fn code_sub_call(&self, n: u32) -> CallId {
         CallId::from(format!("{}:code:{n}", self.0))
     }
+
+    /// Whether this id names a tool call a code-mode program made (`<parent>:code:<n>`).
+    pub fn is_code_sub_call(&self) -> bool {
+        self.0.contains(":code:")
+    }
 }
 
 /// The number of a user turn in a session, starting at 1.

@@ -22,7 +22,7 @@ use toolrail_session_log::{
 };
 use toolrail_shell_tool::{ModeRule, SandboxMode, SandboxTier, ShellConfig};
 use toolrail_tools_core::{
-    ApprovalService, CancellationToken, ExecuteLayer, Exposure, Guard, Pipeline, PipelineConfig,
+    ApprovalService, CancellationToken, ExecuteLayer, Guard, Pipeline, PipelineConfig,
     PlanModeSwitch, PostExecuteHook, PreExecuteHook, ProtectedPaths, Registry, RegistryBuilder,
     ReservedName, ResultObserver, Tool, Typed, WorkspaceRoots,
 };
@@ -45,6 +45,12 @@ pub(super) struct Additions {
     pub live: Option<Live>,
     /// The system prompt, over `model.system`.
     pub system: Option<String>,
+    pub stages: Stages,
+}
+
+/// The embedder's stages, installed after the runtime's own.
+#[derive(Default)]
+pub(super) struct Stages {
     pub pre_hooks: Vec<Arc<dyn PreExecuteHook>>,
     pub guards: Vec<Arc<dyn Guard>>,
     pub layers: Vec<Arc<dyn ExecuteLayer>>,
@@ -86,11 +92,23 @@ impl Source {
 }
 
 /// A session put together: the agent, what recovery did (for a session that held
-/// events), and how many events it held before.
+/// events), and the events it held before (repairs included).
 pub(crate) struct Assembled {
     pub agent: Agent,
     pub recovery: Option<Recovery>,
-    pub earlier_events: usize,
+    pub earlier: Vec<Event>,
+}
+
+/// A session's log as found, before anything is written to it.
+enum Found {
+    /// No events yet: the log is created once the tool set is known.
+    Nothing,
+    /// The session's log, open, and its events as read (a crash's repairs not yet made).
+    Events {
+        log: Arc<dyn SessionLog>,
+        events: Vec<Event>,
+        torn_bytes_dropped: u64,
+    },
 }
 
 /// The session's log and what it held before, recovered.
@@ -110,22 +128,21 @@ pub(crate) async fn assemble(
     let roots = resolve_roots(&config)?;
     config.workspace.roots = roots.as_slice().to_vec();
     let store = source.store().clone();
-    // What the session held before, read first: approvals, observations, the todo board
-    // and plan mode are rebuilt from it. It is read again after recovery.
-    let before = match &source {
-        Source::New { .. } => Vec::new(),
-        Source::Existing { store, id } => store.read(id)?,
-        #[cfg(feature = "postgres")]
-        Source::Leased { store, lease } => store.read(&lease.session)?,
+    // The session's log, opened before anything is written: approvals, observations, the
+    // todo board and plan mode are rebuilt from the events it holds.
+    let found = find(&source)?;
+    let before: &[Event] = match &found {
+        Found::Nothing => &[],
+        Found::Events { events, .. } => events,
     };
-    let pieces = Pieces::make(&config, &roots, store.folder(), &before, &additions)?;
+    let pieces = Pieces::make(&config, &roots, store.folder(), before, &additions)?;
     let registry = pieces.registry(&config, additions.tools)?;
     let model = match additions.model {
         Some(model) => model,
         None => model_client(&config)?,
     };
     let mcp = mcp_config(&config)?;
-    let opened = open(&source, &config, &registry).await?;
+    let opened = open(&source, found, &config, &registry).await?;
     let tap = Arc::new(Tap::new(Arc::clone(&opened.log)));
     let pipeline = Arc::new(pipeline(
         &config,
@@ -133,13 +150,7 @@ pub(crate) async fn assemble(
         &tap,
         &pieces,
         additions.approvals,
-        Policy {
-            pre_hooks: additions.pre_hooks,
-            guards: additions.guards,
-            layers: additions.layers,
-            post_hooks: additions.post_hooks,
-            observers: additions.observers,
-        },
+        additions.stages,
     ));
     let mut loop_config = LoopConfig {
         system: additions
@@ -197,7 +208,7 @@ pub(crate) async fn assemble(
     Ok(Assembled {
         agent,
         recovery: opened.recovery,
-        earlier_events: opened.earlier.len(),
+        earlier: opened.earlier,
     })
 }
 
@@ -316,19 +327,10 @@ impl Pieces {
             .iter()
             .map(|tool| tool.spec().name().to_owned())
             .collect();
-        let deferred = |tool: Arc<dyn Tool>| -> Arc<dyn Tool> {
-            if config
-                .tools
-                .deferred
-                .iter()
-                .any(|name| name == tool.spec().name())
-            {
-                Arc::new(Exposed::deferred(tool))
-            } else {
-                tool
-            }
-        };
         let mut builder = RegistryBuilder::new();
+        for name in &config.tools.deferred {
+            builder = builder.defer(name.clone());
+        }
         let mut plan_exit_named = false;
         for name in &config.tools.enabled {
             let given = given_names.contains(name);
@@ -354,14 +356,14 @@ impl Pieces {
             }
             plan_exit_named |= entry.name == catalog::EXIT_PLAN_MODE;
             if let Some(tool) = entry.make(&self.context) {
-                builder = builder.builtin(deferred(tool));
+                builder = builder.builtin(tool);
             }
         }
         if config.permissions.plan_mode && !plan_exit_named {
             builder = builder.builtin(self.context.plan.exit_tool());
         }
         for tool in given {
-            builder = builder.builtin(deferred(tool));
+            builder = builder.builtin(tool);
         }
         if let Some(code) = &self.code {
             builder = builder.runtime_tool(ReservedName::RunCode, code.tool());
@@ -384,62 +386,6 @@ impl Pieces {
     }
 }
 
-/// A tool offered another way than its own spec says (deferred behind `tool_search`).
-struct Exposed {
-    tool: Arc<dyn Tool>,
-    spec: toolrail_tools_core::ToolSpec,
-}
-
-impl Exposed {
-    fn deferred(tool: Arc<dyn Tool>) -> Self {
-        let spec = tool.spec().clone().exposure(Exposure::Deferred);
-        Self { tool, spec }
-    }
-}
-
-impl Tool for Exposed {
-    fn spec(&self) -> &toolrail_tools_core::ToolSpec {
-        &self.spec
-    }
-
-    fn concurrency(&self, args: &Value) -> toolrail_tools_core::Concurrency {
-        self.tool.concurrency(args)
-    }
-
-    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
-        self.tool.check_arguments(args)
-    }
-
-    fn must_ask(&self, args: &Value) -> Option<String> {
-        self.tool.must_ask(args)
-    }
-
-    fn execute<'a>(
-        &'a self,
-        ctx: &'a toolrail_tools_core::ToolContext,
-        args: &'a Value,
-    ) -> toolrail_session_log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
-        self.tool.execute(ctx, args)
-    }
-
-    fn finalize_content(
-        &self,
-        content: &mut Vec<toolrail_session_log::ContentBlock>,
-        outcome: &toolrail_tools_core::FinalizeView<'_>,
-    ) {
-        self.tool.finalize_content(content, outcome);
-    }
-}
-
-/// The embedder's stages, installed after the runtime's own.
-struct Policy {
-    pre_hooks: Vec<Arc<dyn PreExecuteHook>>,
-    guards: Vec<Arc<dyn Guard>>,
-    layers: Vec<Arc<dyn ExecuteLayer>>,
-    post_hooks: Vec<Arc<dyn PostExecuteHook>>,
-    observers: Vec<Arc<dyn ResultObserver>>,
-}
-
 /// The pipeline, with the policy whole: rules as the first hook (so a hook of the
 /// embedder's that allows early cannot skip them) and their denies again as a guard (so no
 /// hook, approval or session key can undo a deny), the workspace guard, approvals
@@ -451,7 +397,7 @@ fn pipeline(
     tap: &Arc<Tap>,
     pieces: &Pieces,
     approvals: Option<Arc<dyn ApprovalService>>,
-    policy: Policy,
+    stages: Stages,
 ) -> Pipeline {
     let limits = &config.limits;
     let mut pipeline = Pipeline::builder(tap.clone())
@@ -466,7 +412,7 @@ fn pipeline(
             ..PipelineConfig::default()
         })
         .pre_hook(Arc::new(pieces.permissions.hook()));
-    for hook in policy.pre_hooks {
+    for hook in stages.pre_hooks {
         pipeline = pipeline.pre_hook(hook);
     }
     pipeline = pipeline
@@ -475,7 +421,7 @@ fn pipeline(
     if config.permissions.plan_mode {
         pipeline = pipeline.guard(Arc::new(PlanModeGuard::new(pieces.switch.clone())));
     }
-    for guard in policy.guards {
+    for guard in stages.guards {
         pipeline = pipeline.guard(guard);
     }
     if let Some(approvals) = approvals {
@@ -484,13 +430,13 @@ fn pipeline(
             pieces.permissions.session().clone(),
         )));
     }
-    for layer in policy.layers {
+    for layer in stages.layers {
         pipeline = pipeline.layer(layer);
     }
-    for hook in policy.post_hooks {
+    for hook in stages.post_hooks {
         pipeline = pipeline.post_hook(hook);
     }
-    for observer in policy.observers {
+    for observer in stages.observers {
         pipeline = pipeline.observer(observer);
     }
     pipeline.build()
@@ -536,80 +482,91 @@ fn withhold_env(server: &mut crate::config::McpServerConfig) -> bool {
     }
 }
 
-/// The session's log: created, or opened and recovered (with every shipped effect probe).
-async fn open(
-    source: &Source,
-    config: &SessionConfig,
-    registry: &Registry,
-) -> Result<Opened, BuildError> {
-    let start = |id: &SessionId| SessionStart {
-        format_version: FORMAT_VERSION,
-        session_id: id.clone(),
-        tools: registry.snapshot().manifest(),
-        meta: Some(recorded(config, source.store())),
-    };
+/// The session's log, opened without writing to it (a new session's is created later).
+fn find(source: &Source) -> Result<Found, BuildError> {
     match source {
-        Source::New { store, id } => Ok(Opened {
-            log: store.create(start(id))?,
-            earlier: Vec::new(),
-            recovery: None,
-        }),
+        Source::New { .. } => Ok(Found::Nothing),
         Source::Existing { store, id } => {
             let opened = store.open_session(id)?;
-            let probe = probe_for(store.durability());
-            let recovery = repair(
-                &opened.events,
-                opened.torn_bytes_dropped,
-                probe,
-                &opened.log,
-            )
-            .await?;
-            // Read again, repairs included: the next request carries them.
-            drop(opened.events);
-            let earlier = store.read(id)?;
-            Ok(Opened {
+            Ok(Found::Events {
                 log: opened.log,
-                earlier,
-                recovery: Some(recovery),
+                events: opened.events,
+                torn_bytes_dropped: opened.torn_bytes_dropped,
             })
         }
         #[cfg(feature = "postgres")]
         Source::Leased { store, lease } => {
-            let Some(postgres) = store.postgres() else {
-                return Err(BuildError::Session(
-                    "a leased session needs a PostgreSQL store".to_owned(),
-                ));
-            };
-            let failed = |error: toolrail_session_log::StoreError| {
-                BuildError::Store(crate::store::StoreOpenError::Store {
-                    url: store.url().to_owned(),
-                    source: error,
-                })
-            };
+            let postgres = leased_store(store)?;
+            let failed = |error| BuildError::Store(store.refused(error));
             if postgres.read(&lease.session).map_err(failed)?.is_empty() {
-                let log: Arc<dyn SessionLog> = Arc::new(
-                    postgres
-                        .create_leased(start(&lease.session), lease)
-                        .map_err(failed)?,
-                );
-                return Ok(Opened {
-                    log,
-                    earlier: Vec::new(),
-                    recovery: None,
-                });
+                return Ok(Found::Nothing);
             }
             let opened = postgres.open_leased(lease).map_err(failed)?;
-            let log: Arc<dyn SessionLog> = Arc::new(opened.log);
-            let probe = probe_for(postgres.durability());
-            let recovery = repair(&opened.events, 0, probe, &log).await?;
-            let earlier = postgres.read(&lease.session).map_err(failed)?;
-            Ok(Opened {
-                log,
-                earlier,
-                recovery: Some(recovery),
+            Ok(Found::Events {
+                log: Arc::new(opened.log),
+                events: opened.events,
+                torn_bytes_dropped: 0,
             })
         }
     }
+}
+
+/// The PostgreSQL store of a leased session.
+#[cfg(feature = "postgres")]
+fn leased_store(store: &Store) -> Result<&toolrail_session_log::PostgresStore, BuildError> {
+    store
+        .postgres()
+        .ok_or_else(|| BuildError::Session("a leased session needs a PostgreSQL store".to_owned()))
+}
+
+/// The session's log: created for a session with no events, or recovered (with every
+/// shipped effect probe) for one that holds some.
+async fn open(
+    source: &Source,
+    found: Found,
+    config: &SessionConfig,
+    registry: &Registry,
+) -> Result<Opened, BuildError> {
+    let (log, events, torn_bytes_dropped) = match found {
+        Found::Events {
+            log,
+            events,
+            torn_bytes_dropped,
+        } => (log, events, torn_bytes_dropped),
+        Found::Nothing => {
+            let start = SessionStart {
+                format_version: FORMAT_VERSION,
+                session_id: source.id().clone(),
+                tools: registry.snapshot().manifest(),
+                meta: Some(recorded(config, source.store())),
+            };
+            let log = match source {
+                Source::New { store, .. } | Source::Existing { store, .. } => {
+                    store.create(start)?
+                }
+                #[cfg(feature = "postgres")]
+                Source::Leased { store, lease } => {
+                    let created = leased_store(store)?.create_leased(start, lease);
+                    Arc::new(created.map_err(|error| BuildError::Store(store.refused(error)))?)
+                }
+            };
+            return Ok(Opened {
+                log,
+                earlier: Vec::new(),
+                recovery: None,
+            });
+        }
+    };
+    let probe = probe_for(source.store().durability());
+    let recovery = repair(&events, torn_bytes_dropped, probe, &log).await?;
+    // Read again, repairs included: the next request carries them.
+    drop(events);
+    let earlier = source.store().read(source.id())?;
+    Ok(Opened {
+        log,
+        earlier,
+        recovery: Some(recovery),
+    })
 }
 
 /// In strict mode a file write's intent is durable before the file is touched: the probe

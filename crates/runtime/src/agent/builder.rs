@@ -184,31 +184,31 @@ impl AgentBuilder {
 
     /// A pre-execute hook of your own, consulted after the permission rules.
     pub fn pre_hook(mut self, hook: Arc<dyn PreExecuteHook>) -> Self {
-        self.additions.pre_hooks.push(hook);
+        self.additions.stages.pre_hooks.push(hook);
         self
     }
 
     /// A guard of your own, beside the runtime's (guards can only refuse).
     pub fn guard(mut self, guard: Arc<dyn Guard>) -> Self {
-        self.additions.guards.push(guard);
+        self.additions.stages.guards.push(guard);
         self
     }
 
     /// An execute layer of your own, around every body.
     pub fn layer(mut self, layer: Arc<dyn ExecuteLayer>) -> Self {
-        self.additions.layers.push(layer);
+        self.additions.stages.layers.push(layer);
         self
     }
 
     /// A post-execute hook of your own.
     pub fn post_hook(mut self, hook: Arc<dyn PostExecuteHook>) -> Self {
-        self.additions.post_hooks.push(hook);
+        self.additions.stages.post_hooks.push(hook);
         self
     }
 
     /// A result observer of your own (told of every committed result).
     pub fn observer(mut self, observer: Arc<dyn ResultObserver>) -> Self {
-        self.additions.observers.push(observer);
+        self.additions.stages.observers.push(observer);
         self
     }
 
@@ -230,22 +230,13 @@ impl AgentBuilder {
         self
     }
 
-    /// The configuration as it stands (for checks before building).
-    pub fn config_ref(&self) -> &SessionConfig {
-        &self.config
-    }
-
-    fn store_or_configured(&mut self) -> Result<Store, BuildError> {
-        match self.store.take() {
-            Some(store) => Ok(store),
-            None => Ok(Store::from_config(&self.config.store)?),
-        }
-    }
-
     /// Makes every piece and starts a new session in the store.
-    pub async fn build(mut self) -> Result<Agent, BuildError> {
-        let store = self.store_or_configured()?;
-        let id = self.session_id.take().unwrap_or_else(new_session_id);
+    pub async fn build(self) -> Result<Agent, BuildError> {
+        let store = match self.store {
+            Some(store) => store,
+            None => Store::from_config(&self.config.store)?,
+        };
+        let id = self.session_id.unwrap_or_else(new_session_id);
         let built = assemble(self.config, self.additions, Source::New { store, id }).await?;
         Ok(built.agent)
     }

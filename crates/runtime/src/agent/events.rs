@@ -142,6 +142,10 @@ impl Tap {
 
     fn live(&self, event: &LiveEvent) {
         let mut turn = self.turn.lock();
+        if turn.events.is_none() {
+            // Nobody streams this turn: nothing to show, and no call to remember for it.
+            return;
+        }
         let shown = match event {
             LiveEvent::Model(delta) => match delta {
                 ModelDelta::Text(text) => AgentEvent::TextDelta(text.clone()),
@@ -208,19 +212,26 @@ impl Tap {
 
     /// What an appended event shows, and keeps of it for the answer.
     fn appended(turn: &mut TurnState, draft: &EventDraft) -> Option<AgentEvent> {
+        // What is kept is kept always; events are made only for a turn someone streams.
+        let listening = turn.events.is_some();
         let call_id = || draft.call_id.clone().unwrap_or_else(|| CallId::from(""));
         // The kinds a turn's answer and its events are made of; the log's other kinds are
         // not (`if let`: the lint wants no wildcard arm over the whole vocabulary).
         if let EventData::StepStart(_) = &draft.data {
             draft
                 .step
+                .filter(|_| listening)
                 .map(|step| AgentEvent::StepStarted { step: step.0 })
         } else if let EventData::AssistantMessage(message) = &draft.data {
             turn.kept.messages.push(message.clone());
-            Some(AgentEvent::Message(message.clone()))
+            listening.then(|| AgentEvent::Message(message.clone()))
         } else if let EventData::ToolResult(record) = &draft.data {
             // Only the host's calls: a program's binding calls are part of its result.
-            if draft.call_id.as_ref().is_some_and(|id| !is_code_call(id)) {
+            if draft
+                .call_id
+                .as_ref()
+                .is_some_and(|id| !id.is_code_sub_call())
+            {
                 turn.kept.results.push(Arc::clone(record));
             }
             None
@@ -228,19 +239,19 @@ impl Tap {
             turn.kept.usage.extend(step.usage.clone());
             None
         } else if let EventData::ApprovalAsked(asked) = &draft.data {
-            Some(AgentEvent::ApprovalAsked {
+            listening.then(|| AgentEvent::ApprovalAsked {
                 call_id: call_id(),
                 reason: asked.reason.clone(),
                 arguments: asked.arguments.clone(),
                 session_key: asked.session_key.clone(),
             })
         } else if let EventData::ApprovalDecided(decided) = &draft.data {
-            Some(AgentEvent::ApprovalDecided {
+            listening.then(|| AgentEvent::ApprovalDecided {
                 call_id: call_id(),
                 answer: decided.answer.clone(),
             })
         } else if let EventData::ContextMessage(message) = &draft.data {
-            Some(AgentEvent::Context {
+            listening.then(|| AgentEvent::Context {
                 source: message.source.clone(),
                 content: message.content.clone(),
             })
@@ -248,11 +259,6 @@ impl Tap {
             None
         }
     }
-}
-
-/// Whether a call id names a program's binding call (`<parent>:code:<n>`).
-fn is_code_call(id: &CallId) -> bool {
-    id.as_str().contains(":code:")
 }
 
 impl EventSink for Tap {

@@ -10,13 +10,14 @@ mod builder;
 mod events;
 mod stream;
 
+use std::future::Future as _;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::Value;
 use toolrail_agent_loop::{AgentLoop, Live, LoopError, Steering};
 use toolrail_session_log::{
-    AssistantBlock, AssistantMessage, ContentBlock, SessionId, ToolResultRecord, TurnEndKind,
+    AssistantMessage, ContentBlock, SessionId, ToolResultRecord, TurnEndKind,
 };
 use toolrail_tools_core::{CancellationToken, Registry};
 
@@ -291,13 +292,7 @@ pub(crate) struct RunningTurn {
 
 impl RunningTurn {
     pub(crate) async fn outcome(mut self) -> Result<Answer, AgentError> {
-        let joined = (&mut self.task).await;
-        // Ended: nothing to cancel any more.
-        self.cancel = CancellationToken::new();
-        match joined {
-            Ok(outcome) => outcome.map_err(AgentError::Turn),
-            Err(error) => Err(AgentError::Lost(error.to_string())),
-        }
+        std::future::poll_fn(|cx| self.poll_outcome(cx)).await
     }
 
     pub(crate) fn poll_outcome(
@@ -305,6 +300,7 @@ impl RunningTurn {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Result<Answer, AgentError>> {
         std::pin::Pin::new(&mut self.task).poll(cx).map(|joined| {
+            // Ended: nothing to cancel any more.
             self.cancel = CancellationToken::new();
             match joined {
                 Ok(outcome) => outcome.map_err(AgentError::Turn),
@@ -322,24 +318,12 @@ impl Drop for RunningTurn {
     }
 }
 
-use std::future::Future as _;
-
 /// The answer, from what the turn appended.
 fn answer_of(kept: Kept, end: TurnEndKind) -> Answer {
     let text = kept
         .messages
         .last()
-        .map(|message| {
-            message
-                .blocks
-                .iter()
-                .filter_map(|block| match block {
-                    AssistantBlock::Text { text } => Some(text.as_str()),
-                    AssistantBlock::Thinking { .. } | AssistantBlock::ToolCall { .. } => None,
-                })
-                .collect::<Vec<_>>()
-                .join("")
-        })
+        .map(AssistantMessage::text)
         .unwrap_or_default();
     Answer {
         text,

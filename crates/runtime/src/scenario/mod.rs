@@ -246,39 +246,18 @@ impl Scenario {
             ));
         }
         std::fs::create_dir_all(&workspace)?;
-        let scripted = Arc::new(ScriptedModel::new([]));
-        let model: Arc<dyn ModelClient> = match &options.model {
-            Some(model) => Arc::clone(model),
-            None if self.config.model.is_some() && scripts.iter().all(Vec::is_empty) => {
-                // A scenario with a real model and nothing scripted: the model answers.
-                return self
-                    .run_agent(folder, &workspace, &files, options, None, scripts)
-                    .await;
-            }
-            None => scripted.clone(),
+        // Who answers: a model the run was given, the configuration's own when nothing is
+        // scripted, or else the scripts.
+        let configured = self.config.model.is_some() && scripts.iter().all(Vec::is_empty);
+        let scripted =
+            (options.model.is_none() && !configured).then(|| Arc::new(ScriptedModel::new([])));
+        let model: Option<Arc<dyn ModelClient>> = match (&options.model, &scripted) {
+            (Some(model), _) => Some(Arc::clone(model)),
+            (None, Some(scripted)) => Some(scripted.clone()),
+            (None, None) => None,
         };
-        self.run_agent(
-            folder,
-            &workspace,
-            &files,
-            options,
-            Some((model, scripted)),
-            scripts,
-        )
-        .await
-    }
-
-    async fn run_agent(
-        &self,
-        folder: &Path,
-        workspace: &Path,
-        files: &BTreeMap<String, String>,
-        options: RunOptions,
-        model: Option<(Arc<dyn ModelClient>, Arc<ScriptedModel>)>,
-        scripts: Vec<Vec<AssistantMessage>>,
-    ) -> Result<ScenarioReport, ScenarioError> {
         let mut config = self.config.clone();
-        config.workspace.roots = vec![workspace.to_path_buf()];
+        config.workspace.roots = vec![workspace.clone()];
         let source = match options.place {
             ScenarioPlace::Folder => {
                 config.store = StoreConfig {
@@ -309,13 +288,9 @@ impl Scenario {
                 builder = builder.tool(tool);
             }
         }
-        let scripted = match model {
-            Some((model, scripted)) => {
-                builder = builder.model_client(model);
-                Some(scripted)
-            }
-            None => None,
-        };
+        if let Some(model) = model {
+            builder = builder.model_client(model);
+        }
         builder = builder.questions(Arc::new(ScriptedQuestions::new(self.questions.iter().map(
             |answer| match answer {
                 Some(text) => QuestionOutcome::Answered(text.clone()),
@@ -329,19 +304,14 @@ impl Scenario {
             builder = builder.live(live);
         }
         let built = builder.build_in(source).await?;
-        let agent = built.agent;
-        let earlier = if built.earlier_events > 0 {
-            store.read(agent.session_id()).map_err(BuildError::from)?
-        } else {
-            Vec::new()
-        };
+        let (agent, earlier) = (built.agent, built.earlier);
         // Nothing has acted before the first turn: a session whose worker died before it
         // is seeded again. A resumed session's workspace is the agent's work.
         let fresh = !earlier
             .iter()
             .any(|event| matches!(event.data, EventData::TurnStart(_)));
         if fresh {
-            write_files(workspace, files)?;
+            write_files(&workspace, &files)?;
         }
         let planned = turns::remaining_turns(&self.turns, scripts, &earlier);
         let outside = options.cancel.unwrap_or_default();
