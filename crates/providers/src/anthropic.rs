@@ -8,27 +8,20 @@ use serde_json::{Value, json};
 use toolrail_agent_loop::{ModelDelta, ModelRequest, ModelResponse};
 use toolrail_session_log::{AssistantBlock, ContentBlock, ConversationItem, StopReason};
 
-use crate::config::ToolChoice;
+use crate::config::{ProviderConfig, ToolChoice};
 use crate::draft::{Draft, StreamError};
 use crate::sse::SseEvent;
 
 /// The API version every request names.
 pub(crate) const VERSION: &str = "2023-06-01";
 
-/// What the request says beyond the conversation.
-#[derive(Clone, Debug)]
-pub(crate) struct Options<'a> {
-    pub model: &'a str,
-    pub max_tokens: u32,
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub tool_choice: &'a ToolChoice,
-    pub extra_body: &'a serde_json::Map<String, Value>,
-}
+/// The length limit of an answer when the configuration sets none: the API requires one.
+const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// The body of `POST /v1/messages`, streamed.
-pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Value {
-    let (model, max_tokens) = (options.model, options.max_tokens);
+pub(crate) fn request_body(request: &ModelRequest, options: &ProviderConfig) -> Value {
+    let model = &options.model;
+    let max_tokens = options.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
     // Messages alternate user and assistant: tool results and context messages that follow
     // an assistant message share one user message.
     let mut messages: Vec<Value> = Vec::new();
@@ -106,7 +99,7 @@ pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Val
                 })
                 .collect(),
         );
-        let choice = match options.tool_choice {
+        let choice = match &options.tool_choice {
             ToolChoice::Auto => None,
             ToolChoice::None => Some(json!({"type": "none"})),
             ToolChoice::Required => Some(json!({"type": "any"})),
@@ -116,13 +109,7 @@ pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Val
             body["tool_choice"] = choice;
         }
     }
-    if let Some(temperature) = options.temperature {
-        body["temperature"] = json!(temperature);
-    }
-    if let Some(top_p) = options.top_p {
-        body["top_p"] = json!(top_p);
-    }
-    crate::config::merge_extra(&mut body, options.extra_body);
+    options.finish_body(&mut body);
     body
 }
 

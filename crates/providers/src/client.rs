@@ -81,32 +81,9 @@ impl ProviderClient {
 
     /// The request body this client sends for `request`.
     pub fn body(&self, request: &ModelRequest) -> Value {
-        let config = &self.config;
-        match config.wire {
-            Wire::OpenAi => openai::request_body(
-                request,
-                &openai::Options {
-                    model: &config.model,
-                    max_tokens: config.max_tokens,
-                    strict: config.strict,
-                    include_usage: config.stream_usage,
-                    temperature: config.temperature,
-                    top_p: config.top_p,
-                    tool_choice: &config.tool_choice,
-                    extra_body: &config.extra_body,
-                },
-            ),
-            Wire::Anthropic => anthropic::request_body(
-                request,
-                &anthropic::Options {
-                    model: &config.model,
-                    max_tokens: config.max_tokens.unwrap_or(4096),
-                    temperature: config.temperature,
-                    top_p: config.top_p,
-                    tool_choice: &config.tool_choice,
-                    extra_body: &config.extra_body,
-                },
-            ),
+        match self.config.wire {
+            Wire::OpenAi => openai::request_body(request, &self.config),
+            Wire::Anthropic => anthropic::request_body(request, &self.config),
         }
     }
 
@@ -153,6 +130,7 @@ impl ProviderClient {
                 }
             }
         }
+        // Only a failure that may pass is tried again: the one given up on may pass later.
         last.message = format!("{} (gave up after {attempts} tries)", last.message);
         last.retryable = true;
         Err(ModelError::Failed(last))
@@ -237,7 +215,7 @@ impl ProviderClient {
             }
             return Err(if status.as_u16() == 429 || status.is_server_error() {
                 Failure::Retry {
-                    failure: why.retryable(),
+                    failure: why,
                     retry_after,
                 }
             } else {
@@ -246,7 +224,7 @@ impl ProviderClient {
         }
         let stream_failed = |error: StreamError| match error {
             StreamError::Ended | StreamError::Transient(_) => Failure::Retry {
-                failure: failed(format!("{endpoint}: {error}{id_note}")).retryable(),
+                failure: failed(format!("{endpoint}: {error}{id_note}")),
                 retry_after: None,
             },
             StreamError::Malformed(_) | StreamError::Server(_) => {
@@ -316,8 +294,7 @@ impl ProviderClient {
                         failure: failed(format!(
                             "{endpoint}: the answer broke off: {}{id_note}",
                             error_chain(&error)
-                        ))
-                        .retryable(),
+                        )),
                         retry_after: None,
                     });
                 }

@@ -198,15 +198,20 @@ impl ProviderConfig {
     }
 }
 
-/// Puts `extra` into a request body, over what is there (the escape hatch for a server's own
-/// fields).
-pub(crate) fn merge_extra(
-    body: &mut serde_json::Value,
-    extra: &serde_json::Map<String, serde_json::Value>,
-) {
-    if let serde_json::Value::Object(fields) = body {
-        for (key, value) in extra {
-            fields.insert(key.clone(), value.clone());
+impl ProviderConfig {
+    /// Adds what both wire formats name alike to a request body — the sampling options —
+    /// then `extra_body` over everything (the escape hatch for a server's own fields).
+    pub(crate) fn finish_body(&self, body: &mut serde_json::Value) {
+        if let Some(temperature) = self.temperature {
+            body["temperature"] = serde_json::json!(temperature);
+        }
+        if let Some(top_p) = self.top_p {
+            body["top_p"] = serde_json::json!(top_p);
+        }
+        if let serde_json::Value::Object(fields) = body {
+            for (key, value) in &self.extra_body {
+                fields.insert(key.clone(), value.clone());
+            }
         }
     }
 }

@@ -7,27 +7,14 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use toolrail_agent_loop::{ModelDelta, ModelRequest, ModelResponse};
-use toolrail_session_log::{AssistantBlock, ContentBlock, ConversationItem, StopReason};
+use toolrail_session_log::{ContentBlock, ConversationItem, StopReason};
 
-use crate::config::ToolChoice;
+use crate::config::{ProviderConfig, ToolChoice};
 use crate::draft::{Draft, StreamError};
 use crate::sse::SseEvent;
 
-/// What the request says beyond the conversation.
-#[derive(Clone, Debug)]
-pub(crate) struct Options<'a> {
-    pub model: &'a str,
-    pub max_tokens: Option<u32>,
-    pub strict: bool,
-    pub include_usage: bool,
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub tool_choice: &'a ToolChoice,
-    pub extra_body: &'a Map<String, Value>,
-}
-
 /// The body of `POST /chat/completions`, streamed.
-pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Value {
+pub(crate) fn request_body(request: &ModelRequest, options: &ProviderConfig) -> Value {
     let mut messages = Vec::new();
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
@@ -36,14 +23,7 @@ pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Val
         messages.push(match item {
             ConversationItem::User(blocks) => json!({"role": "user", "content": user_content(blocks)}),
             ConversationItem::Assistant(message) => {
-                let text: String = message
-                    .blocks
-                    .iter()
-                    .filter_map(|block| match block {
-                        AssistantBlock::Text { text } => Some(text.as_str()),
-                        AssistantBlock::Thinking { .. } | AssistantBlock::ToolCall { .. } => None,
-                    })
-                    .collect();
+                let text = message.text();
                 let calls: Vec<Value> = message
                     .tool_calls()
                     .into_iter()
@@ -95,7 +75,7 @@ pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Val
         body["tools"] = Value::Array(tools);
         // A choice without tools is refused by the servers; with none offered it means
         // nothing anyway.
-        let choice = match options.tool_choice {
+        let choice = match &options.tool_choice {
             ToolChoice::Auto => None,
             ToolChoice::None => Some(json!("none")),
             ToolChoice::Required => Some(json!("required")),
@@ -108,16 +88,10 @@ pub(crate) fn request_body(request: &ModelRequest, options: &Options<'_>) -> Val
     if let Some(max) = options.max_tokens {
         body["max_tokens"] = json!(max);
     }
-    if let Some(temperature) = options.temperature {
-        body["temperature"] = json!(temperature);
-    }
-    if let Some(top_p) = options.top_p {
-        body["top_p"] = json!(top_p);
-    }
-    if options.include_usage {
+    if options.stream_usage {
         body["stream_options"] = json!({"include_usage": true});
     }
-    crate::config::merge_extra(&mut body, options.extra_body);
+    options.finish_body(&mut body);
     body
 }
 
@@ -508,7 +482,8 @@ mod strict_requests {
     use serde_json::json;
     use toolrail_agent_loop::{ModelRequest, ToolDefinition};
 
-    use super::{Options, request_body};
+    use super::request_body;
+    use crate::config::{ProviderConfig, Wire};
 
     #[test]
     fn a_function_with_a_free_form_object_is_sent_without_strict() {
@@ -531,17 +506,8 @@ mod strict_requests {
                 ),
             ],
         };
-        let extra = serde_json::Map::new();
-        let options = Options {
-            model: "m",
-            max_tokens: None,
-            strict: true,
-            include_usage: false,
-            temperature: None,
-            top_p: None,
-            tool_choice: &crate::config::ToolChoice::Auto,
-            extra_body: &extra,
-        };
+        let mut options = ProviderConfig::new(Wire::OpenAi, "http://127.0.0.1:9/v1", "m");
+        options.strict = true;
         let body = request_body(&request, &options);
         assert_eq!(body["tools"][0]["function"]["strict"], json!(true));
         assert_eq!(
