@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use toolrail_runtime::scenario::{RunOptions, Scenario};
 
-use crate::run::{execute, expectations_met, scenario_error};
+use crate::run::{execute_scenario, expectations_met};
 use crate::session::{summary_of, write_page};
 use crate::{absolute_dir, bad_input, fresh_dir};
 
@@ -48,18 +48,11 @@ pub fn run(args: DemoArgs) -> Result<()> {
          workspace: {}\n",
         session_dir.join("workspace").display()
     );
-    let finished = execute(&session_dir, false, |live| async {
-        let options = RunOptions {
-            live: Some(live),
-            extra_files,
-            ..RunOptions::default()
-        };
-        let report = scenario
-            .run_with(&session_dir, options)
-            .await
-            .map_err(scenario_error)?;
-        Ok((report.turn_ends, report.mismatches))
-    })?;
+    let options = RunOptions {
+        extra_files,
+        ..RunOptions::default()
+    };
+    let finished = execute_scenario(&scenario, &session_dir, false, options)?;
     let page = session_dir.join("session.html");
     write_page(&page, "toolrail demo", &finished.events)?;
     println!("\n{}", summary_of(&finished.events).line());

@@ -17,8 +17,7 @@ use toolrail_permissions::RuleFile;
 use toolrail_presenters::{Card, colour_wanted};
 use toolrail_runtime::scenario::{RunOptions, SCENARIO_SESSION, Scenario, ScenarioError};
 use toolrail_runtime::{
-    Agent, AgentError, BuildError, ModelConfig, PermissionsConfig, PresetName, ProviderName,
-    SessionConfig,
+    Agent, BuildError, ModelConfig, PermissionsConfig, PresetName, ProviderName, SessionConfig,
 };
 use toolrail_session_log::{AssistantBlock, Durability, Event, EventData, JsonlStore, SessionId};
 
@@ -118,19 +117,11 @@ pub fn run(args: RunArgs) -> Result<()> {
                 Some(workspace) => Some(absolute_dir("--workspace", workspace)?),
                 None => None,
             };
-            let folder = session_dir.clone();
-            execute(&session_dir, args.json, |live| async move {
-                let options = RunOptions {
-                    live: Some(live),
-                    workspace,
-                    ..RunOptions::default()
-                };
-                let report = scenario
-                    .run_with(&folder, options)
-                    .await
-                    .map_err(scenario_error)?;
-                Ok((report.turn_ends, report.mismatches))
-            })?
+            let options = RunOptions {
+                workspace,
+                ..RunOptions::default()
+            };
+            execute_scenario(&scenario, &session_dir, args.json, options)?
         }
         (None, Some(provider)) => {
             let config = provider_config(&args, provider, &session_dir)?;
@@ -144,7 +135,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                     .build()
                     .await
                     .map_err(build_error)?;
-                let answer = agent.prompt(prompt).await.map_err(turn_error)?;
+                let answer = agent.prompt(prompt).await?;
                 Ok((vec![answer.end], Vec::new()))
             })?
         }
@@ -251,14 +242,14 @@ fn flag_error(message: &str) -> String {
 
 /// A scenario that cannot run because of what it (or a flag) says is bad input (exit 2);
 /// a store or a turn that failed inside is not.
-pub fn scenario_error(error: ScenarioError) -> anyhow::Error {
+fn scenario_error(error: ScenarioError) -> anyhow::Error {
     match error {
         ScenarioError::Invalid(why) => bad_input!("the scenario is not valid: {why}"),
         ScenarioError::Build(error) => build_error(error),
         ScenarioError::Workspace(why) => {
             bad_input!("the workspace could not be prepared: {why}; give a writable folder")
         }
-        ScenarioError::Turn(error) => turn_error(error),
+        ScenarioError::Turn(error) => anyhow::Error::new(error),
     }
 }
 
@@ -272,10 +263,6 @@ fn build_error(error: BuildError) -> anyhow::Error {
             anyhow::Error::new(other)
         }
     }
-}
-
-fn turn_error(error: AgentError) -> anyhow::Error {
-    anyhow::Error::new(error)
 }
 
 /// What the model said last, after its calls' cards.
@@ -374,6 +361,23 @@ where
         log,
         events,
         cards,
+    })
+}
+
+/// Runs `scenario` in `session_dir` with `options` and the live view (see [`execute`]).
+pub fn execute_scenario(
+    scenario: &Scenario,
+    session_dir: &Path,
+    machine: bool,
+    mut options: RunOptions,
+) -> Result<Finished> {
+    execute(session_dir, machine, |live| async move {
+        options.live = Some(live);
+        let report = scenario
+            .run_with(session_dir, options)
+            .await
+            .map_err(scenario_error)?;
+        Ok((report.turn_ends, report.mismatches))
     })
 }
 
