@@ -10,12 +10,14 @@
     clippy::wildcard_enum_match_arm
 )]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use toolrail_test_support::http::read_request;
 
 /// The example's binary, which `cargo test` builds beside the tests.
 fn example() -> PathBuf {
@@ -53,30 +55,6 @@ fn finish_chunk(reason: &str) -> String {
     let chunk =
         serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]});
     format!("data: {chunk}\n\ndata: [DONE]\n\n")
-}
-
-/// Reads one HTTP request; returns its body.
-fn read_request(socket: &mut TcpStream) -> String {
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut reader = BufReader::new(socket.try_clone().unwrap());
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-        if line == "\r\n" {
-            break;
-        }
-        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    String::from_utf8(body).unwrap()
 }
 
 /// A server on 127.0.0.1 answering requests with `answers` in order (one connection each),

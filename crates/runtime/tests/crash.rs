@@ -9,8 +9,8 @@
     clippy::wildcard_enum_match_arm
 )]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -18,29 +18,9 @@ use std::time::{Duration, Instant};
 
 use toolrail_runtime::{Agent, SessionConfig, Store};
 use toolrail_session_log::{EventData, SessionId};
+use toolrail_test_support::http::read_request;
 
 const CHILD: &str = "TOOLRAIL_CRASH_CHILD";
-
-/// Reads one HTTP request and returns its body.
-fn read_request(socket: &mut TcpStream) -> String {
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut reader = BufReader::new(socket.try_clone().unwrap());
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    String::from_utf8(body).unwrap()
-}
 
 /// A model server answering each request with the next whole completion of `answers`,
 /// sending the bodies it was asked with back through the channel.

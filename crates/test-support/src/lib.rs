@@ -1,6 +1,7 @@
 //! What toolrail's tests and benches share, in a leaf crate that depends on none of
 //! toolrail's own, so any crate's tests may use it without building the layers above:
-//! a real PostgreSQL server for a test ([`pg`]) and the process table ([`processes`]).
+//! a real PostgreSQL server for a test ([`pg`]), the process table ([`processes`]), and the
+//! server side of one HTTP request ([`http`]).
 //!
 //! # Examples
 //!
@@ -47,6 +48,8 @@
 //! // The server is stopped and its folder removed when `server` is dropped.
 //! ```
 
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+pub mod http;
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 pub mod pg;
 pub mod processes;
