@@ -109,6 +109,13 @@ impl TypedTool for EditTool {
         violations(problems)
     }
 
+    async fn preview(&self, args: EditArgs) -> Option<String> {
+        let target = self.files.target_to_write(&args.path).ok()?;
+        blocking("previewing", move || Ok(preview(&target, &args.edits)))
+            .await
+            .ok()
+    }
+
     async fn run(&self, ctx: &ToolContext, args: EditArgs) -> ToolResult {
         let target = self.files.target_to_write(&args.path)?;
         let count = args.edits.len();
@@ -244,6 +251,41 @@ fn prepare(
         added: written.hunks.added,
         removed: written.hunks.removed,
     })
+}
+
+/// The diff the edits would make to the file as it is now, written nowhere; or why they
+/// would not apply.
+fn preview(target: &Target, edits: &[Replacement]) -> String {
+    let attempt = || -> Result<String, ToolFailure> {
+        let Existing::File(mut file, metadata) = target.open_existing()? else {
+            return Err(ToolFailure::new(format!(
+                "`{}` is not a file",
+                target.shown
+            )));
+        };
+        let reading = |error: std::io::Error| target.io_failure("reading", &error);
+        let shape = shape_of(&mut file, CHUNK).map_err(|error| match error {
+            ShapeError::NotUtf8 => {
+                ToolFailure::new(format!("`{}` is not UTF-8 text", target.shown))
+            }
+            ShapeError::Io(error) => reading(error),
+        })?;
+        let plan = plan(&mut file, &shape, edits, metadata.len())
+            .map_err(reading)?
+            .map_err(|problems| ToolFailure::new(problems.join("\n")))?;
+        let mut source = rewound(&mut file, &shape).map_err(reading)?;
+        let written = write_edited(
+            &mut source,
+            &shape,
+            &plan.patterns,
+            &plan.replacements,
+            &target.shown,
+            std::io::sink(),
+        )
+        .map_err(reading)?;
+        Ok(written.hunks.diff)
+    };
+    attempt().unwrap_or_else(|failure| format!("(the edit would not apply: {})", failure.message))
 }
 
 /// The edits spelled as the file's normal form spells text, once every one is known to apply.

@@ -62,6 +62,13 @@ impl TypedTool for WriteTool {
         self.files.claim(&args.path, ClaimMode::Write)
     }
 
+    async fn preview(&self, args: WriteArgs) -> Option<String> {
+        let target = self.files.target_to_write(&args.path).ok()?;
+        blocking("previewing", move || Ok(preview(&target, &args.content)))
+            .await
+            .ok()
+    }
+
     async fn run(&self, ctx: &ToolContext, args: WriteArgs) -> ToolResult {
         let target = self.files.target_to_write(&args.path)?;
         // Hashing what is there blocks: off the scheduler's thread.
@@ -116,6 +123,56 @@ impl TypedTool for WriteTool {
             ))
         })
     }
+}
+
+/// Files larger than this are not read for a preview: the size change is said instead.
+const PREVIEW_FILE_BYTES: u64 = 4 << 20;
+/// Bytes of preview text kept.
+const PREVIEW_BYTES: usize = 64 * 1024;
+
+/// The unified diff from the file as it is now to `content`.
+fn preview(target: &Target, content: &str) -> String {
+    let before = match target.open_existing() {
+        Ok(Existing::Missing) => String::new(),
+        Ok(Existing::File(mut file, metadata)) => {
+            if metadata.len() > PREVIEW_FILE_BYTES {
+                return format!(
+                    "(replaces {} bytes with {} bytes; too large to show as a diff)",
+                    metadata.len(),
+                    content.len()
+                );
+            }
+            let mut text = String::new();
+            if std::io::Read::read_to_string(&mut file, &mut text).is_err() {
+                return format!(
+                    "(replaces a file that is not UTF-8 text with {} bytes)",
+                    content.len()
+                );
+            }
+            text
+        }
+        Ok(Existing::Folder) => return format!("(`{}` is a folder)", target.shown),
+        Err(failure) => return format!("({})", failure.message),
+    };
+    let old_name = if before.is_empty() {
+        "/dev/null".to_owned()
+    } else {
+        format!("a/{}", target.shown)
+    };
+    let mut diff = similar::TextDiff::from_lines(&before, content)
+        .unified_diff()
+        .context_radius(3)
+        .header(&old_name, &format!("b/{}", target.shown))
+        .to_string();
+    if diff.len() > PREVIEW_BYTES {
+        let mut end = PREVIEW_BYTES;
+        while !diff.is_char_boundary(end) {
+            end -= 1;
+        }
+        diff.truncate(end);
+        diff.push_str("\n… (the diff goes on)\n");
+    }
+    diff
 }
 
 impl FileTools {

@@ -30,6 +30,7 @@ fn request(call_id: &str, session_key: Option<&str>) -> ApprovalRequest {
         arguments: json!({"command": "git push"}),
         reason: "pushing needs an approval".to_owned(),
         session_key: session_key.map(str::to_owned),
+        preview: None,
     }
 }
 

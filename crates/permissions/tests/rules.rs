@@ -458,6 +458,7 @@ async fn a_session_answer_where_none_was_offered_counts_once() {
         arguments: json!({}),
         reason: "always asks".to_owned(),
         session_key: None,
+        preview: None,
     };
     let answer = toolrail_tools_core::ApprovalService::request(
         &service,

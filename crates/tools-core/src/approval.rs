@@ -18,6 +18,11 @@ pub struct ApprovalRequest {
     pub arguments: Value,
     pub reason: String,
     pub session_key: Option<String>,
+    /// What the call would change, computed from its arguments and the world as it is when
+    /// asked (a unified diff for a file edit), for tools that can say ([`Tool::preview`]).
+    ///
+    /// [`Tool::preview`]: crate::Tool::preview
+    pub preview: Option<String>,
 }
 
 /// The approver's answer. Only the two allowed answers let the call go on.

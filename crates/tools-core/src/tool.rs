@@ -149,6 +149,14 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// What this call would change, for the person asked to approve it (a unified diff for
+    /// a file edit), computed from the arguments and the world as it is now, without
+    /// changing anything. Asked only for calls that ask; `None` (the default) when the tool
+    /// cannot say.
+    fn preview<'a>(&'a self, _args: &'a Value) -> BoxFuture<'a, Option<String>> {
+        Box::pin(std::future::ready(None))
+    }
+
     /// Runs the body.
     fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult>;
 
@@ -229,6 +237,11 @@ pub trait TypedTool: Send + Sync + 'static {
         None
     }
 
+    /// What this call would change, for its approval; see [`Tool::preview`].
+    fn preview(&self, _args: Self::Args) -> impl Future<Output = Option<String>> + Send {
+        std::future::ready(None)
+    }
+
     /// Runs the body with the deserialized arguments.
     fn run(&self, ctx: &ToolContext, args: Self::Args) -> impl Future<Output = ToolResult> + Send;
 }
@@ -280,6 +293,13 @@ impl<T: TypedTool> Tool for Typed<T> {
             .and_then(|decoded| self.inner.must_ask(&decoded))
     }
 
+    fn preview<'a>(&'a self, args: &'a Value) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let decoded = Self::decode(args).ok()?;
+            self.inner.preview(decoded).await
+        })
+    }
+
     fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let decoded = Self::decode(args).map_err(|error| {
@@ -309,6 +329,10 @@ impl<T: Tool + ?Sized> Tool for std::sync::Arc<T> {
 
     fn must_ask(&self, args: &Value) -> Option<String> {
         (**self).must_ask(args)
+    }
+
+    fn preview<'a>(&'a self, args: &'a Value) -> BoxFuture<'a, Option<String>> {
+        (**self).preview(args)
     }
 
     fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {

@@ -111,6 +111,12 @@ fn ask(terminal: &mut Terminal, request: &ApprovalRequest) -> ApprovalAnswer {
         text.push_str(&format!("  subject: {}\n", visible(subject)));
     }
     text.push_str(&format!("  reason:  {}\n", visible(&request.reason)));
+    if let Some(preview) = &request.preview {
+        text.push_str("  it would change:\n");
+        for line in preview.lines() {
+            text.push_str(&format!("    {}\n", visible(line)));
+        }
+    }
     let prompt = match &request.session_key {
         Some(_) => format!(
             "Allow? [y] once, [s] for this session ({}), [n] no (n: why): ",

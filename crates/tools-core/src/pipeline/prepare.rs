@@ -390,6 +390,17 @@ impl Pipeline {
         let answer = match &self.approval {
             None => ApprovalAnswer::Unavailable,
             Some(service) => {
+                // What the call would change, shown with the question; a preview that panics
+                // or outlives the batch is no preview.
+                let previewing = CatchUnwind::start(|| entry.tool().preview(&core.arguments));
+                let preview = tokio::select! {
+                    biased;
+                    () = control.cancel.cancelled() => None,
+                    preview = previewing => preview.unwrap_or_else(|panic| {
+                        tracing::warn!(call_id = %core.identity.call_id, "preview panicked: {panic}");
+                        None
+                    }),
+                };
                 let request = ApprovalRequest {
                     identity: core.identity.as_ref().clone(),
                     tool_kind: entry.spec().tool_kind().as_str(),
@@ -400,6 +411,7 @@ impl Pipeline {
                     arguments: core.arguments.as_ref().clone(),
                     reason,
                     session_key,
+                    preview,
                 };
                 let asking = CatchUnwind::start(|| service.request(&request, &control.cancel));
                 // A wait too long to represent is no limit.
