@@ -89,6 +89,8 @@ pub struct Permissions {
     rules: Vec<Rule>,
     roots: Vec<PathBuf>,
     session: SessionApprovals,
+    /// Nobody is there to answer: an ask is a deny, whatever the preset.
+    unattended: bool,
 }
 
 impl Permissions {
@@ -100,7 +102,15 @@ impl Permissions {
             rules,
             roots: roots.as_slice().to_vec(),
             session: SessionApprovals::new(),
+            unattended: false,
         }
+    }
+
+    /// Nobody is there to answer: what would ask is denied by the policy (no approval is
+    /// asked for), whatever the preset; what the rules and the preset allow still runs.
+    pub fn unattended(mut self) -> Self {
+        self.unattended = true;
+        self
     }
 
     /// The rules of a file; its preset, if it names one, wins over `preset`.
@@ -254,6 +264,13 @@ impl Permissions {
             (RuleEffect::Allow, DecidedBy::Rule(_) | DecidedBy::Preset) => Verdict {
                 effect: RuleEffect::Allow,
                 reason: format!("`{tool}` is allowed by {because}"),
+                session_key: None,
+            },
+            (RuleEffect::Ask, _) if self.unattended => Verdict {
+                effect: RuleEffect::Deny,
+                reason: format!(
+                    "`{tool}` needs an approval ({because}), and this session asks no one (unattended)"
+                ),
                 session_key: None,
             },
             (RuleEffect::Ask, _) if !self.preset.may_ask() => Verdict {

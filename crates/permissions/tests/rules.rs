@@ -155,6 +155,36 @@ fn presets_decide_what_no_rule_covers() {
     assert!(verdict.reason.contains("asks no one"), "{}", verdict.reason);
 }
 
+#[test]
+fn unattended_denies_every_ask_and_keeps_every_allow() {
+    let ws = workspace();
+    for preset in Preset::ALL {
+        let attended = Permissions::new(preset, rules(&["allow bash(git status*)"]), &ws.roots);
+        let unattended = attended.clone().unattended();
+        for (tool, args) in [
+            ("read", json!({"path": "a"})),
+            ("write", json!({"path": "src/x"})),
+            ("bash", json!({"command": "make"})),
+            ("bash", json!({"command": "git status"})),
+        ] {
+            let before = decide(&attended, tool, args.clone());
+            let after = decide(&unattended, tool, args.clone());
+            let expected = match before.effect {
+                RuleEffect::Ask => RuleEffect::Deny,
+                other => other,
+            };
+            assert_eq!(after.effect, expected, "{tool} {args} under {preset}");
+            if before.effect == RuleEffect::Ask {
+                assert!(
+                    after.reason.contains("asks no one (unattended)"),
+                    "{}",
+                    after.reason
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn approve_for_session_is_remembered_and_covers_only_its_key() {
     let ws = workspace();

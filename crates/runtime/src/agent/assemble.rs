@@ -659,9 +659,12 @@ fn permissions(
     } else {
         SessionApprovals::from_events(before)
     };
-    Ok(Arc::new(
-        Permissions::new(preset.unwrap_or_default(), rules, roots).with_session(session),
-    ))
+    let mut permissions =
+        Permissions::new(preset.unwrap_or_default(), rules, roots).with_session(session);
+    if config.permissions.unattended {
+        permissions = permissions.unattended();
+    }
+    Ok(Arc::new(permissions))
 }
 
 /// What no tool reads or changes: the user's credentials (unless unhidden), the store's

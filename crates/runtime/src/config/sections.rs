@@ -258,6 +258,10 @@ pub struct PermissionsConfig {
     /// approves the plan (`exit_plan_mode` joins the tools).
     #[serde(default)]
     pub plan_mode: bool,
+    /// Nobody is there to answer: a call that would ask is denied instead, whatever the
+    /// preset (what the rules and the preset allow still runs).
+    #[serde(default)]
+    pub unattended: bool,
 }
 
 /// One inline rule: a pattern (`bash(curl *)`), or a pattern with the reason said when it
