@@ -56,9 +56,29 @@ pub fn present_result(kind: CardKind, tool: &str, args: &Value, result: &ToolRes
         status,
         body,
         effects: result.effects.iter().map(effect_line).collect(),
-        notes: Vec::new(),
+        notes: sandbox_refusals(result).collect(),
         children: Vec::new(),
     }
+}
+
+/// What the sandbox refused the call, one note a line, as its tool reported it (`bash`
+/// puts the refusals its command met in `details.sandbox_refused`).
+pub fn sandbox_refusals(result: &ToolResultRecord) -> impl Iterator<Item = String> + '_ {
+    let refused = result
+        .details
+        .as_ref()
+        .and_then(|details| details.get("sandbox_refused"));
+    let mode = refused
+        .and_then(|refused| refused.get("mode"))
+        .and_then(Value::as_str)
+        .unwrap_or("sandbox");
+    refused
+        .and_then(|refused| refused.get("lines"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(move |line| format!("the sandbox ({mode}) refused: {line}"))
 }
 
 /// The arguments' text as a JSON value: `Null` when it is not JSON (the generic card then

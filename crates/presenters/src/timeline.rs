@@ -218,6 +218,8 @@ pub struct Summary {
     /// running them side by side saved.
     pub saved_us: u64,
     pub errors: BTreeMap<String, usize>,
+    /// Calls the sandbox refused something (the call itself may have succeeded).
+    pub sandbox_refusals: usize,
 }
 
 impl Summary {
@@ -232,8 +234,15 @@ impl Summary {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let refusals = match self.sandbox_refusals {
+            0 => String::new(),
+            count => format!(
+                " · the sandbox refused {count} call{} something",
+                plural(count, "s")
+            ),
+        };
         format!(
-            "{} call{} in {} batch{} · {} parallel group{} · {} saved against running them one by one · errors: {errors}",
+            "{} call{} in {} batch{} · {} parallel group{} · {} saved against running them one by one · errors: {errors}{refusals}",
             self.calls,
             plural(self.calls, "s"),
             self.batches,
@@ -247,6 +256,11 @@ impl Summary {
     pub fn of(records: &[CallRecord]) -> Self {
         let mut summary = Self {
             calls: records.len(),
+            sandbox_refusals: records
+                .iter()
+                .filter_map(|record| record.result.as_deref())
+                .filter(|result| crate::present::sandbox_refusals(result).next().is_some())
+                .count(),
             ..Self::default()
         };
         for batch in batches(records) {
@@ -326,10 +340,21 @@ mod tests {
             parallel_groups: 0,
             saved_us: 1_500,
             errors: BTreeMap::from([("POLICY_DENIED".to_owned(), 1)]),
+            sandbox_refusals: 0,
         };
         assert_eq!(
             summary.line(),
             "1 call in 1 batch · 0 parallel groups · 1.5 ms saved against running them one by one · errors: POLICY_DENIED × 1"
+        );
+        let refused = Summary {
+            calls: 2,
+            batches: 2,
+            sandbox_refusals: 1,
+            ..Summary::default()
+        };
+        assert_eq!(
+            refused.line(),
+            "2 calls in 2 batches · 0 parallel groups · 0 µs saved against running them one by one · errors: none · the sandbox refused 1 call something"
         );
     }
 }

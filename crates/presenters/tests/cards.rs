@@ -341,3 +341,35 @@ fn numbers_from_a_log_cannot_overflow() {
         toolrail_presenters::session_page("t", &events, &toolrail_presenters::Presenters::new());
     render_html(&card("deploy", &json!({}), &result));
 }
+
+#[test]
+fn a_failure_shows_its_whole_message_and_a_sandbox_refusal_its_lines() {
+    let args = json!({"path": "src/lib.rs", "edits": "x"});
+    let result = ToolResultRecord::failure(
+        ErrorCode::InvalidArgs,
+        "the arguments of `edit` do not match its input schema:\n/edits: \"x\" is not of type \"array\"",
+    );
+    let plain = render_plain(&card("edit", &args, &result));
+    assert!(plain.contains("do not match its input schema:"), "{plain}");
+    assert!(
+        plain.contains("/edits: \"x\" is not of type \"array\""),
+        "{plain}"
+    );
+
+    let refused = success(
+        "touch: cannot touch '/etc/x': Permission denied\n[exit code 1]",
+        Some(json!({"exit_code": 1})),
+        Some(json!({
+            "type": "terminal", "command": "touch /etc/x", "exit_code": 1, "signal": null,
+            "timed_out": false, "truncated": false,
+            "output_tail": "touch: cannot touch '/etc/x': Permission denied\n[exit code 1]",
+            "sandbox_refused": {"mode": "workspace-write", "lines": ["touch: cannot touch '/etc/x': Permission denied"]},
+        })),
+    );
+    let card = card("bash", &json!({"command": "touch /etc/x"}), &refused);
+    assert_eq!(
+        card.notes,
+        ["the sandbox (workspace-write) refused: touch: cannot touch '/etc/x': Permission denied"]
+    );
+    assert!(render_html(&card).contains("the sandbox (workspace-write) refused"));
+}

@@ -498,26 +498,57 @@ impl TypedTool for BashTool {
                 }
             }
         }
-        let denied = mode != SandboxMode::FullAccess
-            && [
-                "Permission denied",
-                "Operation not permitted",
-                "Read-only file system",
-            ]
-            .iter()
-            .any(|sign| stderr_text.contains(sign));
-        if denied
-            && let Some(toolrail_tools_core::log::ContentBlock::Text { text }) =
+        // What the sandbox refused, as the command's own words say it: on the card, in the
+        // summary's count, and in a line the model reads.
+        let refused: Vec<&str> = if mode == SandboxMode::FullAccess {
+            Vec::new()
+        } else {
+            stderr_text
+                .lines()
+                .filter(|line| REFUSAL_SIGNS.iter().any(|sign| line.contains(sign)))
+                .take(REFUSAL_LINES)
+                .collect()
+        };
+        if !refused.is_empty() {
+            if let Some(sandbox) = output
+                .value
+                .as_mut()
+                .and_then(|value| value.get_mut("sandbox"))
+                .and_then(|sandbox| sandbox.as_object_mut())
+            {
+                sandbox.insert("refused".to_owned(), json!(refused));
+            }
+            if let Some(details) = output
+                .details
+                .as_mut()
+                .and_then(|details| details.as_object_mut())
+            {
+                details.insert(
+                    "sandbox_refused".to_owned(),
+                    json!({"mode": mode.as_str(), "lines": refused}),
+                );
+            }
+            if let Some(toolrail_tools_core::log::ContentBlock::Text { text }) =
                 output.content.first_mut()
-        {
-            text.push_str(&format!(
-                "\n[sandbox: some operations were refused ({} mode)]",
-                mode.as_str()
-            ));
+            {
+                text.push_str(&format!(
+                    "\n[sandbox: some operations were refused ({} mode)]",
+                    mode.as_str()
+                ));
+            }
         }
         Ok(output)
     }
 }
+
+/// What a command says on stderr when the sandbox refused it something.
+const REFUSAL_SIGNS: [&str; 3] = [
+    "Permission denied",
+    "Operation not permitted",
+    "Read-only file system",
+];
+/// Lines of refusals kept for the card.
+const REFUSAL_LINES: usize = 5;
 
 /// A name for this call's files no earlier run used: the call id (ids repeat across
 /// resumed sessions) with this process and a counter.

@@ -213,6 +213,20 @@ async fn escape_suite_in(mode: SandboxMode, tier: &SandboxTier, expect: &Expect)
         !expect.write_outside,
         "{text}"
     );
+    // And the card and the summary are, from the refusal's own line.
+    let lines = refused
+        .record
+        .details
+        .as_ref()
+        .and_then(|details| details.pointer("/sandbox_refused/lines"))
+        .and_then(|lines| lines.as_array())
+        .map(Vec::len);
+    assert_eq!(
+        lines,
+        (!expect.write_outside).then_some(1),
+        "{:?}",
+        refused.record.details
+    );
     drop((listener, daemon));
 }
 

@@ -7,6 +7,28 @@ use crate::card::{Card, CardBody, CardStatus, DiffLineKind};
 const TAIL_LINES: usize = 12;
 const DIFF_LINES: usize = 40;
 const MATCH_LINES_PER_FILE: usize = 3;
+/// Columns an error message is wrapped at.
+const MESSAGE_WIDTH: usize = 100;
+
+/// `text`'s lines, each long one broken at spaces to at most `width` characters (a word
+/// longer than that stays whole).
+fn wrapped(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        let mut current = String::new();
+        for word in line.split(' ') {
+            let length = current.chars().count();
+            if length > 0 && length + 1 + word.chars().count() > width {
+                lines.push(std::mem::take(&mut current));
+            } else if length > 0 {
+                current.push(' ');
+            }
+            current.push_str(word);
+        }
+        lines.push(current);
+    }
+    lines
+}
 
 /// The card as plain text: what logs and pipes get.
 pub fn render_plain(card: &Card) -> String {
@@ -129,11 +151,11 @@ impl Text {
         } = &card.status
         {
             let by = if *synthetic { " (by the runtime)" } else { "" };
-            out.push_str(&format!(
-                "  {}{by}\n  {}",
-                self.paint(Paint::Red, code),
-                self.paint(Paint::Red, first_line(message))
-            ));
+            out.push_str(&format!("  {}{by}", self.paint(Paint::Red, code)));
+            // The whole message: a violation list or a hint is often past its first line.
+            for line in wrapped(message, MESSAGE_WIDTH) {
+                out.push_str(&format!("\n  {}", self.paint(Paint::Red, &line)));
+            }
         }
         out.push('\n');
         for note in &card.notes {
