@@ -10,14 +10,14 @@
     clippy::wildcard_enum_match_arm
 )]
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use toolrail_test_support::http::read_request;
+use toolrail_test_support::http::{Answer, call_chunk, finish_chunk, scripted_server, text_chunk};
 
 /// The example's binary, which `cargo test` builds beside the tests.
 fn example() -> PathBuf {
@@ -32,91 +32,31 @@ fn example() -> PathBuf {
     binary
 }
 
-/// One streamed answer: its chunks, and whether the server waits for the test after the
-/// first one.
-struct Answer {
-    chunks: Vec<String>,
-    gated: bool,
-}
-
-fn text_chunk(text: &str) -> String {
-    let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
-    format!("data: {chunk}\n\n")
-}
-
-fn call_chunk(id: &str, name: &str, arguments: &str) -> String {
-    let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
-    ]}, "finish_reason": null}]});
-    format!("data: {chunk}\n\n")
-}
-
-fn finish_chunk(reason: &str) -> String {
-    let chunk =
-        serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]});
-    format!("data: {chunk}\n\ndata: [DONE]\n\n")
-}
-
-/// A server on 127.0.0.1 answering requests with `answers` in order (one connection each),
-/// sending the request bodies back through the returned channel. A gated answer sends its
-/// first chunk, then waits for `gate` before the rest.
-fn fake_server(answers: Vec<Answer>, gate: mpsc::Receiver<()>) -> (String, mpsc::Receiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let (seen, requests) = mpsc::channel();
-    std::thread::spawn(move || {
-        for answer in answers {
-            let (mut socket, _) = listener.accept().unwrap();
-            seen.send(read_request(&mut socket)).unwrap();
-            socket
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
-                .unwrap();
-            for (at, chunk) in answer.chunks.iter().enumerate() {
-                socket.write_all(chunk.as_bytes()).unwrap();
-                socket.flush().unwrap();
-                if answer.gated && at == 0 {
-                    // Bounded: a test that never reads the first words fails, it does not hang.
-                    gate.recv_timeout(Duration::from_secs(30)).expect(
-                        "the first words reached the terminal while the answer was still streaming",
-                    );
-                }
-            }
-        }
-    });
-    (url, requests)
-}
-
 #[test]
 fn the_example_streams_words_as_they_arrive_runs_its_tool_and_resumes() {
     let workspace = tempfile::tempdir().unwrap();
     std::fs::write(workspace.path().join("README.md"), "a small project\n").unwrap();
     let (open_gate, gate) = mpsc::channel();
-    let (url, requests) = fake_server(
+    let (url, requests) = scripted_server(
         vec![
-            Answer {
-                chunks: vec![
+            Answer::gated_after(
+                vec![
                     text_chunk("Counting "),
                     text_chunk("the "),
                     text_chunk("words. "),
-                    call_chunk("c1", "word_count", r#"{"text": "#),
-                    call_chunk("", "", r#""one two three"}"#),
+                    call_chunk(0, "c1", "word_count", r#"{"text": "#),
+                    call_chunk(0, "", "", r#""one two three"}"#),
                     finish_chunk("tool_calls"),
                 ],
-                gated: true,
-            },
-            Answer {
-                chunks: vec![
-                    text_chunk("There "),
-                    text_chunk("are "),
-                    text_chunk("three."),
-                    finish_chunk("stop"),
-                ],
-                gated: false,
-            },
-            Answer {
-                chunks: vec![text_chunk("Still three."), finish_chunk("stop")],
-                gated: false,
-            },
+                0,
+            ),
+            Answer::new(vec![
+                text_chunk("There "),
+                text_chunk("are "),
+                text_chunk("three."),
+                finish_chunk("stop"),
+            ]),
+            Answer::new(vec![text_chunk("Still three."), finish_chunk("stop")]),
         ],
         gate,
     );

@@ -13,11 +13,11 @@ use toolrail_runtime::scenario::{RunOptions, Scenario};
 
 use crate::run::{execute_scenario, expectations_met};
 use crate::session::{summary_of, write_page};
-use crate::{absolute_dir, bad_input, fresh_dir};
+use crate::{absolute_dir, bad_input, runs_dir};
 
 #[derive(clap::Args)]
 pub struct DemoArgs {
-    /// Where the session goes (default: a fresh temp folder).
+    /// Where the session goes (default: a new folder under ~/.local/state/toolrail/runs).
     #[arg(long)]
     session_dir: Option<PathBuf>,
 }
@@ -36,7 +36,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         Scenario::from_json(SCENARIO).map_err(|error| bad_input!("the bundled demo: {error}"))?;
     let session_dir = match args.session_dir {
         Some(dir) => absolute_dir("--session-dir", &dir)?,
-        None => fresh_dir("demo")?,
+        None => runs_dir("demo")?,
     };
     let extra_files: BTreeMap<String, String> = PROJECT
         .iter()

@@ -1,17 +1,24 @@
-//! `toolrail`: the command-line face of toolrail. `demo` runs a bundled session on the real
-//! tools; `run` plays any scenario file; `replay` shows a session from its log alone (and
-//! writes its page); `recover` repairs an interrupted log; `tools` lists a tool set; `mcp
-//! list` shows MCP servers' tools as registered; `sessions` and `worker` work on a PostgreSQL
-//! store shared by a fleet.
+//! `toolrail`: the command-line face of toolrail. `chat` is an interactive session with a
+//! real model; `run` is one non-interactive session (a prompt, or a scenario file);
+//! `resume` goes on with a session after a crash or a pause; `demo` runs a bundled session
+//! on the real tools; `replay` shows a session from its log alone (and writes its page);
+//! `recover` repairs an interrupted log; `sessions` lists a store's sessions; `tools` lists
+//! the tool catalog; `mcp list` shows MCP servers' tools as registered; `worker` drives the
+//! sessions queued in a PostgreSQL store shared by a fleet.
 //!
 //! Exit codes: 0 when the session ran (tool errors included), 2 for a bad invocation or input
 //! (the message names what and how to fix it), 1 for an internal failure.
 
+mod chat;
+mod console;
 mod demo;
+mod flags;
 mod live;
 mod mcp;
+mod places;
 mod recover;
 mod replay;
+mod resume;
 mod run;
 mod sandbox;
 mod session;
@@ -37,19 +44,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Chat with a model in this folder: streamed answers, live calls, approvals asked here.
+    Chat(Box<chat::ChatArgs>),
+    /// One session without a person: a prompt to a real model, or a scenario file (scripted).
+    Run(Box<run::RunArgs>),
+    /// Go on with a session (by id or log path): recover it, say what was repaired, continue.
+    Resume(resume::ResumeArgs),
     /// Run the bundled demo: a small project, a scripted model and the real tools.
     Demo(demo::DemoArgs),
-    /// Run a session: a scenario file (scripted), or a real model through a provider.
-    Run(Box<run::RunArgs>),
     /// Show a session from its log alone: every call's card, and optionally its page.
     Replay(replay::ReplayArgs),
     /// Open a session log, apply recovery and say what was repaired and why.
     Recover(recover::RecoverArgs),
-    /// List a tool set: kind, source, version, exposure, concurrency, read-only.
+    /// The shipped tools: kind, source, version, exposure, concurrency, read-only.
     Tools(tools::ToolsArgs),
     /// MCP servers: `list` starts a configuration's servers and shows their tools.
     Mcp(mcp::McpArgs),
-    /// The sessions of a PostgreSQL store, with their state and lease holders.
+    /// The sessions of a store (default: this folder's), with how each stands.
     Sessions(sessions::SessionsArgs),
     /// Drive the sessions queued in a PostgreSQL store, taking over those of dead workers.
     Worker(worker::WorkerArgs),
@@ -90,8 +101,10 @@ fn main() -> ExitCode {
         }
     };
     let outcome = match cli.command {
-        Command::Demo(args) => demo::run(args),
+        Command::Chat(args) => chat::run(*args),
         Command::Run(args) => run::run(*args),
+        Command::Resume(args) => resume::run(args),
+        Command::Demo(args) => demo::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Recover(args) => recover::run(args),
         Command::Tools(args) => tools::run(args),
@@ -121,7 +134,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// A fresh folder under the system's temp folder, named for the command.
 /// A folder named on the command line, made absolute against the current folder. Session
 /// folders and workspaces are used from other folders than this process's (the sandbox
 /// helper runs each command in the workspace), where a relative path names something else.
@@ -129,15 +141,26 @@ fn absolute_dir(flag: &str, dir: &Path) -> anyhow::Result<PathBuf> {
     std::path::absolute(dir).map_err(|error| bad_input!("{flag} {}: {error}", dir.display()))
 }
 
-fn fresh_dir(command: &str) -> anyhow::Result<PathBuf> {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.as_millis())
-        .unwrap_or_default();
-    // TMPDIR may be relative.
-    let dir = std::path::absolute(
-        std::env::temp_dir().join(format!("toolrail-{command}-{}-{stamp}", std::process::id())),
-    )?;
+/// Runs kept at once under the state folder; older ones are removed as new ones start.
+const RUNS_KEPT: usize = 20;
+
+/// A new folder for a scripted run (`demo`, `run --scenario`):
+/// `~/.local/state/toolrail/runs/<command>-<id>`, the oldest beyond the newest
+/// [`RUNS_KEPT`] removed.
+fn runs_dir(command: &str) -> anyhow::Result<PathBuf> {
+    let runs = places::state_folder()?.join("runs");
+    std::fs::create_dir_all(&runs)?;
+    let mut kept: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&runs)?
+        .filter_map(Result::ok)
+        .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
+        .filter(|(_, path)| path.is_dir())
+        .collect();
+    kept.sort();
+    let excess = (kept.len() + 1).saturating_sub(RUNS_KEPT);
+    for (_, old) in kept.into_iter().take(excess) {
+        let _ = std::fs::remove_dir_all(old);
+    }
+    let dir = runs.join(format!("{command}-{}", places::new_session_id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }

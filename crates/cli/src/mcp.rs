@@ -2,7 +2,7 @@
 //! tools, prints each server's state and the tools as registered (name, kind, read-only,
 //! concurrency), then ends the servers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use toolrail_mcp::{McpConfig, McpServers, ServerState};
@@ -26,12 +26,12 @@ enum McpCommand {
     },
 }
 
-pub fn run(args: McpArgs) -> Result<()> {
-    let McpCommand::List { config } = args.command;
-    let text = std::fs::read_to_string(&config)
+/// An MCP configuration file (JSON or TOML, the `mcpServers` shape).
+pub fn read_config(config: &Path) -> Result<McpConfig> {
+    let text = std::fs::read_to_string(config)
         .map_err(|error| bad_input!("cannot read {}: {error}", config.display()))?;
     let name = config.display().to_string();
-    let parsed = if config
+    if config
         .extension()
         .is_some_and(|extension| extension == "toml")
     {
@@ -39,7 +39,30 @@ pub fn run(args: McpArgs) -> Result<()> {
     } else {
         McpConfig::from_json(&text, &name)
     }
-    .map_err(|error| bad_input!("{error}"))?;
+    .map_err(|error| bad_input!("{error}"))
+}
+
+/// A server that is not running, with why: `mcp list` fails (exit 1) when any is.
+#[derive(Debug)]
+struct NotRunning(Vec<String>);
+
+impl std::fmt::Display for NotRunning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let count = self.0.len();
+        write!(
+            f,
+            "{count} server{} not running: {}",
+            if count == 1 { " is" } else { "s are" },
+            self.0.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for NotRunning {}
+
+pub fn run(args: McpArgs) -> Result<()> {
+    let McpCommand::List { config } = args.command;
+    let parsed = read_config(&config)?;
     // The shipped tools first, so a name an MCP tool cannot have shows as taken.
     let registry = toolrail_runtime::Agent::builder()
         .workspace([std::env::current_dir()?])
@@ -48,17 +71,29 @@ pub fn run(args: McpArgs) -> Result<()> {
     runtime()?.block_on(async {
         let servers = McpServers::start(&parsed, &registry).await;
         let tools = registry.snapshot();
+        let mut failed = Vec::new();
         for (server, state) in servers.states() {
             match &state {
                 ServerState::Running { version, tools } => {
                     println!(
-                        "{server}: running, version {version}, {} tools",
-                        tools.len()
+                        "{server}: running, version {version}, {} tool{}",
+                        tools.len(),
+                        if tools.len() == 1 { "" } else { "s" }
                     );
                 }
-                ServerState::Starting => println!("{server}: still starting"),
+                // Lazy servers connect at their first call: not started is not failed.
+                ServerState::Starting => {
+                    println!("{server}: still connecting in the background (start = \"lazy\")")
+                }
                 ServerState::Disabled => println!("{server}: disabled"),
-                ServerState::Withdrawn { why } => println!("{server}: withdrawn: {why}"),
+                ServerState::Restarting { why, restarts } => {
+                    println!("{server}: failed: {why} (restart {restarts} pending)");
+                    failed.push(server.clone());
+                }
+                ServerState::Withdrawn { why } => {
+                    println!("{server}: withdrawn: {why}");
+                    failed.push(server.clone());
+                }
             }
             let source = ToolSource::Mcp(server.as_str().into());
             for entry in tools.offered().filter(|entry| entry.source() == &source) {
@@ -73,6 +108,10 @@ pub fn run(args: McpArgs) -> Result<()> {
             }
         }
         servers.shutdown().await;
-    });
-    Ok(())
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(anyhow::Error::new(NotRunning(failed)))
+        }
+    })
 }

@@ -1,42 +1,41 @@
-//! `toolrail recover SESSION`: opens a log as a resuming session would — a torn last line is
-//! cut, every call of an interrupted turn gets an honest synthetic result (file writes are
-//! probed for what really happened) — and says what was repaired and why.
-
-use std::path::PathBuf;
-use std::sync::Arc;
+//! `toolrail recover SESSION [--store URL] [--dry-run]`: opens a session as resuming it
+//! would — a torn last line is cut, every call of an interrupted turn gets an honest
+//! synthetic result (file writes are probed for what really happened) — and says what was
+//! repaired and why; `--dry-run` says what it would repair and writes nothing.
 
 use anyhow::Result;
-use toolrail_fs_tools::FsEffectProbe;
-use toolrail_runtime::Recovery;
-use toolrail_session_log::{EffectProbe, SessionStore, recover};
+use toolrail_runtime::RecoverMode;
 
-use crate::session::SessionFile;
+use crate::places::locate;
 use crate::{bad_input, runtime};
 
 #[derive(clap::Args)]
 pub struct RecoverArgs {
-    /// The session log (`<session>.jsonl`).
-    session: PathBuf,
+    /// The session: the path of its log (`<session>.jsonl`), or its id in a store.
+    session: String,
+    /// The store the session is in (default: the current folder's sessions).
+    #[arg(long)]
+    store: Option<String>,
+    /// Say what would be repaired; write nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 pub fn run(args: RecoverArgs) -> Result<()> {
-    let file = SessionFile::at(&args.session)?;
-    let opened = file
-        .store
-        .open(&file.id)
-        .map_err(|error| bad_input!("{error}"))?;
-    let probes: Vec<Arc<dyn EffectProbe>> = vec![Arc::new(FsEffectProbe::new())];
-    let report = runtime()?.block_on(recover(
-        &opened.events,
-        opened.torn_bytes_dropped,
-        &probes,
-        &opened.log,
-    ))?;
-    let recovery = Recovery::new(&report, &opened.events);
-    if recovery.is_empty() {
-        println!("{}: nothing to repair", file.path.display());
+    let located = locate(&args.session, args.store.as_deref())?;
+    let mode = if args.dry_run {
+        RecoverMode::DryRun
     } else {
-        println!("{recovery}");
+        RecoverMode::Repair
+    };
+    let recovery = runtime()?
+        .block_on(located.store.recover(&located.id, mode))
+        .map_err(|error| bad_input!("{error}"))?;
+    let place = format!("{} in {}", located.id, located.store.url());
+    match (recovery.is_empty(), args.dry_run) {
+        (true, _) => println!("{place}: nothing to repair"),
+        (false, true) => println!("{place}: would repair (nothing was written):\n{recovery}"),
+        (false, false) => println!("{recovery}"),
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! `toolrail replay SESSION [--html OUT]`: a session from its log alone — the conversation
+//! `toolrail replay SESSION [--store URL] [--html OUT]`: a session from its log alone — the conversation
 //! and every call's card, as they were shown live — and optionally its page.
 
 use std::io::IsTerminal;
@@ -8,12 +8,16 @@ use anyhow::Result;
 use serde_json::json;
 use toolrail_presenters::{Presenters, colour_wanted};
 
-use crate::session::{SessionFile, replay_text, session_title, summary_of, write_page};
+use crate::session::{events_of, replay_text, session_title, summary_of, write_page};
 
 #[derive(clap::Args)]
 pub struct ReplayArgs {
-    /// The session log (`<session>.jsonl`).
-    session: PathBuf,
+    /// The session: the path of its log (`<session>.jsonl`), or its id in a store.
+    session: String,
+    /// The store the session is in (`jsonl:DIR`, `sqlite:FILE`, `postgres://…`; default:
+    /// the current folder's sessions).
+    #[arg(long)]
+    store: Option<String>,
     /// Write the session page here.
     #[arg(long)]
     html: Option<PathBuf>,
@@ -26,8 +30,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     if let Some(out) = &args.html {
         crate::run::writable_target(out)?;
     }
-    let file = SessionFile::at(&args.session)?;
-    let events = file.events()?;
+    let events = events_of(&args.session, args.store.as_deref())?;
     let colour = colour_wanted(std::io::stdout().is_terminal());
     let (text, cards) = replay_text(&events, &Presenters::new(), colour);
     let summary = summary_of(&events);
@@ -35,7 +38,9 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         write_page(out, &session_title(&events), &events)?;
     }
     if args.json {
-        let report = json!({"summary": summary, "cards": cards, "page": args.html});
+        let mut report = crate::run::report(&events);
+        report["cards"] = json!(cards);
+        report["page"] = json!(args.html);
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }

@@ -1,8 +1,7 @@
-//! `toolrail run`: a session on the runtime, shown live, summarised, and optionally written
-//! as a page or as JSON. Either a scripted one (`--scenario FILE`, docs/scenarios.md) or a
-//! real model's (`--provider openai|anthropic --model NAME --prompt TEXT`): an `Agent` with
-//! the shipped tools, a permission preset (default `untrusted`) and approvals asked on the
-//! terminal (no terminal: nobody to ask, so asking means no).
+//! `toolrail run`: one session, not interactive, for scripts and CI. Either a real model's
+//! turn (`--prompt TEXT` or `--prompt-file F`, with the flags `chat` takes) or a scripted
+//! session (`--scenario FILE`, docs/scenarios.md). Shown live, summarised, and optionally
+//! written as a page or as JSON (`--json` once at the end, `--json-stream` while running).
 
 use std::future::Future;
 use std::io::IsTerminal;
@@ -10,155 +9,196 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use serde_json::json;
+use serde_json::{Value, json};
 use toolrail_agent_loop::Live;
-use toolrail_interaction::TerminalApprovals;
 use toolrail_permissions::RuleFile;
-use toolrail_presenters::{Card, colour_wanted};
+use toolrail_presenters::{Presenters, colour_wanted, parse_arguments};
 use toolrail_runtime::scenario::{RunOptions, SCENARIO_SESSION, Scenario, ScenarioError};
-use toolrail_runtime::{
-    Agent, BuildError, ModelConfig, PermissionsConfig, PresetName, ProviderName, SessionConfig,
-};
-use toolrail_session_log::{AssistantBlock, Durability, Event, EventData, JsonlStore, SessionId};
+use toolrail_runtime::{BuildError, PermissionsConfig};
+use toolrail_session_log::{Durability, Event, EventData, JsonlStore, SessionId, call_records};
 
+use crate::chat::{Conversation, human_mode, usage_line};
+use crate::console::{Console, Mode};
+use crate::flags::{AgentFlags, prompt_text};
 use crate::live::{LiveStyle, follow};
 use crate::session::{session_title, summary_of, write_page};
-use crate::{absolute_dir, bad_input, fresh_dir, runtime};
+use crate::{absolute_dir, bad_input, runs_dir, runtime};
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["scenario", "provider"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["scenario", "prompt", "prompt_file"])))]
 pub struct RunArgs {
-    /// The scenario file (JSON, the testkit's scenario format).
+    /// The scenario file (docs/scenarios.md): a scripted session.
     #[arg(long)]
     scenario: Option<PathBuf>,
-    /// A real model's wire format: `openai` (OpenAI-compatible chat completions: OpenAI,
-    /// DeepSeek, vLLM, llama.cpp, Ollama) or `anthropic`.
-    #[arg(long, value_enum, requires_all = ["model", "prompt"])]
-    provider: Option<ProviderArg>,
-    /// The server's base URL (default: OpenAI's or Anthropic's own API).
-    #[arg(long, requires = "provider")]
-    base_url: Option<String>,
-    /// The model's name on the server.
-    #[arg(long, requires = "provider")]
-    model: Option<String>,
-    /// The environment variable holding the API key (default: OPENAI_API_KEY or
-    /// ANTHROPIC_API_KEY, if set). The key is never printed or logged.
-    #[arg(long, requires = "provider")]
-    api_key_env: Option<String>,
-    /// The user's message.
-    #[arg(long, requires = "provider")]
+    /// The user's message: one turn with the model the flags or toolrail.toml name.
+    #[arg(long)]
     prompt: Option<String>,
-    /// The permission preset: untrusted (read-only tools run, the rest asks), workspace,
-    /// never-ask, full-auto.
-    #[arg(long, requires = "provider", default_value = "untrusted")]
-    preset: String,
-    /// The most model requests the turn may make.
-    #[arg(long, requires = "provider", default_value_t = 25)]
-    max_steps: u32,
-    /// OpenAI strict mode: schemas adapted so the server holds the model to them.
-    #[arg(long, requires = "provider")]
-    strict: bool,
-    /// Where the session log, outputs and markers go (default: a fresh temp folder).
+    /// The user's message from a file (`-`: stdin).
     #[arg(long)]
+    prompt_file: Option<PathBuf>,
+    #[command(flatten)]
+    flags: AgentFlags,
+    /// Where a scenario's log, outputs and workspace go (default: a new folder under
+    /// `~/.local/state/toolrail/runs`).
+    #[arg(long, requires = "scenario")]
     session_dir: Option<PathBuf>,
-    /// The workspace the tools work in (default: `<session-dir>/workspace` for a scenario,
-    /// the current folder for a provider).
-    #[arg(long)]
-    workspace: Option<PathBuf>,
     /// Replace the scenario's tool set, e.g. `probe,todo_write` or `read,grep,bash`.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', requires = "scenario")]
     toolset: Option<Vec<String>>,
     /// Permission rules (TOML or JSON rule file) replacing the scenario's.
-    #[arg(long)]
+    #[arg(long, requires = "scenario")]
     rules: Option<PathBuf>,
     /// Write the session page here.
     #[arg(long)]
     html: Option<PathBuf>,
-    /// Print a machine-readable summary instead of cards.
-    #[arg(long)]
+    /// Print one machine-readable report at the end instead of cards (docs/cli.md).
+    #[arg(long, conflicts_with = "json_stream")]
     json: bool,
-    /// Log the session in a PostgreSQL store (`postgres://…`) under a lease, instead of a
-    /// session folder; the scenario file is run as written.
-    #[arg(long, requires = "scenario", conflicts_with_all = ["session_dir", "toolset", "rules", "html", "json", "workspace"])]
-    store: Option<String>,
-    /// The session's name in the store (default: `run-<time>-<pid>`).
-    #[arg(long, requires = "store")]
+    /// Print each event as a JSON line while running, then the report (docs/cli.md).
+    #[arg(long)]
+    json_stream: bool,
+    /// A scenario's name in a PostgreSQL store (default: `run-<time>-<pid>`).
+    #[arg(long, requires = "scenario")]
     session: Option<String>,
-    /// Put the session in the store's queue for `toolrail worker` instead of driving it.
-    #[arg(long, requires = "store")]
+    /// Put a scenario in a PostgreSQL store's queue for `toolrail worker` instead of driving it.
+    #[arg(long, requires = "scenario")]
     enqueue: bool,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ProviderArg {
-    Openai,
-    Anthropic,
+pub fn run(args: RunArgs) -> Result<()> {
+    if let Some(out) = &args.html {
+        writable_target(out)?;
+    }
+    match &args.scenario {
+        Some(path) => run_scenario(&args, path),
+        None => run_prompt(&args),
+    }
 }
 
-pub fn run(args: RunArgs) -> Result<()> {
-    if let (Some(url), Some(path)) = (&args.store, &args.scenario) {
+/// One turn of a real model.
+fn run_prompt(args: &RunArgs) -> Result<()> {
+    let prompt = prompt_text(args.prompt.as_deref(), args.prompt_file.as_deref())?
+        .ok_or_else(|| bad_input!("give --prompt TEXT or --prompt-file FILE"))?;
+    let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let mut config = args.flags.config()?;
+    let approve = args.flags.approvals(terminal, &mut config)?;
+    let mode = if args.json {
+        Mode::Quiet
+    } else if args.json_stream {
+        Mode::JsonLines
+    } else {
+        human_mode()
+    };
+    runtime()?.block_on(async {
+        let mut conversation =
+            Conversation::start(config, approve, Console::new(mode), None).await?;
+        let outcome = conversation.turn(prompt).await;
+        let agent = &conversation.agent;
+        let events = agent.store().read(agent.session_id())?;
+        if let Some(out) = &args.html {
+            write_page(out, &session_title(&events), &events)?;
+        }
+        let summary = summary_of(&events);
+        let end = outcome.result.as_ref().map(|answer| answer.end);
+        if args.json || args.json_stream {
+            let mut report = report(&events);
+            report["type"] = json!("report");
+            report["session"] = json!(agent.session_id().as_str());
+            report["store"] = json!(agent.store().url());
+            report["log"] = json!(agent.store().file_of(agent.session_id()));
+            report["page"] = json!(args.html);
+            report["end"] = json!(end.as_ref().ok());
+            report["error"] = json!(outcome.result.as_ref().err().map(ToString::to_string));
+            println!(
+                "{}",
+                if args.json {
+                    serde_json::to_string_pretty(&report)?
+                } else {
+                    report.to_string()
+                }
+            );
+        } else {
+            println!("\n{}", summary.line());
+            println!("{}", usage_line(&conversation.usage));
+            println!(
+                "session {} in {}; `toolrail resume {}` goes on with it",
+                agent.session_id(),
+                agent.store().url(),
+                agent.session_id()
+            );
+            if let Some(out) = &args.html {
+                println!("page: {}", out.display());
+            }
+        }
+        outcome.result.map(|_| ()).map_err(anyhow::Error::new)
+    })
+}
+
+/// A scripted session.
+fn run_scenario(args: &RunArgs, path: &Path) -> Result<()> {
+    let flags = &args.flags;
+    if flags.provider.is_some() || flags.model.is_some() || flags.config.is_some() {
+        return Err(bad_input!(
+            "--scenario runs the scenario's own configuration and scripted model; --provider, --model and --config are for --prompt"
+        ));
+    }
+    if let Some(url) = &flags.store {
         // The queue and other workers get the file's own text: a worker reads it as is.
         let payload = std::fs::read_to_string(path)
             .map_err(|error| bad_input!("cannot read {}: {error}", path.display()))?;
         Scenario::from_json(&payload).map_err(|error| bad_input!("{}: {error}", path.display()))?;
         return crate::worker::run_stored(url, args.session.clone(), &payload, args.enqueue);
     }
-    if let Some(out) = &args.html {
-        writable_target(out)?;
-    }
     let session_dir = match &args.session_dir {
         Some(dir) => absolute_dir("--session-dir", dir)?,
-        None => fresh_dir("run")?,
+        None => runs_dir("run")?,
     };
-    let finished = match (&args.scenario, args.provider) {
-        (Some(path), _) => {
-            let scenario = scenario_of(&args, path)?;
-            let workspace = match &args.workspace {
-                Some(workspace) => Some(absolute_dir("--workspace", workspace)?),
-                None => None,
-            };
-            let options = RunOptions {
-                workspace,
-                ..RunOptions::default()
-            };
-            execute_scenario(&scenario, &session_dir, args.json, options)?
+    let scenario = scenario_of(args, path)?;
+    let workspace = match &flags.workspace {
+        Some(workspace) => {
+            let workspace = absolute_dir("--workspace", workspace)?;
+            // A folder of the user's is never written over: refused before anything runs.
+            if let Some(file) = scenario.would_replace(&workspace).first() {
+                return Err(bad_input!(
+                    "--workspace {}: the scenario would replace `{file}`, which is there with other content; give an empty or new folder",
+                    workspace.display()
+                ));
+            }
+            Some(workspace)
         }
-        (None, Some(provider)) => {
-            let config = provider_config(&args, provider, &session_dir)?;
-            let prompt = args.prompt.clone().unwrap_or_default();
-            execute(&session_dir, args.json, |live| async move {
-                let agent = Agent::builder()
-                    .config(config)
-                    .session_id(SCENARIO_SESSION)
-                    .approvals(Arc::new(TerminalApprovals::stdio()))
-                    .live(live)
-                    .build()
-                    .await
-                    .map_err(build_error)?;
-                let answer = agent.prompt(prompt).await?;
-                Ok((vec![answer.end], Vec::new()))
-            })?
-        }
-        (None, None) => return Err(bad_input!("give --scenario FILE or --provider")),
+        None => None,
     };
+    let options = RunOptions {
+        workspace,
+        ..RunOptions::default()
+    };
+    let finished = execute_scenario(
+        &scenario,
+        &session_dir,
+        args.json || args.json_stream,
+        options,
+    )?;
     if let Some(out) = &args.html {
         write_page(out, &session_title(&finished.events), &finished.events)?;
     }
     let summary = summary_of(&finished.events);
-    if args.json {
-        let report = json!({
-            "log": finished.log,
-            "turn_ends": finished.turn_ends,
-            "summary": summary,
-            "mismatches": finished.mismatches,
-            "page": args.html,
-            "cards": finished.cards,
-        });
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    if args.json || args.json_stream {
+        let mut report = report(&finished.events);
+        report["type"] = json!("report");
+        report["session"] = json!(SCENARIO_SESSION);
+        report["log"] = json!(finished.log);
+        report["turn_ends"] = json!(finished.turn_ends);
+        report["mismatches"] = json!(finished.mismatches);
+        report["page"] = json!(args.html);
+        println!(
+            "{}",
+            if args.json {
+                serde_json::to_string_pretty(&report)?
+            } else {
+                report.to_string()
+            }
+        );
     } else {
-        if args.provider.is_some() {
-            print_answer(&finished.events);
-        }
         println!("\n{}", summary.line());
         println!("log: {}", finished.log.display());
         if let Some(out) = &args.html {
@@ -166,6 +206,51 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
     }
     expectations_met(&finished.mismatches)
+}
+
+/// What `--json` reports of a session, from its log: the assistant's words, every call
+/// (id, tool, arguments as JSON, outcome, card), the usage of each model request, the
+/// summary.
+pub fn report(events: &[Event]) -> Value {
+    let records = call_records(events);
+    let presenters = Presenters::new();
+    let calls: Vec<Value> = records
+        .iter()
+        .filter(|record| !record.call_id.is_code_sub_call())
+        .map(|record| {
+            let card = presenters.record_in(record, &records);
+            json!({
+                "call_id": record.call_id.as_str(),
+                "name": record.name,
+                "arguments": parse_arguments(&record.arguments_raw),
+                "is_error": record.result.as_ref().map(|result| result.is_error),
+                "error": record.result.as_ref().and_then(|result| result.error.as_ref()).map(|error| json!({
+                    "code": error.code.to_string(), "message": error.message,
+                })),
+                "text": record.result.as_ref().map(|result| result.text()),
+                "value": record.result.as_ref().and_then(|result| result.value.clone()),
+                "card": card,
+            })
+        })
+        .collect();
+    let mut messages = Vec::new();
+    let mut usage = Vec::new();
+    for event in events {
+        // Two kinds of the log's whole vocabulary.
+        if let EventData::AssistantMessage(message) = &event.data {
+            messages.push(message.text());
+        } else if let EventData::StepEnd(step) = &event.data {
+            usage.push(json!({"step": event.step.map(|step| step.0), "usage": step.usage}));
+        }
+    }
+    let answer = messages.last().cloned().unwrap_or_default();
+    json!({
+        "answer": answer,
+        "messages": messages,
+        "calls": calls,
+        "usage": usage,
+        "summary": summary_of(events),
+    })
 }
 
 /// The scenario file, with the tool set and rule file the flags give instead of its own.
@@ -194,52 +279,6 @@ fn scenario_of(args: &RunArgs, path: &Path) -> Result<Scenario> {
     Ok(scenario)
 }
 
-/// The session a real model drives: the shipped tools in the workspace (default: the
-/// current folder), the preset, the model the flags name, the log in the session folder.
-fn provider_config(
-    args: &RunArgs,
-    provider: ProviderArg,
-    session_dir: &Path,
-) -> Result<SessionConfig> {
-    let preset: PresetName = serde_json::from_value(json!(args.preset)).map_err(|_| {
-        bad_input!(
-            "--preset {}: use one of untrusted, workspace, never-ask, full-auto",
-            args.preset
-        )
-    })?;
-    let provider = match provider {
-        ProviderArg::Openai => ProviderName::Openai,
-        ProviderArg::Anthropic => ProviderName::Anthropic,
-    };
-    let mut model = ModelConfig::new(provider, args.model.clone().unwrap_or_default());
-    model.base_url.clone_from(&args.base_url);
-    model.api_key_env.clone_from(&args.api_key_env);
-    model.strict = args.strict;
-    let mut config = SessionConfig::default();
-    config.workspace.roots = vec![match &args.workspace {
-        Some(workspace) => absolute_dir("--workspace", workspace)?,
-        None => std::env::current_dir()?,
-    }];
-    config.permissions.preset = Some(preset);
-    config.model = Some(model);
-    config.limits.max_steps = args.max_steps;
-    config.store.url = format!("jsonl:{}", session_dir.display());
-    config
-        .validate()
-        .map_err(|error| bad_input!("{}", flag_error(&error.to_string())))?;
-    Ok(config)
-}
-
-/// A configuration error as the flags that set the field name it.
-fn flag_error(message: &str) -> String {
-    message
-        .replace("`model.strict`", "--strict")
-        .replace("`model.api_key_env`", "--api-key-env")
-        .replace("`model.base_url`", "--base-url")
-        .replace("`model.model`", "--model")
-        .replace("`limits.max_steps`", "--max-steps")
-}
-
 /// A scenario that cannot run because of what it (or a flag) says is bad input (exit 2);
 /// a store or a turn that failed inside is not.
 fn scenario_error(error: ScenarioError) -> anyhow::Error {
@@ -253,38 +292,17 @@ fn scenario_error(error: ScenarioError) -> anyhow::Error {
     }
 }
 
-fn build_error(error: BuildError) -> anyhow::Error {
+pub fn build_error(error: BuildError) -> anyhow::Error {
     match error {
         invalid @ (BuildError::Config(_)
         | BuildError::NoModel
         | BuildError::NotBuilt { .. }
-        | BuildError::Registry(_)) => bad_input!("{}", flag_error(&invalid.to_string())),
+        | BuildError::Registry(_)) => {
+            bad_input!("{}", crate::flags::flag_error(&invalid.to_string()))
+        }
         other @ (BuildError::Store(_) | BuildError::Session(_) | BuildError::Model(_)) => {
             anyhow::Error::new(other)
         }
-    }
-}
-
-/// What the model said last, after its calls' cards.
-fn print_answer(events: &[Event]) {
-    let answer = events.iter().rev().find_map(|event| {
-        let EventData::AssistantMessage(message) = &event.data else {
-            return None;
-        };
-        Some(
-            message
-                .blocks
-                .iter()
-                .filter_map(|block| match block {
-                    AssistantBlock::Text { text } => Some(text.as_str()),
-                    AssistantBlock::Thinking { .. } | AssistantBlock::ToolCall { .. } => None,
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-        )
-    });
-    if let Some(answer) = answer.filter(|answer| !answer.trim().is_empty()) {
-        println!("\nassistant: {}", answer.trim());
     }
 }
 
@@ -313,7 +331,6 @@ pub struct Finished {
     /// The session log's file.
     pub log: PathBuf,
     pub events: Vec<Event>,
-    pub cards: Vec<Card>,
 }
 
 /// What driving a session came to: its turns' ends, and how it differed from expectations.
@@ -347,20 +364,19 @@ where
     };
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
     let runtime = runtime()?;
-    let (driven, cards) = runtime.block_on(async {
+    let (driven, shown) = runtime.block_on(async {
         let watching = tokio::spawn(follow(receiver, store.clone(), id.clone(), style));
         let driven = drive(Arc::new(sender)).await;
         (driven, watching.await)
     });
     let (turn_ends, mismatches) = driven?;
-    let cards = cards.context("the live view failed")?;
+    shown.context("the live view failed")?;
     let events = store.read(&id)?.events;
     Ok(Finished {
         turn_ends,
         mismatches,
         log,
         events,
-        cards,
     })
 }
 

@@ -20,6 +20,12 @@ pub struct SessionFile {
 
 impl SessionFile {
     pub fn at(path: &Path) -> Result<Self> {
+        if !path.exists() {
+            return Err(bad_input!(
+                "{} does not exist; give the path of a session log or a session id (`toolrail sessions` lists them)",
+                path.display()
+            ));
+        }
         if !path.is_file() {
             return Err(bad_input!(
                 "{} is not a session log; give the path of a `<session>.jsonl` file",
@@ -129,4 +135,18 @@ pub fn render(card: &Card, colour: bool) -> String {
 /// The summary of `events`.
 pub fn summary_of(events: &[Event]) -> Summary {
     Summary::of(&call_records(events))
+}
+
+/// The events of `session`, named by the path of its log or by its id in `store` (default:
+/// the current folder's sessions), read without changing anything.
+pub fn events_of(session: &str, store: Option<&str>) -> Result<Vec<Event>> {
+    let path = Path::new(session);
+    if store.is_none() && (session.ends_with(".jsonl") || session.contains('/') || path.is_file()) {
+        return SessionFile::at(path)?.events();
+    }
+    let located = crate::places::locate(session, store)?;
+    located
+        .store
+        .read(&located.id)
+        .map_err(|error| bad_input!("{error}"))
 }

@@ -1,44 +1,141 @@
-//! `toolrail sessions --store postgres://…`: the sessions a PostgreSQL store holds, each with
-//! its events, how it stands (its last turn's end, or open) and who holds its lease.
+//! `toolrail sessions [--store URL]`: the sessions of a store (default: the current
+//! folder's `.toolrail/sessions`), newest first for a folder: each with how it stands (its
+//! last turn's end, open, or queued), its first prompt, and in PostgreSQL who holds its
+//! lease and where it is in the work queue.
 
 use anyhow::Result;
-use toolrail_session_log::{Durability, PostgresStore};
+use toolrail_runtime::{Store, StoreUrl};
+use toolrail_session_log::{Event, EventData, SessionId, TurnEndKind};
 
 use crate::bad_input;
+use crate::places::open_store;
 
 #[derive(clap::Args)]
 pub struct SessionsArgs {
-    /// The store: `postgres://user@host:port/database`.
+    /// The store: `jsonl:DIR`, `postgres://user@host:port/database` (default: the current
+    /// folder's sessions).
     #[arg(long)]
-    store: String,
+    store: Option<String>,
 }
 
 pub fn run(args: SessionsArgs) -> Result<()> {
-    if !args.store.starts_with("postgres://") && !args.store.starts_with("postgresql://") {
-        return Err(bad_input!(
-            "--store: give a postgres:// URL (JSONL sessions are files: use `toolrail replay`)"
-        ));
-    }
-    let store = PostgresStore::connect(&args.store, Durability::Strict)
-        .map_err(|error| bad_input!("{error}"))?;
-    let sessions = store.sessions()?;
-    println!(
-        "{:<28} {:>7} {:<14} {:<18} lease",
-        "session", "events", "state", "last event"
-    );
-    for session in sessions {
-        let state = session
-            .ended
-            .map_or_else(|| "open".to_owned(), |kind| format!("ended: {kind}"));
-        let lease = match (&session.owner, session.leased) {
-            (Some(owner), true) => format!("held by {owner}"),
-            (Some(owner), false) => format!("expired ({owner})"),
-            (None, _) => "none".to_owned(),
-        };
-        println!(
-            "{:<28} {:>7} {:<14} {:<18} {lease}",
-            session.session, session.events, state, session.last_kind
-        );
+    let store = open_store(args.store.as_deref())?;
+    list(&store)
+}
+
+/// Prints the sessions of `store`.
+pub fn list(store: &Store) -> Result<()> {
+    match StoreUrl::parse(store.url()).map_err(|error| bad_input!("{error}"))? {
+        StoreUrl::Jsonl(folder) => {
+            let mut logs: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(&folder)
+                .map_err(|error| bad_input!("{}: {error}", folder.display()))?
+                .filter_map(Result::ok)
+                .filter_map(|entry| {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    let id = name.strip_suffix(".jsonl")?.to_owned();
+                    let modified = entry.metadata().ok()?.modified().ok()?;
+                    Some((modified, id))
+                })
+                .collect();
+            logs.sort();
+            logs.reverse();
+            if logs.is_empty() {
+                println!("no sessions in {}", folder.display());
+                return Ok(());
+            }
+            println!(
+                "{:<24} {:>6} {:<20} first prompt",
+                "session", "turns", "state"
+            );
+            for (_, id) in logs {
+                let events = store.read(&SessionId::new(&id)).unwrap_or_default();
+                let (turns, state, prompt) = described(&events);
+                println!("{id:<24} {turns:>6} {state:<20} {prompt}");
+            }
+            println!(
+                "(in {}; `toolrail resume SESSION` goes on with one)",
+                folder.display()
+            );
+        }
+        StoreUrl::Postgres(_) => {
+            let Some(postgres) = store.postgres() else {
+                return Err(bad_input!("{}: not a PostgreSQL store", store.url()));
+            };
+            let sessions = postgres.sessions()?;
+            println!(
+                "{:<28} {:>7} {:<16} {:<18} {:<10} lease",
+                "session", "events", "state", "last event", "queue"
+            );
+            for session in sessions {
+                let state = match (&session.ended, &session.queue, session.events) {
+                    (Some(kind), _, _) => format!("ended: {kind}"),
+                    (None, Some(queue), 0) => format!("queued ({queue})"),
+                    (None, _, _) => "open".to_owned(),
+                };
+                let lease = match (&session.owner, session.leased) {
+                    (Some(owner), true) => format!("held by {owner}"),
+                    (Some(owner), false) => format!("expired ({owner})"),
+                    (None, _) => "none".to_owned(),
+                };
+                println!(
+                    "{:<28} {:>7} {:<16} {:<18} {:<10} {lease}",
+                    session.session,
+                    session.events,
+                    state,
+                    session.last_kind,
+                    session.queue.as_deref().unwrap_or("-")
+                );
+            }
+        }
+        StoreUrl::Sqlite(path) => {
+            return Err(bad_input!(
+                "listing the sessions of a SQLite store ({}) is not built yet; name a session by its id",
+                path.display()
+            ));
+        }
     }
     Ok(())
+}
+
+/// How many turns a session had, how it stands, and its first prompt (cut to a line).
+fn described(events: &[Event]) -> (usize, String, String) {
+    let mut turns = 0;
+    let mut state = "empty".to_owned();
+    let mut prompt = String::new();
+    for event in events {
+        // Three kinds of the log's whole vocabulary.
+        if let EventData::TurnStart(turn) = &event.data {
+            turns += 1;
+            state = "open (interrupted?)".to_owned();
+            if prompt.is_empty() {
+                prompt = turn
+                    .user
+                    .iter()
+                    .filter_map(|block| block.as_text())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+            }
+        } else if let EventData::TurnEnd(end) = &event.data {
+            state = if end.kind == TurnEndKind::Completed {
+                "completed".to_owned()
+            } else {
+                serde_json::to_value(end.kind)
+                    .ok()
+                    .and_then(|kind| kind.as_str().map(|kind| format!("ended: {kind}")))
+                    .unwrap_or_default()
+            };
+        } else if let EventData::SessionStart(_) = &event.data
+            && turns == 0
+        {
+            state = "no turn yet".to_owned();
+        }
+    }
+    let line: String = prompt
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(60)
+        .collect();
+    (turns, state, line)
 }

@@ -11,7 +11,7 @@ use toolrail_runtime::fleet::{Driven, Outcome, Report, Worker, WorkerConfig};
 use toolrail_session_log::{Durability, PostgresStore, SessionId, StoreError};
 
 use crate::session::summary_of;
-use crate::{bad_input, fresh_dir};
+use crate::{bad_input, runs_dir};
 
 /// A lease owner name no other process uses: host, process and a random part (process ids
 /// repeat across containers).
@@ -238,7 +238,7 @@ pub fn run_stored(url: &str, id: Option<String>, payload: &str, enqueue: bool) -
         WorkerConfig {
             owner: owner.clone(),
             lease: lease_time,
-            work_dir: fresh_dir("run")?,
+            work_dir: runs_dir("run")?,
             poll: Duration::from_millis(50),
             idle_exit: None,
         },

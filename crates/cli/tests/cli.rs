@@ -160,10 +160,13 @@ fn run_replays_to_the_same_cards_and_writes_the_page() {
     assert!(output.status.success(), "{}", stderr(&output));
     let replayed: Value = serde_json::from_str(&stdout(&output)).unwrap();
     // The cards shown live, as each call committed, are the cards the log alone gives.
-    let live_cards = live["cards"].as_array().unwrap();
-    assert_eq!(live_cards.len(), 6, "every call got a card live");
+    let live_calls = live["calls"].as_array().unwrap();
+    assert_eq!(live_calls.len(), 6, "every call is reported");
+    for call in live_calls {
+        assert!(call["call_id"].is_string() && call["arguments"].is_object(), "{call}");
+    }
     // In the same order too: commits are in model order, and so is the log.
-    assert_eq!(live_cards, replayed["cards"].as_array().unwrap());
+    assert_eq!(live_calls, replayed["calls"].as_array().unwrap());
     assert_eq!(live["summary"], replayed["summary"]);
 
     // The page replay writes from the log is the page the run wrote.
@@ -501,9 +504,10 @@ fn calls_no_live_event_announced_still_get_their_cards() {
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
-    let cards = report["cards"].as_array().unwrap();
-    assert_eq!(cards.len(), 1, "{report}");
-    assert_eq!(cards[0]["status"]["code"], "TRUNCATED_CALL");
+    let calls = report["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{report}");
+    assert_eq!(calls[0]["card"]["status"]["code"], "TRUNCATED_CALL");
+    assert_eq!(calls[0]["error"]["code"], "TRUNCATED_CALL");
 }
 
 /// A one-shot model server on 127.0.0.1: answers the first request with `stream` as
@@ -575,13 +579,20 @@ fn run_with_a_provider_drives_a_turn_with_a_real_model_client() {
             "--prompt",
             "Anything to fix?",
         ])
-        .args(["--workspace", path(dir.path())])
-        .args(["--session-dir", path(&dir.path().join("session"))])
+        .args(["--workspace", path(dir.path()), "--approve", "never"])
         .output()
         .unwrap();
     let text = stdout(&output);
     assert!(output.status.success(), "{text}\n{}", stderr(&output));
-    assert!(text.contains("assistant: Nothing to change."), "{text}");
+    assert!(text.starts_with("Nothing to change.\n"), "{text}");
+    // The session is kept in the workspace, under a readable id.
+    let kept: Vec<_> = std::fs::read_dir(dir.path().join(".toolrail/sessions"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].starts_with("20") && kept[0].ends_with(".jsonl"), "{kept:?}");
+    assert!(text.contains(kept[0].trim_end_matches(".jsonl")), "{text}");
     let request = server.join().unwrap();
     assert!(
         request.contains("authorization: Bearer sk-cli-test"),
@@ -636,6 +647,8 @@ fn run_with_a_provider_refuses_incomplete_or_unknown_settings() {
         "http://127.0.0.1:9",
         "--api-key-env",
         "TOOLRAIL_NEVER_SET_KEY",
+        "--approve",
+        "never",
     ]);
     assert_eq!(output.status.code(), Some(2));
     assert!(

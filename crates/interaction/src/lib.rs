@@ -57,6 +57,7 @@ mod todo;
 
 pub use approvals::{
     ApprovalInbox, ChannelApprovals, PendingApproval, ScriptedApprovals, TerminalApprovals,
+    approval_question, parse_reply,
 };
 pub use digest::workspace_digest;
 pub use pending::{Inbox, Pending};

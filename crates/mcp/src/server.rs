@@ -40,6 +40,12 @@ pub enum ServerState {
     },
     /// Not started (disabled in the configuration).
     Disabled,
+    /// Its last connection failed (it could not be started, or it ended); it is started
+    /// again after a pause.
+    Restarting {
+        why: String,
+        restarts: u32,
+    },
     /// Its tools withdrawn: it could not be started, or crashed past its restarts.
     Withdrawn {
         why: String,
@@ -209,8 +215,10 @@ impl Server {
     async fn started(&self) {
         loop {
             let settled = self.settled.notified();
-            if !matches!(*self.state.lock(), ServerState::Starting)
-                || self.first_try_over.load(Ordering::Acquire)
+            if !matches!(
+                *self.state.lock(),
+                ServerState::Starting | ServerState::Restarting { .. }
+            ) || self.first_try_over.load(Ordering::Acquire)
             {
                 return;
             }
@@ -256,7 +264,10 @@ impl Server {
                 return;
             }
             restarts += 1;
-            self.set_state(ServerState::Starting);
+            self.set_state(ServerState::Restarting {
+                why: outcome,
+                restarts,
+            });
             let backoff = Duration::from_millis(200u64.saturating_mul(1 << restarts.min(6)));
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}

@@ -51,8 +51,8 @@ pub use card::{
     SearchFile, SearchLine, SubCall, TodoItem,
 };
 pub use page::{duration, session_page};
-pub use present::{effect_line, parse_arguments, present_call, present_result};
-pub use registry::{Presenter, Presenters};
+pub use present::{effect_line, parse_arguments, present_call, present_result, sandbox_refusals};
+pub use registry::{Presenter, Presenters, approval_note};
 pub use render::{colour_wanted, render_ansi, render_html, render_plain};
 pub use timeline::{BatchTimeline, Lane, Phase, Segment, Summary, batches};
 pub use walk::{SessionItem, session_items};

@@ -144,27 +144,33 @@ fn policy_notes(record: &CallRecord) -> Vec<String> {
         ));
     }
     if let Some(asked) = &record.approval_asked {
-        let answer = match record
+        let answer = record
             .approval_decided
             .as_ref()
-            .map(|decided| &decided.answer)
-        {
-            None => "no answer".to_owned(),
-            Some(ApprovalAnswerRecord::AllowedOnce) => "allowed once".to_owned(),
-            Some(ApprovalAnswerRecord::AllowedForSession { key }) => {
-                format!("allowed for the session ({key})")
-            }
-            Some(ApprovalAnswerRecord::Rejected { reason: None }) => "rejected".to_owned(),
-            Some(ApprovalAnswerRecord::Rejected {
-                reason: Some(reason),
-            }) => format!("rejected: {reason}"),
-            Some(ApprovalAnswerRecord::Cancelled) => "cancelled".to_owned(),
-            Some(ApprovalAnswerRecord::Expired) => "expired".to_owned(),
-            Some(ApprovalAnswerRecord::Unavailable) => "no one to ask".to_owned(),
-        };
-        notes.push(format!("asked: {} → {answer}", asked.reason));
+            .map(|decided| &decided.answer);
+        notes.push(approval_note(&asked.reason, answer));
     }
     notes
+}
+
+/// The note a card carries for an approval: what was asked and how it was answered
+/// (`None`: not answered).
+pub fn approval_note(reason: &str, answer: Option<&ApprovalAnswerRecord>) -> String {
+    let answer = match answer {
+        None => "no answer".to_owned(),
+        Some(ApprovalAnswerRecord::AllowedOnce) => "allowed once".to_owned(),
+        Some(ApprovalAnswerRecord::AllowedForSession { key }) => {
+            format!("allowed for the session ({key})")
+        }
+        Some(ApprovalAnswerRecord::Rejected { reason: None }) => "rejected".to_owned(),
+        Some(ApprovalAnswerRecord::Rejected {
+            reason: Some(reason),
+        }) => format!("rejected: {reason}"),
+        Some(ApprovalAnswerRecord::Cancelled) => "cancelled".to_owned(),
+        Some(ApprovalAnswerRecord::Expired) => "expired".to_owned(),
+        Some(ApprovalAnswerRecord::Unavailable) => "no one to ask".to_owned(),
+    };
+    format!("asked: {reason} → {answer}")
 }
 
 impl std::fmt::Debug for Presenters {

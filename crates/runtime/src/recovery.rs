@@ -121,3 +121,68 @@ impl fmt::Display for Recovery {
         f.write_str(&lines.join("\n"))
     }
 }
+
+/// Whether [`Store::recover`] writes what it repairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoverMode {
+    /// Append the synthetic results, the repair note and the turn's end to the log.
+    Repair,
+    /// Say what would be repaired; the log is read, never written (a torn last line is
+    /// left as it is).
+    DryRun,
+}
+
+impl crate::Store {
+    /// Recovers session `id` as resuming it would, without resuming it: each call an
+    /// interrupted turn left open gets its honest outcome (file writes are probed for what
+    /// really happened); [`RecoverMode::DryRun`] only says what it would do.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use toolrail_runtime::{RecoverMode, Store};
+    /// let store = Store::jsonl(".toolrail/sessions")?;
+    /// let would = store.recover(&"s1".into(), RecoverMode::DryRun).await?;
+    /// println!("{would}");
+    /// # Ok(()) }
+    /// ```
+    pub async fn recover(
+        &self,
+        id: &toolrail_session_log::SessionId,
+        mode: RecoverMode,
+    ) -> Result<Recovery, crate::BuildError> {
+        let probe = crate::agent::probe_for(self.durability());
+        let written = |error: toolrail_session_log::SinkError| {
+            crate::BuildError::Session(format!(
+                "recovery could not write its repairs: {error}; nothing after them was written"
+            ))
+        };
+        match mode {
+            RecoverMode::Repair => {
+                let opened = self.open_session(id)?;
+                let report = toolrail_session_log::recover(
+                    &opened.events,
+                    opened.torn_bytes_dropped,
+                    &[probe],
+                    opened.log.as_ref(),
+                )
+                .await
+                .map_err(written)?;
+                Ok(Recovery::new(&report, &opened.events))
+            }
+            RecoverMode::DryRun => {
+                let events = self.read(id)?;
+                if events.is_empty() {
+                    return Err(crate::BuildError::Session(format!(
+                        "`{}` holds no session `{id}`",
+                        self.url()
+                    )));
+                }
+                let scratch = toolrail_session_log::MemorySink::new();
+                let report = toolrail_session_log::recover(&events, 0, &[probe], &scratch)
+                    .await
+                    .map_err(written)?;
+                Ok(Recovery::new(&report, &events))
+            }
+        }
+    }
+}

@@ -1,8 +1,10 @@
 //! The server side of one HTTP/1.1 request, for tests that stand in for a model server on
-//! 127.0.0.1 with a plain `std::net` listener.
+//! 127.0.0.1 with a plain `std::net` listener; and such a server, streaming scripted
+//! OpenAI-compatible answers in small deltas.
 
-use std::io::{BufRead, BufReader, Read};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc;
 use std::time::Duration;
 
 /// Reads one request from `socket` (headers, then a body of `content-length` bytes) and
@@ -25,4 +27,123 @@ pub fn read_request(socket: &mut TcpStream) -> String {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
     String::from_utf8(body).unwrap()
+}
+
+/// One streamed answer: its server-sent-event chunks, and after which one (if any) the
+/// server waits for the test's gate before it sends the rest.
+pub struct Answer {
+    pub chunks: Vec<String>,
+    pub gate_after: Option<usize>,
+}
+
+impl Answer {
+    /// The chunks, sent without a pause.
+    pub fn new(chunks: Vec<String>) -> Self {
+        Self {
+            chunks,
+            gate_after: None,
+        }
+    }
+
+    /// The chunks, with a wait for the gate after chunk `at` (from 0).
+    pub fn gated_after(chunks: Vec<String>, at: usize) -> Self {
+        Self {
+            chunks,
+            gate_after: Some(at),
+        }
+    }
+}
+
+/// A chunk of the answer's text.
+pub fn text_chunk(text: &str) -> String {
+    let chunk = format!(
+        r#"{{"choices": [{{"index": 0, "delta": {{"content": {}}}, "finish_reason": null}}]}}"#,
+        json_string(text)
+    );
+    format!("data: {chunk}\n\n")
+}
+
+/// A chunk of tool call `index`: its id and name with the first chunk (empty after), and a
+/// piece of its argument text.
+pub fn call_chunk(index: u32, id: &str, name: &str, arguments: &str) -> String {
+    let head = if id.is_empty() {
+        String::new()
+    } else {
+        format!(r#""id": {}, "type": "function", "#, json_string(id))
+    };
+    let name = if name.is_empty() {
+        String::new()
+    } else {
+        format!(r#""name": {}, "#, json_string(name))
+    };
+    let chunk = format!(
+        r#"{{"choices": [{{"index": 0, "delta": {{"tool_calls": [{{"index": {index}, {head}"function": {{{name}"arguments": {}}}}}]}}, "finish_reason": null}}]}}"#,
+        json_string(arguments)
+    );
+    format!("data: {chunk}\n\n")
+}
+
+/// The last chunk: why the answer ended (`stop`, `tool_calls`), and the stream's end.
+pub fn finish_chunk(reason: &str) -> String {
+    let chunk = format!(
+        r#"{{"choices": [{{"index": 0, "delta": {{}}, "finish_reason": {}}}], "usage": {{"prompt_tokens": 10, "completion_tokens": 5}}}}"#,
+        json_string(reason)
+    );
+    format!("data: {chunk}\n\ndata: [DONE]\n\n")
+}
+
+/// `text` as a JSON string.
+fn json_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A server on 127.0.0.1 answering requests with `answers` in order (one connection each),
+/// sending each request's body back through the returned channel; it stops after the last
+/// answer. A gated answer waits (up to 60 s) for `gate` after its gate chunk.
+pub fn scripted_server(
+    answers: Vec<Answer>,
+    gate: mpsc::Receiver<()>,
+) -> (String, mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (seen, requests) = mpsc::channel();
+    std::thread::spawn(move || {
+        for answer in answers {
+            let Ok((mut socket, _)) = listener.accept() else {
+                return;
+            };
+            let _ = seen.send(read_request(&mut socket));
+            let head =
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            if socket.write_all(head).is_err() {
+                continue;
+            }
+            for (at, chunk) in answer.chunks.iter().enumerate() {
+                if socket
+                    .write_all(chunk.as_bytes())
+                    .and_then(|()| socket.flush())
+                    .is_err()
+                {
+                    break;
+                }
+                if answer.gate_after == Some(at) {
+                    // Bounded: a test that never opens the gate fails, it does not hang.
+                    let _ = gate.recv_timeout(Duration::from_secs(60));
+                }
+            }
+        }
+    });
+    (url, requests)
 }

@@ -8,4 +8,4 @@ mod terminal;
 
 pub use channel::{ApprovalInbox, ChannelApprovals, PendingApproval};
 pub use scripted::ScriptedApprovals;
-pub use terminal::TerminalApprovals;
+pub use terminal::{TerminalApprovals, approval_question, parse_reply};

@@ -97,13 +97,16 @@ fn visible(text: &str) -> String {
     shown
 }
 
-fn ask(terminal: &mut Terminal, request: &ApprovalRequest) -> ApprovalAnswer {
+/// What a person is shown when `request` asks: the question (tool, call, subject, reason,
+/// what it would change) and the line that asks for the answer. Text the model controls is
+/// shown with its control characters escaped.
+pub fn approval_question(request: &ApprovalRequest) -> (String, String) {
     let session = request
         .session_key
         .clone()
         .unwrap_or_else(|| request.identity.name.clone());
     let mut text = format!(
-        "\ntoolrail: `{}` asks to run (call {})\n",
+        "toolrail: `{}` asks to run (call {})\n",
         request.identity.name,
         visible(request.identity.call_id.as_str())
     );
@@ -124,6 +127,12 @@ fn ask(terminal: &mut Terminal, request: &ApprovalRequest) -> ApprovalAnswer {
         ),
         None => "Allow? [y] once, [n] no (n: why): ".to_owned(),
     };
+    (text, prompt)
+}
+
+fn ask(terminal: &mut Terminal, request: &ApprovalRequest) -> ApprovalAnswer {
+    let (question, prompt) = approval_question(request);
+    let text = format!("\n{question}");
     if terminal.output.write_all(text.as_bytes()).is_err() {
         return ApprovalAnswer::Unavailable;
     }
@@ -152,9 +161,9 @@ fn ask(terminal: &mut Terminal, request: &ApprovalRequest) -> ApprovalAnswer {
     }
 }
 
-/// `y`/`yes`, `s`/`session` (only when the request offers a session key), `n`/`no`, or
-/// `n: why`.
-fn parse_reply(line: &str, session_key: Option<&str>) -> Option<ApprovalAnswer> {
+/// A person's reply to an approval question: `y`/`yes`, `s`/`session` (only when the
+/// request offers a session key), `n`/`no`, or `n: why`; `None` for anything else.
+pub fn parse_reply(line: &str, session_key: Option<&str>) -> Option<ApprovalAnswer> {
     let line = line.trim();
     let (word, why) = match line.split_once(':') {
         Some((word, why)) => (

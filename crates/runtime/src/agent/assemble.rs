@@ -571,7 +571,7 @@ async fn open(
 
 /// In strict mode a file write's intent is durable before the file is touched: the probe
 /// may then read a missing intent as "did not happen".
-fn probe_for(durability: Durability) -> Arc<dyn EffectProbe> {
+pub(crate) fn probe_for(durability: Durability) -> Arc<dyn EffectProbe> {
     if durability == Durability::Strict {
         Arc::new(FsEffectProbe::for_strict_log())
     } else {

@@ -277,6 +277,27 @@ impl AgentBuilder {
     }
 }
 
+impl SessionConfig {
+    /// The configuration session `id` of `store` recorded when it started: what
+    /// [`Agent::resume`](super::Agent::resume) reopens it with. Lay services given in code
+    /// over it and resume with [`AgentBuilder::resume`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use toolrail_runtime::{Agent, SessionConfig, Store};
+    /// # let approvals: Arc<dyn toolrail_tools_core::ApprovalService> = todo!();
+    /// let store = Store::jsonl(".toolrail/sessions")?;
+    /// let id = "20261202-085512-3fa1".into();
+    /// let config = SessionConfig::recorded_in(&store, &id)?;
+    /// let resumed = Agent::builder().config(config).approvals(approvals).resume(&store, &id).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn recorded_in(store: &Store, id: &SessionId) -> Result<Self, BuildError> {
+        recorded_config(store, id)
+    }
+}
+
 /// The configuration session `id` recorded when it started.
 pub(crate) fn recorded_config(store: &Store, id: &SessionId) -> Result<SessionConfig, BuildError> {
     let events = store.read(id)?;

@@ -388,6 +388,13 @@ impl Scenario {
     }
 
     /// The files to seed, their paths checked to stay inside the workspace.
+    /// The files of `workspace` seeding it for this scenario would replace (there with
+    /// other content): check before a run in a folder of the user's, which is refused if
+    /// any is.
+    pub fn would_replace(&self, workspace: &Path) -> Vec<String> {
+        conflicts(workspace, &self.workspace.files)
+    }
+
     fn seed_files(
         &self,
         extra: &BTreeMap<String, String>,
@@ -425,18 +432,33 @@ impl Scenario {
     }
 }
 
+/// The seed files `workspace` already has with other content (or as something that is not
+/// a file): the ones seeding would replace.
+fn conflicts(workspace: &Path, files: &BTreeMap<String, String>) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(relative, content)| {
+            let path = workspace.join(relative);
+            match std::fs::symlink_metadata(&path) {
+                Err(_) => false,
+                Ok(metadata) if metadata.is_file() => {
+                    std::fs::read(&path).map_or(true, |existing| existing != content.as_bytes())
+                }
+                // A folder, a link, a device: never written through.
+                Ok(_) => true,
+            }
+        })
+        .map(|(relative, _)| relative.clone())
+        .collect()
+}
+
 /// Writes the seed files; a file that exists with other content is never replaced (the
 /// whole set is checked before anything is written).
 fn write_files(workspace: &Path, files: &BTreeMap<String, String>) -> Result<(), ScenarioError> {
-    for (relative, content) in files {
-        let path = workspace.join(relative);
-        if let Ok(existing) = std::fs::read(&path)
-            && existing != content.as_bytes()
-        {
-            return Err(ScenarioError::Invalid(format!(
-                "the workspace already has `{relative}` with other content; the scenario would replace it: give an empty or new workspace"
-            )));
-        }
+    if let Some(relative) = conflicts(workspace, files).first() {
+        return Err(ScenarioError::Invalid(format!(
+            "the workspace already has `{relative}` with other content; the scenario would replace it: give an empty or new workspace"
+        )));
     }
     for (relative, content) in files {
         let path = workspace.join(relative);

@@ -797,6 +797,9 @@ pub struct SessionSummary {
     /// The lease holder, and whether the lease still runs.
     pub owner: Option<String>,
     pub leased: bool,
+    /// Where it stands in the work queue (`waiting`, `running`, `done`, `failed`), if it was
+    /// put there.
+    pub queue: Option<String>,
 }
 
 impl PostgresStore {
@@ -806,21 +809,29 @@ impl PostgresStore {
             self.with_client(|client| {
                 let rows = client
                     .query(
-                        "SELECT DISTINCT ON (e.session) e.session, e.seq, e.line, l.owner,
-                                COALESCE(l.expires_at > now(), false)
-                         FROM events e LEFT JOIN leases l ON l.session = e.session
-                         ORDER BY e.session, e.seq DESC",
+                        // Queued sessions have no events yet, and are sessions all the same.
+                        "SELECT s.session, COALESCE(e.seq, 0), e.line, l.owner,
+                                COALESCE(l.expires_at > now(), false), q.state
+                         FROM (SELECT session FROM events UNION SELECT session FROM work_queue) s
+                         LEFT JOIN LATERAL (SELECT seq, line FROM events
+                                            WHERE session = s.session
+                                            ORDER BY seq DESC LIMIT 1) e ON true
+                         LEFT JOIN leases l ON l.session = s.session
+                         LEFT JOIN work_queue q ON q.session = s.session
+                         ORDER BY s.session",
                         &[],
                     )
                     .map_err(|error| self.failed(&error))?;
                 Ok(rows
                     .iter()
                     .map(|row| {
-                        let line: String = row.get(2);
-                        let last: Option<Event> = serde_json::from_str(&line).ok();
-                        let last_kind = last
-                            .as_ref()
-                            .map_or_else(|| "?".to_owned(), |event| event.data.kind().to_owned());
+                        let line: Option<String> = row.get(2);
+                        let last: Option<Event> =
+                            line.and_then(|line| serde_json::from_str(&line).ok());
+                        let last_kind = last.as_ref().map_or_else(
+                            || "(none)".to_owned(),
+                            |event| event.data.kind().to_owned(),
+                        );
                         let ended = last.as_ref().and_then(|event| {
                             let crate::event::EventData::TurnEnd(end) = &event.data else {
                                 return None;
@@ -836,6 +847,7 @@ impl PostgresStore {
                             ended,
                             owner: row.get(3),
                             leased: row.get(4),
+                            queue: row.get(5),
                         }
                     })
                     .collect())

@@ -1,0 +1,342 @@
+//! `toolrail chat`: an interactive session in the current folder with a real model. Each
+//! line typed is a turn, shown live on the console; `/`-commands look at the session
+//! around it. `toolrail run --prompt` and `toolrail resume` drive the same
+//! [`Conversation`] for one turn.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Result;
+use serde_json::Value;
+use toolrail_interaction::{ApprovalInbox, ChannelApprovals};
+use toolrail_runtime::{Agent, AgentBuilder, SessionConfig, Store};
+use toolrail_session_log::SessionId;
+
+use crate::console::{Console, Interrupts, Keyboard, Line, Mode, TurnOutcome, drive};
+use crate::flags::{AgentFlags, Approve};
+use crate::places::{new_session_id, state_folder};
+use crate::run::build_error;
+use crate::session::{session_title, write_page};
+use crate::{bad_input, runtime};
+
+#[derive(clap::Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    flags: AgentFlags,
+}
+
+pub fn run(args: ChatArgs) -> Result<()> {
+    let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let mut config = args.flags.config()?;
+    let approve = args.flags.approvals(terminal, &mut config)?;
+    runtime()?.block_on(async {
+        let mut conversation =
+            Conversation::start(config, approve, Console::new(human_mode()), None).await?;
+        conversation.greet();
+        conversation.chat().await
+    })
+}
+
+/// How a person's terminal is written to.
+pub fn human_mode() -> Mode {
+    let terminal = std::io::stdout().is_terminal();
+    Mode::Human {
+        terminal,
+        colour: toolrail_presenters::colour_wanted(terminal),
+    }
+}
+
+/// A session and everything its turns are shown and answered with.
+pub struct Conversation {
+    pub agent: Agent,
+    config: SessionConfig,
+    approve: ApproveWith,
+    inbox: Option<ApprovalInbox>,
+    keyboard: Keyboard,
+    interrupts: Interrupts,
+    pub console: Console,
+    /// The usage each model request reported, this run.
+    pub usage: Vec<Value>,
+}
+
+/// How approvals are answered, kept to build a resumed session the same way.
+#[derive(Clone)]
+enum ApproveWith {
+    Ask,
+    Refuse(Arc<crate::flags::Refuse>),
+}
+
+impl Conversation {
+    /// A new session (`resume`: `None`), or session `resume` of `store` reopened.
+    pub async fn start(
+        config: SessionConfig,
+        approve: Approve,
+        console: Console,
+        resume: Option<(&Store, &SessionId)>,
+    ) -> Result<Self> {
+        let approve = match approve {
+            Approve::Ask => ApproveWith::Ask,
+            Approve::Refuse(refuse) => ApproveWith::Refuse(refuse),
+        };
+        let history = state_folder().ok().map(|folder| {
+            let _ = std::fs::create_dir_all(&folder);
+            folder.join("history")
+        });
+        let (agent, inbox) = open(&config, &approve, resume).await?;
+        Ok(Self {
+            agent,
+            config,
+            approve,
+            inbox,
+            keyboard: Keyboard::open(history),
+            interrupts: Interrupts::catch(),
+            console,
+            usage: Vec::new(),
+        })
+    }
+
+    /// The first lines of a chat: which session, which model, how to leave.
+    pub fn greet(&mut self) {
+        let model = self
+            .config
+            .model
+            .as_ref()
+            .map_or_else(String::new, |model| {
+                format!(
+                    " · {} ({})",
+                    model.model,
+                    model.base_url.as_deref().unwrap_or("the provider's API")
+                )
+            });
+        let tools = self.agent.tools().snapshot().offered().count();
+        println!(
+            "toolrail chat · session {}{model} · {tools} tool{} · approvals: {}",
+            self.agent.session_id(),
+            if tools == 1 { "" } else { "s" },
+            match self.approve {
+                ApproveWith::Ask => "asked here",
+                ApproveWith::Refuse(_) => "refused",
+            }
+        );
+        println!("Type a message. /help lists commands; Ctrl-C cancels a turn, twice leaves.");
+    }
+
+    /// One turn.
+    pub async fn turn(&mut self, prompt: String) -> TurnOutcome {
+        let asks = self.inbox.as_mut().map(|inbox| (inbox, &mut self.keyboard));
+        let outcome = drive(
+            &self.agent,
+            prompt,
+            &mut self.console,
+            asks,
+            &mut self.interrupts,
+        )
+        .await;
+        if let Ok(answer) = &outcome.result {
+            self.usage.extend(answer.usage.iter().cloned());
+        }
+        outcome
+    }
+
+    /// Reads lines and runs them until `/exit`, Ctrl-D or two Ctrl-C.
+    pub async fn chat(&mut self) -> Result<()> {
+        let mut interrupted = false;
+        loop {
+            let line = self
+                .keyboard
+                .read("› ".to_owned())
+                .await
+                .unwrap_or(Line::Closed);
+            let text = match line {
+                Line::Closed => break,
+                Line::Interrupted if interrupted => break,
+                Line::Interrupted => {
+                    println!("(Ctrl-C again, Ctrl-D or /exit to leave)");
+                    interrupted = true;
+                    continue;
+                }
+                Line::Text(text) => text,
+            };
+            interrupted = false;
+            let text = text.trim().to_owned();
+            if text.is_empty() {
+                continue;
+            }
+            self.keyboard.remember(&text);
+            if let Some(command) = text.strip_prefix('/') {
+                match self.command(command).await {
+                    Ok(Next::Stay) => continue,
+                    Ok(Next::Leave) => break,
+                    Err(error) => {
+                        println!("{error:#}");
+                        continue;
+                    }
+                }
+            }
+            let outcome = self.turn(text).await;
+            if let Err(error) = &outcome.result {
+                println!("toolrail: {error}");
+            }
+            if outcome.leave {
+                break;
+            }
+        }
+        println!(
+            "session {} is kept in {}; `toolrail resume {}` goes on with it",
+            self.agent.session_id(),
+            self.agent.store().url(),
+            self.agent.session_id()
+        );
+        Ok(())
+    }
+
+    async fn command(&mut self, command: &str) -> Result<Next> {
+        let (name, rest) = command.split_once(' ').unwrap_or((command, ""));
+        let rest = rest.trim();
+        match name {
+            "exit" | "quit" => return Ok(Next::Leave),
+            "help" => println!(
+                "/tools            the session's tools\n/rules            the permission preset and rules\n/cost             token usage so far\n/page [FILE]      write the session's page (default: beside its log)\n/resume [SESSION] go on with another session of this store (none: list them)\n/exit             leave (the session is kept)"
+            ),
+            "tools" => {
+                for entry in self.agent.tools().snapshot().offered() {
+                    let spec = entry.spec();
+                    println!(
+                        "  {:<32} {:<8} {}",
+                        spec.name(),
+                        spec.tool_kind().as_str(),
+                        if spec.is_read_only() { "read-only" } else { "" }
+                    );
+                }
+            }
+            "rules" => {
+                let permissions = &self.config.permissions;
+                println!(
+                    "preset: {}{}",
+                    permissions.preset.map_or_else(
+                        || "untrusted (default)".to_owned(),
+                        |preset| format!("{preset:?}").to_lowercase()
+                    ),
+                    if permissions.unattended {
+                        " · unattended: what would ask is denied"
+                    } else {
+                        ""
+                    }
+                );
+                if let Some(file) = &permissions.file {
+                    println!("rule file: {}", file.display());
+                }
+                for (effect, rules) in [
+                    ("allow", &permissions.allow),
+                    ("ask", &permissions.ask),
+                    ("deny", &permissions.deny),
+                ] {
+                    for rule in rules {
+                        println!("  {effect} {}", rule.parts().0);
+                    }
+                }
+            }
+            "cost" => println!("{}", usage_line(&self.usage)),
+            "page" => {
+                let out = if rest.is_empty() {
+                    self.default_page()?
+                } else {
+                    PathBuf::from(rest)
+                };
+                let events = self.agent.store().read(self.agent.session_id())?;
+                write_page(&out, &session_title(&events), &events)?;
+                println!("page: {}", out.display());
+            }
+            "resume" if rest.is_empty() => {
+                crate::sessions::list(self.agent.store())?;
+            }
+            "resume" => {
+                let store = self.agent.store().clone();
+                let id = SessionId::new(rest);
+                let config = SessionConfig::recorded_in(&store, &id)
+                    .map_err(|error| bad_input!("{error}"))?;
+                let (agent, inbox, recovery) = reopen(&config, &self.approve, &store, &id).await?;
+                self.agent = agent;
+                self.inbox = inbox;
+                self.config = config;
+                println!("resumed {id}: {recovery}");
+            }
+            other => println!("unknown command /{other}; /help lists them"),
+        }
+        Ok(Next::Stay)
+    }
+
+    fn default_page(&self) -> Result<PathBuf> {
+        match self.agent.store().file_of(self.agent.session_id()) {
+            Some(log) => Ok(log.with_extension("html")),
+            None => Ok(PathBuf::from(format!("{}.html", self.agent.session_id()))),
+        }
+    }
+}
+
+enum Next {
+    Stay,
+    Leave,
+}
+
+/// The agent the configuration describes, with approvals as chosen.
+async fn open(
+    config: &SessionConfig,
+    approve: &ApproveWith,
+    resume: Option<(&Store, &SessionId)>,
+) -> Result<(Agent, Option<ApprovalInbox>)> {
+    let (builder, inbox) = builder(config, approve);
+    let agent = match resume {
+        None => builder
+            .session_id(new_session_id())
+            .build()
+            .await
+            .map_err(build_error)?,
+        Some((store, id)) => {
+            let resumed = builder.resume(store, id).await.map_err(build_error)?;
+            println!("{}", resumed.recovery);
+            resumed.agent
+        }
+    };
+    Ok((agent, inbox))
+}
+
+async fn reopen(
+    config: &SessionConfig,
+    approve: &ApproveWith,
+    store: &Store,
+    id: &SessionId,
+) -> Result<(Agent, Option<ApprovalInbox>, toolrail_runtime::Recovery)> {
+    let (builder, inbox) = builder(config, approve);
+    let resumed = builder.resume(store, id).await.map_err(build_error)?;
+    Ok((resumed.agent, inbox, resumed.recovery))
+}
+
+fn builder(config: &SessionConfig, approve: &ApproveWith) -> (AgentBuilder, Option<ApprovalInbox>) {
+    let builder = Agent::builder().config(config.clone());
+    match approve {
+        ApproveWith::Ask => {
+            let (service, inbox) = ChannelApprovals::new(None);
+            (builder.approvals(Arc::new(service)), Some(inbox))
+        }
+        ApproveWith::Refuse(refuse) => (builder.approvals(refuse.clone()), None),
+    }
+}
+
+/// Token usage added up over the model's requests: each provider's own field names.
+pub fn usage_line(usage: &[Value]) -> String {
+    let sum = |names: &[&str]| -> u64 {
+        usage
+            .iter()
+            .filter_map(|entry| names.iter().find_map(|name| entry.get(*name)?.as_u64()))
+            .sum()
+    };
+    let input = sum(&["prompt_tokens", "input_tokens"]);
+    let output = sum(&["completion_tokens", "output_tokens"]);
+    format!(
+        "{} model request{} · {input} tokens in · {output} tokens out",
+        usage.len(),
+        if usage.len() == 1 { "" } else { "s" }
+    )
+}

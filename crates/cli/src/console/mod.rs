@@ -1,0 +1,439 @@
+//! The terminal while a session runs: one owner for everything written to it. The model's
+//! words stream as they arrive; each call is a live line while it waits, asks or runs, and
+//! its card once it commits (in model order); a question is shown whole with the live area
+//! paused, and whatever happens meanwhile is held until it is answered. With `--json-stream`
+//! the same events are JSON lines instead.
+
+mod keyboard;
+mod turn;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use toolrail_presenters::{Presenters, approval_note, duration};
+use toolrail_runtime::AgentEvent;
+use toolrail_session_log::{ApprovalAnswerRecord, CallId};
+
+pub use keyboard::{Keyboard, Line};
+pub use turn::{Interrupts, TurnOutcome, drive};
+
+use crate::session::render;
+
+/// How the console writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Text for a person: streamed words, live lines (redrawn in place on a terminal),
+    /// cards.
+    Human { terminal: bool, colour: bool },
+    /// One JSON object a line, for programs (`--json-stream`).
+    JsonLines,
+    /// Nothing while running (`--json` prints one report at the end).
+    Quiet,
+}
+
+/// Where a call stands, for its live line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Waiting,
+    Asking,
+    Running,
+    Settling,
+}
+
+struct LiveCall {
+    name: String,
+    arguments: Arc<Value>,
+    stage: Stage,
+    since: Instant,
+    asked: Option<String>,
+    answer: Option<ApprovalAnswerRecord>,
+}
+
+pub struct Console {
+    mode: Mode,
+    presenters: Presenters,
+    calls: HashMap<CallId, LiveCall>,
+    /// Calls with a live line, in model order.
+    order: Vec<CallId>,
+    /// Live lines on the screen.
+    drawn: usize,
+    /// The cursor is after text on its line (streamed words without their newline).
+    mid_line: bool,
+    /// Whether this model request's words were streamed (a model that does not stream has
+    /// its message printed whole).
+    streamed: bool,
+    paused: bool,
+    held: Vec<AgentEvent>,
+}
+
+impl Console {
+    pub fn new(mode: Mode) -> Self {
+        Self {
+            mode,
+            presenters: Presenters::new(),
+            calls: HashMap::new(),
+            order: Vec::new(),
+            drawn: 0,
+            mid_line: false,
+            streamed: false,
+            paused: false,
+            held: Vec::new(),
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    fn terminal(&self) -> bool {
+        matches!(self.mode, Mode::Human { terminal: true, .. })
+    }
+
+    /// Shows `event`, or holds it while a question is on the screen.
+    pub fn on(&mut self, event: AgentEvent) {
+        if self.paused {
+            self.held.push(event);
+            return;
+        }
+        self.show(event);
+    }
+
+    fn show(&mut self, event: AgentEvent) {
+        if self.mode == Mode::JsonLines {
+            self.track(&event);
+            if let Some(line) = json_line(&event) {
+                println!("{line}");
+            }
+            return;
+        }
+        match event {
+            AgentEvent::StepStarted { .. } => self.streamed = false,
+            AgentEvent::TextDelta(text) => {
+                self.streamed = true;
+                self.words(&text);
+            }
+            AgentEvent::ReasoningDelta(_)
+            | AgentEvent::ToolCallStreaming { .. }
+            | AgentEvent::ToolCallDelta { .. } => {}
+            AgentEvent::AnswerRestarted { why } => {
+                self.line(&format!("(the answer starts again: {why})"));
+            }
+            AgentEvent::Message(message) => {
+                let text = message.text();
+                if !self.streamed && !text.trim().is_empty() {
+                    self.words(&text);
+                }
+                self.end_line();
+            }
+            AgentEvent::Context { source, content } => {
+                let text: Vec<&str> = content.iter().filter_map(|block| block.as_text()).collect();
+                self.line(&format!("({source}: {})", text.join(" ")));
+            }
+            other @ (AgentEvent::CallPrepared { .. }
+            | AgentEvent::ApprovalAsked { .. }
+            | AgentEvent::ApprovalDecided { .. }
+            | AgentEvent::CallStarted { .. }
+            | AgentEvent::CallProgress { .. }
+            | AgentEvent::CallFinished { .. }
+            | AgentEvent::CallCommitted { .. }
+            | AgentEvent::TurnEnded(_)) => self.track(&other),
+        }
+        self.redraw();
+    }
+
+    /// Follows a call's life; a commit prints its card.
+    fn track(&mut self, event: &AgentEvent) {
+        match event {
+            AgentEvent::CallPrepared {
+                call_id,
+                name,
+                arguments,
+            } => {
+                self.calls.insert(
+                    call_id.clone(),
+                    LiveCall {
+                        name: name.clone(),
+                        arguments: Arc::clone(arguments),
+                        stage: Stage::Waiting,
+                        since: Instant::now(),
+                        asked: None,
+                        answer: None,
+                    },
+                );
+                self.order.push(call_id.clone());
+            }
+            AgentEvent::ApprovalAsked {
+                call_id, reason, ..
+            } => {
+                if let Some(call) = self.calls.get_mut(call_id) {
+                    call.stage = Stage::Asking;
+                    call.asked = Some(reason.clone());
+                }
+            }
+            AgentEvent::ApprovalDecided { call_id, answer } => {
+                if let Some(call) = self.calls.get_mut(call_id) {
+                    call.answer = Some(answer.clone());
+                    call.stage = Stage::Waiting;
+                }
+            }
+            AgentEvent::CallStarted { call_id } => {
+                if let Some(call) = self.calls.get_mut(call_id) {
+                    call.stage = Stage::Running;
+                    call.since = Instant::now();
+                }
+            }
+            AgentEvent::CallFinished { call_id } => {
+                if let Some(call) = self.calls.get_mut(call_id) {
+                    call.stage = Stage::Settling;
+                }
+            }
+            AgentEvent::CallCommitted {
+                call_id,
+                name,
+                arguments,
+                record,
+            } => {
+                let live = self.calls.remove(call_id);
+                self.order.retain(|id| id != call_id);
+                let (name, arguments) = match &live {
+                    // A call of a cut-off message is committed without being prepared.
+                    Some(live) if name.is_empty() => {
+                        (live.name.clone(), Arc::clone(&live.arguments))
+                    }
+                    _ => (name.clone(), Arc::clone(arguments)),
+                };
+                let mut card = self.presenters.result(&name, &arguments, record);
+                if let Some(reason) = live.as_ref().and_then(|live| live.asked.as_deref()) {
+                    let answer = live.as_ref().and_then(|live| live.answer.as_ref());
+                    card.notes.insert(0, approval_note(reason, answer));
+                }
+                if let Mode::Human { colour, .. } = self.mode {
+                    self.clear();
+                    self.end_line();
+                    print!("{}", render(&card, colour));
+                }
+            }
+            AgentEvent::StepStarted { .. }
+            | AgentEvent::TextDelta(_)
+            | AgentEvent::ReasoningDelta(_)
+            | AgentEvent::ToolCallStreaming { .. }
+            | AgentEvent::ToolCallDelta { .. }
+            | AgentEvent::AnswerRestarted { .. }
+            | AgentEvent::Message(_)
+            | AgentEvent::CallProgress { .. }
+            | AgentEvent::Context { .. }
+            | AgentEvent::TurnEnded(_) => {}
+        }
+    }
+
+    /// The model's words, as they come (control characters but newlines and tabs shown
+    /// as escapes: model text must not move the cursor).
+    fn words(&mut self, text: &str) {
+        if !matches!(self.mode, Mode::Human { .. }) || text.is_empty() {
+            return;
+        }
+        self.clear();
+        print!("{}", harmless(text));
+        self.mid_line = !text.ends_with('\n');
+        let _ = std::io::stdout().flush();
+    }
+
+    /// A whole line of its own (a note), between the words and the live lines.
+    pub fn line(&mut self, text: &str) {
+        match self.mode {
+            Mode::Human { .. } => {
+                self.clear();
+                self.end_line();
+                println!("{}", harmless(text));
+                self.redraw();
+            }
+            Mode::JsonLines => println!("{}", json!({"type": "note", "text": text})),
+            Mode::Quiet => {}
+        }
+    }
+
+    fn end_line(&mut self) {
+        if self.mid_line {
+            println!();
+            self.mid_line = false;
+        }
+    }
+
+    /// Takes the screen for a question: the live lines go, and what happens until
+    /// [`Console::resume`] is held.
+    pub fn pause(&mut self) {
+        self.clear();
+        self.end_line();
+        self.paused = true;
+        let _ = std::io::stdout().flush();
+    }
+
+    /// Gives the screen back: what was held is shown, in order.
+    pub fn resume(&mut self) {
+        self.paused = false;
+        for event in std::mem::take(&mut self.held) {
+            self.show(event);
+        }
+        self.redraw();
+    }
+
+    /// The turn is over: no live line is left on the screen.
+    pub fn settle(&mut self) {
+        self.paused = false;
+        for event in std::mem::take(&mut self.held) {
+            self.show(event);
+        }
+        self.clear();
+        self.end_line();
+        self.calls.clear();
+        self.order.clear();
+        let _ = std::io::stdout().flush();
+    }
+
+    /// Erases the live lines (terminal only).
+    fn clear(&mut self) {
+        if self.drawn > 0 {
+            // Up one line and clear it, once per drawn line.
+            print!("{}", "\u{1b}[1A\u{1b}[2K".repeat(self.drawn));
+            self.drawn = 0;
+        }
+    }
+
+    /// One line per call not yet committed (terminal only, and not while a question is
+    /// shown).
+    pub fn redraw(&mut self) {
+        if !self.terminal() || self.paused {
+            let _ = std::io::stdout().flush();
+            return;
+        }
+        self.clear();
+        if self.order.is_empty() {
+            let _ = std::io::stdout().flush();
+            return;
+        }
+        self.end_line();
+        let width = terminal_width().saturating_sub(1).max(20);
+        let colour = matches!(self.mode, Mode::Human { colour: true, .. });
+        for call_id in &self.order {
+            let Some(call) = self.calls.get(call_id) else {
+                continue;
+            };
+            let title = self.presenters.call(&call.name, &call.arguments).title;
+            let (mark, state) = match call.stage {
+                Stage::Waiting => ("·", "waiting".to_owned()),
+                Stage::Asking => ("?", "asking".to_owned()),
+                Stage::Running => (
+                    "⟳",
+                    duration(u64::try_from(call.since.elapsed().as_micros()).unwrap_or(u64::MAX)),
+                ),
+                Stage::Settling => ("…", "committing".to_owned()),
+            };
+            let line = fit(
+                &format!("  {mark} {call_id} {} · {state}", harmless(&title)),
+                width,
+            );
+            if colour {
+                println!("\u{1b}[2m{line}\u{1b}[0m");
+            } else {
+                println!("{line}");
+            }
+        }
+        self.drawn = self.order.len();
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// `text` cut to `width` characters (a live line that wrapped could not be erased).
+fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// The terminal's width in columns (80 when it cannot be told).
+fn terminal_width() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stdout())
+        .ok()
+        .map(|size| usize::from(size.ws_col))
+        .filter(|columns| *columns > 0)
+        .unwrap_or(80)
+}
+
+/// Control characters other than newline and tab, shown as escapes.
+fn harmless(text: &str) -> String {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// An event as one JSON line (`--json-stream`; docs/cli.md lists the shapes).
+fn json_line(event: &AgentEvent) -> Option<Value> {
+    Some(match event {
+        AgentEvent::StepStarted { step } => json!({"type": "step", "step": step}),
+        AgentEvent::TextDelta(text) => json!({"type": "text", "text": text}),
+        AgentEvent::ReasoningDelta(text) => json!({"type": "reasoning", "text": text}),
+        AgentEvent::ToolCallStreaming { .. } | AgentEvent::ToolCallDelta { .. } => return None,
+        AgentEvent::AnswerRestarted { why } => json!({"type": "answer_restarted", "why": why}),
+        AgentEvent::Message(message) => json!({"type": "message", "text": message.text(),
+            "tool_calls": message.tool_calls().iter().map(|call| json!({
+                "call_id": call.call_id.as_str(), "name": call.name,
+            })).collect::<Vec<_>>()}),
+        AgentEvent::CallPrepared {
+            call_id,
+            name,
+            arguments,
+        } => json!({"type": "call_prepared", "call_id": call_id.as_str(), "name": name,
+            "arguments": arguments.as_ref()}),
+        AgentEvent::ApprovalAsked {
+            call_id,
+            reason,
+            arguments,
+            session_key,
+        } => json!({"type": "approval_asked", "call_id": call_id.as_str(), "reason": reason,
+            "arguments": arguments, "session_key": session_key}),
+        AgentEvent::ApprovalDecided { call_id, answer } => json!({"type": "approval_decided",
+            "call_id": call_id.as_str(), "answer": answer}),
+        AgentEvent::CallStarted { call_id } => {
+            json!({"type": "call_started", "call_id": call_id.as_str()})
+        }
+        AgentEvent::CallProgress { call_id, data } => {
+            json!({"type": "call_progress", "call_id": call_id.as_str(), "data": data})
+        }
+        AgentEvent::CallFinished { call_id } => {
+            json!({"type": "call_finished", "call_id": call_id.as_str()})
+        }
+        AgentEvent::CallCommitted {
+            call_id,
+            name,
+            arguments,
+            record,
+        } => json!({"type": "call_committed", "call_id": call_id.as_str(), "name": name,
+            "arguments": arguments.as_ref(), "is_error": record.is_error,
+            "error": record.error.as_ref().map(|error| json!({
+                "code": error.code.to_string(), "message": error.message,
+            })),
+            "text": record.text(), "value": record.value}),
+        AgentEvent::Context { source, content } => json!({"type": "context", "source": source,
+            "text": content.iter().filter_map(|block| block.as_text()).collect::<Vec<_>>().join("\n")}),
+        AgentEvent::TurnEnded(answer) => json!({"type": "turn_ended", "end": answer.end,
+            "text": answer.text, "usage": answer.usage}),
+    })
+}

@@ -1,0 +1,85 @@
+//! `toolrail resume SESSION`: reopens a session (by the path of its log, or its id in a
+//! store), recovers it and says what was repaired, then goes on with the conversation —
+//! interactively, or for one turn with `--prompt`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use toolrail_runtime::SessionConfig;
+
+use crate::chat::{Conversation, human_mode, usage_line};
+use crate::console::Console;
+use crate::flags::{AgentFlags, ApproveArg, prompt_text};
+use crate::places::locate;
+use crate::session::replay_text;
+use crate::{bad_input, runtime};
+
+#[derive(clap::Args)]
+pub struct ResumeArgs {
+    /// The session: its id (`toolrail sessions` lists them) or the path of its `.jsonl` log.
+    session: String,
+    /// The store it is in (default: the current folder's `.toolrail/sessions`).
+    #[arg(long)]
+    store: Option<String>,
+    /// Go on with one turn and leave, instead of a chat.
+    #[arg(long)]
+    prompt: Option<String>,
+    /// The turn's message from a file (`-`: stdin).
+    #[arg(long)]
+    prompt_file: Option<PathBuf>,
+    /// Who answers a call that asks (see `toolrail chat --help`).
+    #[arg(long, value_enum)]
+    approve: Option<ApproveArg>,
+}
+
+pub fn run(args: ResumeArgs) -> Result<()> {
+    let located = locate(&args.session, args.store.as_deref())?;
+    let mut config = SessionConfig::recorded_in(&located.store, &located.id)
+        .map_err(|error| bad_input!("{error}"))?;
+    let prompt = prompt_text(args.prompt.as_deref(), args.prompt_file.as_deref())?;
+    let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let flags = AgentFlags {
+        approve: args.approve,
+        ..AgentFlags::default()
+    };
+    let approve = flags.approvals(terminal, &mut config)?;
+    // What the conversation was, in short, before it goes on.
+    let events = located
+        .store
+        .read(&located.id)
+        .map_err(|error| bad_input!("{error}"))?;
+    let (text, _) = replay_text(&events, &toolrail_presenters::Presenters::new(), false);
+    let tail: Vec<&str> = text
+        .lines()
+        .filter(|line| {
+            line.starts_with("user:")
+                || line.starts_with("assistant:")
+                || line.starts_with("(turn ended")
+        })
+        .collect();
+    println!("resuming {} from {}", located.id, located.store.url());
+    for line in tail.iter().skip(tail.len().saturating_sub(6)) {
+        println!("  {line}");
+    }
+    runtime()?.block_on(async {
+        let mut conversation = Conversation::start(
+            config,
+            approve,
+            Console::new(human_mode()),
+            Some((&located.store, &located.id)),
+        )
+        .await?;
+        match prompt {
+            Some(prompt) => {
+                let outcome = conversation.turn(prompt).await;
+                println!("{}", usage_line(&conversation.usage));
+                outcome.result.map(|_| ()).map_err(anyhow::Error::new)
+            }
+            None => {
+                conversation.greet();
+                conversation.chat().await
+            }
+        }
+    })
+}
