@@ -104,19 +104,19 @@ impl Conversation {
             .as_ref()
             .map_or_else(String::new, |model| {
                 format!(
-                    " · {} ({})",
+                    " · {} at {}",
                     model.model,
                     model.base_url.as_deref().unwrap_or("the provider's API")
                 )
             });
         let tools = self.agent.tools().snapshot().offered().count();
         println!(
-            "toolrail chat · session {}{model} · {tools} tool{} · approvals: {}",
+            "toolrail chat · session {}{model} · {tools} tool{} · {}",
             self.agent.session_id(),
             if tools == 1 { "" } else { "s" },
             match self.approve {
-                ApproveWith::Ask => "asked here",
-                ApproveWith::Refuse(_) => "refused",
+                ApproveWith::Ask => "approvals asked here",
+                ApproveWith::Refuse(_) => "approvals refused",
             }
         );
         println!("Type a message. /help lists commands; Ctrl-C cancels a turn, twice leaves.");

@@ -163,7 +163,10 @@ fn run_replays_to_the_same_cards_and_writes_the_page() {
     let live_calls = live["calls"].as_array().unwrap();
     assert_eq!(live_calls.len(), 6, "every call is reported");
     for call in live_calls {
-        assert!(call["call_id"].is_string() && call["arguments"].is_object(), "{call}");
+        assert!(
+            call["call_id"].is_string() && call["arguments"].is_object(),
+            "{call}"
+        );
     }
     // In the same order too: commits are in model order, and so is the log.
     assert_eq!(live_calls, replayed["calls"].as_array().unwrap());
@@ -591,7 +594,10 @@ fn run_with_a_provider_drives_a_turn_with_a_real_model_client() {
         .map(|entry| entry.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(kept.len(), 1, "{kept:?}");
-    assert!(kept[0].starts_with("20") && kept[0].ends_with(".jsonl"), "{kept:?}");
+    assert!(
+        kept[0].starts_with("20") && kept[0].ends_with(".jsonl"),
+        "{kept:?}"
+    );
     assert!(text.contains(kept[0].trim_end_matches(".jsonl")), "{text}");
     let request = server.join().unwrap();
     assert!(

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use toolrail_presenters::{Presenters, approval_note, duration};
+use toolrail_presenters::{Presenters, approval_note, duration, parse_arguments};
 use toolrail_runtime::AgentEvent;
 use toolrail_session_log::{ApprovalAnswerRecord, CallId};
 
@@ -38,7 +38,6 @@ pub enum Mode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
     Waiting,
-    Asking,
     Running,
     Settling,
 }
@@ -48,7 +47,11 @@ struct LiveCall {
     arguments: Arc<Value>,
     stage: Stage,
     since: Instant,
-    asked: Option<String>,
+}
+
+/// An approval a call went through: what was asked, and the answer once given.
+struct Asked {
+    reason: String,
     answer: Option<ApprovalAnswerRecord>,
 }
 
@@ -56,6 +59,11 @@ pub struct Console {
     mode: Mode,
     presenters: Presenters,
     calls: HashMap<CallId, LiveCall>,
+    /// Approvals, by call (asked before the call is prepared: preparing includes asking).
+    asked: HashMap<CallId, Asked>,
+    /// Each call of the latest message as the model wrote it (a call refused at parse time
+    /// is shown with these).
+    written: HashMap<CallId, (String, Arc<Value>)>,
     /// Calls with a live line, in model order.
     order: Vec<CallId>,
     /// Live lines on the screen.
@@ -75,6 +83,8 @@ impl Console {
             mode,
             presenters: Presenters::new(),
             calls: HashMap::new(),
+            asked: HashMap::new(),
+            written: HashMap::new(),
             order: Vec::new(),
             drawn: 0,
             mid_line: false,
@@ -122,6 +132,14 @@ impl Console {
                 self.line(&format!("(the answer starts again: {why})"));
             }
             AgentEvent::Message(message) => {
+                self.written = message
+                    .tool_calls()
+                    .into_iter()
+                    .map(|call| {
+                        let arguments = Arc::new(parse_arguments(call.arguments_raw));
+                        (call.call_id, (call.name.to_owned(), arguments))
+                    })
+                    .collect();
                 let text = message.text();
                 if !self.streamed && !text.trim().is_empty() {
                     self.words(&text);
@@ -159,8 +177,6 @@ impl Console {
                         arguments: Arc::clone(arguments),
                         stage: Stage::Waiting,
                         since: Instant::now(),
-                        asked: None,
-                        answer: None,
                     },
                 );
                 self.order.push(call_id.clone());
@@ -168,15 +184,17 @@ impl Console {
             AgentEvent::ApprovalAsked {
                 call_id, reason, ..
             } => {
-                if let Some(call) = self.calls.get_mut(call_id) {
-                    call.stage = Stage::Asking;
-                    call.asked = Some(reason.clone());
-                }
+                self.asked.insert(
+                    call_id.clone(),
+                    Asked {
+                        reason: reason.clone(),
+                        answer: None,
+                    },
+                );
             }
             AgentEvent::ApprovalDecided { call_id, answer } => {
-                if let Some(call) = self.calls.get_mut(call_id) {
-                    call.answer = Some(answer.clone());
-                    call.stage = Stage::Waiting;
+                if let Some(asked) = self.asked.get_mut(call_id) {
+                    asked.answer = Some(answer.clone());
                 }
             }
             AgentEvent::CallStarted { call_id } => {
@@ -198,17 +216,23 @@ impl Console {
             } => {
                 let live = self.calls.remove(call_id);
                 self.order.retain(|id| id != call_id);
-                let (name, arguments) = match &live {
-                    // A call of a cut-off message is committed without being prepared.
-                    Some(live) if name.is_empty() => {
-                        (live.name.clone(), Arc::clone(&live.arguments))
-                    }
-                    _ => (name.clone(), Arc::clone(arguments)),
+                // A call refused before its arguments were judged (or one of a cut-off
+                // message) is shown as the model wrote it.
+                let written = self.written.get(call_id);
+                let name = match (&live, written) {
+                    _ if !name.is_empty() => name.clone(),
+                    (Some(live), _) => live.name.clone(),
+                    (None, Some((name, _))) => name.clone(),
+                    (None, None) => String::new(),
+                };
+                let arguments = match written {
+                    Some((_, raw)) if arguments.is_null() => Arc::clone(raw),
+                    _ => Arc::clone(arguments),
                 };
                 let mut card = self.presenters.result(&name, &arguments, record);
-                if let Some(reason) = live.as_ref().and_then(|live| live.asked.as_deref()) {
-                    let answer = live.as_ref().and_then(|live| live.answer.as_ref());
-                    card.notes.insert(0, approval_note(reason, answer));
+                if let Some(asked) = self.asked.remove(call_id) {
+                    card.notes
+                        .insert(0, approval_note(&asked.reason, asked.answer.as_ref()));
                 }
                 if let Mode::Human { colour, .. } = self.mode {
                     self.clear();
@@ -289,6 +313,7 @@ impl Console {
         self.clear();
         self.end_line();
         self.calls.clear();
+        self.asked.clear();
         self.order.clear();
         let _ = std::io::stdout().flush();
     }
@@ -324,7 +349,6 @@ impl Console {
             let title = self.presenters.call(&call.name, &call.arguments).title;
             let (mark, state) = match call.stage {
                 Stage::Waiting => ("·", "waiting".to_owned()),
-                Stage::Asking => ("?", "asking".to_owned()),
                 Stage::Running => (
                     "⟳",
                     duration(u64::try_from(call.since.elapsed().as_micros()).unwrap_or(u64::MAX)),

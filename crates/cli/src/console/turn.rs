@@ -64,6 +64,10 @@ pub async fn drive(
     mut asks: Option<(&mut ApprovalInbox, &mut Keyboard)>,
     interrupts: &mut Interrupts,
 ) -> TurnOutcome {
+    // Keys typed while the turn runs are not echoed over the live lines (a Ctrl-C would
+    // print `^C` where the next line goes); questions are read by the line editor, which
+    // shows what is typed itself.
+    let _quiet = QuietKeys::new();
     let mut stream = agent.stream(prompt);
     let canceller = agent.canceller();
     let mut tick = tokio::time::interval(TICK);
@@ -210,5 +214,36 @@ async fn asking_event(asking: &mut Option<Asking>) -> AskEvent {
             () = current.pending.withdrawn() => AskEvent::Withdrawn,
         },
         None => std::future::pending().await,
+    }
+}
+
+/// The terminal's echo, off while it lives (when stdin is a terminal).
+struct QuietKeys {
+    before: Option<rustix::termios::Termios>,
+}
+
+impl QuietKeys {
+    fn new() -> Self {
+        let stdin = std::io::stdin();
+        let before = rustix::termios::tcgetattr(&stdin).ok();
+        if let Some(before) = &before {
+            let mut quiet = before.clone();
+            quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
+            let _ =
+                rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &quiet);
+        }
+        Self { before }
+    }
+}
+
+impl Drop for QuietKeys {
+    fn drop(&mut self) {
+        if let Some(before) = &self.before {
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                before,
+            );
+        }
     }
 }
