@@ -35,7 +35,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "toolrail",
     version,
-    about = "Reliable tool calls for LLM agents: run, replay and render agent sessions"
+    about = "An agent in your terminal whose tool calls are recorded before they act: chat, run, resume, replay"
 )]
 struct Cli {
     #[command(subcommand)]

@@ -145,7 +145,12 @@ pub fn locate(session: &str, store: Option<&str>) -> Result<Located> {
     }
     let store = open_store(store)?;
     let id = SessionId::new(session);
-    let events = store.read(&id).map_err(|error| bad_input!("{error}"))?;
+    let missing_file = store.file_of(&id).is_some_and(|file| !file.exists());
+    let events = if missing_file {
+        Vec::new()
+    } else {
+        store.read(&id).map_err(|error| bad_input!("{error}"))?
+    };
     if events.is_empty() {
         return Err(bad_input!(
             "{} holds no session `{session}`; `toolrail sessions{}` lists the ones it has",

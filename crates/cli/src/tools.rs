@@ -27,7 +27,15 @@ pub fn run(args: ToolsArgs) -> Result<()> {
         .workspace([&args.workspace])
         .tools(names)
         .tool_set()
-        .map_err(|error| bad_input!("{error}"))?;
+        .map_err(|error| {
+            bad_input!(
+                "{}",
+                error.to_string().replace(
+                    "the configuration cannot be used: `tools.enabled`",
+                    "--toolset"
+                )
+            )
+        })?;
     let tools = registry.snapshot();
     println!(
         "{:<16} {:<8} {:<9} {:<8} {:<9} {:<9} concurrency",

@@ -1,0 +1,272 @@
+//! What a new user meets around a run: a scenario never writes over a file of theirs,
+//! `--json-stream` is one event a line, `mcp list` fails loudly for a server that cannot
+//! start, and `run --prompt` works against llm-katan, a model server toolrail did not write.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+use toolrail_test_support::http::{Answer, call_chunk, finish_chunk, scripted_server, text_chunk};
+
+fn toolrail(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolrail"))
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("OPENAI_API_KEY", "test")
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn a_scenario_never_replaces_a_file_in_the_workspace_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("mine");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("calc.py"), "my own work\n").unwrap();
+    let scenario = dir.path().join("seeded.json");
+    std::fs::write(
+        &scenario,
+        r#"{
+          "workspace": {"files": {"calc.py": "def add(a, b):\n    return a - b\n", "new.txt": "x"}},
+          "config": {"tools": {"enabled": ["read"]}},
+          "turns": [{"user": "go", "model": [{"text": "done", "stop_reason": "end_turn"}]}]
+        }"#,
+    )
+    .unwrap();
+    let output = toolrail(
+        dir.path(),
+        &[
+            "run",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--workspace",
+            workspace.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("`calc.py`"),
+        "names the file: {}",
+        text(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("calc.py")).unwrap(),
+        "my own work\n"
+    );
+    assert!(!workspace.join("new.txt").exists(), "nothing was seeded");
+    assert!(
+        !workspace.join(".toolrail").exists(),
+        "no session was started"
+    );
+
+    // An empty folder is seeded and run in.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let output = toolrail(
+        dir.path(),
+        &[
+            "run",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--workspace",
+            empty.to_str().unwrap(),
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(empty.join("calc.py").is_file());
+}
+
+#[test]
+fn json_stream_prints_each_event_as_it_happens_then_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let (_gate, gate) = mpsc::channel();
+    let (url, _requests) = scripted_server(
+        vec![
+            Answer::new(vec![
+                text_chunk("Reading "),
+                text_chunk("it."),
+                call_chunk(0, "c1", "read", r#"{"path": "a.txt"}"#),
+                finish_chunk("tool_calls"),
+            ]),
+            Answer::new(vec![text_chunk("It says alpha."), finish_chunk("stop")]),
+        ],
+        gate,
+    );
+    let output = toolrail(
+        dir.path(),
+        &[
+            "run",
+            "--prompt",
+            "What is in a.txt?",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            &url,
+            "--approve",
+            "never",
+            "--json-stream",
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    let types: Vec<&str> = lines
+        .iter()
+        .map(|line| line["type"].as_str().unwrap())
+        .collect();
+    let at = |kind: &str| {
+        types
+            .iter()
+            .position(|t| *t == kind)
+            .unwrap_or_else(|| panic!("{kind}: {types:?}"))
+    };
+    assert!(at("text") < at("call_prepared"), "{types:?}");
+    assert!(at("call_started") < at("call_committed"), "{types:?}");
+    assert_eq!(types.last(), Some(&"report"), "{types:?}");
+    let committed = &lines[at("call_committed")];
+    assert_eq!(committed["call_id"], "c1");
+    assert_eq!(
+        committed["arguments"]["path"], "a.txt",
+        "arguments are JSON, not a string"
+    );
+    let report = lines.last().unwrap();
+    assert_eq!(report["answer"], "It says alpha.");
+    assert_eq!(report["calls"][0]["call_id"], "c1");
+    assert_eq!(report["calls"][0]["arguments"]["path"], "a.txt");
+    assert_eq!(report["usage"].as_array().unwrap().len(), 2, "{report}");
+    assert_eq!(report["end"], "completed");
+}
+
+#[test]
+fn mcp_list_fails_with_the_spawn_error_of_a_server_that_cannot_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("servers.json");
+    std::fs::write(
+        &config,
+        r#"{"mcpServers": {"ghost": {"command": "/no/such/server", "max_restarts": 0}}}"#,
+    )
+    .unwrap();
+    let output = toolrail(
+        dir.path(),
+        &["mcp", "list", "--config", config.to_str().unwrap()],
+    );
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("ghost: withdrawn") || shown.contains("ghost: failed"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("/no/such/server") && shown.contains("could not be started"),
+        "{shown}"
+    );
+    assert!(shown.contains("1 server is not running: ghost"), "{shown}");
+}
+
+/// llm-katan's program: `LLM_KATAN`, the virtualenv `.ci/run` makes, or the PATH.
+fn katan() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("LLM_KATAN") {
+        return Some(PathBuf::from(path));
+    }
+    let venv =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ci-venv/llm-katan/bin/llm-katan");
+    venv.is_file().then_some(venv)
+}
+
+#[test]
+fn run_prompt_works_against_llm_katan() {
+    let Some(program) = katan() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "llm-katan is missing: .ci/run installs it"
+        );
+        eprintln!("skipped: llm-katan is not installed");
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(program)
+        .args([
+            "-m",
+            "echo-model",
+            "-b",
+            "echo",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .args(["--providers", "openai", "--disable-dashboard"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let listening = (0..300).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let output = listening.then(|| {
+        toolrail(
+            dir.path(),
+            &[
+                "run",
+                "--prompt",
+                "Say something.",
+                "--provider",
+                "openai",
+                "--model",
+                "echo-model",
+                "--base-url",
+                &format!("http://127.0.0.1:{port}/v1"),
+                "--approve",
+                "never",
+                "--max-steps",
+                "2",
+                "--json",
+            ],
+        )
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let output = output.expect("llm-katan listens within 30 s");
+    assert!(output.status.success(), "{}", text(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Echo calls a tool each request: refused (nothing is approved), every call answered.
+    let calls = report["calls"].as_array().unwrap();
+    assert!(!calls.is_empty(), "{report}");
+    for call in calls {
+        assert!(
+            call["call_id"].is_string() && call["error"]["code"].is_string(),
+            "{call}"
+        );
+    }
+    assert_eq!(report["usage"].as_array().unwrap().len(), 2, "{report}");
+    assert!(
+        report["session"].as_str().unwrap().starts_with("20"),
+        "{report}"
+    );
+}
