@@ -88,6 +88,17 @@ impl TypedTool for WriteTool {
             }
         })
         .await?;
+        // The diff the card shows, from the content being replaced (read before it is).
+        let diffed = target.clone();
+        let new_content = args.content.clone();
+        let diff = blocking("reading the old content", move || {
+            Ok(match before_of(&diffed, &new_content) {
+                Before::Text(before) => Some(unified_diff(&diffed, &before, &new_content, false)),
+                Before::Missing => Some(unified_diff(&diffed, "", &new_content, true)),
+                Before::Unshown(_) => None,
+            })
+        })
+        .await?;
         let before = existing.as_ref().map(|(digest, _)| digest.clone());
         self.files.check_version(&target, before.as_deref())?;
         let mode = existing.map(|(_, mode)| mode);
@@ -112,7 +123,7 @@ impl TypedTool for WriteTool {
         } else {
             "Created"
         };
-        Ok(ToolOutput {
+        let output = ToolOutput {
             value: Some(json!({
                 "path": target.shown, "bytes": bytes, "lines": lines,
                 "created": before.is_none(), "digest": after,
@@ -121,6 +132,13 @@ impl TypedTool for WriteTool {
                 "{verb} `{}` ({bytes} bytes, {lines} lines).",
                 target.shown,
             ))
+        };
+        Ok(match diff {
+            Some((diff, added, removed)) => output.with_details(json!({
+                "type": "diff",
+                "files": [{"path": target.shown, "diff": diff, "added": added, "removed": removed}],
+            })),
+            None => output,
         })
     }
 }
@@ -130,49 +148,79 @@ const PREVIEW_FILE_BYTES: u64 = 4 << 20;
 /// Bytes of preview text kept.
 const PREVIEW_BYTES: usize = 64 * 1024;
 
-/// The unified diff from the file as it is now to `content`.
-fn preview(target: &Target, content: &str) -> String {
-    let before = match target.open_existing() {
-        Ok(Existing::Missing) => String::new(),
+/// What a file is now, for a diff against new content.
+enum Before {
+    Text(String),
+    Missing,
+    /// Not shown as a diff, and why.
+    Unshown(String),
+}
+
+/// What `target` holds now, read for a diff (up to [`PREVIEW_FILE_BYTES`]).
+fn before_of(target: &Target, content: &str) -> Before {
+    match target.open_existing() {
+        Ok(Existing::Missing) => Before::Missing,
         Ok(Existing::File(mut file, metadata)) => {
             if metadata.len() > PREVIEW_FILE_BYTES {
-                return format!(
-                    "(replaces {} bytes with {} bytes; too large to show as a diff)",
+                return Before::Unshown(format!(
+                    "replaces {} bytes with {} bytes; too large to show as a diff",
                     metadata.len(),
                     content.len()
-                );
+                ));
             }
             let mut text = String::new();
-            if std::io::Read::read_to_string(&mut file, &mut text).is_err() {
-                return format!(
-                    "(replaces a file that is not UTF-8 text with {} bytes)",
+            match std::io::Read::read_to_string(&mut file, &mut text) {
+                Ok(_) => Before::Text(text),
+                Err(_) => Before::Unshown(format!(
+                    "replaces a file that is not UTF-8 text with {} bytes",
                     content.len()
-                );
+                )),
             }
-            text
         }
-        Ok(Existing::Folder) => return format!("(`{}` is a folder)", target.shown),
-        Err(failure) => return format!("({})", failure.message),
-    };
-    let old_name = if before.is_empty() {
+        Ok(Existing::Folder) => Before::Unshown(format!("`{}` is a folder", target.shown)),
+        Err(failure) => Before::Unshown(failure.message),
+    }
+}
+
+/// The unified diff from `before` to `content` (capped), with the lines it adds and removes.
+fn unified_diff(target: &Target, before: &str, content: &str, created: bool) -> (String, u64, u64) {
+    let old_name = if created {
         "/dev/null".to_owned()
     } else {
         format!("a/{}", target.shown)
     };
-    let mut diff = similar::TextDiff::from_lines(&before, content)
+    let diff = similar::TextDiff::from_lines(before, content);
+    let (mut added, mut removed) = (0u64, 0u64);
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => added += 1,
+            similar::ChangeTag::Delete => removed += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+    let mut text = diff
         .unified_diff()
         .context_radius(3)
         .header(&old_name, &format!("b/{}", target.shown))
         .to_string();
-    if diff.len() > PREVIEW_BYTES {
+    if text.len() > PREVIEW_BYTES {
         let mut end = PREVIEW_BYTES;
-        while !diff.is_char_boundary(end) {
+        while !text.is_char_boundary(end) {
             end -= 1;
         }
-        diff.truncate(end);
-        diff.push_str("\n… (the diff goes on)\n");
+        text.truncate(end);
+        text.push_str("\n… (the diff goes on)\n");
     }
-    diff
+    (text, added, removed)
+}
+
+/// The unified diff from the file as it is now to `content`, or why there is none.
+fn preview(target: &Target, content: &str) -> String {
+    match before_of(target, content) {
+        Before::Text(before) => unified_diff(target, &before, content, false).0,
+        Before::Missing => unified_diff(target, "", content, true).0,
+        Before::Unshown(why) => format!("({why})"),
+    }
 }
 
 impl FileTools {

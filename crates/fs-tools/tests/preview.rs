@@ -105,3 +105,33 @@ async fn a_path_outside_the_workspace_has_no_preview() {
         .await;
     assert_eq!(shown, None);
 }
+
+#[tokio::test]
+async fn a_write_s_result_carries_the_diff_from_what_it_replaced() {
+    let bench = support::bench();
+    std::fs::write(
+        bench.root.join("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    let read = bench.call("read", json!({"path": "calc.py"})).await;
+    assert!(!read.record.is_error);
+    let written = bench
+        .call(
+            "write",
+            json!({"path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}),
+        )
+        .await;
+    assert!(!written.record.is_error, "{:?}", written.record);
+    let file = &written.record.details.as_ref().unwrap()["files"][0];
+    assert_eq!(
+        (file["added"].as_u64(), file["removed"].as_u64()),
+        (Some(1), Some(1)),
+        "{file}"
+    );
+    let diff = file["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("-    return a - b\n+    return a + b"),
+        "{diff}"
+    );
+}

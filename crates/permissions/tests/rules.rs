@@ -171,7 +171,7 @@ fn unattended_denies_every_ask_and_keeps_every_allow() {
             let after = decide(&unattended, tool, args.clone());
             let expected = match before.effect {
                 RuleEffect::Ask => RuleEffect::Deny,
-                other => other,
+                other @ (RuleEffect::Allow | RuleEffect::Deny) => other,
             };
             assert_eq!(after.effect, expected, "{tool} {args} under {preset}");
             if before.effect == RuleEffect::Ask {

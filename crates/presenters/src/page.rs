@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 
-use toolrail_session_log::{CallRecord, Event, call_records};
+use serde_json::Value;
+use toolrail_session_log::{CallRecord, Event, EventData, call_records};
 
 use crate::registry::Presenters;
 use crate::render::html::{escape, render_html};
@@ -21,7 +22,9 @@ pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> S
         escape(title),
         escape(title)
     ));
+    out.push_str(&facts_html(events));
     out.push_str(&summary_html(&summary));
+    out.push_str(&usage_html(events));
     // Anchors already given, page-wide: an id a later answer reused gets one of its own.
     let mut anchors: HashMap<String, usize> = HashMap::new();
     for item in session_items(events, &records) {
@@ -64,6 +67,78 @@ pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> S
     }
     out.push_str("</body>\n</html>\n");
     out
+}
+
+/// When the session started, and which model it talked to (as its recorded configuration
+/// says).
+fn facts_html(events: &[Event]) -> String {
+    let Some(start) = events.first() else {
+        return String::new();
+    };
+    let EventData::SessionStart(session) = &start.data else {
+        return String::new();
+    };
+    let model = session
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.pointer("/config/model"))
+        .filter(|model| !model.is_null());
+    let model = match model {
+        Some(model) => {
+            let field = |name: &str| model.get(name).and_then(Value::as_str).unwrap_or_default();
+            let at = match field("base_url") {
+                "" => String::new(),
+                url => format!(" at {url}"),
+            };
+            format!("{} ({}{at})", field("model"), field("provider"))
+        }
+        None => "none configured (scripted, or given in code)".to_owned(),
+    };
+    format!(
+        "<dl class=\"facts\"><dt>session</dt><dd class=\"session-id\">{}</dd><dt>started</dt><dd class=\"started\">{}</dd><dt>model</dt><dd class=\"model\">{}</dd></dl>\n",
+        escape(session.session_id.as_str()),
+        escape(&start.ts.to_string()),
+        escape(&model)
+    )
+}
+
+/// The tokens each model request used, as the server reported them, and their sum.
+fn usage_html(events: &[Event]) -> String {
+    let count = |usage: &Value, names: &[&str]| {
+        names
+            .iter()
+            .find_map(|name| usage.get(*name).and_then(Value::as_u64))
+    };
+    let mut rows = String::new();
+    let (mut input, mut output, mut steps) = (0, 0, 0);
+    for event in events {
+        let EventData::StepEnd(step) = &event.data else {
+            continue;
+        };
+        let Some(usage) = &step.usage else {
+            continue;
+        };
+        let tokens_in = count(usage, &["prompt_tokens", "input_tokens"]);
+        let tokens_out = count(usage, &["completion_tokens", "output_tokens"]);
+        input += tokens_in.unwrap_or(0);
+        output += tokens_out.unwrap_or(0);
+        steps += 1;
+        let shown = |tokens: Option<u64>| tokens.map_or_else(|| "?".to_owned(), |tokens| tokens.to_string());
+        rows.push_str(&format!(
+            "<tr class=\"step\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            event.turn.map_or(0, |turn| turn.0),
+            event.step.map_or(0, |step| step.0),
+            shown(tokens_in),
+            shown(tokens_out)
+        ));
+    }
+    if steps == 0 {
+        return String::new();
+    }
+    format!(
+        "<details class=\"usage\"><summary>tokens: {input} in · {output} out over {steps} model request{}</summary><table class=\"usage\"><tr><th>turn</th><th>step</th><th>in</th><th>out</th></tr>{rows}</table></details>\n",
+        if steps == 1 { "" } else { "s" }
+    )
 }
 
 fn summary_html(summary: &Summary) -> String {
@@ -180,4 +255,7 @@ pre { background: #f0f2f4; padding: .5rem .7rem; overflow-x: auto; margin: .3rem
 .children { margin: .4rem 0 .2rem 1.2rem; padding-left: .6rem; border-left: 2px solid #d0d7de; }
 .children > .card { margin: .4rem 0; }
 .note { color: #555; font-style: italic; }
+.facts { display: grid; grid-template-columns: max-content 1fr; gap: .1rem .8rem; font-size: .85rem; color: #444; }
+.facts dt { font-weight: 600; } .facts dd { margin: 0; font-family: ui-monospace, monospace; }
+details.usage { margin: .4rem 0; font-size: .85rem; } table.usage td, table.usage th { padding: 0 .6rem; text-align: right; }
 "#;

@@ -58,6 +58,31 @@ pub fn render_html(card: &Card) -> String {
     out
 }
 
+/// The char boundary at or before `at`.
+fn floor_boundary(text: &str, mut at: usize) -> usize {
+    while at > 0 && !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// The char boundary at or after `at`.
+fn ceil_boundary(text: &str, mut at: usize) -> usize {
+    while at < text.len() && !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}
+
+/// `812 bytes`, `4.2 KB`, `5.0 MB`.
+fn human_bytes(bytes: usize) -> String {
+    match bytes {
+        0..1_000 => format!("{bytes} bytes"),
+        1_000..1_000_000 => format!("{:.1} KB", bytes as f64 / 1e3),
+        _ => format!("{:.1} MB", bytes as f64 / 1e6),
+    }
+}
+
 /// Escapes text for HTML element content and quoted attributes.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -74,14 +99,31 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// A `<pre>`, inside a closed `<details>` when it is long.
+/// Bytes of one output a page holds: its start and end, this much each; the log has it all.
+const PAGE_HALF: usize = 128 * 1024;
+
+/// A `<pre>`, inside a closed `<details>` when it is long; an output too long for a page
+/// keeps its start and end, with what was left out said between them.
 fn block(out: &mut String, class: &str, text: &str) {
     let lines = text.lines().count();
-    let pre = format!("<pre class=\"{class}\">{}</pre>", escape(text));
+    let shown = if text.len() > 2 * PAGE_HALF {
+        let head = floor_boundary(text, PAGE_HALF);
+        let tail = ceil_boundary(text, text.len() - PAGE_HALF);
+        format!(
+            "{}\n… {} bytes left out of the page (the session log holds them) …\n{}",
+            &text[..head],
+            tail - head,
+            &text[tail..]
+        )
+    } else {
+        text.to_owned()
+    };
+    let pre = format!("<pre class=\"{class}\">{}</pre>", escape(&shown));
     if lines > OPEN_LINES || text.len() > OPEN_CHARS {
         out.push_str(&format!(
-            "<details><summary>{lines} lines, {} bytes</summary>{pre}</details>\n",
-            text.len()
+            "<details class=\"long-output\" data-bytes=\"{}\"><summary>{lines} lines, {}</summary>{pre}</details>\n",
+            text.len(),
+            human_bytes(text.len())
         ));
     } else {
         out.push_str(&pre);
