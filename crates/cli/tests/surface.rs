@@ -270,3 +270,93 @@ fn run_prompt_works_against_llm_katan() {
         "{report}"
     );
 }
+
+/// An answer asking for `touch made.txt` (which asks under the default preset), then words.
+fn touch_answers() -> Vec<Answer> {
+    vec![
+        Answer::new(vec![
+            call_chunk(
+                0,
+                "t1",
+                "bash",
+                r#"{"command": "touch made.txt", "description": "make a file"}"#,
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        Answer::new(vec![text_chunk("Done."), finish_chunk("stop")]),
+    ]
+}
+
+#[test]
+fn without_a_terminal_nothing_that_asks_runs_on_an_implicit_yes() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |url: &str, more: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--prompt",
+            "Make the file",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            url,
+            "--sandbox",
+            "workspace-write",
+            "--json",
+        ];
+        args.extend_from_slice(more);
+        toolrail(dir.path(), &args)
+    };
+    // No choice made: refused before the model is asked anything.
+    let (_gate, gate) = mpsc::channel();
+    let (url, requests) = scripted_server(touch_answers(), gate);
+    let refused = run(&url, &[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("--approve never")
+            && text(&refused).contains("--approve rules-only")
+    );
+    assert_eq!(requests.try_iter().count(), 0);
+
+    // `never`: the question is logged and rejected; nothing was made.
+    let (_gate, gate) = mpsc::channel();
+    let (url, _requests) = scripted_server(touch_answers(), gate);
+    let never = run(&url, &["--approve", "never"]);
+    assert!(never.status.success(), "{}", text(&never));
+    let report: Value = serde_json::from_slice(&never.stdout).unwrap();
+    assert_eq!(
+        report["calls"][0]["error"]["code"], "APPROVAL_REJECTED",
+        "{report}"
+    );
+    assert!(!dir.path().join("made.txt").exists());
+
+    // `rules-only`: nothing asks; what no rule allows is denied by the policy.
+    let (_gate, gate) = mpsc::channel();
+    let (url, _requests) = scripted_server(touch_answers(), gate);
+    let rules = run(&url, &["--approve", "rules-only"]);
+    assert!(rules.status.success(), "{}", text(&rules));
+    let report: Value = serde_json::from_slice(&rules.stdout).unwrap();
+    assert_eq!(
+        report["calls"][0]["error"]["code"], "POLICY_DENIED",
+        "{report}"
+    );
+    assert!(
+        report["calls"][0]["card"]["notes"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing was asked: {report}"
+    );
+    assert!(!dir.path().join("made.txt").exists());
+
+    // ...and what a rule allows runs.
+    let (_gate, gate) = mpsc::channel();
+    let (url, _requests) = scripted_server(touch_answers(), gate);
+    let allowed = run(
+        &url,
+        &["--approve", "rules-only", "--allow", "bash(touch *)"],
+    );
+    assert!(allowed.status.success(), "{}", text(&allowed));
+    assert!(dir.path().join("made.txt").exists(), "{}", text(&allowed));
+}
