@@ -112,7 +112,10 @@ pub fn replay_text(events: &[Event], presenters: &Presenters, colour: bool) -> (
                 out.push_str(&format!("context from {source}: {text}\n"));
             }
             SessionItem::Recovery { note, calls } => {
-                out.push_str(&format!("(recovery: {note}; {calls} calls repaired)\n"));
+                let plural = if calls == 1 { "" } else { "s" };
+                out.push_str(&format!(
+                    "(recovery: {note}; {calls} call{plural} repaired)\n"
+                ));
             }
             SessionItem::TurnEnd { kind, message } => match message {
                 Some(message) => out.push_str(&format!("(turn ended: {kind}: {message})\n")),

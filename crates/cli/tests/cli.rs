@@ -724,6 +724,8 @@ async fn sessions_lists_a_postgres_store_with_states_and_lease_holders() {
         )
         .unwrap();
     drop(store.create_leased(start("beta"), &lease).unwrap());
+    // Queued, with no event yet: listed all the same.
+    store.enqueue(&SessionId::new("gamma"), "{}").unwrap();
     let output = toolrail(&["sessions", "--store", &url]);
     let text = stdout(&output);
     assert!(output.status.success(), "{text}\n{}", stderr(&output));
@@ -738,6 +740,7 @@ async fn sessions_lists_a_postgres_store_with_states_and_lease_holders() {
         "{text}"
     );
     assert!(line("beta").ends_with("held by worker-7"), "{text}");
+    assert!(line("gamma").contains("queued (waiting)"), "{text}");
     let output = toolrail(&["sessions", "--store", "/tmp/sessions"]);
     assert_eq!(output.status.code(), Some(2));
 }

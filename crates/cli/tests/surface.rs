@@ -95,7 +95,7 @@ fn json_stream_prints_each_event_as_it_happens_then_the_report() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
     let (_gate, gate) = mpsc::channel();
-    let (url, _requests) = scripted_server(
+    let (url, requests) = scripted_server(
         vec![
             Answer::new(vec![
                 text_chunk("Reading "),
@@ -122,9 +122,41 @@ fn json_stream_prints_each_event_as_it_happens_then_the_report() {
             "--approve",
             "never",
             "--json-stream",
+            "--system",
+            "You are terse.",
+            "--temperature",
+            "0.25",
+            "--code",
+            "js",
+            "--deferred",
+            "grep",
         ],
     );
     assert!(output.status.success(), "{}", text(&output));
+    // What the flags set reached the model.
+    let first: Value = serde_json::from_str(&requests.try_iter().next().unwrap()).unwrap();
+    let system = &first["messages"][0];
+    assert_eq!(system["role"], "system");
+    // Code mode adds how to call the tools from a program after the prompt.
+    assert!(
+        system["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You are terse.\n"),
+        "{system}"
+    );
+    assert_eq!(first["temperature"], 0.25);
+    let offered: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        offered.contains(&"run_code") && offered.contains(&"tool_search"),
+        "{offered:?}"
+    );
+    assert!(!offered.contains(&"grep"), "grep is deferred: {offered:?}");
     let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))

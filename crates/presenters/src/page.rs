@@ -50,8 +50,9 @@ pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> S
                 paragraphs(&text)
             )),
             SessionItem::Recovery { note, calls } => out.push_str(&format!(
-                "<p class=\"note recovery\">recovery: {} ({calls} calls repaired)</p>\n",
-                escape(&note)
+                "<p class=\"note recovery\">recovery: {} ({calls} call{} repaired)</p>\n",
+                escape(&note),
+                if calls == 1 { "" } else { "s" }
             )),
             SessionItem::TurnEnd { kind, message } => {
                 let message = message
