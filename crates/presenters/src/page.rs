@@ -124,7 +124,9 @@ fn usage_html(events: &[Event]) -> String {
         input += tokens_in.unwrap_or(0);
         output += tokens_out.unwrap_or(0);
         steps += 1;
-        let shown = |tokens: Option<u64>| tokens.map_or_else(|| "?".to_owned(), |tokens| tokens.to_string());
+        let shown = |tokens: Option<u64>| {
+            tokens.map_or_else(|| "?".to_owned(), |tokens| tokens.to_string())
+        };
         rows.push_str(&format!(
             "<tr class=\"step\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             event.turn.map_or(0, |turn| turn.0),

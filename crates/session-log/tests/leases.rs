@@ -53,6 +53,15 @@ async fn a_lease_excludes_others_until_it_runs_out_and_then_fences_its_old_holde
         .unwrap_err()
         .to_string();
     assert!(refused.contains("leased to `worker-a`"), "{refused}");
+    // So is opening it without a lease (a `toolrail resume` or `recover`): its writes would
+    // interleave with A's.
+    let unleased = store.open(&id).err().map(|error| error.to_string());
+    assert!(
+        unleased
+            .as_deref()
+            .is_some_and(|error| error.contains("leased to `worker-a`")),
+        "{unleased:?}"
+    );
 
     // A stops renewing (paused, partitioned); once its lease ran out, B takes over.
     let mut taken = None;

@@ -330,6 +330,27 @@ impl PostgresStore {
         })
     }
 
+    /// `Err(Leased)` when someone holds a live lease on session `id`.
+    fn refuse_if_leased(&self, id: &SessionId) -> Result<(), StoreError> {
+        self.with_client(|client| {
+            let held = client
+                .query_opt(
+                    "SELECT owner, EXTRACT(EPOCH FROM expires_at - now())::float8
+                     FROM leases WHERE session = $1 AND expires_at > now()",
+                    &[&id.as_str()],
+                )
+                .map_err(|error| self.failed(&error))?;
+            match held {
+                None => Ok(()),
+                Some(row) => Err(StoreError::Leased {
+                    session: id.as_str().to_owned(),
+                    owner: row.get(0),
+                    seconds_left: row.get(1),
+                }),
+            }
+        })
+    }
+
     /// Extends `lease` by its ttl; `Err` when it is no longer the session's (taken over).
     pub fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
         off_runtime(|| self.renew_here(lease))
@@ -864,6 +885,9 @@ impl SessionStore for PostgresStore {
     }
 
     fn open(&self, id: &SessionId) -> Result<Opened<PostgresLog>, StoreError> {
+        // Unleased writes beside a live lease's would interleave with its holder's: a
+        // session a worker holds is opened through its lease, or once the lease is gone.
+        off_runtime(|| self.refuse_if_leased(id))?;
         self.open_with(id, None)
     }
 }
