@@ -124,12 +124,11 @@ impl Conversation {
 
     /// One turn.
     pub async fn turn(&mut self, prompt: String) -> TurnOutcome {
-        let asks = self.inbox.as_mut().map(|inbox| (inbox, &mut self.keyboard));
         let outcome = drive(
             &self.agent,
             prompt,
             &mut self.console,
-            asks,
+            self.inbox.as_mut(),
             &mut self.interrupts,
         )
         .await;

@@ -385,3 +385,70 @@ fn chat_streams_asks_whole_and_survives_ctrl_c() {
     let results = kinds.iter().filter(|kind| *kind == "tool/result").count();
     assert_eq!((calls, results), (5, 5), "{kinds:?}");
 }
+
+#[test]
+fn keys_typed_before_a_question_never_answer_it() {
+    if !tmux_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("project");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_gate, gate) = mpsc::channel();
+    let (url, _requests) = scripted_server(
+        vec![
+            Answer::new(vec![
+                call_chunk(
+                    0,
+                    "s1",
+                    "bash",
+                    r#"{"command": "sleep 2", "description": "a pause"}"#,
+                ),
+                finish_chunk("tool_calls"),
+            ]),
+            Answer::new(vec![
+                call_chunk(
+                    0,
+                    "w1",
+                    "write",
+                    r#"{"path": "new.txt", "content": "made\n"}"#,
+                ),
+                finish_chunk("tool_calls"),
+            ]),
+            Answer::new(vec![text_chunk("Done."), finish_chunk("stop")]),
+        ],
+        gate,
+    );
+    let command = format!(
+        "cd {} && env NO_COLOR=1 OPENAI_API_KEY=test XDG_STATE_HOME={} {} chat --provider openai --model scripted --base-url {url} --allow 'bash(sleep *)'",
+        workspace.display(),
+        dir.path().join("state").display(),
+        env!("CARGO_BIN_EXE_toolrail"),
+    );
+    let terminal = Terminal::start(&command);
+    terminal.wait_prompts(1);
+    terminal.type_line("Pause, then make a file");
+    terminal.wait("the pause running", |history| {
+        history.contains("s1 $ sleep 2 · ")
+    });
+    // Typed while the command runs, before any question: not an answer to what comes next.
+    terminal.type_line("y");
+    let screen = terminal.wait("the write's question", |history| {
+        history.contains("`write` asks to run (call w1)")
+    });
+    question_on(&screen, "write");
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        terminal.screen(),
+        screen,
+        "the question waits for its own answer"
+    );
+    assert!(!workspace.join("new.txt").exists());
+    terminal.type_line("n: not now");
+    terminal.wait("the answer", |history| history.contains("Done."));
+    let history = terminal.history();
+    assert!(
+        history.contains("rejected: not now") && !workspace.join("new.txt").exists(),
+        "{history}"
+    );
+}

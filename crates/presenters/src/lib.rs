@@ -53,6 +53,8 @@ pub use card::{
 pub use page::{duration, session_page};
 pub use present::{effect_line, parse_arguments, present_call, present_result, sandbox_refusals};
 pub use registry::{Presenter, Presenters, approval_note};
-pub use render::{colour_wanted, render_ansi, render_html, render_plain};
+pub use render::{
+    Newlines, colour_wanted, escape_controls, render_ansi, render_html, render_plain,
+};
 pub use timeline::{BatchTimeline, Lane, Phase, Segment, Summary, batches};
 pub use walk::{SessionItem, session_items};

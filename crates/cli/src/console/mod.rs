@@ -12,6 +12,8 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
 use serde_json::{Value, json};
 use toolrail_presenters::{Presenters, approval_note, duration, parse_arguments};
 use toolrail_runtime::AgentEvent;
@@ -74,7 +76,14 @@ pub struct Console {
     /// its message printed whole).
     streamed: bool,
     paused: bool,
-    held: Vec<AgentEvent>,
+    /// What arrived while a question was shown, in order.
+    held: Vec<Held>,
+}
+
+/// Output held while a question is on the screen.
+enum Held {
+    Event(AgentEvent),
+    Note(String),
 }
 
 impl Console {
@@ -105,7 +114,7 @@ impl Console {
     /// Shows `event`, or holds it while a question is on the screen.
     pub fn on(&mut self, event: AgentEvent) {
         if self.paused {
-            self.held.push(event);
+            self.held.push(Held::Event(event));
             return;
         }
         self.show(event);
@@ -265,8 +274,13 @@ impl Console {
         let _ = std::io::stdout().flush();
     }
 
-    /// A whole line of its own (a note), between the words and the live lines.
+    /// A whole line of its own (a note), between the words and the live lines; held while a
+    /// question is shown.
     pub fn line(&mut self, text: &str) {
+        if self.paused {
+            self.held.push(Held::Note(text.to_owned()));
+            return;
+        }
         match self.mode {
             Mode::Human { .. } => {
                 self.clear();
@@ -286,6 +300,17 @@ impl Console {
         }
     }
 
+    /// Part of a question (asked while the screen is paused): on the terminal; with JSON on
+    /// stdout, on stderr, so stdout stays JSON.
+    pub fn question(&mut self, text: &str) {
+        if let Mode::Human { .. } = self.mode {
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+        } else {
+            eprint!("{text}");
+        }
+    }
+
     /// Takes the screen for a question: the live lines go, and what happens until
     /// [`Console::resume`] is held.
     pub fn pause(&mut self) {
@@ -298,18 +323,24 @@ impl Console {
     /// Gives the screen back: what was held is shown, in order.
     pub fn resume(&mut self) {
         self.paused = false;
-        for event in std::mem::take(&mut self.held) {
-            self.show(event);
-        }
+        self.release();
         self.redraw();
+    }
+
+    /// Shows what was held, in order.
+    fn release(&mut self) {
+        for held in std::mem::take(&mut self.held) {
+            match held {
+                Held::Event(event) => self.show(event),
+                Held::Note(text) => self.line(&text),
+            }
+        }
     }
 
     /// The turn is over: no live line is left on the screen.
     pub fn settle(&mut self) {
         self.paused = false;
-        for event in std::mem::take(&mut self.held) {
-            self.show(event);
-        }
+        self.release();
         self.clear();
         self.end_line();
         self.calls.clear();
@@ -355,8 +386,9 @@ impl Console {
                 ),
                 Stage::Settling => ("…", "committing".to_owned()),
             };
+            // Model text on one row: every control character escaped, newlines too.
             let line = fit(
-                &format!("  {mark} {call_id} {} · {state}", harmless(&title)),
+                &one_row(&format!("  {mark} {call_id} {title} · {state}")),
                 width,
             );
             if colour {
@@ -370,14 +402,29 @@ impl Console {
     }
 }
 
-/// `text` cut to `width` characters (a live line that wrapped could not be erased).
+/// `text` cut to `width` columns of the terminal (a live line that wrapped could not be
+/// erased).
 fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
+    if text.width() <= width {
         return text.to_owned();
     }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    let mut cut = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let columns = c.width().unwrap_or(0);
+        if used + columns + 1 > width {
+            break;
+        }
+        used += columns;
+        cut.push(c);
+    }
     cut.push('…');
     cut
+}
+
+/// `text` with every control character shown as an escape, so it stays on one row.
+fn one_row(text: &str) -> String {
+    toolrail_presenters::escape_controls(text, toolrail_presenters::Newlines::Escape)
 }
 
 /// The terminal's width in columns (80 when it cannot be told).
@@ -391,21 +438,7 @@ fn terminal_width() -> usize {
 
 /// Control characters other than newline and tab, shown as escapes.
 fn harmless(text: &str) -> String {
-    if !text
-        .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
-    {
-        return text.to_owned();
-    }
-    text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    toolrail_presenters::escape_controls(text, toolrail_presenters::Newlines::Keep)
 }
 
 /// An event as one JSON line (`--json-stream`; docs/cli.md lists the shapes).

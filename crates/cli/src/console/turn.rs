@@ -1,21 +1,27 @@
 //! One turn on the console: the agent's events shown as they come, each approval asked
 //! whole on a paused screen, Ctrl-C cancelling the batch (the calls still get honest
-//! outcomes and the conversation goes on) and a second Ctrl-C leaving once the turn has
-//! settled.
+//! outcomes and the conversation goes on), a second Ctrl-C leaving once the turn has
+//! settled, and a third leaving at once.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::task::JoinHandle;
 use toolrail_interaction::{ApprovalInbox, PendingApproval, approval_question, parse_reply};
 use toolrail_runtime::{Agent, AgentError, AgentEvent, Answer};
 use toolrail_tools_core::ApprovalAnswer;
 
-use super::{Console, Keyboard, Line, Mode};
+use super::keyboard::{discard_typed_ahead, read_answer};
+use super::{Console, Line, Mode};
 
 /// How often the live lines are redrawn.
 const TICK: Duration = Duration::from_millis(200);
 /// Unreadable replies to one question before it counts as a rejection.
 const ATTEMPTS: usize = 3;
+/// The exit status of a process a person interrupted (128 + SIGINT).
+const INTERRUPTED: i32 = 130;
 
 /// Ctrl-C while a turn runs (the terminal's own handling is off for the process: the first
 /// press cancels, it does not kill).
@@ -43,31 +49,41 @@ impl Interrupts {
 /// What a turn came to on the console.
 pub struct TurnOutcome {
     pub result: Result<Answer, AgentError>,
-    /// The person asked to leave (a second Ctrl-C, or the input closed mid-question).
+    /// The person asked to leave (a second Ctrl-C, or the input closed at a question).
     pub leave: bool,
 }
 
-/// The approval being asked: its request, and the read of the reply.
+/// The approval being asked, and the read of its reply: the read belongs to this question
+/// alone and stops when it is withdrawn.
 struct Asking {
     pending: PendingApproval,
-    read: tokio::task::JoinHandle<Line>,
+    read: JoinHandle<Line>,
+    withdrawn: Arc<AtomicBool>,
     attempts: usize,
     prompt: String,
 }
 
-/// Runs `prompt` as one turn of `agent` on `console`; approvals arrive in `asks` and are
-/// answered from `keyboard` (both or neither).
+impl Asking {
+    /// Stops the read (it gives up within its watch period) and waits for it to end.
+    async fn stop(self) {
+        self.withdrawn.store(true, Ordering::Release);
+        let _ = self.read.await;
+        discard_typed_ahead();
+    }
+}
+
+/// Runs `prompt` as one turn of `agent` on `console`; approvals arrive in `asks` (none:
+/// they are answered by a service) and are read from the terminal.
 pub async fn drive(
     agent: &Agent,
     prompt: String,
     console: &mut Console,
-    mut asks: Option<(&mut ApprovalInbox, &mut Keyboard)>,
+    mut asks: Option<&mut ApprovalInbox>,
     interrupts: &mut Interrupts,
 ) -> TurnOutcome {
     // Keys typed while the turn runs are not echoed over the live lines (a Ctrl-C would
-    // print `^C` where the next line goes); questions are read by the line editor, which
-    // shows what is typed itself.
-    let _quiet = QuietKeys::new();
+    // print `^C` where the next line goes); a question's reader turns echo on for itself.
+    let quiet = QuietKeys::new();
     let mut stream = agent.stream(prompt);
     let canceller = agent.canceller();
     let mut tick = tokio::time::interval(TICK);
@@ -86,57 +102,46 @@ pub async fn drive(
                 Some(Err(error)) => break Err(error),
                 None => break Err(AgentError::Lost("the turn's events ended without its outcome".to_owned())),
             },
-            pending = next_ask(&mut asks), if can_take => {
-                if let (Some(pending), Some((_, keyboard))) = (pending, asks.as_mut()) {
-                    asking = Some(ask(console, keyboard, pending));
-                }
+            pending = next_ask(&mut asks), if can_take => match pending {
+                Some(pending) if pending.is_withdrawn() => {}
+                Some(pending) => asking = Some(ask(console, pending)),
+                // Nobody can send questions any more.
+                None => asks = None,
             },
             happened = asking_event(&mut asking) => {
                 let Some(mut current) = asking.take() else { continue };
-                let line = match happened {
+                match happened {
                     AskEvent::Withdrawn => {
-                        if let Some((_, keyboard)) = asks.as_mut() {
-                            keyboard.keep(current.read);
-                        }
-                        println!("\n(the question was withdrawn: the call was cancelled)");
+                        current.stop().await;
+                        console.question("\n(the question was withdrawn: the call was cancelled)\n");
                         console.resume();
-                        continue;
                     }
-                    AskEvent::Line(line) => line,
-                };
-                match line {
-                    Line::Text(reply) => {
-                        match parse_reply(&reply, current.pending.request().session_key.as_deref()) {
+                    AskEvent::Line(Line::Text(reply)) => {
+                        let key = current.pending.request().session_key.clone();
+                        match parse_reply(&reply, key.as_deref()) {
                             Some(answer) => {
-                                let _ = current.pending.answer(answer);
+                                answered(current.pending, answer, console);
                                 console.resume();
                             }
                             None if current.attempts + 1 >= ATTEMPTS => {
-                                let _ = current.pending.answer(ApprovalAnswer::Rejected {
+                                let rejected = ApprovalAnswer::Rejected {
                                     reason: Some("no readable answer on the terminal".to_owned()),
-                                });
+                                };
+                                answered(current.pending, rejected, console);
                                 console.resume();
                             }
                             None => {
-                                println!("  please answer y, s or n");
-                                if let Some((_, keyboard)) = asks.as_mut() {
-                                    current.attempts += 1;
-                                    current.read = keyboard.read(current.prompt.clone());
-                                    asking = Some(current);
-                                }
+                                let choices = if key.is_some() { "y, s or n" } else { "y or n" };
+                                console.question(&format!("  please answer {choices}\n{}", current.prompt));
+                                current.attempts += 1;
+                                current.read = read_answer(Arc::clone(&current.withdrawn));
+                                asking = Some(current);
                             }
                         }
                     }
-                    Line::Interrupted => {
-                        // Ctrl-C at the question: the question and the batch are cancelled.
-                        let _ = current.pending.answer(ApprovalAnswer::Cancelled);
-                        console.resume();
-                        pressed += 1;
-                        canceller.cancel();
-                        console.line("(cancelling: the calls still running are stopped and recorded; Ctrl-C again to leave)");
-                    }
-                    Line::Closed => {
-                        let _ = current.pending.answer(ApprovalAnswer::Unavailable);
+                    AskEvent::Line(Line::Interrupted | Line::Closed) => {
+                        // The terminal's input ended (Ctrl-D): nobody is there to answer.
+                        answered(current.pending, ApprovalAnswer::Unavailable, console);
                         console.resume();
                         leave = true;
                         canceller.cancel();
@@ -145,21 +150,27 @@ pub async fn drive(
             },
             () = interrupts.next() => {
                 pressed += 1;
-                if pressed == 1 {
-                    canceller.cancel();
-                    console.line("(cancelling: the calls still running are stopped and recorded; Ctrl-C again to leave)");
-                } else {
-                    leave = true;
-                    console.line("(leaving once the calls are recorded)");
+                match pressed {
+                    1 => {
+                        canceller.cancel();
+                        console.line("(cancelling: the calls still running are stopped and recorded; Ctrl-C again to leave)");
+                    }
+                    2 => {
+                        leave = true;
+                        console.line("(leaving once the calls are recorded; Ctrl-C again to leave now)");
+                    }
+                    _ => {
+                        quiet.restore();
+                        eprintln!("\ntoolrail: left at once; `toolrail resume` recovers the calls that were running");
+                        std::process::exit(INTERRUPTED);
+                    }
                 }
             },
             _ = tick.tick() => console.redraw(),
         }
     };
-    if let Some(current) = asking.take()
-        && let Some((_, keyboard)) = asks.as_mut()
-    {
-        keyboard.keep(current.read);
+    if let Some(current) = asking.take() {
+        current.stop().await;
     }
     console.settle();
     if let Ok(answer) = &result {
@@ -177,26 +188,33 @@ pub async fn drive(
     }
 }
 
+/// Answers `pending`; an answer that came too late (the question was withdrawn as it was
+/// given) is said, not dropped silently.
+fn answered(pending: PendingApproval, answer: ApprovalAnswer, console: &mut Console) {
+    if pending.answer(answer).is_err() {
+        console.question("(too late: the question was withdrawn before the answer reached it)\n");
+    }
+}
+
 /// Shows the question whole on a paused screen and starts reading the reply.
-fn ask(console: &mut Console, keyboard: &mut Keyboard, pending: PendingApproval) -> Asking {
+fn ask(console: &mut Console, pending: PendingApproval) -> Asking {
     console.pause();
     let (question, prompt) = approval_question(pending.request());
-    println!();
-    print!("{question}");
-    let read = keyboard.read(prompt.clone());
+    console.question(&format!("\n{question}{prompt}"));
+    let withdrawn = Arc::new(AtomicBool::new(false));
+    let read = read_answer(Arc::clone(&withdrawn));
     Asking {
         pending,
         read,
+        withdrawn,
         attempts: 0,
         prompt,
     }
 }
 
-async fn next_ask(
-    asks: &mut Option<(&mut ApprovalInbox, &mut Keyboard)>,
-) -> Option<PendingApproval> {
+async fn next_ask(asks: &mut Option<&mut ApprovalInbox>) -> Option<PendingApproval> {
     match asks {
-        Some((inbox, _)) => inbox.next().await,
+        Some(inbox) => inbox.next().await,
         None => std::future::pending().await,
     }
 }
@@ -234,10 +252,9 @@ impl QuietKeys {
         }
         Self { before }
     }
-}
 
-impl Drop for QuietKeys {
-    fn drop(&mut self) {
+    /// Puts the terminal back as it was.
+    fn restore(&self) {
         if let Some(before) = &self.before {
             let _ = rustix::termios::tcsetattr(
                 std::io::stdin(),
@@ -245,5 +262,11 @@ impl Drop for QuietKeys {
                 before,
             );
         }
+    }
+}
+
+impl Drop for QuietKeys {
+    fn drop(&mut self) {
+        self.restore();
     }
 }

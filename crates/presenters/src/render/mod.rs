@@ -4,4 +4,4 @@ pub(crate) mod html;
 mod text;
 
 pub use html::render_html;
-pub use text::{colour_wanted, render_ansi, render_plain};
+pub use text::{Newlines, colour_wanted, escape_controls, render_ansi, render_plain};

@@ -47,20 +47,8 @@ fn harmless(card: &Card) -> Card {
     fn clean(value: &mut serde_json::Value) {
         match value {
             serde_json::Value::String(text) => {
-                if text
-                    .chars()
-                    .any(|c| c.is_control() && c != '\n' && c != '\t')
-                {
-                    *text = text
-                        .chars()
-                        .map(|c| {
-                            if c.is_control() && c != '\n' && c != '\t' {
-                                c.escape_default().to_string()
-                            } else {
-                                c.to_string()
-                            }
-                        })
-                        .collect();
+                if needs_escapes(text, Newlines::Keep) {
+                    *text = escape_controls(text, Newlines::Keep);
                 }
             }
             serde_json::Value::Array(items) => items.iter_mut().for_each(clean),
@@ -88,6 +76,40 @@ fn harmless(card: &Card) -> Card {
         notes: Vec::new(),
         children: Vec::new(),
     })
+}
+
+/// Whether newlines and tabs stay as they are, or are escaped like every other control
+/// character (text that must stay on one row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Newlines {
+    Keep,
+    Escape,
+}
+
+fn escaped(c: char, newlines: Newlines) -> bool {
+    c.is_control() && (newlines == Newlines::Escape || (c != '\n' && c != '\t'))
+}
+
+fn needs_escapes(text: &str, newlines: Newlines) -> bool {
+    text.chars().any(|c| escaped(c, newlines))
+}
+
+/// `text` with its control characters shown as escapes (`\u{1b}`, and `\n` with
+/// [`Newlines::Escape`]): text a model or a tool controls must not move a terminal's cursor,
+/// set its title or write its clipboard.
+pub fn escape_controls(text: &str, newlines: Newlines) -> String {
+    if !needs_escapes(text, newlines) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if escaped(c, newlines) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Whether output to a stream should be coloured: it is a terminal and `NO_COLOR` is unset
