@@ -15,7 +15,7 @@ use toolrail_session_log::SessionId;
 
 use crate::console::{Console, Interrupts, Keyboard, Line, Mode, TurnOutcome, drive};
 use crate::flags::{AgentFlags, Approve};
-use crate::places::{new_session_id, state_folder};
+use crate::places::{new_session_id, resume_hint, state_folder};
 use crate::run::build_error;
 use crate::session::{session_title, write_page};
 use crate::{bad_input, runtime};
@@ -182,10 +182,10 @@ impl Conversation {
             }
         }
         println!(
-            "session {} is kept in {}; `toolrail resume {}` goes on with it",
+            "session {} is kept in {}; `{}` goes on with it",
             self.agent.session_id(),
             self.agent.store().url(),
-            self.agent.session_id()
+            resume_hint(self.agent.store(), self.agent.session_id())
         );
         Ok(())
     }
@@ -323,16 +323,17 @@ fn builder(config: &SessionConfig, approve: &ApproveWith) -> (AgentBuilder, Opti
     }
 }
 
-/// Token usage added up over the model's requests: each provider's own field names.
+/// Token usage added up over the model's requests.
 pub fn usage_line(usage: &[Value]) -> String {
-    let sum = |names: &[&str]| -> u64 {
-        usage
-            .iter()
-            .filter_map(|entry| names.iter().find_map(|name| entry.get(*name)?.as_u64()))
-            .sum()
-    };
-    let input = sum(&["prompt_tokens", "input_tokens"]);
-    let output = sum(&["completion_tokens", "output_tokens"]);
+    let (input, output) = usage.iter().map(toolrail_presenters::tokens).fold(
+        (0, 0),
+        |(input, output), (tokens_in, tokens_out)| {
+            (
+                input + tokens_in.unwrap_or(0),
+                output + tokens_out.unwrap_or(0),
+            )
+        },
+    );
     format!(
         "{} model request{} · {input} tokens in · {output} tokens out",
         usage.len(),

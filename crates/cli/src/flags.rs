@@ -184,9 +184,17 @@ impl AgentFlags {
             .permissions
             .deny
             .extend(self.deny.iter().cloned().map(RuleEntry::Pattern));
+        // The file's own `[store]`, if it has one (reading anchors its paths, so the
+        // value alone cannot say whether it was written).
+        let store_written = file.as_ref().is_some_and(|path| {
+            std::fs::read_to_string(path)
+                .ok()
+                .and_then(|text| text.parse::<toml::Table>().ok())
+                .is_some_and(|table| table.contains_key("store"))
+        });
         match &self.store {
             Some(url) => config.store.url.clone_from(url),
-            None if config.store == toolrail_runtime::StoreConfig::default() => {
+            None if !store_written => {
                 config.store.url = format!(
                     "jsonl:{}",
                     crate::places::sessions_folder(&workspace)?.display()
@@ -211,14 +219,20 @@ impl AgentFlags {
                 ProviderArg::Openai => ProviderName::Openai,
                 ProviderArg::Anthropic => ProviderName::Anthropic,
             };
-            let name = self
-                .model
-                .clone()
-                .or_else(|| config.model.as_ref().map(|model| model.model.clone()))
-                .ok_or_else(|| bad_input!("--provider needs --model NAME"))?;
-            match &mut config.model {
-                Some(model) if model.provider == provider => model.model = name,
-                _ => config.model = Some(ModelConfig::new(provider, name)),
+            match (&mut config.model, &self.model) {
+                // The configured model, named again or renamed: its settings stay.
+                (Some(model), name) if model.provider == provider => {
+                    if let Some(name) = name {
+                        model.model.clone_from(name);
+                    }
+                }
+                (_, Some(name)) => config.model = Some(ModelConfig::new(provider, name.clone())),
+                (Some(_), None) => {
+                    return Err(bad_input!(
+                        "--provider names another provider than toolrail.toml's [model]: give --model NAME too"
+                    ));
+                }
+                (None, None) => return Err(bad_input!("--provider needs --model NAME")),
             }
         }
         let Some(model) = config.model.as_mut() else {

@@ -145,8 +145,8 @@ fn absolute_dir(flag: &str, dir: &Path) -> anyhow::Result<PathBuf> {
 const RUNS_KEPT: usize = 20;
 
 /// A new folder for a scripted run (`demo`, `run --scenario`):
-/// `~/.local/state/toolrail/runs/<command>-<id>`, the oldest beyond the newest
-/// [`RUNS_KEPT`] removed.
+/// `~/.local/state/toolrail/runs/<command>-<id>`; beyond the newest [`RUNS_KEPT`], the
+/// oldest idle for an hour are removed.
 fn runs_dir(command: &str) -> anyhow::Result<PathBuf> {
     let runs = places::state_folder()?.join("runs");
     std::fs::create_dir_all(&runs)?;
@@ -157,7 +157,14 @@ fn runs_dir(command: &str) -> anyhow::Result<PathBuf> {
         .collect();
     kept.sort();
     let excess = (kept.len() + 1).saturating_sub(RUNS_KEPT);
-    for (_, old) in kept.into_iter().take(excess) {
+    // A run still going (a worker's, another terminal's) is never pulled away: only folders
+    // untouched for an hour go.
+    let idle = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for (_, old) in kept
+        .into_iter()
+        .take(excess)
+        .filter(|(modified, _)| *modified < idle)
+    {
         let _ = std::fs::remove_dir_all(old);
     }
     let dir = runs.join(format!("{command}-{}", places::new_session_id()));

@@ -3,7 +3,6 @@
 //! in the XDG state folder), each under a readable id (`20261202-085512-3fa1`); a session is
 //! named by the path of its `.jsonl` file or by its id in a store.
 
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -17,7 +16,7 @@ use crate::bad_input;
 /// can be made and written, else `$XDG_STATE_HOME/toolrail/sessions/<name>-<hash>` (default
 /// `~/.local/state/…`).
 pub fn sessions_folder(workspace: &Path) -> Result<PathBuf> {
-    let inside = workspace.join(".toolrail").join("sessions");
+    let inside = inside_folder(workspace);
     if writable(&inside) {
         // The sessions are the user's records, not the project's sources.
         let ignore = workspace.join(".toolrail").join(".gitignore");
@@ -26,14 +25,7 @@ pub fn sessions_folder(workspace: &Path) -> Result<PathBuf> {
         }
         return Ok(inside);
     }
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    workspace.hash(&mut hasher);
-    let name = workspace
-        .file_name()
-        .map_or_else(|| "root".into(), |name| name.to_string_lossy());
-    let folder = state_folder()?
-        .join("sessions")
-        .join(format!("{name}-{:08x}", hasher.finish() as u32));
+    let folder = state_sessions_folder(workspace)?;
     if writable(&folder) {
         Ok(folder)
     } else {
@@ -43,6 +35,38 @@ pub fn sessions_folder(workspace: &Path) -> Result<PathBuf> {
             folder.display()
         ))
     }
+}
+
+/// The sessions folder of `workspace` if one was made, without making one.
+pub fn existing_sessions_folder(workspace: &Path) -> Result<Option<PathBuf>> {
+    let inside = inside_folder(workspace);
+    if inside.is_dir() {
+        return Ok(Some(inside));
+    }
+    let outside = state_sessions_folder(workspace)?;
+    Ok(outside.is_dir().then_some(outside))
+}
+
+fn inside_folder(workspace: &Path) -> PathBuf {
+    workspace.join(".toolrail").join("sessions")
+}
+
+/// `$XDG_STATE_HOME/toolrail/sessions/<name>-<hash of the path>`: the same folder for the
+/// same workspace in every toolrail release (FNV-1a, not std's hasher, which may change).
+fn state_sessions_folder(workspace: &Path) -> Result<PathBuf> {
+    let hash = workspace
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let name = workspace
+        .file_name()
+        .map_or_else(|| "root".into(), |name| name.to_string_lossy());
+    Ok(state_folder()?
+        .join("sessions")
+        .join(format!("{name}-{:08x}", hash as u32)))
 }
 
 /// `$XDG_STATE_HOME/toolrail`, or `~/.local/state/toolrail`.
@@ -74,38 +98,22 @@ fn writable(folder: &Path) -> bool {
 
 /// A new session's id: when it started (UTC) and four hex digits, `20261202-085512-3fa1`.
 pub fn new_session_id() -> String {
-    let now = SystemTime::now()
+    // `2026-12-02T08:55:12.345Z`: its digits, date and time apart.
+    let now = toolrail_session_log::Timestamp::now().to_string();
+    let digits: String = now.chars().take(19).filter(char::is_ascii_digit).collect();
+    let (date, time) = digits.split_at(digits.len().min(8));
+    let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    let seconds = now.as_secs();
-    let (year, month, day) = civil_date(seconds / 86_400);
-    let of_day = seconds % 86_400;
-    let salt = (now.subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff;
-    format!(
-        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}-{salt:04x}",
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60
-    )
+        .unwrap_or_default()
+        .subsec_nanos();
+    let salt = (nanos ^ std::process::id().rotate_left(16)) & 0xffff;
+    format!("{date}-{time}-{salt:04x}")
 }
 
-/// The calendar date of a day counted from 1970-01-01 (proleptic Gregorian).
-fn civil_date(days: u64) -> (u64, u64, u64) {
-    // Counted in 400-year eras from 0000-03-01, where the leap day ends the year.
-    let days = days + 719_468;
-    let era = days / 146_097;
-    let of_era = days % 146_097;
-    let year_of_era = (of_era - of_era / 1460 + of_era / 36_524 - of_era / 146_096) / 365;
-    let of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * of_year + 2) / 153;
-    let day = of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    (year, month, day)
+/// Whether `session` names a log file rather than an id in a store.
+pub fn names_a_path(session: &str, store: Option<&str>) -> bool {
+    store.is_none()
+        && (session.ends_with(".jsonl") || session.contains('/') || Path::new(session).is_file())
 }
 
 /// A session named on the command line.
@@ -118,8 +126,7 @@ pub struct Located {
 /// folder's sessions).
 pub fn locate(session: &str, store: Option<&str>) -> Result<Located> {
     let path = Path::new(session);
-    let looks_like_path = session.ends_with(".jsonl") || session.contains('/');
-    if store.is_none() && looks_like_path {
+    if names_a_path(session, store) {
         if !path.exists() {
             return Err(bad_input!(
                 "{session} does not exist; give the path of a session log or a session id (`toolrail sessions` lists them)"
@@ -165,17 +172,39 @@ pub fn locate(session: &str, store: Option<&str>) -> Result<Located> {
     Ok(Located { store, id })
 }
 
-/// The store `--store` names, or the current folder's sessions.
+/// The store `--store` names, or the sessions kept for the current folder (which must
+/// exist: a command that only reads makes no folder).
 pub fn open_store(store: Option<&str>) -> Result<Store> {
     let url = match store {
         Some(url) => url.to_owned(),
-        None => format!(
-            "jsonl:{}",
-            sessions_folder(&std::env::current_dir()?)?.display()
-        ),
+        None => {
+            let here = std::env::current_dir()?;
+            match existing_sessions_folder(&here)? {
+                Some(folder) => format!("jsonl:{}", folder.display()),
+                None => {
+                    return Err(bad_input!(
+                        "no sessions are kept for {} yet (no .toolrail/sessions here); give --store, or start one with `toolrail chat`",
+                        here.display()
+                    ));
+                }
+            }
+        }
     };
     Store::open(&url, toolrail_session_log::Durability::Strict)
         .map_err(|error| bad_input!("--store {url}: {error}"))
+}
+
+/// How to name this session to `toolrail resume`: its id, and its store when that is not
+/// the current folder's own.
+pub fn resume_hint(store: &Store, id: &SessionId) -> String {
+    let here = std::env::current_dir()
+        .ok()
+        .map(|folder| format!("jsonl:{}", inside_folder(&folder).display()));
+    if here.as_deref() == Some(store.url()) {
+        format!("toolrail resume {id}")
+    } else {
+        format!("toolrail resume {id} --store {}", store.url())
+    }
 }
 
 #[cfg(test)]
@@ -183,18 +212,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn days_become_dates() {
-        assert_eq!(civil_date(0), (1970, 1, 1));
-        assert_eq!(civil_date(11_016), (2000, 2, 29));
-        assert_eq!(civil_date(20_789), (2026, 12, 2));
-        assert_eq!(civil_date(20_818), (2026, 12, 31));
-        assert_eq!(civil_date(20_819), (2027, 1, 1));
+    fn ids_read_as_times_and_sort_as_them() {
+        let id = new_session_id();
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|part| part.len()).collect::<Vec<_>>(),
+            [8, 6, 4],
+            "{id}"
+        );
+        assert!(
+            parts[0].starts_with("20") && parts[1].chars().all(|c| c.is_ascii_digit()),
+            "{id}"
+        );
     }
 
     #[test]
-    fn ids_read_as_times_and_sort_as_them() {
-        let id = new_session_id();
-        assert_eq!(id.len(), "20261202-085512-3fa1".len(), "{id}");
-        assert!(id.starts_with("20"), "{id}");
+    fn a_workspace_s_state_folder_does_not_move() {
+        // FNV-1a of the path (64-bit, low half): a fixed value, whatever the release; this one
+        // computed by hand elsewhere.
+        let folder = state_sessions_folder(Path::new("/work/project")).unwrap();
+        let name = folder.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(name, "project-78300849", "{}", folder.display());
     }
 }

@@ -7,7 +7,7 @@ use anyhow::Result;
 use toolrail_runtime::RecoverMode;
 
 use crate::places::locate;
-use crate::{bad_input, runtime};
+use crate::runtime;
 
 #[derive(clap::Args)]
 pub struct RecoverArgs {
@@ -28,9 +28,10 @@ pub fn run(args: RecoverArgs) -> Result<()> {
     } else {
         RecoverMode::Repair
     };
+    // A store that fails while recovering is a failure inside (exit 1), not bad input.
     let recovery = runtime()?
         .block_on(located.store.recover(&located.id, mode))
-        .map_err(|error| bad_input!("{error}"))?;
+        .map_err(crate::run::build_error)?;
     let place = format!("{} in {}", located.id, located.store.url());
     match (recovery.is_empty(), args.dry_run) {
         (true, _) => println!("{place}: nothing to repair"),

@@ -109,22 +109,15 @@ fn run_prompt(args: &RunArgs) -> Result<()> {
             report["page"] = json!(args.html);
             report["end"] = json!(end.as_ref().ok());
             report["error"] = json!(outcome.result.as_ref().err().map(ToString::to_string));
-            println!(
-                "{}",
-                if args.json {
-                    serde_json::to_string_pretty(&report)?
-                } else {
-                    report.to_string()
-                }
-            );
+            print_report(&report, args.json)?;
         } else {
             println!("\n{}", summary.line());
             println!("{}", usage_line(&conversation.usage));
             println!(
-                "session {} in {}; `toolrail resume {}` goes on with it",
+                "session {} in {}; `{}` goes on with it",
                 agent.session_id(),
                 agent.store().url(),
-                agent.session_id()
+                crate::places::resume_hint(agent.store(), agent.session_id())
             );
             if let Some(out) = &args.html {
                 println!("page: {}", out.display());
@@ -190,14 +183,7 @@ fn run_scenario(args: &RunArgs, path: &Path) -> Result<()> {
         report["turn_ends"] = json!(finished.turn_ends);
         report["mismatches"] = json!(finished.mismatches);
         report["page"] = json!(args.html);
-        println!(
-            "{}",
-            if args.json {
-                serde_json::to_string_pretty(&report)?
-            } else {
-                report.to_string()
-            }
-        );
+        print_report(&report, args.json)?;
     } else {
         println!("\n{}", summary.line());
         println!("log: {}", finished.log.display());
@@ -206,6 +192,17 @@ fn run_scenario(args: &RunArgs, path: &Path) -> Result<()> {
         }
     }
     expectations_met(&finished.mismatches)
+}
+
+/// The report: pretty for `--json`, one line (the stream's last) for `--json-stream`.
+fn print_report(report: &Value, pretty: bool) -> Result<()> {
+    let text = if pretty {
+        serde_json::to_string_pretty(report)?
+    } else {
+        report.to_string()
+    };
+    println!("{text}");
+    Ok(())
 }
 
 /// What `--json` reports of a session, from its log: the assistant's words, every call

@@ -143,9 +143,8 @@ pub fn summary_of(events: &[Event]) -> Summary {
 /// The events of `session`, named by the path of its log or by its id in `store` (default:
 /// the current folder's sessions), read without changing anything.
 pub fn events_of(session: &str, store: Option<&str>) -> Result<Vec<Event>> {
-    let path = Path::new(session);
-    if store.is_none() && (session.ends_with(".jsonl") || session.contains('/') || path.is_file()) {
-        return SessionFile::at(path)?.events();
+    if crate::places::names_a_path(session, store) {
+        return SessionFile::at(Path::new(session))?.events();
     }
     let located = crate::places::locate(session, store)?;
     located

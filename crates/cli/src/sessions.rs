@@ -48,9 +48,14 @@ pub fn list(store: &Store) -> Result<()> {
                 "session", "turns", "state"
             );
             for (_, id) in logs {
-                let events = store.read(&SessionId::new(&id)).unwrap_or_default();
-                let (turns, state, prompt) = described(&events);
-                println!("{id:<24} {turns:>6} {state:<20} {prompt}");
+                match store.read(&SessionId::new(&id)) {
+                    Ok(events) => {
+                        let (turns, state, prompt) = described(&events);
+                        println!("{id:<24} {turns:>6} {state:<20} {prompt}");
+                    }
+                    // Said, not hidden: a log that cannot be read is worth a look.
+                    Err(error) => println!("{id:<24} {:>6} unreadable: {error}", "?"),
+                }
             }
             println!(
                 "(in {}; `toolrail resume SESSION` goes on with one)",

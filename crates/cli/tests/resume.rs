@@ -5,33 +5,16 @@
 //! session by id in either store.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use support::{text, toolrail};
 use toolrail_test_support::http::{Answer, call_chunk, finish_chunk, scripted_server, text_chunk};
 use toolrail_test_support::pg::PgServer;
-
-fn toolrail(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolrail"))
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("OPENAI_API_KEY", "test")
-        .env("XDG_STATE_HOME", dir.join("state"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 /// Runs a prompt whose answer starts a long command, and SIGKILLs toolrail once the
 /// command runs (its `tool/start` is in the log, `events` says). The session's id, from

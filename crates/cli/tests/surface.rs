@@ -3,33 +3,16 @@
 //! start, and `run --prompt` works against llm-katan, a model server toolrail did not write.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
+use support::{text, toolrail};
 use toolrail_test_support::http::{Answer, call_chunk, finish_chunk, scripted_server, text_chunk};
-
-fn toolrail(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolrail"))
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("OPENAI_API_KEY", "test")
-        .env("XDG_STATE_HOME", dir.join("state"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 #[test]
 fn a_scenario_never_replaces_a_file_in_the_workspace_it_is_given() {
@@ -391,4 +374,69 @@ fn without_a_terminal_nothing_that_asks_runs_on_an_implicit_yes() {
     );
     assert!(allowed.status.success(), "{}", text(&allowed));
     assert!(dir.path().join("made.txt").exists(), "{}", text(&allowed));
+}
+
+#[test]
+fn a_toolrail_toml_names_the_model_and_the_sessions_stay_in_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_gate, gate) = mpsc::channel();
+    let (url, requests) = scripted_server(
+        vec![Answer::new(vec![
+            text_chunk("Hello."),
+            finish_chunk("stop"),
+        ])],
+        gate,
+    );
+    std::fs::write(
+        dir.path().join("toolrail.toml"),
+        format!(
+            "[model]\nprovider = \"openai\"\nmodel = \"from-toml\"\nbase_url = \"{url}\"\nsystem = \"Be brief.\"\n"
+        ),
+    )
+    .unwrap();
+    let output = toolrail(dir.path(), &["run", "--prompt", "Hi", "--approve", "never"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let asked: Value = serde_json::from_str(&requests.try_iter().next().unwrap()).unwrap();
+    assert_eq!(asked["model"], "from-toml");
+    assert_eq!(asked["messages"][0]["content"], "Be brief.");
+    // No [store] in the file: the workspace keeps its sessions, out of git.
+    let sessions: Vec<_> = std::fs::read_dir(dir.path().join(".toolrail/sessions"))
+        .unwrap()
+        .collect();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".toolrail/.gitignore")).unwrap(),
+        "*\n"
+    );
+
+    // Another provider than the file's, without a model name: refused, not guessed.
+    let output = toolrail(
+        dir.path(),
+        &[
+            "run",
+            "--prompt",
+            "Hi",
+            "--approve",
+            "never",
+            "--provider",
+            "anthropic",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("give --model NAME too"),
+        "{}",
+        text(&output)
+    );
+
+    // Commands that only read make no sessions folder where there is none.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let listed = toolrail(elsewhere.path(), &["sessions"]);
+    assert_eq!(listed.status.code(), Some(2), "{}", text(&listed));
+    assert!(
+        text(&listed).contains("no sessions are kept for"),
+        "{}",
+        text(&listed)
+    );
+    assert!(!elsewhere.path().join(".toolrail").exists());
 }

@@ -145,6 +145,8 @@ impl TypedTool for WriteTool {
 
 /// Files larger than this are not read for a preview: the size change is said instead.
 const PREVIEW_FILE_BYTES: u64 = 4 << 20;
+/// The longest a diff may take.
+const DIFF_TIME: std::time::Duration = std::time::Duration::from_millis(200);
 /// Bytes of preview text kept.
 const PREVIEW_BYTES: usize = 64 * 1024;
 
@@ -189,7 +191,11 @@ fn unified_diff(target: &Target, before: &str, content: &str, created: bool) -> 
     } else {
         format!("a/{}", target.shown)
     };
-    let diff = similar::TextDiff::from_lines(before, content);
+    // Two large, very different texts take long to diff well: past the deadline the diff
+    // is a coarser one, never a wait the question or the write has to sit through.
+    let diff = similar::TextDiff::configure()
+        .timeout(DIFF_TIME)
+        .diff_lines(before, content);
     let (mut added, mut removed) = (0u64, 0u64);
     for change in diff.iter_all_changes() {
         match change.tag() {

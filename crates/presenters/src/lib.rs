@@ -50,7 +50,7 @@ pub use card::{
     Card, CardBody, CardKind, CardStatus, DiffFile, DiffLine, DiffLineKind, QuestionItem,
     SearchFile, SearchLine, SubCall, TodoItem,
 };
-pub use page::{duration, session_page};
+pub use page::{duration, session_page, tokens};
 pub use present::{effect_line, parse_arguments, present_call, present_result, sandbox_refusals};
 pub use registry::{Presenter, Presenters, approval_note};
 pub use render::{

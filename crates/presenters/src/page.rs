@@ -103,13 +103,22 @@ fn facts_html(events: &[Event]) -> String {
     )
 }
 
-/// The tokens each model request used, as the server reported them, and their sum.
-fn usage_html(events: &[Event]) -> String {
-    let count = |usage: &Value, names: &[&str]| {
+/// The tokens one model request read and wrote, from the usage its server reported
+/// (OpenAI's `prompt_tokens`/`completion_tokens`, Anthropic's `input_tokens`/`output_tokens`).
+pub fn tokens(usage: &Value) -> (Option<u64>, Option<u64>) {
+    let count = |names: [&str; 2]| {
         names
             .iter()
             .find_map(|name| usage.get(*name).and_then(Value::as_u64))
     };
+    (
+        count(["prompt_tokens", "input_tokens"]),
+        count(["completion_tokens", "output_tokens"]),
+    )
+}
+
+/// The tokens each model request used, as the server reported them, and their sum.
+fn usage_html(events: &[Event]) -> String {
     let mut rows = String::new();
     let (mut input, mut output, mut steps) = (0, 0, 0);
     for event in events {
@@ -119,8 +128,7 @@ fn usage_html(events: &[Event]) -> String {
         let Some(usage) = &step.usage else {
             continue;
         };
-        let tokens_in = count(usage, &["prompt_tokens", "input_tokens"]);
-        let tokens_out = count(usage, &["completion_tokens", "output_tokens"]);
+        let (tokens_in, tokens_out) = tokens(usage);
         input += tokens_in.unwrap_or(0);
         output += tokens_out.unwrap_or(0);
         steps += 1;

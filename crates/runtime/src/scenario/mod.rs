@@ -387,7 +387,6 @@ impl Scenario {
         Ok(scripts)
     }
 
-    /// The files to seed, their paths checked to stay inside the workspace.
     /// The files of `workspace` seeding it for this scenario would replace (there with
     /// other content): check before a run in a folder of the user's, which is refused if
     /// any is.
@@ -395,6 +394,7 @@ impl Scenario {
         conflicts(workspace, &self.workspace.files)
     }
 
+    /// The files to seed, their paths checked to stay inside the workspace.
     fn seed_files(
         &self,
         extra: &BTreeMap<String, String>,
