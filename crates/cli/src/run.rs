@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::io::IsTerminal;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -196,12 +197,13 @@ fn run_scenario(args: &RunArgs, path: &Path) -> Result<()> {
 
 /// The report: pretty for `--json`, one line (the stream's last) for `--json-stream`.
 fn print_report(report: &Value, pretty: bool) -> Result<()> {
-    let text = if pretty {
-        serde_json::to_string_pretty(report)?
+    if pretty {
+        let text = serde_json::to_string_pretty(report)?;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{text}");
     } else {
-        report.to_string()
-    };
-    println!("{text}");
+        crate::console::emit(report);
+    }
     Ok(())
 }
 

@@ -124,7 +124,7 @@ impl Console {
         if self.mode == Mode::JsonLines {
             self.track(&event);
             if let Some(line) = json_line(&event) {
-                println!("{line}");
+                emit(&line);
             }
             return;
         }
@@ -288,7 +288,7 @@ impl Console {
                 println!("{}", harmless(text));
                 self.redraw();
             }
-            Mode::JsonLines => println!("{}", json!({"type": "note", "text": text})),
+            Mode::JsonLines => emit(&json!({"type": "note", "text": text})),
             Mode::Quiet => {}
         }
     }
@@ -439,6 +439,13 @@ fn terminal_width() -> usize {
 /// Control characters other than newline and tab, shown as escapes.
 fn harmless(text: &str) -> String {
     toolrail_presenters::escape_controls(text, toolrail_presenters::Newlines::Keep)
+}
+
+/// One JSON line on stdout. A reader that went away (`| head`) does not stop the session:
+/// its calls still end honestly in the log, the lines go nowhere.
+pub fn emit(line: &Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 /// An event as one JSON line (`--json-stream`; docs/cli.md lists the shapes).
