@@ -352,6 +352,42 @@ fn chat_streams_asks_whole_and_survives_ctrl_c() {
     terminal.type_line("Are you there?");
     terminal.wait("the next answer", |history| history.contains("Still here."));
     terminal.wait_prompts(4);
+
+    // The commands around the conversation, and the history of what was typed.
+    terminal.type_line("/cost");
+    terminal.wait("the cost", |history| {
+        history.contains("6 model requests · 60 tokens in · 30 tokens out")
+    });
+    terminal.type_line("/tools");
+    terminal.wait("the tools", |history| {
+        history
+            .lines()
+            .any(|line| line.trim_start().starts_with("write ") && line.contains("edit"))
+    });
+    terminal.type_line("/page");
+    let page = terminal.wait("the page", |history| history.contains("page: "));
+    let page = page
+        .lines()
+        .find_map(|line| line.strip_prefix("page: "))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("Still here.") && html.contains("ABORTED"),
+        "{page}"
+    );
+    terminal.wait_prompts(7);
+    terminal.keys(&["Up"]);
+    // Up brings the last line typed back to the prompt, not yet sent.
+    terminal.wait("the last line recalled", |history| {
+        history
+            .lines()
+            .filter(|line| line.starts_with("› /page"))
+            .count()
+            == 2
+    });
+    terminal.keys(&["C-u"]);
     terminal.type_line("/exit");
     terminal.wait("the goodbye", |history| {
         history.contains("`toolrail resume ")
