@@ -197,19 +197,40 @@ fn resume_goes_on_with_a_postgres_session_after_a_sigkill() {
         .unwrap()
         .to_owned();
 
-    let resumed = toolrail(
-        dir.path(),
-        &[
-            "resume",
-            &id,
-            "--store",
-            &store,
-            "--prompt",
-            "Go on",
-            "--approve",
-            "never",
-        ],
+    // A worker holding the session's lease keeps a resume out: writes beside its own would
+    // interleave with them.
+    let postgres = toolrail_session_log::PostgresStore::connect(
+        &store,
+        toolrail_session_log::Durability::Strict,
+    )
+    .unwrap();
+    let held = postgres
+        .acquire(
+            &toolrail_session_log::SessionId::new(&id),
+            "worker-9",
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    let resume = [
+        "resume",
+        &id,
+        "--store",
+        &store,
+        "--prompt",
+        "Go on",
+        "--approve",
+        "never",
+    ];
+    let refused = toolrail(dir.path(), &resume);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("leased to `worker-9`"),
+        "{}",
+        text(&refused)
     );
+    postgres.release(&held).unwrap();
+
+    let resumed = toolrail(dir.path(), &resume);
     let asked: Vec<String> = requests.try_iter().collect();
     assert_eq!(asked.len(), 2, "{asked:?}");
     check_resumed(&resumed, &asked[1]);
@@ -220,4 +241,13 @@ fn resume_goes_on_with_a_postgres_session_after_a_sigkill() {
     assert_eq!(report["calls"][0]["error"]["code"], "TOOL_OUTCOME_UNKNOWN");
     let listed = text(&toolrail(dir.path(), &["sessions", "--store", &store]));
     assert!(listed.contains("ended: completed"), "{listed}");
+    // The resume held the session under a lease of its own, and let go of it as it left.
+    let line = listed
+        .lines()
+        .find(|line| line.starts_with(id.as_str()))
+        .unwrap();
+    assert!(
+        line.contains("resume-") && !line.contains("held by"),
+        "{line}"
+    );
 }

@@ -258,6 +258,62 @@ fn refused(error: StoreError, first: Option<String>) -> Outcome {
     }
 }
 
+/// How long the lease of a session resumed by hand lasts without renewal.
+const RESUME_LEASE: Duration = Duration::from_secs(30);
+
+/// Resumes session `id` of a PostgreSQL store under a lease of this process's: see
+/// [`AgentBuilder::resume`](crate::AgentBuilder::resume).
+pub(crate) async fn resume_leased(
+    builder: crate::AgentBuilder,
+    store: &Store,
+    postgres: &PostgresStore,
+    id: &SessionId,
+) -> Result<crate::Resumed, crate::BuildError> {
+    let owner = format!("resume-{}", std::process::id());
+    let refused = |error: StoreError| {
+        crate::BuildError::Store(crate::StoreOpenError::Store {
+            url: store.url().to_owned(),
+            source: error,
+        })
+    };
+    let lease = postgres.acquire(id, &owner, RESUME_LEASE).map_err(refused)?;
+    let renewal = Renewal::start(postgres.clone(), lease.clone(), CancellationToken::new())
+        .map_err(|error| {
+            crate::BuildError::Session(format!("the lease renewal could not start: {error}"))
+        })?;
+    let held = HeldLease {
+        renewal: Some(renewal),
+        store: postgres.clone(),
+        lease: lease.clone(),
+    };
+    let built = builder
+        .build_in(crate::agent::Source::Leased {
+            store: store.clone(),
+            lease,
+        })
+        .await?;
+    built.agent.keep(Box::new(held));
+    Ok(crate::Resumed {
+        agent: built.agent,
+        recovery: built.recovery.unwrap_or_default(),
+    })
+}
+
+/// A lease renewed while it lives, released when it is dropped.
+struct HeldLease {
+    renewal: Option<Renewal>,
+    store: PostgresStore,
+    lease: Lease,
+}
+
+impl Drop for HeldLease {
+    fn drop(&mut self) {
+        drop(self.renewal.take());
+        // Released, not left to run out: whoever comes next need not wait for it.
+        let _ = self.store.release(&self.lease);
+    }
+}
+
 /// Renews a lease every third of its life on a thread of its own (a renewal must not wait
 /// behind the session's work), and cancels the session once the lease is lost.
 struct Renewal {

@@ -202,7 +202,7 @@ pub(crate) async fn assemble(
             cancel: parking_lot::Mutex::new(CancellationToken::new()),
             steering,
             registry,
-            _keep: keep,
+            keep: parking_lot::Mutex::new(keep),
         }),
     };
     Ok(Assembled {

@@ -246,7 +246,15 @@ impl AgentBuilder {
     /// probe can tell), and returns an agent whose next prompt continues the conversation,
     /// with file observations, session approvals, the todo board, plan mode and loaded
     /// tools as the log left them.
+    ///
+    /// A PostgreSQL session is resumed under a lease of this process's, renewed while the
+    /// agent lives and released when it is dropped: no worker claims it meanwhile, and a
+    /// session someone else holds is refused (`BuildError::Store`, naming the holder).
     pub async fn resume(self, store: &Store, id: &SessionId) -> Result<Resumed, BuildError> {
+        #[cfg(feature = "postgres")]
+        if let Some(postgres) = store.postgres() {
+            return crate::fleet::resume_leased(self, store, postgres, id).await;
+        }
         let built = assemble(
             self.config,
             self.additions,

@@ -63,7 +63,7 @@ struct Shared {
     steering: Steering,
     registry: Registry,
     /// Whatever must live as long as the session (MCP servers and their processes).
-    _keep: Vec<Box<dyn std::any::Any + Send + Sync>>,
+    keep: Mutex<Vec<Box<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -165,6 +165,11 @@ impl Agent {
     pub async fn resume(store: &Store, id: &SessionId) -> Result<Resumed, BuildError> {
         let config = builder::recorded_config(store, id)?;
         Self::builder().config(config).resume(store, id).await
+    }
+
+    /// Keeps `thing` for as long as the session lives (a lease held for it).
+    pub(crate) fn keep(&self, thing: Box<dyn std::any::Any + Send + Sync>) {
+        self.shared.keep.lock().push(thing);
     }
 
     /// The session's id in its store.
