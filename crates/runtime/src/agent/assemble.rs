@@ -202,7 +202,7 @@ pub(crate) async fn assemble(
             cancel: parking_lot::Mutex::new(CancellationToken::new()),
             steering,
             registry,
-            keep: parking_lot::Mutex::new(keep),
+            _keep: parking_lot::Mutex::new(keep),
         }),
     };
     Ok(Assembled {

@@ -63,7 +63,7 @@ struct Shared {
     steering: Steering,
     registry: Registry,
     /// Whatever must live as long as the session (MCP servers and their processes).
-    keep: Mutex<Vec<Box<dyn std::any::Any + Send + Sync>>>,
+    _keep: Mutex<Vec<Box<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -168,8 +168,9 @@ impl Agent {
     }
 
     /// Keeps `thing` for as long as the session lives (a lease held for it).
+    #[cfg(feature = "postgres")]
     pub(crate) fn keep(&self, thing: Box<dyn std::any::Any + Send + Sync>) {
-        self.shared.keep.lock().push(thing);
+        self.shared._keep.lock().push(thing);
     }
 
     /// The session's id in its store.
