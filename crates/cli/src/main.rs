@@ -116,7 +116,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("toolrail: {error:#}");
+            eprintln!("toolrail: {}", said_once(&error));
             if error.chain().any(|cause| cause.is::<BadInput>()) {
                 ExitCode::from(2)
             } else {
@@ -124,6 +124,20 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The error and its causes, each said once: many errors' own words already end with
+/// their cause's, which `{:#}` would repeat.
+fn said_once(error: &anyhow::Error) -> String {
+    let mut message = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
 }
 
 /// The runtime every command runs on.

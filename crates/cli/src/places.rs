@@ -190,8 +190,12 @@ pub fn open_store(store: Option<&str>) -> Result<Store> {
             }
         }
     };
-    Store::open(&url, toolrail_session_log::Durability::Strict)
-        .map_err(|error| bad_input!("--store {url}: {error}"))
+    // A URL that names no store is bad input; a store that does not answer is a failure.
+    Store::open(&url, toolrail_session_log::Durability::Strict).map_err(|error| match error {
+        url_error @ (toolrail_runtime::StoreOpenError::Url(_)
+        | toolrail_runtime::StoreOpenError::NotBuilt { .. }) => bad_input!("{url_error}"),
+        failed @ toolrail_runtime::StoreOpenError::Store { .. } => anyhow::Error::new(failed),
+    })
 }
 
 /// How to name this session to `toolrail resume`: its id, and its store when that is not

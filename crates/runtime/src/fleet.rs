@@ -276,7 +276,9 @@ pub(crate) async fn resume_leased(
             source: error,
         })
     };
-    let lease = postgres.acquire(id, &owner, RESUME_LEASE).map_err(refused)?;
+    let lease = postgres
+        .acquire(id, &owner, RESUME_LEASE)
+        .map_err(refused)?;
     let renewal = Renewal::start(postgres.clone(), lease.clone(), CancellationToken::new())
         .map_err(|error| {
             crate::BuildError::Session(format!("the lease renewal could not start: {error}"))
