@@ -243,10 +243,9 @@ impl Server {
             };
             self.registry.remove_source(&self.source());
             *self.link.lock() = None;
-            // The session waits for the first try only, not for every restart.
-            self.first_try_over.store(true, Ordering::Release);
-            self.settled.notify_waiters();
             if self.stop.is_cancelled() {
+                self.first_try_over.store(true, Ordering::Release);
+                self.settled.notify_waiters();
                 return;
             }
             // A server that ran a good while before it failed starts its count again:
@@ -254,20 +253,29 @@ impl Server {
             if began.elapsed() > STABLE {
                 restarts = 0;
             }
-            if restarts >= self.config.max_restarts {
+            let withdrawn = restarts >= self.config.max_restarts;
+            // The state first, then the word that the first try is over: whoever waited for
+            // it reads how it went, never `Starting`.
+            if withdrawn {
                 self.set_state(ServerState::Withdrawn {
                     why: format!(
                         "{outcome}; withdrawn after {restarts} restart{}",
                         if restarts == 1 { "" } else { "s" }
                     ),
                 });
+            } else {
+                restarts += 1;
+                self.set_state(ServerState::Restarting {
+                    why: outcome,
+                    restarts,
+                });
+            }
+            // The session waits for the first try only, not for every restart.
+            self.first_try_over.store(true, Ordering::Release);
+            self.settled.notify_waiters();
+            if withdrawn {
                 return;
             }
-            restarts += 1;
-            self.set_state(ServerState::Restarting {
-                why: outcome,
-                restarts,
-            });
             let backoff = Duration::from_millis(200u64.saturating_mul(1 << restarts.min(6)));
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
