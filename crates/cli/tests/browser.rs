@@ -81,13 +81,7 @@ fn the_demo_page_has_a_card_and_a_lane_per_call_in_a_real_browser() {
     let page = session.join("session.html");
     let profile = dir.path().join("profile");
 
-    let dom = headless(&chromium, &profile, &page, &["--dump-dom"]);
-    assert!(
-        dom.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dom.stderr)
-    );
-    let dom = String::from_utf8(dom.stdout).unwrap();
+    let dom = dom_of(&chromium, &profile, &page);
     let calls: Vec<String> = (1..=9).map(|n| format!("c{n}")).collect();
     assert_eq!(
         dom.matches("<article class=\"card").count(),
@@ -117,29 +111,7 @@ fn the_demo_page_has_a_card_and_a_lane_per_call_in_a_real_browser() {
         assert!(!dom.contains(external), "the page loads `{external}…`");
     }
 
-    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("demo-session-page.png");
-    let _ = std::fs::remove_file(&shot);
-    let screenshot = headless(
-        &chromium,
-        &profile,
-        &page,
-        &[
-            "--window-size=1200,2400",
-            &format!("--screenshot={}", shot.display()),
-        ],
-    );
-    assert!(
-        screenshot.status.success(),
-        "{}",
-        String::from_utf8_lossy(&screenshot.stderr)
-    );
-    let png = std::fs::read(&shot).unwrap();
-    assert!(
-        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
-        "{} bytes",
-        png.len()
-    );
-    eprintln!("screenshot: {}", shot.display());
+    screenshot(&chromium, &profile, &page, "demo-session-page.png");
 }
 
 /// The DOM Chromium builds from `page`.
