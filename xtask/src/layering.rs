@@ -78,9 +78,15 @@ pub const LAYERS: &[(&str, Allowed)] = &[
     ("cli", Allowed::Product),
 ];
 
-/// Crates every crate may use in its tests, on top of what it may use in its code: the
-/// test kit (not in the product's own tests) and the leaf test support.
-const DEV_EXTRA: &[&str] = &["testkit", "test-support"];
+/// What every crate may use in its tests, on top of what it may use in its code: the leaf
+/// test support, which depends on no toolrail crate.
+const TEST_SUPPORT: &str = "test-support";
+
+/// The crates whose tests still use the test kit, which sits above them: their tests build
+/// the layers above them. Shrinking, never growing: what they use moves to the test support
+/// (issue 23), and a crate leaves this list when it no longer needs the kit. The test kit
+/// is for tests of whole sessions (the kit's own, the runtime's, the examples').
+const TESTKIT_IN_TESTS: &[&str] = &["agent-loop", "code-mode", "mcp", "providers", "shell-tool"];
 
 /// The test kit, which the product (`cli`) never depends on.
 const TESTKIT: &str = "testkit";
@@ -208,13 +214,11 @@ fn may_depend(dir: &str, allowed: Allowed, dep_dir: &str, kind: DepKind) -> bool
                     .is_some_and(|below| may_depend(inner, below, dep_dir, DepKind::Normal))
         }
     };
-    // A crate's own tests may use the test kit (but the test kit cannot test itself with
-    // itself, and the product not at all) and the test support.
-    let product = matches!(allowed, Allowed::Product);
+    // A crate's own tests may use the test support (but not test it with itself), and the
+    // test kit only where the list above still allows it.
     let dev_extra = kind == DepKind::Dev
-        && DEV_EXTRA.contains(&dep_dir)
         && dep_dir != dir
-        && !(product && dep_dir == TESTKIT);
+        && (dep_dir == TEST_SUPPORT || (dep_dir == TESTKIT && TESTKIT_IN_TESTS.contains(&dir)));
     by_layer || dev_extra
 }
 
@@ -235,12 +239,7 @@ fn describe(allowed: Allowed, kind: DepKind) -> String {
         Allowed::Through(inner) => format!("{inner} and what {inner} may depend on"),
     };
     if kind == DepKind::Dev {
-        text.push_str(match allowed {
-            Allowed::Product => ", plus test-support in dev-dependencies",
-            Allowed::Only(_) | Allowed::EveryLibrary | Allowed::Through(_) => {
-                ", plus testkit and test-support in dev-dependencies"
-            }
-        });
+        text.push_str(", plus test-support in dev-dependencies");
     }
     text
 }
@@ -387,9 +386,24 @@ mod tests {
     }
 
     #[test]
-    fn tests_may_use_the_testkit_but_code_may_not() {
-        let dev = [krate("session-log", &[("toolrail-testkit", DepKind::Dev)])];
-        assert_eq!(check(&dev), vec![]);
+    fn tests_use_the_test_support_and_the_testkit_only_where_still_listed() {
+        let leaf = [krate(
+            "session-log",
+            &[("toolrail-test-support", DepKind::Dev)],
+        )];
+        assert_eq!(check(&leaf), vec![]);
+        let listed = [krate("shell-tool", &[("toolrail-testkit", DepKind::Dev)])];
+        assert_eq!(check(&listed), vec![]);
+        // The bottom crate's tests build nothing above it.
+        let up = [krate("session-log", &[("toolrail-testkit", DepKind::Dev)])];
+        assert_eq!(
+            check(&up),
+            vec![Violation(
+                "toolrail-session-log -> toolrail-testkit (dev-dependency) is not allowed \
+                 (session-log may depend on: nothing, plus test-support in dev-dependencies)"
+                    .to_owned()
+            )]
+        );
 
         let normal = [krate(
             "session-log",
@@ -406,8 +420,7 @@ mod tests {
             check(&dev_up),
             vec![Violation(
                 "toolrail-tools-core -> toolrail-agent-loop (dev-dependency) is not allowed \
-                 (tools-core may depend on: session-log, plus testkit and test-support in \
-                 dev-dependencies)"
+                 (tools-core may depend on: session-log, plus test-support in dev-dependencies)"
                     .to_owned()
             )]
         );

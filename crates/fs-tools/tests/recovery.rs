@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use support::bench;
 use toolrail_fs_tools::{FsEffectProbe, atomic_replace};
-use toolrail_testkit::SeededRng;
+use toolrail_test_support::rng::SeededRng;
 use toolrail_tools_core::log::{
     AppendUrgency, AssistantBlock, AssistantMessage, CallId, EffectProbe, ErrorCode, EventData,
     EventDraft, EventSink, MemorySink, StepId, StepStart, StopReason, Timestamp, TurnId, TurnStart,

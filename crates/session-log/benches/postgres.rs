@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use toolrail_session_log::*;
-use toolrail_testkit::bench::BenchRow;
-use toolrail_testkit::pg::PgServer;
+use toolrail_test_support::bench::BenchRow;
+use toolrail_test_support::pg::PgServer;
 
 mod common;
 use common::{event_draft, start};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use toolrail_session_log::*;
-use toolrail_testkit::bench::{BenchRow, growth_exponent};
+use toolrail_test_support::bench::{BenchRow, growth_exponent};
 
 mod common;
 use common::{event_draft, start};

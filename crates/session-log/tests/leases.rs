@@ -8,7 +8,7 @@
     clippy::wildcard_enum_match_arm
 )]
 
-use toolrail_testkit::pg;
+use toolrail_test_support::pg;
 
 use std::time::Duration;
 

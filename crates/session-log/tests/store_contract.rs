@@ -363,7 +363,7 @@ contract!(sqlite, |dir: &std::path::Path, durability| {
 /// The same contract against a real PostgreSQL server, a fresh database per store.
 mod postgres_store {
     use super::*;
-    use toolrail_testkit::pg::PgServer;
+    use toolrail_test_support::pg::PgServer;
 
     fn store(server: &PgServer, durability: Durability) -> PostgresStore {
         PostgresStore::connect(&server.fresh_database(), durability).unwrap()

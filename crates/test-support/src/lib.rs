@@ -1,7 +1,8 @@
 //! What toolrail's tests and benches share, in a leaf crate that depends on none of
 //! toolrail's own, so any crate's tests may use it without building the layers above:
-//! a real PostgreSQL server for a test ([`pg`]), the process table ([`processes`]), and the
-//! server side of one HTTP request ([`http`]).
+//! a real PostgreSQL server for a test ([`pg`]), the process table ([`processes`]), a
+//! scripted model server ([`http`]), the benches' `BENCH_ROW` lines and statistics
+//! ([`bench`]), and a seeded generator for randomized tests ([`rng`]).
 //!
 //! # Examples
 //!
@@ -48,8 +49,10 @@
 //! // The server is stopped and its folder removed when `server` is dropped.
 //! ```
 
+pub mod bench;
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 pub mod http;
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 pub mod pg;
 pub mod processes;
+pub mod rng;

@@ -1,69 +1,7 @@
-//! The `BENCH_ROW` lines `cargo xtask bench` collects: toolrail's median beside a baseline
-//! measured in the same run, with the goal the row is held to.
+//! The benches' shared pieces: the `BENCH_ROW` lines and statistics (from the leaf
+//! `toolrail-test-support`, for crates below this one), and a tool that does nothing.
 
-use serde_json::json;
-
-/// One row, in nanoseconds.
-#[derive(Clone, Debug)]
-pub struct BenchRow<'a> {
-    pub row: &'a str,
-    pub ours_ns: f64,
-    pub baseline_name: &'a str,
-    pub baseline_ns: f64,
-    /// Said in words, e.g. `within 1.5× of rg`.
-    pub goal: &'a str,
-    /// The goal as a bound on ours, if it is absolute.
-    pub goal_max_ns: Option<f64>,
-    /// The goal as a bound on ours / baseline, if it is a ratio.
-    pub goal_max_ratio: Option<f64>,
-}
-
-impl BenchRow<'_> {
-    pub fn print(&self) {
-        self.print_in("ns");
-    }
-
-    /// The row in another unit than nanoseconds (`ours_ns`, `baseline_ns` and `goal_max_ns`
-    /// then hold values in `unit`), e.g. a fitted exponent or bytes.
-    pub fn print_in(&self, unit: &str) {
-        let row = json!({
-            "row": self.row, "unit": unit, "ours": self.ours_ns,
-            "baseline_name": self.baseline_name, "baseline": self.baseline_ns,
-            "goal": self.goal, "goal_max": self.goal_max_ns, "goal_max_ratio": self.goal_max_ratio,
-        });
-        println!("BENCH_ROW {row}");
-    }
-}
-
-/// The median of the samples (the upper one of an even count); 0 for none.
-pub fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples.get(samples.len() / 2).copied().unwrap_or(0.0)
-}
-
-/// The exponent `k` of the power law `time ≈ c · size^k` that fits `(size, time)` points
-/// best (least squares in log–log space): 1 is linear, 2 quadratic. 0 for fewer than two
-/// usable points.
-pub fn growth_exponent(points: &[(f64, f64)]) -> f64 {
-    let logs: Vec<(f64, f64)> = points
-        .iter()
-        .filter(|(size, time)| *size > 0.0 && *time > 0.0)
-        .map(|(size, time)| (size.ln(), time.ln()))
-        .collect();
-    if logs.len() < 2 {
-        return 0.0;
-    }
-    let count = logs.len() as f64;
-    let mean_x = logs.iter().map(|(x, _)| x).sum::<f64>() / count;
-    let mean_y = logs.iter().map(|(_, y)| y).sum::<f64>() / count;
-    let covariance: f64 = logs.iter().map(|(x, y)| (x - mean_x) * (y - mean_y)).sum();
-    let variance: f64 = logs.iter().map(|(x, _)| (x - mean_x).powi(2)).sum();
-    if variance == 0.0 {
-        0.0
-    } else {
-        covariance / variance
-    }
-}
+pub use toolrail_test_support::bench::{BenchRow, growth_exponent, median};
 
 /// A tool that does nothing and may overlap with anything: the benches measure the
 /// runtime's own cost per call with it.
@@ -82,19 +20,5 @@ impl toolrail_tools_core::Tool for NoopTool {
         _args: &'a serde_json::Value,
     ) -> toolrail_session_log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
         Box::pin(async { Ok(toolrail_tools_core::ToolOutput::text("ok")) })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::growth_exponent;
-
-    #[test]
-    fn the_exponent_of_exact_power_laws() {
-        let linear: Vec<(f64, f64)> = [1.0, 10.0, 100.0].iter().map(|n| (*n, 3.0 * n)).collect();
-        assert!((growth_exponent(&linear) - 1.0).abs() < 1e-9);
-        let quadratic: Vec<(f64, f64)> = [2.0, 20.0, 200.0].iter().map(|n| (*n, n * n)).collect();
-        assert!((growth_exponent(&quadratic) - 2.0).abs() < 1e-9);
-        assert_eq!(growth_exponent(&[(5.0, 1.0)]), 0.0);
     }
 }

@@ -45,11 +45,9 @@ pub mod fleet;
 mod probe;
 /// A real PostgreSQL server for a test, and the process table (from `toolrail-test-support`).
 pub use toolrail_test_support::{pg, processes};
-mod rng;
 mod scenario;
 
 pub use probe::{Probe, ProbeArgs};
-pub use rng::SeededRng;
 pub use scenario::{
     Expectations, ModelStep, RESUME_MESSAGE, RunOptions, SCENARIO_SESSION, Scenario, ScenarioError,
     ScenarioPlace, ScenarioReport, ToolCallSpec, TurnSpec, WorkspaceSpec, probes,
@@ -58,6 +56,7 @@ pub use scenario::{
 pub use toolrail_interaction::ScriptedApprovals;
 /// The scripted model scenarios run on.
 pub use toolrail_runtime::scenario::ScriptedModel;
+pub use toolrail_test_support::rng::SeededRng;
 
 /// `(kind, call id)` of every event, in order: the shape most tests compare a log by.
 pub fn trail(events: &[toolrail_session_log::Event]) -> Vec<(String, String)> {

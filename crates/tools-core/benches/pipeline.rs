@@ -13,13 +13,28 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use toolrail_session_log::{BoxFuture, MemorySink, ToolResultRecord, ToolSource};
-use toolrail_testkit::bench::NoopTool;
-use toolrail_testkit::bench::{BenchRow, median};
+use toolrail_test_support::bench::{BenchRow, median};
 use toolrail_tools_core::{
-    BatchControl, CallIdentity, CallRequest, CallView, ExecNext, ExecuteLayer, Guard, GuardVerdict,
-    HookError, ObserverError, Pipeline, PreExecuteDecision, PreExecuteHook, PreNext,
-    RegistryBuilder, ResultObserver, ToolContext, ToolResult, ToolSet, ToolSpec,
+    BatchControl, CallIdentity, CallRequest, CallView, Concurrency, ExecNext, ExecuteLayer, Guard,
+    GuardVerdict, HookError, ObserverError, Pipeline, PreExecuteDecision, PreExecuteHook, PreNext,
+    RegistryBuilder, ResultObserver, Tool, ToolContext, ToolOutput, ToolResult, ToolSet, ToolSpec,
 };
+
+/// A tool that does nothing and may overlap with anything: the runtime's own cost per
+/// call is measured with it. (Defined here: this crate's benches build nothing above it.)
+struct NoopTool(ToolSpec);
+
+impl Tool for NoopTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::shared()
+    }
+    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async { Ok(ToolOutput::text("ok")) })
+    }
+}
 
 /// Consults the rest of the chain, as a permission hook does.
 struct PassHook;
