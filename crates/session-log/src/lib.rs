@@ -57,6 +57,7 @@ mod elided;
 mod event;
 mod ids;
 mod message_calls;
+pub mod outcome;
 mod recovery;
 mod replay;
 mod result;

@@ -181,7 +181,7 @@ pub async fn recover(
             let record = if batch.truncated {
                 synthetic(ToolResultRecord::failure(
                     ErrorCode::TruncatedCall,
-                    "the assistant message was cut off by the output-length limit; this call was not run. Send it again (smaller, if needed).",
+                    crate::outcome::TRUNCATED_CALL,
                 ))
             } else if let Some(refusal) = &call.repeat_refusal {
                 // What the live run would have answered: such a call never starts.
@@ -395,11 +395,7 @@ fn started_record(
             }
         }
     }
-    let advice = if idempotent {
-        "the tool is idempotent: safe to retry"
-    } else {
-        "it may have acted: verify before retrying"
-    };
+    let advice = crate::outcome::retry_advice(idempotent);
     let mut message = format!(
         "the session stopped while this call was running and its outcome is unknown — {advice}"
     );

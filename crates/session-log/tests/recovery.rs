@@ -508,10 +508,19 @@ async fn calls_of_a_cut_off_message_are_truncated_not_merely_unstarted() {
             stop_reason: StopReason::Length,
         }),
     );
-    let (report, _) = session.recover(&[]).await;
+    let (report, appended) = session.recover(&[]).await;
     assert_eq!(
         report.repaired,
         vec![(CallId::from("c1"), Some(ErrorCode::TruncatedCall))]
+    );
+    // In the words the pipeline uses when the cut-off message arrives.
+    let message = appended.iter().find_map(|event| match &event.data {
+        EventData::ToolResult(record) => record.error.as_ref().map(|error| error.message.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        message.as_deref(),
+        Some(toolrail_session_log::outcome::TRUNCATED_CALL)
     );
 }
 

@@ -467,6 +467,15 @@ async fn a_call_from_a_truncated_message_is_recorded_and_never_parsed_or_run() {
     assert!(!settled.started());
     let result = pipeline.finish(settled).await.unwrap();
     assert_eq!(code(&result), Some("TRUNCATED_CALL"));
+    // In the words recovery uses for the same outcome.
+    assert_eq!(
+        result
+            .record
+            .error
+            .as_ref()
+            .map(|error| error.message.as_str()),
+        Some(toolrail_session_log::outcome::TRUNCATED_CALL)
+    );
     assert!(result.record.synthetic);
     assert_eq!(probe.runs(), 0);
     assert_eq!(h.kinds(), ["tool/call", "tool/result"]);

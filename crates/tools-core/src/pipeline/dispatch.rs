@@ -320,11 +320,7 @@ fn abandoned(interrupt: Interrupt, grace: Duration, safe_to_retry: bool) -> Tool
         Interrupt::Cancelled => "the call was cancelled while running".to_owned(),
         Interrupt::TimedOut(limit) => format!("the call did not finish within {}", human(limit)),
     };
-    let advice = if safe_to_retry {
-        "the tool is read-only or idempotent: safe to retry"
-    } else {
-        "it may have acted: verify before retrying"
-    };
+    let advice = toolrail_session_log::outcome::retry_advice(safe_to_retry);
     info(
         ErrorCode::ToolOutcomeUnknown,
         format!(

@@ -133,7 +133,7 @@ impl Pipeline {
         tools: &ToolSet,
         request: CallRequest,
     ) -> Result<SettledCall, PipelineError> {
-        let message = "the assistant message was cut off by the output-length limit before this call was complete; it was not run. Send the call again (smaller, if needed).";
+        let message = toolrail_session_log::outcome::TRUNCATED_CALL;
         self.record_unprepared(tools, request, info(ErrorCode::TruncatedCall, message))
             .await
     }
