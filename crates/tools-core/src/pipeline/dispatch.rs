@@ -23,6 +23,7 @@ use crate::tool::{Tool, ToolFailure, ToolOutput, ToolResult};
 use crate::unwind::CatchUnwind;
 
 /// A call whose body settled (or was never started). Finish it to commit its result.
+#[must_use = "a settled call must be finished to commit its result"]
 pub struct SettledCall {
     pub(super) core: CallCore,
     pub(super) settlement: Settlement,

@@ -38,6 +38,7 @@ enum Parsing {
 static NO_ARGUMENTS: LazyLock<Arc<Value>> = LazyLock::new(|| Arc::new(Value::Null));
 
 /// The outcome of preparation.
+#[must_use = "a prepared call must be dispatched, or its refusal finished: dropping it leaves the call without a result"]
 pub enum Preparation {
     /// Allowed by every policy stage; may be dispatched.
     Ready(ReadyCall),
@@ -46,6 +47,7 @@ pub enum Preparation {
 }
 
 /// A call that passed stages 1–5. Frozen: its arguments and identity cannot change.
+#[must_use = "a ready call must be dispatched: dropping it leaves the call without a result"]
 pub struct ReadyCall {
     pub(super) core: CallCore,
     pub(super) entry: Arc<ToolEntry>,
