@@ -82,6 +82,20 @@ impl CallId {
     pub fn is_code_sub_call(&self) -> bool {
         self.0.contains(":code:")
     }
+
+    /// Whether this id names a tool call the program of call `parent` made.
+    ///
+    /// ```
+    /// use toolrail_session_log::CallId;
+    /// let parent = CallId::from("c1");
+    /// assert!(parent.code_sub_call(3).is_code_sub_call_of(&parent));
+    /// assert!(!CallId::from("c10:code:1").is_code_sub_call_of(&parent));
+    /// ```
+    pub fn is_code_sub_call_of(&self, parent: &CallId) -> bool {
+        self.0
+            .strip_prefix(parent.as_str())
+            .is_some_and(|rest| rest.starts_with(":code:"))
+    }
 }
 
 /// The number of a user turn in a session, starting at 1.

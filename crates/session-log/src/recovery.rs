@@ -171,7 +171,7 @@ pub async fn recover(
                 event
                     .call_id
                     .as_ref()
-                    .is_some_and(|id| *id == call.call_id || is_sub_call_of(id, &call.call_id))
+                    .is_some_and(|id| *id == call.call_id || id.is_code_sub_call_of(&call.call_id))
             };
             let started = since.iter().any(|event| {
                 event.call_id.as_ref() == Some(&call.call_id)
@@ -254,13 +254,6 @@ pub async fn recover(
     }
     log.barrier().await?;
     Ok(report)
-}
-
-/// Whether `id` names a code-mode sub-call of `parent` (`<parent>:code:<n>`).
-fn is_sub_call_of(id: &CallId, parent: &CallId) -> bool {
-    id.as_str()
-        .strip_prefix(parent.as_str())
-        .is_some_and(|rest| rest.starts_with(":code:"))
 }
 
 struct LastTurn {
