@@ -153,7 +153,11 @@ impl Bindings {
     }
 
     async fn run(&self, ticket: u64, name: String, arguments: String) -> String {
-        let call_id = format!("{}:code:{}", self.parent.call_id, ticket + 1);
+        // The id's shape is the log's to say (`CallId::code_sub_call`).
+        let number = u32::try_from(ticket + 1).unwrap_or(u32::MAX);
+        let call_id = toolrail_session_log::CallId::from(self.parent.call_id.as_str())
+            .code_sub_call(number)
+            .to_string();
         let parsed: Value =
             serde_json::from_str(&arguments).unwrap_or_else(|_| Value::String(arguments.clone()));
         // Logged in its turn, so the log holds the program's calls in submission order.
