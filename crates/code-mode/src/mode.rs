@@ -22,12 +22,21 @@ pub enum PresentationMode {
     Both,
 }
 
+/// What the model is told when it calls a tool directly that code mode keeps for programs.
+fn refuse_direct_call(tool: &str, entry_point: &str) -> String {
+    format!(
+        "`{tool}` is not called directly in code mode: call it from a `{entry_point}` program, e.g. `const result = await {tool}({{...}});`"
+    )
+}
+
 impl PresentationMode {
     /// The tool set one model request is offered in this mode.
     pub fn present(self, tools: &ToolSet) -> ToolSet {
         match self {
             Self::Native => tools.without(RUN_CODE),
-            Self::Code => tools.for_code_mode(RUN_CODE),
+            Self::Code => tools
+                .for_code_mode(RUN_CODE)
+                .with_code_only_refusal(refuse_direct_call),
             Self::Both => tools.clone(),
         }
     }

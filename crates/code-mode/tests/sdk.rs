@@ -119,3 +119,14 @@ fn presentation_modes_offer_what_they_say() {
     assert!(prompt.contains("async function probe(args)"), "{prompt}");
     assert!(!prompt.contains("function run_code"), "{prompt}");
 }
+
+#[test]
+fn a_direct_call_of_a_program_s_tool_is_refused_with_how_to_call_it() {
+    let presented = toolrail_code_mode::PresentationMode::Code.present(&tools());
+    let refusal = presented.code_only_refusal("deploy_app").unwrap();
+    assert_eq!(
+        refusal,
+        "`deploy_app` is not called directly in code mode: call it from a `run_code` program, e.g. `const result = await deploy_app({...});`"
+    );
+    assert_eq!(presented.code_only_refusal("run_code"), None);
+}

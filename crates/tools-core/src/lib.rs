@@ -97,8 +97,8 @@ pub use post_hook::{PostExecuteAction, PostExecuteDecision, PostExecuteHook, Res
 pub use pre_hook::{PreExecuteDecision, PreExecuteHook, PreNext, PreNextFuture};
 pub use protected::{CREDENTIAL_LOCATIONS, ProtectedPaths, ProtectedPatternError, in_git_folder};
 pub use registry::{
-    CallOrigin, NamePattern, Registry, RegistryBuilder, RegistryError, RegistryWarning,
-    ReservedName, ScopeBuilder, SnapshotSource, ToolEntry, ToolScope, ToolSet,
+    CallOrigin, CodeOnlyRefusal, NamePattern, Registry, RegistryBuilder, RegistryError,
+    RegistryWarning, ReservedName, ScopeBuilder, SnapshotSource, ToolEntry, ToolScope, ToolSet,
 };
 pub use spec::{
     ClaimMode, Concurrency, Exposure, ResourceClaim, ResourceKey, SubjectField, SubjectKind,

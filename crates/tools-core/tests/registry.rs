@@ -512,10 +512,19 @@ async fn in_code_mode_the_model_sees_run_code_alone_and_programs_see_the_rest() 
         direct
             .record
             .text()
-            .contains("call it from a `run_code` program"),
+            .contains("call it from a program through `run_code`"),
         "{}",
         direct.record.text()
     );
+    // The crate that owns code mode says it in its own words.
+    let worded = tools
+        .clone()
+        .with_code_only_refusal(|tool, entry| format!("`{tool}`: write a program for `{entry}`"));
+    assert_eq!(
+        worded.code_only_refusal("read").as_deref(),
+        Some("`read`: write a program for `run_code`")
+    );
+    assert_eq!(worded.code_only_refusal("run_code"), None);
     let from_program = pipeline
         .execute_one(
             &tools,

@@ -482,13 +482,8 @@ fn error_detail(error: &ArgumentError) -> String {
 
 fn unknown_tool(name: &str, tools: &ToolSet) -> ToolErrorInfo {
     const SHOWN: usize = 20;
-    if tools.is_code_only(name) {
-        return info(
-            ErrorCode::UnknownTool,
-            format!(
-                "`{name}` is not called directly in code mode: call it from a `run_code` program, e.g. `const result = await {name}({{...}});`"
-            ),
-        );
+    if let Some(refusal) = tools.code_only_refusal(name) {
+        return info(ErrorCode::UnknownTool, refusal);
     }
     let names = tools.names();
     let mut listed = names

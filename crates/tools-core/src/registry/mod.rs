@@ -16,7 +16,7 @@ use parking_lot::RwLock;
 use toolrail_session_log::ToolSource;
 
 pub use scope::{NamePattern, ScopeBuilder, ToolScope};
-pub use toolset::{CallOrigin, ToolEntry, ToolSet};
+pub use toolset::{CallOrigin, CodeOnlyRefusal, ToolEntry, ToolSet};
 
 use crate::tool::Tool;
 

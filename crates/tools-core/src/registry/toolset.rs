@@ -101,6 +101,22 @@ pub struct ToolSet {
     hidden: Arc<BTreeMap<String, Arc<ToolEntry>>>,
     /// In code mode: the tools a program may call but the model may not call directly.
     code_only: Arc<BTreeMap<String, Arc<ToolEntry>>>,
+    /// In code mode: why a code-only tool called directly is refused, in the words of the
+    /// crate that owns code mode (which knows how its programs call a tool).
+    code_only_refusal: Option<CodeOnlyRefusal>,
+    /// In code mode: the one tool the model is offered.
+    entry_point: Option<Arc<str>>,
+}
+
+/// What the model is told when it calls, directly, a tool kept for programs: given the
+/// tool's name and the entry point's.
+pub type CodeOnlyRefusal = fn(tool: &str, entry_point: &str) -> String;
+
+/// The refusal when the code-mode crate gives none of its own.
+fn generic_refusal(tool: &str, entry_point: &str) -> String {
+    format!(
+        "`{tool}` is not called directly in code mode: call it from a program through `{entry_point}`"
+    )
 }
 
 impl ToolSet {
@@ -130,6 +146,8 @@ impl ToolSet {
             offered: Arc::new(offered),
             hidden: Arc::new(hidden),
             code_only: Arc::default(),
+            code_only_refusal: None,
+            entry_point: None,
         }
     }
 
@@ -149,7 +167,25 @@ impl ToolSet {
             offered: Arc::new(offered),
             hidden: Arc::clone(&self.hidden),
             code_only: Arc::new(code_only),
+            code_only_refusal: self.code_only_refusal,
+            entry_point: Some(Arc::from(entry_point)),
         }
+    }
+
+    /// This set, refusing a direct call of a code-only tool with `refusal`'s words.
+    pub fn with_code_only_refusal(mut self, refusal: CodeOnlyRefusal) -> Self {
+        self.code_only_refusal = Some(refusal);
+        self
+    }
+
+    /// Why a direct call of `name` is refused, when it is kept for code-mode programs.
+    pub fn code_only_refusal(&self, name: &str) -> Option<String> {
+        if !self.is_code_only(name) {
+            return None;
+        }
+        let entry_point = self.entry_point.as_deref().unwrap_or("the code tool");
+        let refusal = self.code_only_refusal.unwrap_or(generic_refusal);
+        Some(refusal(name, entry_point))
     }
 
     /// This set without `name` offered (a native-mode session hides `run_code`).
@@ -160,6 +196,8 @@ impl ToolSet {
             offered: Arc::new(offered),
             hidden: Arc::clone(&self.hidden),
             code_only: Arc::clone(&self.code_only),
+            code_only_refusal: self.code_only_refusal,
+            entry_point: self.entry_point.clone(),
         }
     }
 
