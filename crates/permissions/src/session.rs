@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 use toolrail_policy_guards::{CallPattern, CallSubject, Reading};
-use toolrail_tools_core::log::{ApprovalAnswerRecord, BoxFuture, Event, EventData};
+use toolrail_tools_core::log::{BoxFuture, Event, EventData};
 use toolrail_tools_core::{
     ApprovalAnswer, ApprovalRequest, ApprovalService, CallView, CancellationToken, SimpleCommand,
 };
@@ -28,7 +28,7 @@ impl SessionApprovals {
         let approvals = Self::new();
         for event in events {
             if let EventData::ApprovalDecided(decided) = &event.data
-                && let ApprovalAnswerRecord::AllowedForSession { key } = &decided.answer
+                && let ApprovalAnswer::AllowedForSession { key } = &decided.answer
             {
                 approvals.remember(key);
             }

@@ -9,9 +9,7 @@ use serde_json::json;
 use support::{decide, harness, rules, workspace};
 use toolrail_permissions::{Permissions, Preset, RuleEffect, RuleFile, SessionApprovals};
 use toolrail_tools_core::ApprovalAnswer;
-use toolrail_tools_core::log::{
-    ApprovalAnswerRecord, ApprovalDecided, ErrorCode, Event, EventData, Timestamp,
-};
+use toolrail_tools_core::log::{ApprovalDecided, ErrorCode, Event, EventData, Timestamp};
 
 #[test]
 fn deny_beats_ask_beats_allow_and_the_most_specific_rule_is_named() {
@@ -270,7 +268,7 @@ fn unusable_session_keys_cover_nothing() {
         step: None,
         call_id: None,
         data: EventData::ApprovalDecided(ApprovalDecided {
-            answer: ApprovalAnswerRecord::AllowedForSession {
+            answer: ApprovalAnswer::AllowedForSession {
                 key: "bash(".to_owned(),
             },
             waited_us: 0,

@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolrail_session_log::{ApprovalAnswerRecord, CallId, CallRecord, ToolResultRecord};
+use toolrail_session_log::{ApprovalAnswer, CallId, CallRecord, ToolResultRecord};
 
 use crate::card::{Card, CardBody, CardKind, CardStatus};
 use crate::present::{parse_arguments, present_call, present_result};
@@ -155,20 +155,20 @@ fn policy_notes(record: &CallRecord) -> Vec<String> {
 
 /// The note a card carries for an approval: what was asked and how it was answered
 /// (`None`: not answered).
-pub fn approval_note(reason: &str, answer: Option<&ApprovalAnswerRecord>) -> String {
+pub fn approval_note(reason: &str, answer: Option<&ApprovalAnswer>) -> String {
     let answer = match answer {
         None => "no answer".to_owned(),
-        Some(ApprovalAnswerRecord::AllowedOnce) => "allowed once".to_owned(),
-        Some(ApprovalAnswerRecord::AllowedForSession { key }) => {
+        Some(ApprovalAnswer::AllowedOnce) => "allowed once".to_owned(),
+        Some(ApprovalAnswer::AllowedForSession { key }) => {
             format!("allowed for the session ({key})")
         }
-        Some(ApprovalAnswerRecord::Rejected { reason: None }) => "rejected".to_owned(),
-        Some(ApprovalAnswerRecord::Rejected {
+        Some(ApprovalAnswer::Rejected { reason: None }) => "rejected".to_owned(),
+        Some(ApprovalAnswer::Rejected {
             reason: Some(reason),
         }) => format!("rejected: {reason}"),
-        Some(ApprovalAnswerRecord::Cancelled) => "cancelled".to_owned(),
-        Some(ApprovalAnswerRecord::Expired) => "expired".to_owned(),
-        Some(ApprovalAnswerRecord::Unavailable) => "no one to ask".to_owned(),
+        Some(ApprovalAnswer::Cancelled) => "cancelled".to_owned(),
+        Some(ApprovalAnswer::Expired) => "expired".to_owned(),
+        Some(ApprovalAnswer::Unavailable) => "no one to ask".to_owned(),
     };
     format!("asked: {reason} → {answer}")
 }

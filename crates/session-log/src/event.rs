@@ -448,10 +448,12 @@ pub struct ApprovalAsked {
     pub session_key: Option<String>,
 }
 
-/// An approval answer as recorded.
+/// The approver's answer, as the approval service gives it and as the log records it (one
+/// type: what was answered is what is written). Only the two allowed answers let a call go
+/// on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "answer", rename_all = "snake_case")]
-pub enum ApprovalAnswerRecord {
+pub enum ApprovalAnswer {
     AllowedOnce,
     AllowedForSession {
         key: String,
@@ -469,7 +471,7 @@ pub enum ApprovalAnswerRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalDecided {
     #[serde(flatten)]
-    pub answer: ApprovalAnswerRecord,
+    pub answer: ApprovalAnswer,
     pub waited_us: u64,
 }
 

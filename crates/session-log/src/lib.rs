@@ -69,7 +69,7 @@ pub use content::ContentBlock;
 pub use digest::{DigestBuilder, digest_of};
 pub use elided::{ElidedBlock, model_text_len};
 pub use event::{
-    ApprovalAnswerRecord, ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantBlock,
+    ApprovalAnswer, ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantBlock,
     AssistantMessage, CodeDispatch, CodeDispatchStart, ContextMessage, Event, EventData,
     EventDecodeError, FORMAT_VERSION, FsObserved, FsWriteIntent, PlanMode, QuestionAnswered,
     QuestionAsked, QuestionState, RecoveryRepaired, SessionStart, StepEnd, StepStart, StopReason,

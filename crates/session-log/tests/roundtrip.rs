@@ -127,14 +127,14 @@ fn call_id() -> impl Strategy<Value = CallId> {
     "[a-z0-9:_-]{1,12}".prop_map(CallId::from)
 }
 
-fn answer() -> impl Strategy<Value = ApprovalAnswerRecord> {
+fn answer() -> impl Strategy<Value = ApprovalAnswer> {
     prop_oneof![
-        Just(ApprovalAnswerRecord::AllowedOnce),
-        text().prop_map(|key| ApprovalAnswerRecord::AllowedForSession { key }),
-        proptest::option::of(text()).prop_map(|reason| ApprovalAnswerRecord::Rejected { reason }),
-        Just(ApprovalAnswerRecord::Cancelled),
-        Just(ApprovalAnswerRecord::Expired),
-        Just(ApprovalAnswerRecord::Unavailable),
+        Just(ApprovalAnswer::AllowedOnce),
+        text().prop_map(|key| ApprovalAnswer::AllowedForSession { key }),
+        proptest::option::of(text()).prop_map(|reason| ApprovalAnswer::Rejected { reason }),
+        Just(ApprovalAnswer::Cancelled),
+        Just(ApprovalAnswer::Expired),
+        Just(ApprovalAnswer::Unavailable),
     ]
 }
 

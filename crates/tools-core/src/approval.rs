@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolrail_session_log::{ApprovalAnswerRecord, BoxFuture};
+pub use toolrail_session_log::ApprovalAnswer;
+use toolrail_session_log::BoxFuture;
 
 use crate::context::CallIdentity;
 
@@ -23,34 +24,6 @@ pub struct ApprovalRequest {
     ///
     /// [`Tool::preview`]: crate::Tool::preview
     pub preview: Option<String>,
-}
-
-/// The approver's answer. Only the two allowed answers let the call go on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ApprovalAnswer {
-    AllowedOnce,
-    AllowedForSession { key: String },
-    Rejected { reason: Option<String> },
-    Cancelled,
-    Expired,
-    Unavailable,
-}
-
-impl ApprovalAnswer {
-    pub(crate) fn record(&self) -> ApprovalAnswerRecord {
-        match self {
-            Self::AllowedOnce => ApprovalAnswerRecord::AllowedOnce,
-            Self::AllowedForSession { key } => {
-                ApprovalAnswerRecord::AllowedForSession { key: key.clone() }
-            }
-            Self::Rejected { reason } => ApprovalAnswerRecord::Rejected {
-                reason: reason.clone(),
-            },
-            Self::Cancelled => ApprovalAnswerRecord::Cancelled,
-            Self::Expired => ApprovalAnswerRecord::Expired,
-            Self::Unavailable => ApprovalAnswerRecord::Unavailable,
-        }
-    }
 }
 
 /// Asks a person (or a policy service) whether a call may run.

@@ -267,7 +267,7 @@ async fn no_approval_service_is_never_an_approval() {
             EventData::ApprovalDecided(decided) => Some(decided.answer),
             _ => None,
         });
-    assert_eq!(decided, Some(ApprovalAnswerRecord::Unavailable));
+    assert_eq!(decided, Some(ApprovalAnswer::Unavailable));
 }
 
 #[tokio::test(start_paused = true)]
@@ -662,7 +662,7 @@ async fn a_session_answer_where_no_key_was_offered_is_logged_as_once() {
             EventData::ApprovalDecided(decided) => Some(decided.answer),
             _ => None,
         });
-    assert_eq!(decided, Some(ApprovalAnswerRecord::AllowedOnce));
+    assert_eq!(decided, Some(ApprovalAnswer::AllowedOnce));
 }
 
 /// A tool whose calls with `{"wide": true}` must ask, and which records whether its body saw

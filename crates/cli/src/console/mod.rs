@@ -17,7 +17,7 @@ use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 use serde_json::{Value, json};
 use toolrail_presenters::{Presenters, approval_note, duration, parse_arguments};
 use toolrail_runtime::AgentEvent;
-use toolrail_session_log::{ApprovalAnswerRecord, CallId};
+use toolrail_session_log::{ApprovalAnswer, CallId};
 
 pub use keyboard::{Keyboard, Line};
 pub use turn::{Interrupts, TurnOutcome, drive};
@@ -54,7 +54,7 @@ struct LiveCall {
 /// An approval a call went through: what was asked, and the answer once given.
 struct Asked {
     reason: String,
-    answer: Option<ApprovalAnswerRecord>,
+    answer: Option<ApprovalAnswer>,
 }
 
 pub struct Console {

@@ -16,8 +16,8 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use toolrail_agent_loop::{Live, LiveEvent, LiveSink, ModelDelta};
 use toolrail_session_log::{
-    AppendFuture, AppendUrgency, ApprovalAnswerRecord, AssistantMessage, BoxFuture, CallId,
-    ContentBlock, EventData, EventDraft, EventSink, SessionLog, SinkError, ToolResultRecord,
+    AppendFuture, AppendUrgency, ApprovalAnswer, AssistantMessage, BoxFuture, CallId, ContentBlock,
+    EventData, EventDraft, EventSink, SessionLog, SinkError, ToolResultRecord,
 };
 
 /// One thing that happened in a running turn, in the order it happened.
@@ -58,7 +58,7 @@ pub enum AgentEvent {
     /// The approval service answered.
     ApprovalDecided {
         call_id: CallId,
-        answer: ApprovalAnswerRecord,
+        answer: ApprovalAnswer,
     },
     /// The call's body started.
     CallStarted { call_id: CallId },

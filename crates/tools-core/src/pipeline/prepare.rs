@@ -439,7 +439,7 @@ impl Pipeline {
             }
         };
         let decided = EventData::ApprovalDecided(ApprovalDecided {
-            answer: answer.record(),
+            answer: answer.clone(),
             waited_us: micros(started.elapsed()),
         });
         self.append(

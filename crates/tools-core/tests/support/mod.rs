@@ -390,7 +390,7 @@ pub mod prelude {
 
     pub use serde_json::json;
     pub use toolrail_session_log::{
-        ApprovalAnswerRecord, ContentBlock, ErrorCode, EventData, MemorySink, ToolResultRecord,
+        ContentBlock, ErrorCode, EventData, MemorySink, ToolResultRecord,
     };
     pub use toolrail_tools_core::{
         ApprovalAnswer, BatchControl, CallRequest, CommittedResult, GuardVerdict, Pipeline,
