@@ -44,6 +44,23 @@ pub enum SinkError {
     /// The log was closed.
     #[error("the session log is closed")]
     Closed,
+    /// The session was taken over: another holder's lease fences this log, and nothing it
+    /// appends is written any more. Whoever drives the session must stop.
+    #[error(
+        "session `{session}` was taken over (its lease token is now {holder}, this log holds {held}): stop driving it; nothing more was written"
+    )]
+    TakenOver {
+        session: String,
+        holder: i64,
+        held: i64,
+    },
+}
+
+impl SinkError {
+    /// Whether the session's lease was lost: no append of this log can succeed again.
+    pub fn is_taken_over(&self) -> bool {
+        matches!(self, Self::TakenOver { .. })
+    }
 }
 
 /// The answer of [`EventSink::append`]: already settled (no allocation; the common case for

@@ -83,6 +83,16 @@ async fn a_lease_excludes_others_until_it_runs_out_and_then_fences_its_old_holde
         .await
         .unwrap_err();
     assert!(refused.to_string().contains("taken over"), "{refused}");
+    // Typed across the sink: whoever drives the session tells a takeover from a failure.
+    assert_eq!(
+        refused,
+        SinkError::TakenOver {
+            session: "s1".to_owned(),
+            holder: 2,
+            held: 1
+        }
+    );
+    assert!(refused.is_taken_over());
     assert!(matches!(
         store.renew(&a).unwrap_err(),
         StoreError::Fenced { token: 1, .. }

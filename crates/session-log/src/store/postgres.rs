@@ -1093,21 +1093,22 @@ impl Medium for PostgresSession {
     fn commit(&mut self, events: &[&Event], sync: bool) -> Result<(), SinkError> {
         self.write_group(events, sync).map_err(|error| {
             self.healthy = false;
-            SinkError::Refused(match error {
-                GroupError::Database(error) => format!(
+            match error {
+                GroupError::Database(error) => SinkError::Refused(format!(
                     "writing session `{}` to PostgreSQL failed: {error}",
                     self.session
-                ),
-                GroupError::Encoding(why) => format!(
+                )),
+                GroupError::Encoding(why) => SinkError::Refused(format!(
                     "writing session `{}` to PostgreSQL failed: {why}",
                     self.session
-                ),
-                GroupError::Fenced { holder } => format!(
-                    "session `{}` was taken over (its lease token is now {holder}, this log holds {}): this worker must stop driving it; nothing more was written",
-                    self.session,
-                    self.fence.unwrap_or_default()
-                ),
-            })
+                )),
+                // Typed, so whoever drives the session can tell a takeover from a failure.
+                GroupError::Fenced { holder } => SinkError::TakenOver {
+                    session: self.session.clone(),
+                    holder,
+                    held: self.fence.unwrap_or_default(),
+                },
+            }
         })
     }
 
