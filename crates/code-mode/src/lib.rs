@@ -88,6 +88,7 @@ mod bindings;
 mod gate;
 #[cfg(feature = "javascript")]
 mod js;
+mod language;
 mod mode;
 mod python;
 mod run;
@@ -95,8 +96,9 @@ mod sdk;
 mod tool;
 
 pub use bindings::SubCall;
+pub use language::Language;
 pub use mode::PresentationMode;
 pub use python::PythonRuntime;
 pub use run::{FailureKind, Limits};
 pub use sdk::{RUN_CODE, identifier, javascript, python};
-pub use tool::{CodeMode, Language, RunCodeArgs, RunCodeTool};
+pub use tool::{CodeMode, RunCodeArgs, RunCodeTool};

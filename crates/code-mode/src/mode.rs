@@ -7,8 +7,8 @@ use std::sync::Arc;
 use toolrail_agent_loop::{PresentedTools, ToolPresentation};
 use toolrail_tools_core::ToolSet;
 
+use crate::language::Language;
 use crate::sdk::{RUN_CODE, javascript, python};
-use crate::tool::Language;
 
 /// The presentation mode of an agent or scope.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -16,6 +16,7 @@ use toolrail_tools_core::{
 };
 
 use crate::bindings::Bindings;
+use crate::language::Language;
 use crate::mode::PresentationMode;
 use crate::python::{self, PythonRuntime};
 use crate::run::Limits;
@@ -34,24 +35,6 @@ pub struct RunCodeArgs {
     /// The program's language (default `javascript`).
     #[serde(default)]
     pub language: Language,
-}
-
-/// The languages a program may be written in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Language {
-    #[default]
-    Javascript,
-    Python,
-}
-
-impl Language {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Javascript => "javascript",
-            Self::Python => "python",
-        }
-    }
 }
 
 /// What `run_code` needs once the session is built: the pipeline its bindings re-enter,

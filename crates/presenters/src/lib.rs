@@ -50,11 +50,11 @@ pub use card::{
     Card, CardBody, CardKind, CardStatus, DiffFile, DiffLine, DiffLineKind, QuestionItem,
     SearchFile, SearchLine, SubCall, TodoItem,
 };
-pub use page::{duration, session_page, tokens};
+pub use page::{session_page, tokens};
 pub use present::{effect_line, parse_arguments, present_call, present_result, sandbox_refusals};
 pub use registry::{Presenter, Presenters, approval_note};
 pub use render::{
     Newlines, colour_wanted, escape_controls, render_ansi, render_html, render_plain,
 };
-pub use timeline::{BatchTimeline, Lane, Phase, Segment, Summary, batches};
+pub use timeline::{BatchTimeline, Lane, Phase, Segment, Summary, batches, duration};
 pub use walk::{SessionItem, session_items};

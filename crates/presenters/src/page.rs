@@ -9,7 +9,7 @@ use toolrail_session_log::{CallRecord, Event, EventData, call_records};
 
 use crate::registry::Presenters;
 use crate::render::html::{escape, render_html};
-use crate::timeline::{BatchTimeline, Summary};
+use crate::timeline::{BatchTimeline, Summary, duration};
 use crate::walk::{SessionItem, session_items};
 
 /// The page for a session's events.
@@ -215,15 +215,6 @@ fn batch_html(
     }
     out.push_str("</section>\n");
     out
-}
-
-/// `850 µs`, `12.3 ms`, `4.20 s`.
-pub fn duration(us: u64) -> String {
-    match us {
-        0..1_000 => format!("{us} µs"),
-        1_000..1_000_000 => format!("{:.1} ms", us as f64 / 1_000.0),
-        _ => format!("{:.2} s", us as f64 / 1_000_000.0),
-    }
 }
 
 const STYLE: &str = r#"

@@ -249,7 +249,7 @@ impl Summary {
             plural(self.batches, "es"),
             self.parallel_groups,
             plural(self.parallel_groups, "s"),
-            crate::page::duration(self.saved_us)
+            duration(self.saved_us)
         )
     }
 
@@ -284,6 +284,15 @@ impl Summary {
 
 fn plural(count: usize, ending: &str) -> &str {
     if count == 1 { "" } else { ending }
+}
+
+/// `850 µs`, `12.3 ms`, `4.20 s`.
+pub fn duration(us: u64) -> String {
+    match us {
+        0..1_000 => format!("{us} µs"),
+        1_000..1_000_000 => format!("{:.1} ms", us as f64 / 1_000.0),
+        _ => format!("{:.2} s", us as f64 / 1_000_000.0),
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! here, around every layer, so an uncooperative body cannot hang a batch: past the grace it
 //! is abandoned and committed as `TOOL_OUTCOME_UNKNOWN`, never as "not executed".
 
-use std::future::{Future, pending};
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -170,7 +170,7 @@ impl Pipeline {
                 return Ok(SettledCall { core, settlement: Settlement::Ran { outcome, effects, synthetic: false } });
             }
             () = call_cancel.cancelled() => Interrupt::Cancelled,
-            () = sleep_until(deadline.map(|(at, _)| at)) => {
+            () = super::sleep_until(deadline.map(|(at, _)| at)) => {
                 let (_, limit) = deadline.unwrap_or((started, Duration::ZERO));
                 Interrupt::TimedOut(limit)
             }
@@ -336,13 +336,5 @@ fn human(duration: Duration) -> String {
         format!("{} ms", duration.as_millis())
     } else {
         format!("{:.1} s", duration.as_secs_f64())
-    }
-}
-
-/// Sleeps until `at`, or forever without a deadline (no timer is created then).
-pub(super) async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => pending().await,
     }
 }

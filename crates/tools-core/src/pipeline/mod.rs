@@ -409,3 +409,11 @@ pub struct CommittedResult {
     /// Context messages hooks added, to be logged after the batch.
     pub context: Vec<ContextMessage>,
 }
+
+/// Sleeps until `at`, or forever without a deadline (no timer is created then).
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -428,7 +428,7 @@ impl Pipeline {
                         tracing::warn!(call_id = %core.identity.call_id, "approval service panicked: {panic}");
                         ApprovalAnswer::Unavailable
                     }),
-                    () = super::dispatch::sleep_until(expires) => ApprovalAnswer::Expired,
+                    () = super::sleep_until(expires) => ApprovalAnswer::Expired,
                 };
                 // "For the session" where no session key was offered (an always-asking tool)
                 // counts once, and is logged so: a resumed session must not remember it.
