@@ -55,7 +55,8 @@ pub const LAYERS: &[(&str, Allowed)] = &[
         Allowed::Only(&["policy-guards", "tools-core", "session-log"]),
     ),
     ("interaction", Allowed::Only(&["tools-core", "session-log"])),
-    ("presenters", Allowed::Only(&["tools-core", "session-log"])),
+    // Cards are made from the log alone.
+    ("presenters", Allowed::Only(&["session-log"])),
     ("shell-tool", Allowed::Only(&["tools-core", "session-log"])),
     ("fs-tools", Allowed::Only(&["tools-core", "session-log"])),
     ("mcp", Allowed::Only(&["tools-core", "session-log"])),
