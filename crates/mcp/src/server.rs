@@ -27,7 +27,7 @@ use toolrail_tools_core::{Registry, ToolContext, ToolFailure};
 
 use crate::config::{McpConfig, ServerConfig, Start};
 use crate::naming;
-use crate::tool::{Listed, McpTool};
+use crate::tool::{Listed, McpTool, Remote};
 
 /// Where a server stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -408,7 +408,7 @@ impl Server {
                     Arc::new(McpTool::new(
                         name,
                         tool,
-                        Arc::clone(&server),
+                        Arc::clone(&server) as Arc<dyn Remote>,
                         version,
                         server.config.parallel,
                         server.config.trust_annotations,
@@ -566,4 +566,15 @@ fn kill_group(group: Option<u32>) {
 /// redirect.
 fn tracing_note(server: &str, why: &str) {
     eprintln!("toolrail-mcp: server `{server}`: {why}");
+}
+
+impl Remote for Server {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        args: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> toolrail_session_log::BoxFuture<'a, Result<Value, ToolFailure>> {
+        Box::pin(Server::call(self, tool, args, ctx))
+    }
 }

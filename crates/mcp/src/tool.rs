@@ -11,7 +11,18 @@ use toolrail_tools_core::{
 };
 
 use crate::config::Parallel;
-use crate::server::Server;
+
+/// Where an MCP tool's calls go: its server's connection (`server.rs`), as a seam so the
+/// tool knows nothing of how servers are run.
+pub(crate) trait Remote: Send + Sync {
+    /// Sends `tools/call` for `tool` with `args`; the server's answer, or why there is none.
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        args: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Value, ToolFailure>>;
+}
 
 /// What a server said of one of its tools.
 #[derive(Clone, Debug)]
@@ -56,14 +67,14 @@ pub struct McpTool {
     spec: ToolSpec,
     remote: String,
     parallel: bool,
-    server: Arc<Server>,
+    server: Arc<dyn Remote>,
 }
 
 impl McpTool {
     pub(crate) fn new(
         name: String,
         listed: &Listed,
-        server: Arc<Server>,
+        server: Arc<dyn Remote>,
         version: &str,
         parallel: Parallel,
         trusted: bool,
