@@ -34,20 +34,39 @@ impl CardKind {
         }
     }
 
-    /// The card a shipped tool's calls get, by the tool's name; every other tool gets the
-    /// generic card unless a presenter is registered for it.
+    /// The card a shipped tool's calls get by the tool's name, for what has no details to
+    /// say it (a pending call, a failure before the body ran). A result's details name
+    /// their own kind ([`CardKind::of_details`]), whoever's tool wrote them.
     pub fn for_tool(name: &str) -> Self {
         match name {
             "bash" => Self::Terminal,
             "edit" | "write" => Self::Diff,
             "grep" | "glob" => Self::Search,
             "read" => Self::Read,
-            "web_fetch" => Self::Web,
             "todo_write" => Self::Todo,
             "ask_user" => Self::Question,
             "run_code" => Self::CodeRun,
             _ => Self::Generic,
         }
+    }
+
+    /// The kind a result's `details` name in their `type` (`"diff"`, `"terminal"`, …):
+    /// any tool's, the shipped ones' and a stranger's alike. `None` for details of no
+    /// known kind (they get the tool's card, or the generic one).
+    pub fn of_details(details: &serde_json::Value) -> Option<Self> {
+        let named = details.get("type")?.as_str()?;
+        [
+            Self::Terminal,
+            Self::Diff,
+            Self::Search,
+            Self::Read,
+            Self::Web,
+            Self::Todo,
+            Self::Question,
+            Self::CodeRun,
+        ]
+        .into_iter()
+        .find(|kind| kind.as_str() == named)
     }
 }
 

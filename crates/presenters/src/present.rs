@@ -30,7 +30,13 @@ pub fn present_call(kind: CardKind, tool: &str, args: &Value) -> Card {
 pub fn present_result(kind: CardKind, tool: &str, args: &Value, result: &ToolResultRecord) -> Card {
     let output = result.text();
     let body = match &result.details {
-        Some(details) => result_body(kind, args, details, &output),
+        // The details say what they are; the tool's name only guesses.
+        Some(details) => result_body(
+            CardKind::of_details(details).unwrap_or(kind),
+            args,
+            details,
+            &output,
+        ),
         // Tools that leave details out (todo, questions, write) are shown from their
         // arguments and value; a failure before the body ran, from the call.
         None => fallback_body(kind, args, result).or_else(|| call_body(kind, args)),

@@ -150,6 +150,44 @@ fn web() {
 }
 
 #[test]
+fn a_stranger_s_tool_gets_the_card_its_details_name() {
+    // No shipped tool is called `apply_patch`: its diff details make it a diff card.
+    let result = success(
+        "Patched.",
+        None,
+        Some(json!({"type": "diff", "files": [{
+            "path": "src/lib.rs", "added": 1, "removed": 1,
+            "diff": "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-old\n+new\n",
+        }]})),
+    );
+    let card = present_result(
+        CardKind::for_tool("apply_patch"),
+        "apply_patch",
+        &json!({"patch": "…"}),
+        &result,
+    );
+    assert_eq!(card.kind, CardKind::Diff);
+    assert!(
+        render_plain(&card).contains("+ new"),
+        "{}",
+        render_plain(&card)
+    );
+    // Details of no known kind leave the tool's own card.
+    let odd = success("x", None, Some(json!({"type": "hologram"})));
+    assert_eq!(card_kind("bash", &odd), CardKind::Generic);
+}
+
+fn card_kind(tool: &str, result: &ToolResultRecord) -> CardKind {
+    present_result(
+        CardKind::for_tool(tool),
+        tool,
+        &json!({"command": "ls"}),
+        result,
+    )
+    .kind
+}
+
+#[test]
 fn todo() {
     let args = json!({"todos": [
         {"content": "read the failing test", "status": "completed"},
@@ -234,8 +272,8 @@ fn synthetic_result_says_the_runtime_wrote_it() {
 
 #[test]
 fn details_of_another_shape_fall_back_to_the_generic_card() {
-    // Terminal details without a command, diff details whose files are not a list, a
-    // search whose type says read, and details that are not an object at all.
+    // Terminal details without a command, diff details whose files are not a list, search
+    // details whose files are not a list, and details that are not an object at all.
     let cases = [
         (
             "bash",
@@ -250,7 +288,7 @@ fn details_of_another_shape_fall_back_to_the_generic_card() {
         (
             "grep",
             json!({"pattern": "x"}),
-            json!({"type": "read", "path": "a"}),
+            json!({"type": "search", "pattern": "x", "files": 3}),
         ),
         ("read", json!({"path": "a"}), json!([1, 2, 3])),
     ];
