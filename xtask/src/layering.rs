@@ -87,7 +87,7 @@ const TEST_SUPPORT: &str = "test-support";
 /// the layers above them. Shrinking, never growing: what they use moves to the test support
 /// (issue 23), and a crate leaves this list when it no longer needs the kit. The test kit
 /// is for tests of whole sessions (the kit's own, the runtime's, the examples').
-const TESTKIT_IN_TESTS: &[&str] = &["agent-loop", "code-mode", "mcp", "providers", "shell-tool"];
+const TESTKIT_IN_TESTS: &[&str] = &["code-mode", "mcp", "providers", "shell-tool"];
 
 /// The test kit, which the product (`cli`) never depends on.
 const TESTKIT: &str = "testkit";

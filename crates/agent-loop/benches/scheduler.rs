@@ -19,7 +19,7 @@ use toolrail_session_log::{
     BoxFuture, Durability, EventSink, FORMAT_VERSION, JsonlStore, MemorySink, SessionId,
     SessionStart, SessionStore, ToolSource,
 };
-use toolrail_testkit::bench::{BenchRow, growth_exponent, median};
+use toolrail_test_support::bench::{BenchRow, growth_exponent, median};
 use toolrail_tools_core::{
     CallRequest, Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult,
     ToolSet, ToolSpec,
