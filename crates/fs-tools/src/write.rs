@@ -73,6 +73,8 @@ impl TypedTool for WriteTool {
         let target = self.files.target_to_write(&args.path)?;
         // Hashing what is there blocks: off the scheduler's thread.
         let looked = target.clone();
+        let new_length = args.content.len();
+        // One read of what is there: its version, and the text the card's diff starts from.
         let existing = blocking("looking at the file", move || {
             match looked.open_existing()? {
                 Existing::Folder => Err(ToolFailure::new(format!(
@@ -81,27 +83,24 @@ impl TypedTool for WriteTool {
                 ))),
                 Existing::Missing => Ok(None),
                 Existing::File(file, metadata) => {
-                    let digest =
-                        digest_of(file).map_err(|error| looked.io_failure("reading", &error))?;
-                    Ok(Some((digest, metadata.mode())))
+                    let (digest, before) = contents_of(file, metadata.len(), new_length)
+                        .map_err(|error| looked.io_failure("reading", &error))?;
+                    Ok(Some((digest, metadata.mode(), before)))
                 }
             }
         })
         .await?;
-        // The diff the card shows, from the content being replaced (read before it is).
-        let diffed = target.clone();
-        let new_content = args.content.clone();
-        let diff = blocking("reading the old content", move || {
-            Ok(match before_of(&diffed, &new_content) {
-                Before::Text(before) => Some(unified_diff(&diffed, &before, &new_content, false)),
-                Before::Missing => Some(unified_diff(&diffed, "", &new_content, true)),
-                Before::Unshown(_) => None,
-            })
-        })
-        .await?;
-        let before = existing.as_ref().map(|(digest, _)| digest.clone());
+        // The diff the card shows, from the content being replaced.
+        let diff = match &existing {
+            None => Some(unified_diff(&target, "", &args.content, true)),
+            Some((_, _, Before::Text(before))) => {
+                Some(unified_diff(&target, before, &args.content, false))
+            }
+            Some((_, _, Before::Missing | Before::Unshown(_))) => None,
+        };
+        let before = existing.as_ref().map(|(digest, _, _)| digest.clone());
         self.files.check_version(&target, before.as_deref())?;
-        let mode = existing.map(|(_, mode)| mode);
+        let mode = existing.map(|(_, mode, _)| mode);
         let (bytes, lines) = (args.content.len(), args.content.lines().count());
         let after = version_of(args.content.as_bytes());
         let writing = target.clone();
@@ -164,23 +163,47 @@ fn before_of(target: &Target, content: &str) -> Before {
         Ok(Existing::Missing) => Before::Missing,
         Ok(Existing::File(mut file, metadata)) => {
             if metadata.len() > PREVIEW_FILE_BYTES {
-                return Before::Unshown(format!(
-                    "replaces {} bytes with {} bytes; too large to show as a diff",
-                    metadata.len(),
-                    content.len()
-                ));
+                return too_large(metadata.len(), content.len());
             }
-            let mut text = String::new();
-            match std::io::Read::read_to_string(&mut file, &mut text) {
-                Ok(_) => Before::Text(text),
-                Err(_) => Before::Unshown(format!(
-                    "replaces a file that is not UTF-8 text with {} bytes",
-                    content.len()
-                )),
+            let mut bytes = Vec::new();
+            match std::io::Read::read_to_end(&mut file, &mut bytes) {
+                Ok(_) => text_before(bytes, content.len()),
+                Err(error) => Before::Unshown(format!("reading it failed: {error}")),
             }
         }
         Ok(Existing::Folder) => Before::Unshown(format!("`{}` is a folder", target.shown)),
         Err(failure) => Before::Unshown(failure.message),
+    }
+}
+
+/// A file's version and what a diff can start from, in one read: whole when it is small
+/// enough to diff, hashed as a stream when it is not.
+fn contents_of(
+    mut file: std::fs::File,
+    length: u64,
+    new_length: usize,
+) -> std::io::Result<(String, Before)> {
+    if length > PREVIEW_FILE_BYTES {
+        return Ok((digest_of(file)?, too_large(length, new_length)));
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes)?;
+    Ok((version_of(&bytes), text_before(bytes, new_length)))
+}
+
+fn too_large(length: u64, new_length: usize) -> Before {
+    Before::Unshown(format!(
+        "replaces {length} bytes with {new_length} bytes; too large to show as a diff"
+    ))
+}
+
+/// The old content as text, when it is UTF-8.
+fn text_before(bytes: Vec<u8>, new_length: usize) -> Before {
+    match String::from_utf8(bytes) {
+        Ok(text) => Before::Text(text),
+        Err(_) => Before::Unshown(format!(
+            "replaces a file that is not UTF-8 text with {new_length} bytes"
+        )),
     }
 }
 
