@@ -180,47 +180,13 @@ fn prepare(
     target: &Target,
     edits: &[Replacement],
 ) -> Result<Prepared, ToolFailure> {
-    let (mut file, metadata) = match target.open_existing()? {
-        Existing::File(file, metadata) => (file, metadata),
-        Existing::Missing => {
-            return Err(failure(
-                NOT_FOUND,
-                format!("`{}` does not exist; create it with write", target.shown),
-            ));
-        }
-        Existing::Folder => {
-            return Err(ToolFailure::new(format!(
-                "`{}` is a folder; edit changes files",
-                target.shown
-            )));
-        }
-    };
+    let (mut file, metadata) = open_to_edit(target)?;
     // Not read in this session: said before hashing what may be a large file.
     files.require_observed(target)?;
     let reading = |error: std::io::Error| target.io_failure("reading", &error);
-    let shape = shape_of(&mut file, CHUNK).map_err(|error| match error {
-        ShapeError::NotUtf8 => failure(
-            BINARY,
-            format!(
-                "`{}` is not UTF-8 text; edit changes text files only",
-                target.shown
-            ),
-        ),
-        ShapeError::Io(error) => reading(error),
-    })?;
+    let shape = shape_to_edit(&mut file, target)?;
     files.check_version(target, Some(&shape.digest))?;
-    let plan = plan(&mut file, &shape, edits, metadata.len())
-        .map_err(reading)?
-        .map_err(|problems| {
-            failure(
-                EDIT_FAILED,
-                format!(
-                    "no edit was applied to `{}`:\n{}",
-                    target.shown,
-                    problems.join("\n")
-                ),
-            )
-        })?;
+    let plan = plan_to_edit(&mut file, &shape, edits, metadata.len(), target)?;
     let (parent, name) = target.open_parent(Creating::No)?;
     let mut source = rewound(&mut file, &shape).map_err(reading)?;
     let (staged, written) = stage(parent, &name, Some(metadata.mode()), |out| {
@@ -257,22 +223,10 @@ fn prepare(
 /// would not apply.
 fn preview(target: &Target, edits: &[Replacement]) -> String {
     let attempt = || -> Result<String, ToolFailure> {
-        let Existing::File(mut file, metadata) = target.open_existing()? else {
-            return Err(ToolFailure::new(format!(
-                "`{}` is not a file",
-                target.shown
-            )));
-        };
+        let (mut file, metadata) = open_to_edit(target)?;
+        let shape = shape_to_edit(&mut file, target)?;
+        let plan = plan_to_edit(&mut file, &shape, edits, metadata.len(), target)?;
         let reading = |error: std::io::Error| target.io_failure("reading", &error);
-        let shape = shape_of(&mut file, CHUNK).map_err(|error| match error {
-            ShapeError::NotUtf8 => {
-                ToolFailure::new(format!("`{}` is not UTF-8 text", target.shown))
-            }
-            ShapeError::Io(error) => reading(error),
-        })?;
-        let plan = plan(&mut file, &shape, edits, metadata.len())
-            .map_err(reading)?
-            .map_err(|problems| ToolFailure::new(problems.join("\n")))?;
         let mut source = rewound(&mut file, &shape).map_err(reading)?;
         let written = write_edited(
             &mut source,
@@ -286,6 +240,57 @@ fn preview(target: &Target, edits: &[Replacement]) -> String {
         Ok(written.hunks.diff)
     };
     attempt().unwrap_or_else(|failure| format!("(the edit would not apply: {})", failure.message))
+}
+
+/// The file an edit changes, open: refused when missing or a folder.
+fn open_to_edit(target: &Target) -> Result<(File, Metadata), ToolFailure> {
+    match target.open_existing()? {
+        Existing::File(file, metadata) => Ok((file, metadata)),
+        Existing::Missing => Err(failure(
+            NOT_FOUND,
+            format!("`{}` does not exist; create it with write", target.shown),
+        )),
+        Existing::Folder => Err(ToolFailure::new(format!(
+            "`{}` is a folder; edit changes files",
+            target.shown
+        ))),
+    }
+}
+
+/// The file's version and spelling: refused when it is not UTF-8 text.
+fn shape_to_edit(file: &mut File, target: &Target) -> Result<Shape, ToolFailure> {
+    shape_of(file, CHUNK).map_err(|error| match error {
+        ShapeError::NotUtf8 => failure(
+            BINARY,
+            format!(
+                "`{}` is not UTF-8 text; edit changes text files only",
+                target.shown
+            ),
+        ),
+        ShapeError::Io(error) => target.io_failure("reading", &error),
+    })
+}
+
+/// Where each edit applies, or every reason they cannot apply together.
+fn plan_to_edit(
+    file: &mut File,
+    shape: &Shape,
+    edits: &[Replacement],
+    size: u64,
+    target: &Target,
+) -> Result<Plan, ToolFailure> {
+    plan(file, shape, edits, size)
+        .map_err(|error| target.io_failure("reading", &error))?
+        .map_err(|problems| {
+            failure(
+                EDIT_FAILED,
+                format!(
+                    "no edit was applied to `{}`:\n{}",
+                    target.shown,
+                    problems.join("\n")
+                ),
+            )
+        })
 }
 
 /// The edits spelled as the file's normal form spells text, once every one is known to apply.
