@@ -285,19 +285,17 @@ async fn open(
     approve: &ApproveWith,
     resume: Option<(&Store, &SessionId)>,
 ) -> Result<(Agent, Option<ApprovalInbox>)> {
+    if let Some((store, id)) = resume {
+        let (agent, inbox, recovery) = reopen(config, approve, store, id).await?;
+        println!("{recovery}");
+        return Ok((agent, inbox));
+    }
     let (builder, inbox) = builder(config, approve);
-    let agent = match resume {
-        None => builder
-            .session_id(new_session_id())
-            .build()
-            .await
-            .map_err(build_error)?,
-        Some((store, id)) => {
-            let resumed = builder.resume(store, id).await.map_err(build_error)?;
-            println!("{}", resumed.recovery);
-            resumed.agent
-        }
-    };
+    let agent = builder
+        .session_id(new_session_id())
+        .build()
+        .await
+        .map_err(build_error)?;
     Ok((agent, inbox))
 }
 

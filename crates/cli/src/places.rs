@@ -116,38 +116,28 @@ pub fn names_a_path(session: &str, store: Option<&str>) -> bool {
         && (session.ends_with(".jsonl") || session.contains('/') || Path::new(session).is_file())
 }
 
-/// A session named on the command line.
+/// A session named on the command line, and its events as read (nothing changed).
 pub struct Located {
     pub store: Store,
     pub id: SessionId,
+    pub events: Vec<toolrail_session_log::Event>,
 }
 
 /// `session` as a path to a `.jsonl` log, or an id in `store` (default: the current
-/// folder's sessions).
+/// folder's sessions), read once.
 pub fn locate(session: &str, store: Option<&str>) -> Result<Located> {
-    let path = Path::new(session);
     if names_a_path(session, store) {
-        if !path.exists() {
-            return Err(bad_input!(
-                "{session} does not exist; give the path of a session log or a session id (`toolrail sessions` lists them)"
-            ));
-        }
-        let (Some(stem), Some("jsonl")) = (
-            path.file_stem().and_then(|stem| stem.to_str()),
-            path.extension().and_then(|extension| extension.to_str()),
-        ) else {
-            return Err(bad_input!(
-                "{session} is not a session log (`<session>.jsonl`); give one, or a session id"
-            ));
-        };
-        let folder = match path.parent() {
+        let file = crate::session::SessionFile::at(Path::new(session))?;
+        let events = file.events()?;
+        let folder = match file.path.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
             _ => PathBuf::from("."),
         };
         return Ok(Located {
             store: Store::jsonl(std::path::absolute(folder)?)
                 .map_err(|error| bad_input!("{error}"))?,
-            id: SessionId::new(stem),
+            id: file.id,
+            events,
         });
     }
     let store = open_store(store)?;
@@ -169,7 +159,7 @@ pub fn locate(session: &str, store: Option<&str>) -> Result<Located> {
             }
         ));
     }
-    Ok(Located { store, id })
+    Ok(Located { store, id, events })
 }
 
 /// The store `--store` names, or the sessions kept for the current folder (which must

@@ -45,11 +45,11 @@ pub fn run(args: ResumeArgs) -> Result<()> {
     };
     let approve = flags.approvals(terminal, &mut config)?;
     // What the conversation was, in short, before it goes on.
-    let events = located
-        .store
-        .read(&located.id)
-        .map_err(|error| bad_input!("{error}"))?;
-    let (text, _) = replay_text(&events, &toolrail_presenters::Presenters::new(), false);
+    let (text, _) = replay_text(
+        &located.events,
+        &toolrail_presenters::Presenters::new(),
+        false,
+    );
     let tail: Vec<&str> = text
         .lines()
         .filter(|line| {

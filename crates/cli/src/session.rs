@@ -143,12 +143,5 @@ pub fn summary_of(events: &[Event]) -> Summary {
 /// The events of `session`, named by the path of its log or by its id in `store` (default:
 /// the current folder's sessions), read without changing anything.
 pub fn events_of(session: &str, store: Option<&str>) -> Result<Vec<Event>> {
-    if crate::places::names_a_path(session, store) {
-        return SessionFile::at(Path::new(session))?.events();
-    }
-    let located = crate::places::locate(session, store)?;
-    located
-        .store
-        .read(&located.id)
-        .map_err(|error| bad_input!("{error}"))
+    Ok(crate::places::locate(session, store)?.events)
 }

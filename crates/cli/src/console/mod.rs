@@ -46,7 +46,8 @@ enum Stage {
 
 struct LiveCall {
     name: String,
-    arguments: Arc<Value>,
+    /// What the live line says the call does (`$ cargo test`), made once.
+    title: String,
     stage: Stage,
     since: Instant,
 }
@@ -179,11 +180,12 @@ impl Console {
                 name,
                 arguments,
             } => {
+                let title = self.presenters.call(name, arguments).title;
                 self.calls.insert(
                     call_id.clone(),
                     LiveCall {
                         name: name.clone(),
-                        arguments: Arc::clone(arguments),
+                        title,
                         stage: Stage::Waiting,
                         since: Instant::now(),
                     },
@@ -377,7 +379,7 @@ impl Console {
             let Some(call) = self.calls.get(call_id) else {
                 continue;
             };
-            let title = self.presenters.call(&call.name, &call.arguments).title;
+            let title = &call.title;
             let (mark, state) = match call.stage {
                 Stage::Waiting => ("·", "waiting".to_owned()),
                 Stage::Running => (
