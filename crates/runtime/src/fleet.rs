@@ -270,12 +270,7 @@ pub(crate) async fn resume_leased(
     id: &SessionId,
 ) -> Result<crate::Resumed, crate::BuildError> {
     let owner = format!("resume-{}", std::process::id());
-    let refused = |error: StoreError| {
-        crate::BuildError::Store(crate::StoreOpenError::Store {
-            url: store.url().to_owned(),
-            source: error,
-        })
-    };
+    let refused = |error: StoreError| crate::BuildError::Store(store.refused(error));
     let lease = postgres
         .acquire(id, &owner, RESUME_LEASE)
         .map_err(refused)?;

@@ -151,23 +151,16 @@ impl crate::Store {
         mode: RecoverMode,
     ) -> Result<Recovery, crate::BuildError> {
         let probe = crate::agent::probe_for(self.durability());
-        let written = |error: toolrail_session_log::SinkError| {
-            crate::BuildError::Session(format!(
-                "recovery could not write its repairs: {error}; nothing after them was written"
-            ))
-        };
         match mode {
             RecoverMode::Repair => {
                 let opened = self.open_session(id)?;
-                let report = toolrail_session_log::recover(
+                crate::agent::repair(
                     &opened.events,
                     opened.torn_bytes_dropped,
-                    &[probe],
-                    opened.log.as_ref(),
+                    probe,
+                    &opened.log,
                 )
                 .await
-                .map_err(written)?;
-                Ok(Recovery::new(&report, &opened.events))
             }
             RecoverMode::DryRun => {
                 let events = self.read(id)?;
@@ -177,11 +170,10 @@ impl crate::Store {
                         self.url()
                     )));
                 }
-                let scratch = toolrail_session_log::MemorySink::new();
-                let report = toolrail_session_log::recover(&events, 0, &[probe], &scratch)
-                    .await
-                    .map_err(written)?;
-                Ok(Recovery::new(&report, &events))
+                // The repairs go to a scratch log: said, never written.
+                let scratch: std::sync::Arc<dyn toolrail_session_log::SessionLog> =
+                    std::sync::Arc::new(toolrail_session_log::MemorySink::new());
+                crate::agent::repair(&events, 0, probe, &scratch).await
             }
         }
     }

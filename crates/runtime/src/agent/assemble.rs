@@ -579,7 +579,7 @@ pub(crate) fn probe_for(durability: Durability) -> Arc<dyn EffectProbe> {
     }
 }
 
-async fn repair(
+pub(crate) async fn repair(
     events: &[Event],
     torn_bytes_dropped: u64,
     probe: Arc<dyn EffectProbe>,

@@ -21,7 +21,7 @@ use toolrail_session_log::{
 };
 use toolrail_tools_core::{CancellationToken, Registry};
 
-pub(crate) use assemble::{Source, probe_for};
+pub(crate) use assemble::{Source, probe_for, repair};
 pub use builder::{AgentBuilder, BuildError};
 pub use events::AgentEvent;
 pub use stream::AgentStream;
