@@ -635,7 +635,7 @@ async fn a_call_that_turns_exclusive_before_its_start_becomes_a_barrier_there() 
     wait_started(&mut s.started, "x").await;
     s.gates.open("x");
     let outcome = batch.await.unwrap().unwrap();
-    assert!(outcome.results.iter().all(|r| !r.record.is_error));
+    assert!(outcome.results.iter().all(|r| !r.record.is_error()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -691,7 +691,7 @@ async fn a_deadline_in_a_batch_is_a_timeout_and_the_batch_goes_on() {
         outcome.results[0].record.error_code(),
         Some(&ErrorCode::ToolTimeout)
     );
-    assert!(!outcome.results[1].record.is_error);
+    assert!(!outcome.results[1].record.is_error());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -158,7 +158,7 @@ proptest! {
             let ran = !of("tool/start").is_empty() || spans.iter().any(|span| span.0 as usize == index);
             prop_assert!(!(not_executed && ran), "{} is NOT_EXECUTED but started", id);
             if cancel_after_ms.is_none() {
-                prop_assert!(!outcome.results[index].record.is_error);
+                prop_assert!(!outcome.results[index].record.is_error());
             }
         }
         if cancel_after_ms.is_none() {

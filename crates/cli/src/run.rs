@@ -222,7 +222,7 @@ pub fn report(events: &[Event]) -> Value {
                 "call_id": record.call_id.as_str(),
                 "name": record.name,
                 "arguments": parse_arguments(&record.arguments_raw),
-                "is_error": record.result.as_ref().map(|result| result.is_error),
+                "is_error": record.result.as_ref().map(|result| result.is_error()),
                 "error": record.result.as_ref().and_then(|result| result.error.as_ref()).map(|error| json!({
                     "code": error.code.to_string(), "message": error.message,
                 })),

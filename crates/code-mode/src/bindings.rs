@@ -13,8 +13,8 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
 use toolrail_session_log::{
-    AppendUrgency, CodeDispatch, CodeDispatchStart, ErrorCode, EventData, EventDraft, EventSink,
-    Timestamp, ToolResultRecord,
+    AppendUrgency, CodeDispatch, CodeDispatchStart, EventData, EventDraft, EventSink, Timestamp,
+    ToolResultRecord,
 };
 use toolrail_tools_core::{
     BatchControl, CallIdentity, CallRequest, Pipeline, Preparation, SettledCall, ToolSet,
@@ -271,9 +271,6 @@ impl Bindings {
     fn reply(&self, name: &str, record: &ToolResultRecord) -> String {
         if let Some(error) = &record.error {
             return error_reply(error.code.as_str(), &error.message);
-        }
-        if record.is_error {
-            return error_reply(ErrorCode::ToolFailed.as_str(), &record.text());
         }
         let value = record
             .value

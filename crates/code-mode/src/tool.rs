@@ -4,10 +4,10 @@
 //! the binding calls that had effects (nothing is rolled back, and nothing pretends to be).
 
 use std::sync::{Arc, OnceLock};
+use toolrail_tools_core::log::details;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use toolrail_agent_loop::ToolPresentation;
 use toolrail_session_log::EventSink;
 use toolrail_tools_core::{
@@ -202,9 +202,13 @@ impl TypedTool for RunCodeTool {
         // commits its real outcome before this call returns.
         bindings.settle_all(outcome.failure.is_some()).await;
         let calls = bindings.calls();
-        let sub_calls: Vec<serde_json::Value> = calls
+        let sub_calls: Vec<details::SubCall> = calls
             .iter()
-            .map(|call| json!({"call_id": call.call_id, "tool": call.tool, "error": call.error}))
+            .map(|call| details::SubCall {
+                call_id: call.call_id.clone(),
+                tool: call.tool.clone(),
+                error: call.error.clone(),
+            })
             .collect();
         if let Some((kind, message)) = outcome.failure {
             let with_effects: Vec<String> = calls
@@ -233,14 +237,13 @@ impl TypedTool for RunCodeTool {
         if text.is_empty() {
             text.push_str("(the program printed and returned nothing)");
         }
-        let details = json!({
-            "type": "code-run",
-            "language": args.language.as_str(),
-            "program": args.code,
-            "sub_calls": sub_calls,
-            "logs": (!outcome.output.is_empty()).then_some(outcome.output),
-            "result": value,
-        });
+        let details = details::CodeRun {
+            language: args.language.as_str().to_owned(),
+            program: args.code.clone(),
+            sub_calls,
+            logs: (!outcome.output.is_empty()).then_some(outcome.output),
+            result: value.clone(),
+        };
         Ok(ToolOutput {
             value: Some(value),
             ..ToolOutput::text(text.trim_end().to_owned())

@@ -72,7 +72,7 @@ print("sum is", a["n"] + b["n"])
     assert_eq!(code(&result), None, "{}", result.record.text());
     assert_eq!(result.record.value, Some(json!({"sum": 5})));
     assert_eq!(result.record.text(), "sum is 5\n[returned] {\"sum\":5}");
-    let details = result.record.details.as_ref().unwrap();
+    let details = serde_json::to_value(result.record.details.as_ref().unwrap()).unwrap();
     assert_eq!(details["language"], "python");
     assert_eq!(details["sub_calls"][1]["call_id"], "c1:code:2");
     let trail = h.trail();

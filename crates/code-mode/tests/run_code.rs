@@ -80,7 +80,7 @@ async fn a_program_combines_binding_values_and_every_call_is_logged_with_its_res
     assert_eq!(code(&result), None, "{}", result.record.text());
     assert_eq!(result.record.value, Some(json!({"sum": 5})));
     assert_eq!(result.record.text(), "sum is 5\n[returned] {\"sum\":5}");
-    let details = result.record.details.as_ref().unwrap();
+    let details = serde_json::to_value(result.record.details.as_ref().unwrap()).unwrap();
     assert_eq!(details["type"], "code-run");
     assert_eq!(details["sub_calls"][1]["call_id"], "c1:code:2");
     // Each binding call: dispatch start, the pipeline's own call/start/result, then the
@@ -368,7 +368,7 @@ async fn cancelling_the_call_settles_its_binding_calls() {
         )
         .await;
     canceller.await.unwrap();
-    assert!(result.record.is_error, "{:?}", result.record);
+    assert!(result.record.is_error(), "{:?}", result.record);
     assert_eq!(
         code(&result).as_deref(),
         Some("ABORTED"),

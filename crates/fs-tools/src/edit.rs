@@ -16,6 +16,7 @@ mod stream;
 use std::fs::{File, Metadata};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
+use toolrail_tools_core::log::details;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -156,10 +157,14 @@ impl TypedTool for EditTool {
                 if count == 1 { "" } else { "s" }
             ))
         }
-        .with_details(json!({
-            "type": "diff",
-            "files": [{"path": target.shown, "diff": diff, "added": added, "removed": removed}],
-        })))
+        .with_details(details::Diff {
+            files: vec![details::FileDiff {
+                path: target.shown.clone(),
+                diff,
+                added,
+                removed,
+            }],
+        }))
     }
 }
 

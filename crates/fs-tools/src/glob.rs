@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
+use toolrail_tools_core::log::details;
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
@@ -205,10 +206,16 @@ fn listing(
         value: Some(json!({"paths": paths, "total": total, "omitted": omitted, "hidden": hidden})),
         ..ToolOutput::text(text)
     }
-    .with_details(json!({
-        "type": "search",
-        "pattern": pattern,
-        "files": paths.iter().map(|path| json!({"path": path})).collect::<Vec<_>>(),
-        "omitted_files": omitted,
-    }))
+    .with_details(details::Search {
+        pattern: pattern.to_owned(),
+        files: paths
+            .iter()
+            .map(|path| details::SearchHits {
+                path: path.clone(),
+                ..details::SearchHits::default()
+            })
+            .collect(),
+        omitted_files: omitted as u64,
+        omitted_matches: 0,
+    })
 }

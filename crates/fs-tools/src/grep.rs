@@ -9,6 +9,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use toolrail_tools_core::log::details::{self, SearchHits, SearchLine};
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
@@ -345,12 +346,19 @@ fn report(
             GrepOutput::Files => {
                 text.push_str(&format!("{}\n", hits.path));
                 budget -= 1;
-                shown_files.push(json!({"path": hits.path}));
+                shown_files.push(SearchHits {
+                    path: hits.path.clone(),
+                    ..SearchHits::default()
+                });
             }
             GrepOutput::Count => {
                 text.push_str(&format!("{}: {}\n", hits.path, hits.matches));
                 budget -= 1;
-                shown_files.push(json!({"path": hits.path, "count": hits.matches}));
+                shown_files.push(SearchHits {
+                    path: hits.path.clone(),
+                    count: Some(hits.matches as u64),
+                    ..SearchHits::default()
+                });
             }
             GrepOutput::Content => {
                 text.push_str(&format!("{}\n", hits.path));
@@ -366,10 +374,18 @@ fn report(
                     }
                     let mark = if *is_match { ':' } else { '-' };
                     text.push_str(&format!("{number:>6}{mark} {line}\n"));
-                    lines.push(json!({"line": number, "text": line, "match": is_match}));
+                    lines.push(SearchLine {
+                        line: *number,
+                        text: line.clone(),
+                        is_match: *is_match,
+                    });
                 }
                 omitted_matches += hits.matches - kept_matches;
-                shown_files.push(json!({"path": hits.path, "lines": lines}));
+                shown_files.push(SearchHits {
+                    path: hits.path.clone(),
+                    count: None,
+                    lines,
+                });
             }
         }
     }
@@ -398,11 +414,10 @@ fn report(
         })),
         ..ToolOutput::text(text.trim_end().to_owned())
     }
-    .with_details(json!({
-        "type": "search",
-        "pattern": args.pattern,
-        "files": shown_files,
-        "omitted_files": omitted_files,
-        "omitted_matches": omitted_matches,
-    }))
+    .with_details(details::Search {
+        pattern: args.pattern.clone(),
+        files: shown_files,
+        omitted_files: omitted_files as u64,
+        omitted_matches: omitted_matches as u64,
+    })
 }

@@ -5,6 +5,7 @@
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read};
 use std::sync::Arc;
+use toolrail_tools_core::log::details;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -361,14 +362,16 @@ impl Window {
             "total_lines": total,
             "truncated": truncated,
         });
-        let mut details = window.clone();
-        if let Some(object) = details.as_object_mut() {
-            object.insert("type".to_owned(), json!("read"));
-        }
         ToolOutput {
             value: Some(window),
             ..ToolOutput::text(text)
         }
-        .with_details(details)
+        .with_details(details::Read {
+            path: target.shown.clone(),
+            start_line: first.map(|line| line as u64),
+            end_line: end.map(|line| line as u64),
+            total_lines: total as u64,
+            truncated,
+        })
     }
 }

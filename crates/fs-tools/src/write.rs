@@ -6,6 +6,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
+use toolrail_tools_core::log::details;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -133,10 +134,14 @@ impl TypedTool for WriteTool {
             ))
         };
         Ok(match diff {
-            Some((diff, added, removed)) => output.with_details(json!({
-                "type": "diff",
-                "files": [{"path": target.shown, "diff": diff, "added": added, "removed": removed}],
-            })),
+            Some((diff, added, removed)) => output.with_details(details::Diff {
+                files: vec![details::FileDiff {
+                    path: target.shown.clone(),
+                    diff,
+                    added,
+                    removed,
+                }],
+            }),
             None => output,
         })
     }

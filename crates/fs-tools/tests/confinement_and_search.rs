@@ -118,7 +118,10 @@ async fn grep_finds_groups_counts_and_skips_what_it_should() {
         (value["files"].clone(), value["matches"].clone()),
         (json!(1), json!(2))
     );
-    assert_eq!(content.record.details.as_ref().unwrap()["type"], "search");
+    assert_eq!(
+        serde_json::to_value(content.record.details.as_ref().unwrap()).unwrap()["type"],
+        "search"
+    );
 
     let context = b
         .call(

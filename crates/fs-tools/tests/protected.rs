@@ -33,7 +33,7 @@ async fn git_changes(b: &Bench) -> Vec<(String, Option<String>, String)> {
     for path in [".git/config", "sub/.git/config"] {
         let read = b.call("read", json!({"path": path})).await;
         assert!(
-            !read.record.is_error,
+            !read.record.is_error(),
             "reading .git is allowed: {}",
             text(&read)
         );

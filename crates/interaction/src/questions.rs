@@ -7,6 +7,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 use std::time::Duration;
+use toolrail_tools_core::log::details;
 
 use parking_lot::Mutex;
 use schemars::JsonSchema;
@@ -195,6 +196,7 @@ impl TypedTool for AskUser {
         };
         let mut lines = Vec::with_capacity(args.questions.len());
         let mut answers = serde_json::Map::new();
+        let mut shown = details::Question::default();
         for question in &args.questions {
             let asked = EventData::QuestionAsked(QuestionAsked {
                 question_id: question.id.clone(),
@@ -242,11 +244,24 @@ impl TypedTool for AskUser {
                 question.id.clone(),
                 json!({"state": state_text(state), "answer": answer}),
             );
+            shown.questions.push(details::AskedQuestion {
+                id: question.id.clone(),
+                question: question.question.clone(),
+                options: question.options.clone(),
+            });
+            shown.answers.insert(
+                question.id.clone(),
+                details::QuestionAnswer {
+                    state: state_text(state).to_owned(),
+                    answer: answer.map(Value::String),
+                },
+            );
         }
         Ok(ToolOutput {
             value: Some(Value::Object(answers)),
             ..ToolOutput::text(lines.join("\n"))
-        })
+        }
+        .with_details(shown))
     }
 }
 

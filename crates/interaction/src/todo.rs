@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use toolrail_tools_core::log::details;
 
 use parking_lot::RwLock;
 use schemars::JsonSchema;
@@ -164,12 +165,13 @@ impl TypedTool for TodoWriteTool {
                 count => format!("{count} items"),
             }
         );
-        *self.board.items.write() = items;
+        *self.board.items.write() = items.clone();
         Ok(ToolOutput {
             value: Some(json!({
                 "completed": completed, "in_progress": in_progress, "pending": pending,
             })),
             ..ToolOutput::text(summary)
-        })
+        }
+        .with_details(details::Todo { items }))
     }
 }

@@ -96,7 +96,7 @@ async fn ask_user_logs_every_state_and_never_makes_up_an_answer() {
             ]}),
         )
         .await;
-    assert!(!result.record.is_error, "{:?}", result.record);
+    assert!(!result.record.is_error(), "{:?}", result.record);
     let shown = text(&result);
     assert!(shown.contains("db: Postgres"), "{shown}");
     assert!(

@@ -145,7 +145,7 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
         &control,
     )
     .await;
-    assert!(!result.record.is_error, "{}", result.record.text());
+    assert!(!result.record.is_error(), "{}", result.record.text());
     assert!(
         result.record.text().contains("hi there"),
         "{}",
@@ -196,7 +196,7 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
         &control,
     )
     .await;
-    assert!(!result.record.is_error, "{}", result.record.text());
+    assert!(!result.record.is_error(), "{}", result.record.text());
     assert!(
         result
             .record
@@ -222,7 +222,7 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
         &with_progress,
     )
     .await;
-    assert!(!result.record.is_error, "{}", result.record.text());
+    assert!(!result.record.is_error(), "{}", result.record.text());
     let first = updates.recv().await.unwrap();
     assert_eq!(first.data["total"], json!(2.0));
 
@@ -243,7 +243,7 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
         &cancelling,
     )
     .await;
-    assert!(result.record.is_error);
+    assert!(result.record.is_error());
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "cancelled, not waited out"
@@ -315,7 +315,7 @@ async fn a_long_mcp_result_is_capped_like_any_tool_s() {
     )
     .await;
     let record = &result.record;
-    assert!(!record.is_error, "{}", record.text());
+    assert!(!record.is_error(), "{}", record.text());
     assert!(record.text().len() <= 1_000, "{}", record.text().len());
     assert!(
         record.text().starts_with("Echo: word word"),

@@ -267,6 +267,6 @@ async fn through_the_pipeline_a_guard_refusal_is_guard_denied_and_nothing_runs()
         .execute_one(&tools, inside, &BatchControl::default())
         .await
         .unwrap();
-    assert!(!committed.record.is_error, "{:?}", committed.record);
+    assert!(!committed.record.is_error(), "{:?}", committed.record);
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

@@ -3,6 +3,7 @@
 //! recorded call, so a live card and a replayed one are equal.
 
 use serde::{Deserialize, Serialize};
+use toolrail_session_log::details::Details;
 
 /// The card shapes (DESIGN §8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,23 +51,21 @@ impl CardKind {
         }
     }
 
-    /// The kind a result's `details` name in their `type` (`"diff"`, `"terminal"`, …):
-    /// any tool's, the shipped ones' and a stranger's alike. `None` for details of no
-    /// known kind (they get the tool's card, or the generic one).
-    pub fn of_details(details: &serde_json::Value) -> Option<Self> {
-        let named = details.get("type")?.as_str()?;
-        [
-            Self::Terminal,
-            Self::Diff,
-            Self::Search,
-            Self::Read,
-            Self::Web,
-            Self::Todo,
-            Self::Question,
-            Self::CodeRun,
-        ]
-        .into_iter()
-        .find(|kind| kind.as_str() == named)
+    /// The card a result's details are drawn as: any tool's, the shipped ones' and a
+    /// stranger's alike. `None` for a tool's own details ([`Details::Custom`]): they get the
+    /// tool's card, or the generic one.
+    pub fn of_details(details: &Details) -> Option<Self> {
+        Some(match details {
+            Details::Terminal(_) => Self::Terminal,
+            Details::Diff(_) => Self::Diff,
+            Details::Search(_) => Self::Search,
+            Details::Read(_) => Self::Read,
+            Details::Todo(_) => Self::Todo,
+            Details::Question(_) => Self::Question,
+            Details::CodeRun(_) => Self::CodeRun,
+            Details::Web(_) => Self::Web,
+            Details::Custom(_) => return None,
+        })
     }
 }
 

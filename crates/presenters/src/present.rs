@@ -4,6 +4,7 @@
 //! kind, fall back to the generic card — never a panic.
 
 use serde_json::Value;
+use toolrail_session_log::details::{self, Details};
 use toolrail_session_log::{Effect, ToolResultRecord};
 
 use crate::card::{
@@ -31,12 +32,7 @@ pub fn present_result(kind: CardKind, tool: &str, args: &Value, result: &ToolRes
     let output = result.text();
     let body = match &result.details {
         // The details say what they are; the tool's name only guesses.
-        Some(details) => result_body(
-            CardKind::of_details(details).unwrap_or(kind),
-            args,
-            details,
-            &output,
-        ),
+        Some(details) => result_body(args, details, &output),
         // Tools that leave details out (todo, questions, write) are shown from their
         // arguments and value; a failure before the body ran, from the call.
         None => fallback_body(kind, args, result).or_else(|| call_body(kind, args)),
@@ -46,11 +42,6 @@ pub fn present_result(kind: CardKind, tool: &str, args: &Value, result: &ToolRes
         Some(error) => CardStatus::Failed {
             code: error.code.to_string(),
             message: error.message.clone(),
-            synthetic: result.synthetic,
-        },
-        None if result.is_error => CardStatus::Failed {
-            code: "TOOL_FAILED".to_owned(),
-            message: output,
             synthetic: result.synthetic,
         },
         None => CardStatus::Succeeded,
@@ -68,23 +59,18 @@ pub fn present_result(kind: CardKind, tool: &str, args: &Value, result: &ToolRes
 }
 
 /// What the sandbox refused the call, one note a line, as its tool reported it (`bash`
-/// puts the refusals its command met in `details.sandbox_refused`).
+/// puts the refusals its command met in its terminal details).
 pub fn sandbox_refusals(result: &ToolResultRecord) -> impl Iterator<Item = String> + '_ {
-    let refused = result
-        .details
-        .as_ref()
-        .and_then(|details| details.get("sandbox_refused"));
-    let mode = refused
-        .and_then(|refused| refused.get("mode"))
-        .and_then(Value::as_str)
-        .unwrap_or("sandbox");
-    refused
-        .and_then(|refused| refused.get("lines"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(move |line| format!("the sandbox ({mode}) refused: {line}"))
+    let refused = match &result.details {
+        Some(Details::Terminal(terminal)) => terminal.sandbox_refused.as_ref(),
+        _ => None,
+    };
+    refused.into_iter().flat_map(|refused| {
+        refused
+            .lines
+            .iter()
+            .map(move |line| format!("the sandbox ({}) refused: {line}", refused.mode))
+    })
 }
 
 /// The arguments' text as a JSON value: `Null` when it is not JSON (the generic card then
@@ -165,10 +151,6 @@ fn str_of(value: &Value, field: &str) -> Option<String> {
 
 fn u64_of(value: &Value, field: &str) -> Option<u64> {
     value.get(field)?.as_u64()
-}
-
-fn i64_of(value: &Value, field: &str) -> Option<i64> {
-    value.get(field)?.as_i64()
 }
 
 fn bool_of(value: &Value, field: &str) -> bool {
@@ -312,8 +294,8 @@ fn fallback_body(kind: CardKind, args: &Value, result: &ToolResultRecord) -> Opt
         CardKind::Question => Some(CardBody::Question {
             questions: questions(args.get("questions")?, value)?,
         }),
-        CardKind::Diff if !result.is_error => call_body(kind, args),
-        CardKind::Read if !result.is_error => {
+        CardKind::Diff if !result.is_error() => call_body(kind, args),
+        CardKind::Read if !result.is_error() => {
             let value = value?;
             Some(CardBody::Read {
                 path: str_of(value, "path")?,
@@ -334,80 +316,100 @@ fn fallback_body(kind: CardKind, args: &Value, result: &ToolResultRecord) -> Opt
     }
 }
 
-/// A body from a result's details; `None` (the generic card) when they are not in the
-/// kind's shape.
-fn result_body(kind: CardKind, args: &Value, details: &Value, output: &str) -> Option<CardBody> {
-    if str_of(details, "type")? != kind.as_str() {
-        return None;
-    }
-    Some(match kind {
-        CardKind::Generic => return None,
-        CardKind::Terminal => CardBody::Terminal {
-            command: str_of(details, "command")?,
-            description: str_of(details, "description"),
-            exit_code: i64_of(details, "exit_code"),
-            signal: i64_of(details, "signal"),
-            timed_out: bool_of(details, "timed_out"),
-            output: Some(str_of(details, "output_tail").unwrap_or_else(|| output.to_owned())),
-            truncated: bool_of(details, "truncated"),
+/// A body from a result's details; `None` (the generic card) for a tool's own details.
+fn result_body(args: &Value, details: &Details, output: &str) -> Option<CardBody> {
+    Some(match details {
+        Details::Custom(_) => return None,
+        Details::Terminal(terminal) => CardBody::Terminal {
+            command: terminal.command.clone(),
+            description: terminal.description.clone(),
+            exit_code: terminal.exit_code,
+            signal: terminal.signal,
+            timed_out: terminal.timed_out,
+            output: Some(
+                terminal
+                    .output_tail
+                    .clone()
+                    .unwrap_or_else(|| output.to_owned()),
+            ),
+            truncated: terminal.truncated,
         },
-        CardKind::Diff => CardBody::Diff {
-            files: details
-                .get("files")?
-                .as_array()?
+        Details::Diff(diff) => CardBody::Diff {
+            files: diff.files.iter().map(diff_file).collect(),
+        },
+        Details::Search(search) => CardBody::Search {
+            pattern: search.pattern.clone(),
+            files: search.files.iter().map(search_file).collect(),
+            omitted_files: search.omitted_files,
+            omitted_matches: search.omitted_matches,
+        },
+        Details::Read(read) => CardBody::Read {
+            path: read.path.clone(),
+            start_line: read.start_line,
+            end_line: read.end_line,
+            total_lines: Some(read.total_lines),
+            truncated: read.truncated,
+        },
+        Details::Web(web) => CardBody::Web {
+            url: web.url.clone(),
+            status: web.status,
+            title: web.title.clone(),
+            excerpt: web.excerpt.clone(),
+        },
+        Details::Todo(todo) => CardBody::Todo {
+            items: todo
+                .items
                 .iter()
-                .map(diff_file)
-                .collect::<Option<_>>()?,
+                .map(|item| TodoItem {
+                    content: item.content.clone(),
+                    status: item.status.as_str().to_owned(),
+                })
+                .collect(),
         },
-        CardKind::Search => CardBody::Search {
-            pattern: str_of(details, "pattern")?,
-            files: details
-                .get("files")?
-                .as_array()?
+        Details::Question(asked) => CardBody::Question {
+            questions: asked
+                .questions
                 .iter()
-                .map(search_file)
-                .collect::<Option<_>>()?,
-            omitted_files: u64_of(details, "omitted_files").unwrap_or(0),
-            omitted_matches: u64_of(details, "omitted_matches").unwrap_or(0),
+                .map(|question| {
+                    let answer = asked.answers.get(&question.id);
+                    QuestionItem {
+                        id: question.id.clone(),
+                        question: question.question.clone(),
+                        options: question.options.clone(),
+                        state: answer.map(|answer| answer.state.clone()),
+                        answer: answer
+                            .and_then(|answer| answer.answer.as_ref())
+                            .filter(|answer| !answer.is_null())
+                            .map(text_of),
+                    }
+                })
+                .collect(),
         },
-        CardKind::Read => CardBody::Read {
-            path: str_of(details, "path")?,
-            start_line: u64_of(details, "start_line"),
-            end_line: u64_of(details, "end_line"),
-            total_lines: u64_of(details, "total_lines"),
-            truncated: bool_of(details, "truncated"),
-        },
-        CardKind::Web => CardBody::Web {
-            url: str_of(details, "url")?,
-            status: u64_of(details, "status"),
-            title: str_of(details, "title"),
-            excerpt: str_of(details, "excerpt"),
-        },
-        CardKind::Todo => CardBody::Todo {
-            items: todo_items(details.get("items")?)?,
-        },
-        CardKind::Question => CardBody::Question {
-            questions: questions(details.get("questions")?, details.get("answers"))?,
-        },
-        CardKind::CodeRun => CardBody::CodeRun {
-            language: str_of(details, "language")?,
-            program: str_of(details, "program").or_else(|| str_of(args, "code"))?,
-            sub_calls: details
-                .get("sub_calls")
-                .and_then(Value::as_array)
-                .map(|calls| calls.iter().map(sub_call).collect::<Option<_>>())
-                .unwrap_or(Some(Vec::new()))?,
-            logs: str_of(details, "logs"),
-            result: details
-                .get("result")
-                .filter(|result| !result.is_null())
-                .map(text_of),
+        Details::CodeRun(run) => CardBody::CodeRun {
+            language: run.language.clone(),
+            program: if run.program.is_empty() {
+                str_of(args, "code")?
+            } else {
+                run.program.clone()
+            },
+            sub_calls: run
+                .sub_calls
+                .iter()
+                .map(|call| SubCall {
+                    call_id: call.call_id.clone(),
+                    tool: call.tool.clone(),
+                    error: call.error.clone(),
+                })
+                .collect(),
+            logs: run.logs.clone(),
+            result: (!run.result.is_null()).then(|| text_of(&run.result)),
         },
     })
 }
 
-fn diff_file(file: &Value) -> Option<DiffFile> {
-    let lines = str_of(file, "diff")?
+fn diff_file(file: &details::FileDiff) -> DiffFile {
+    let lines = file
+        .diff
         .lines()
         .filter(|line| !line.starts_with("+++") && !line.starts_with("---"))
         .map(|line| {
@@ -423,45 +425,32 @@ fn diff_file(file: &Value) -> Option<DiffFile> {
             }
         })
         .collect();
-    Some(DiffFile {
-        path: str_of(file, "path")?,
-        added: u64_of(file, "added")?,
-        removed: u64_of(file, "removed")?,
+    DiffFile {
+        path: file.path.clone(),
+        added: file.added,
+        removed: file.removed,
         lines,
-    })
+    }
 }
 
-fn search_file(file: &Value) -> Option<SearchFile> {
-    let lines = match file.get("lines") {
-        None => Vec::new(),
-        Some(lines) => lines
-            .as_array()?
-            .iter()
-            .map(|line| {
-                Some(SearchLine {
-                    line: u64_of(line, "line")?,
-                    text: str_of(line, "text")?,
-                    is_match: bool_of(line, "match"),
-                })
-            })
-            .collect::<Option<_>>()?,
-    };
-    let count = u64_of(file, "count").or_else(|| {
+fn search_file(file: &details::SearchHits) -> SearchFile {
+    let lines: Vec<SearchLine> = file
+        .lines
+        .iter()
+        .map(|line| SearchLine {
+            line: line.line,
+            text: line.text.clone(),
+            is_match: line.is_match,
+        })
+        .collect();
+    let count = file.count.or_else(|| {
         (!lines.is_empty()).then(|| lines.iter().filter(|l| l.is_match).count() as u64)
     });
-    Some(SearchFile {
-        path: str_of(file, "path")?,
+    SearchFile {
+        path: file.path.clone(),
         count,
         lines,
-    })
-}
-
-fn sub_call(call: &Value) -> Option<SubCall> {
-    Some(SubCall {
-        call_id: str_of(call, "call_id")?,
-        tool: str_of(call, "tool")?,
-        error: str_of(call, "error"),
-    })
+    }
 }
 
 /// One line for an effect.

@@ -8,12 +8,13 @@ use serde_json::{Value, json};
 use toolrail_presenters::{
     Card, CardKind, present_call, present_result, render_ansi, render_html, render_plain,
 };
+use toolrail_session_log::details::Details;
 use toolrail_session_log::{ContentBlock, Effect, ErrorCode, ToolResultRecord};
 
 fn success(text: &str, value: Option<Value>, details: Option<Value>) -> ToolResultRecord {
     let mut result = ToolResultRecord::success(vec![ContentBlock::text(text)]);
     result.value = value;
-    result.details = details;
+    result.details = details.map(Details::from_value);
     result
 }
 

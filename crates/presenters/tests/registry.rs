@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::sync::Arc;
+use toolrail_session_log::details::Details;
 
 use serde_json::{Value, json};
 use toolrail_presenters::{
@@ -80,26 +81,26 @@ fn event(seq: u64, kind: &str, call_id: &str, data: Value) -> toolrail_session_l
 fn a_code_run_card_nests_a_card_for_each_binding_call_from_the_log() {
     let program = "const a = await read({path: 'src/lib.rs'});\nawait bash({command: 'cargo test', description: 't'});";
     let mut read = ToolResultRecord::success(vec![ContentBlock::text("1\tfn main() {}")]);
-    read.details = Some(
+    read.details = Some(Details::from_value(
         json!({"type": "read", "path": "src/lib.rs", "start_line": 1,
         "end_line": 1, "total_lines": 1, "truncated": false}),
-    );
+    ));
     let mut bash = ToolResultRecord::success(vec![ContentBlock::text("[exit code 101]")]);
-    bash.details = Some(
+    bash.details = Some(Details::from_value(
         json!({"type": "terminal", "command": "cargo test", "exit_code": 101,
         "timed_out": false, "output_tail": "test failed\n[exit code 101]", "truncated": false}),
-    );
+    ));
     let mut run = ToolResultRecord::success(vec![ContentBlock::text(
         "(the program printed and returned nothing)",
     )]);
-    run.details = Some(
+    run.details = Some(Details::from_value(
         json!({"type": "code-run", "language": "javascript", "program": program,
         "sub_calls": [
             {"call_id": "c1:code:1", "tool": "read", "error": null},
             {"call_id": "c1:code:2", "tool": "bash", "error": null},
             {"call_id": "c1:code:3", "tool": "grep", "error": "CODE_BINDING_LOST"}],
         "result": null}),
-    );
+    ));
     let args = json!({"code": program, "description": "read and test"}).to_string();
     let mut events = vec![
         event(
@@ -262,9 +263,11 @@ fn two_programs_under_one_reused_id_each_show_their_own_calls() {
             json!({"parent_call_id": "c1", "name": "read", "result": read}),
         );
         let mut run = ToolResultRecord::success(vec![ContentBlock::text("done")]);
-        run.details = Some(json!({"type": "code-run", "language": "javascript",
+        run.details = Some(Details::from_value(
+            json!({"type": "code-run", "language": "javascript",
             "program": program, "result": null,
-            "sub_calls": [{"call_id": "c1:code:1", "tool": "read", "error": null}]}));
+            "sub_calls": [{"call_id": "c1:code:1", "tool": "read", "error": null}]}),
+        ));
         push(
             "tool/result",
             Some("c1"),

@@ -49,7 +49,7 @@ pub(crate) fn request_body(request: &ModelRequest, options: &ProviderConfig) -> 
                 let mut result = json!({
                     "type": "tool_result", "tool_use_id": call_id.as_str(), "content": content,
                 });
-                if record.is_error {
+                if record.is_error() {
                     result["is_error"] = Value::Bool(true);
                 }
                 user.push(result);

@@ -36,9 +36,8 @@ fn config(wire: Wire, server: &FakeServer) -> ProviderConfig {
 
 /// A conversation with a tool call answered, one failed, and a context message.
 fn request() -> ModelRequest {
-    let mut failed =
+    let failed =
         ToolResultRecord::failure(toolrail_session_log::ErrorCode::ToolFailed, "no such file");
-    failed.is_error = true;
     ModelRequest {
         system: Some("Be brief.".to_owned()),
         messages: vec![

@@ -56,7 +56,7 @@ async fn a_program_s_tool_calls_reenter_the_pipeline_as_calls_of_their_own() {
         .unwrap();
     let answer = agent.prompt("look around").await.unwrap();
     let record = &answer.results[0];
-    assert!(!record.is_error, "{}", record.text());
+    assert!(!record.is_error(), "{}", record.text());
     assert!(record.text().contains("a.txt"), "{}", record.text());
     assert!(
         record.text().contains("\"total_lines\":1"),

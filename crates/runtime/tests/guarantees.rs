@@ -237,7 +237,7 @@ async fn bash_runs_sandboxed_with_nothing_set_up() {
         .unwrap();
     let answer = agent.prompt("write a file").await.unwrap();
     let text = answer.results[0].text();
-    assert!(!answer.results[0].is_error, "{text}");
+    assert!(!answer.results[0].is_error(), "{text}");
     // The default sandbox is read-only: the write is refused by the kernel, and the
     // command runs without the right to gain privileges.
     assert!(text.contains("status 1"), "{text}");

@@ -517,6 +517,17 @@ pub enum TodoStatus {
     Completed,
 }
 
+impl TodoStatus {
+    /// The stored text: `pending`, `in_progress`, `completed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InProgress => "in_progress",
+            Self::Completed => "completed",
+        }
+    }
+}
+
 /// One todo item.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TodoItem {

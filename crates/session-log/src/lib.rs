@@ -52,6 +52,7 @@
 //! ```
 
 mod content;
+pub mod details;
 mod digest;
 mod elided;
 mod event;

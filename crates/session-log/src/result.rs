@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::content::ContentBlock;
+use crate::details::Details;
 use crate::elided::ElidedBlock;
 
 /// Where a tool came from. Recorded with every call, so its names are shared, not copied.
@@ -304,6 +305,13 @@ pub(crate) fn present_value<'de, D: Deserializer<'de>>(
     Value::deserialize(deserializer).map(Some)
 }
 
+/// Like [`present_value`], for details: a present `null` is kept (as custom details).
+pub(crate) fn present_details<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Details>, D::Error> {
+    Details::deserialize(deserializer).map(Some)
+}
+
 fn is_zero(value: &u64) -> bool {
     *value == 0
 }
@@ -313,54 +321,147 @@ pub(crate) fn is_false(value: &bool) -> bool {
 }
 
 /// The committed result of one tool call.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Whether it is a failure is not a field of its own: a result is an error exactly when it
+/// carries [`ToolResultRecord::error`] ([`ToolResultRecord::is_error`]), so the two can never
+/// disagree. The stored form still writes `is_error` for readers of the format.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ToolResultRecord {
     /// What the model reads.
     pub content: Vec<ContentBlock>,
-    /// Structured JSON for programs (code mode).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::result::present_value"
-    )]
+    /// Structured JSON for programs (code mode). A present `null` stays `Some(Null)`.
     pub value: Option<Value>,
-    /// UI-only structured data (terminal, diff, search, read, web, todo shapes); persisted,
-    /// never sent to the model.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::result::present_value"
-    )]
-    pub details: Option<Value>,
+    /// UI-only structured data in a card's shape ([`Details`]); persisted, never sent to the
+    /// model.
+    pub details: Option<Details>,
     /// Confirmed changes to the world.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub effects: Vec<Effect>,
-    /// Whether the model should read this as a failure.
-    pub is_error: bool,
-    /// The code and message of a failure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The code and message of a failure; `None` for a success.
     pub error: Option<ToolErrorInfo>,
     /// Where the time went.
-    #[serde(default)]
     pub timing: Timing,
     /// Written by the runtime for a call that did not produce a result of its own.
-    #[serde(default, skip_serializing_if = "is_false")]
     pub synthetic: bool,
     /// The tool ended the turn with this result (a final answer, leaving plan mode): the loop
     /// asks the model nothing more in this turn.
-    #[serde(default, skip_serializing_if = "is_false")]
     pub concludes_turn: bool,
-    /// Where a stored `value` over the size cap was put instead of the line (only in stored
-    /// form: reading a session loads the value back and clears this).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value_blob: Option<BlobRef>,
-    /// Like `value_blob`, for `details`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details_blob: Option<BlobRef>,
     /// The blocks of `content` that were cut to keep the model's text under its cap, each
     /// with the whole block it was cut from (never sent to the model; kept beside the log).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub elided: Vec<ElidedBlock>,
+    /// Where a stored `value` over the size cap was put instead of the line (only in stored
+    /// form: reading a session loads the value back and clears this).
+    pub value_blob: Option<BlobRef>,
+    /// Like `value_blob`, for `details`.
+    pub details_blob: Option<BlobRef>,
+}
+
+/// The stored shape of a record, field for field as it has always been written.
+#[derive(Serialize)]
+struct WireRef<'a> {
+    content: &'a [ContentBlock],
+    #[serde(skip_serializing_if = "absent")]
+    value: &'a Option<Value>,
+    #[serde(skip_serializing_if = "absent")]
+    details: &'a Option<Details>,
+    #[serde(skip_serializing_if = "empty")]
+    effects: &'a [Effect],
+    is_error: bool,
+    #[serde(skip_serializing_if = "absent")]
+    error: &'a Option<ToolErrorInfo>,
+    timing: &'a Timing,
+    #[serde(skip_serializing_if = "is_false")]
+    synthetic: bool,
+    #[serde(skip_serializing_if = "is_false")]
+    concludes_turn: bool,
+    #[serde(skip_serializing_if = "absent")]
+    value_blob: &'a Option<BlobRef>,
+    #[serde(skip_serializing_if = "absent")]
+    details_blob: &'a Option<BlobRef>,
+    #[serde(skip_serializing_if = "empty")]
+    elided: &'a [ElidedBlock],
+}
+
+fn absent<T>(field: &&Option<T>) -> bool {
+    field.is_none()
+}
+
+fn empty<T>(field: &&[T]) -> bool {
+    field.is_empty()
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    content: Vec<ContentBlock>,
+    #[serde(default, deserialize_with = "crate::result::present_value")]
+    value: Option<Value>,
+    #[serde(default, deserialize_with = "crate::result::present_details")]
+    details: Option<Details>,
+    #[serde(default)]
+    effects: Vec<Effect>,
+    #[serde(default)]
+    is_error: bool,
+    #[serde(default)]
+    error: Option<ToolErrorInfo>,
+    #[serde(default)]
+    timing: Timing,
+    #[serde(default)]
+    synthetic: bool,
+    #[serde(default)]
+    concludes_turn: bool,
+    #[serde(default)]
+    value_blob: Option<BlobRef>,
+    #[serde(default)]
+    details_blob: Option<BlobRef>,
+    #[serde(default)]
+    elided: Vec<ElidedBlock>,
+}
+
+impl Serialize for ToolResultRecord {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        WireRef {
+            content: &self.content,
+            value: &self.value,
+            details: &self.details,
+            effects: &self.effects,
+            is_error: self.is_error(),
+            error: &self.error,
+            timing: &self.timing,
+            synthetic: self.synthetic,
+            concludes_turn: self.concludes_turn,
+            value_blob: &self.value_blob,
+            details_blob: &self.details_blob,
+            elided: &self.elided,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolResultRecord {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = Wire::deserialize(deserializer)?;
+        let mut record = Self {
+            content: wire.content,
+            value: wire.value,
+            details: wire.details,
+            effects: wire.effects,
+            error: wire.error,
+            timing: wire.timing,
+            synthetic: wire.synthetic,
+            concludes_turn: wire.concludes_turn,
+            elided: wire.elided,
+            value_blob: wire.value_blob,
+            details_blob: wire.details_blob,
+        };
+        // A writer that marked a failure without saying which: the one place that names it,
+        // so no reader has to guess a code of its own.
+        if wire.is_error && record.error.is_none() {
+            record.error = Some(ToolErrorInfo {
+                code: ErrorCode::ToolFailed,
+                message: record.text(),
+            });
+        }
+        Ok(record)
+    }
 }
 
 /// A large JSON value kept beside the log, named by the SHA-256 of its compact text.
@@ -379,14 +480,13 @@ impl ToolResultRecord {
             value: None,
             details: None,
             effects: Vec::new(),
-            is_error: false,
             error: None,
             timing: Timing::default(),
             synthetic: false,
             concludes_turn: false,
+            elided: Vec::new(),
             value_blob: None,
             details_blob: None,
-            elided: Vec::new(),
         }
     }
 
@@ -398,14 +498,13 @@ impl ToolResultRecord {
             value: None,
             details: None,
             effects: Vec::new(),
-            is_error: true,
             error: Some(ToolErrorInfo { code, message }),
             timing: Timing::default(),
             synthetic: false,
             concludes_turn: false,
+            elided: Vec::new(),
             value_blob: None,
             details_blob: None,
-            elided: Vec::new(),
         }
     }
 
@@ -436,6 +535,11 @@ impl ToolResultRecord {
                 }
             })
             .collect()
+    }
+
+    /// Whether the model should read this as a failure: exactly when it carries an error.
+    pub fn is_error(&self) -> bool {
+        self.error.is_some()
     }
 
     /// The error code, if this result is a failure.
@@ -518,6 +622,6 @@ mod tests {
     fn failure_text_is_error_colon_message() {
         let record = ToolResultRecord::failure(ErrorCode::ToolFailed, "disk full");
         assert_eq!(record.content, vec![ContentBlock::text("Error: disk full")]);
-        assert!(record.is_error);
+        assert!(record.is_error());
     }
 }

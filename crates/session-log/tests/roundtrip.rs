@@ -10,6 +10,7 @@
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use serde_json::{Value, json};
+use toolrail_session_log::details::Details;
 use toolrail_session_log::*;
 
 fn text() -> impl Strategy<Value = String> {
@@ -88,9 +89,8 @@ fn result_record() -> impl Strategy<Value = ToolResultRecord> {
             |(content, value, details, effects, error, t, synthetic, elided)| ToolResultRecord {
                 content,
                 value,
-                details,
+                details: details.map(Details::from_value),
                 effects,
-                is_error: error.is_some(),
                 error: error.map(|(code, message)| ToolErrorInfo { code, message }),
                 timing: Timing {
                     queued_us: t[0].into(),

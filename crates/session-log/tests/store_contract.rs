@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use toolrail_session_log::details::Details;
 use toolrail_session_log::*;
 
 fn start(id: &str, idempotent: &[&str]) -> SessionStart {
@@ -269,7 +270,9 @@ async fn large_values_are_kept_beside_the_log_and_read_back<S: SessionStore>(sto
     let whole = ContentBlock::text("whole text, cut for the model ".repeat(4));
     let record = ToolResultRecord {
         value: Some(json!({ "text": big })),
-        details: Some(json!({ "kind": "read", "lines": [big.clone(), big.clone()] })),
+        details: Some(Details::from_value(
+            json!({ "kind": "read", "lines": [big.clone(), big.clone()] }),
+        )),
         elided: vec![ElidedBlock::new(1, whole)],
         ..ToolResultRecord::success(vec![
             ContentBlock::text("small stays inline"),

@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use toolrail_tools_core::log::details::{Details, SandboxRefusals, Terminal};
 
 use nix::sys::signal::Signal;
 use schemars::JsonSchema;
@@ -518,15 +519,11 @@ impl TypedTool for BashTool {
             {
                 sandbox.insert("refused".to_owned(), json!(refused));
             }
-            if let Some(details) = output
-                .details
-                .as_mut()
-                .and_then(|details| details.as_object_mut())
-            {
-                details.insert(
-                    "sandbox_refused".to_owned(),
-                    json!({"mode": mode.as_str(), "lines": refused}),
-                );
+            if let Some(Details::Terminal(terminal)) = output.details.as_mut() {
+                terminal.sandbox_refused = Some(SandboxRefusals {
+                    mode: mode.as_str().to_owned(),
+                    lines: refused.iter().map(|line| (*line).to_owned()).collect(),
+                });
             }
             if let Some(toolrail_tools_core::log::ContentBlock::Text { text }) =
                 output.content.first_mut()
@@ -626,16 +623,16 @@ fn report(
         "full_output": spills,
         "took_ms": u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
     });
-    let details = json!({
-        "type": "terminal",
-        "command": args.command,
-        "description": args.description,
-        "exit_code": exit_code,
-        "signal": signal,
-        "timed_out": ended.stop == Some(Stop::TimedOut),
-        "output_tail": text,
-        "truncated": out.omitted() > 0 || err.omitted() > 0,
-    });
+    let details = Terminal {
+        command: args.command.clone(),
+        description: Some(args.description.clone()),
+        exit_code: exit_code.map(i64::from),
+        signal: signal.map(i64::from),
+        timed_out: ended.stop == Some(Stop::TimedOut),
+        output_tail: Some(text.clone()),
+        truncated: out.omitted() > 0 || err.omitted() > 0,
+        sandbox_refused: None,
+    };
     ToolOutput {
         value: Some(value),
         ..ToolOutput::text(text)

@@ -137,7 +137,7 @@ impl Shell {
     async fn ran(&self, command: &str) -> Value {
         let result = self.run(command).await;
         assert!(
-            !result.record.is_error,
+            !result.record.is_error(),
             "{}: `{command}` did not run: {}",
             self.label,
             result.record.text()
@@ -151,7 +151,7 @@ impl Shell {
 
     async fn stdout(&self, command: &str) -> String {
         let result = self.run(command).await;
-        assert!(!result.record.is_error, "{}", result.record.text());
+        assert!(!result.record.is_error(), "{}", result.record.text());
         result.record.text()
     }
 }

@@ -86,7 +86,7 @@ async fn arguments_of_ten_mebibytes_are_logged_whole_and_an_oversized_result_ref
     let record = result_of(&events, "c1");
     let text = record.content[0].as_text().unwrap();
     assert!(
-        record.is_error && text.contains("over the cap of 1048576 bytes"),
+        record.is_error() && text.contains("over the cap of 1048576 bytes"),
         "{text}"
     );
 }

@@ -119,7 +119,7 @@ async fn plan_mode_stays_on_after_a_rejected_plan_and_ends_on_an_approved_one() 
     assert_eq!(denied.record.error_code(), Some(&ErrorCode::GuardDenied));
     assert!(text(&denied).contains("exit_plan_mode"));
     let read = s.run(&pipeline, "c2", "read", json!({})).await;
-    assert!(!read.record.is_error);
+    assert!(!read.record.is_error());
 
     let rejected = s
         .run(
@@ -150,13 +150,13 @@ async fn plan_mode_stays_on_after_a_rejected_plan_and_ends_on_an_approved_one() 
             json!({"plan": "1. edit 2. test"}),
         )
         .await;
-    assert!(!approved.record.is_error, "{:?}", approved.record);
+    assert!(!approved.record.is_error(), "{:?}", approved.record);
     assert!(!switch.is_active());
     assert!(
         !s.run(&pipeline, "c6", "write", json!({}))
             .await
             .record
-            .is_error
+            .is_error()
     );
 
     // The approver saw the plan; both decisions and both mode changes are in the log.
@@ -250,5 +250,10 @@ async fn two_calls_asking_in_one_batch_are_asked_in_model_order_one_at_a_time() 
     assert!(second.id() > first_id);
     second.answer(ApprovalAnswer::AllowedOnce).unwrap();
     let outcome = batch.await.unwrap().unwrap();
-    assert!(outcome.results.iter().all(|result| !result.record.is_error));
+    assert!(
+        outcome
+            .results
+            .iter()
+            .all(|result| !result.record.is_error())
+    );
 }

@@ -486,7 +486,7 @@ async fn a_deny_rule_for_reading_holds_for_grep_and_commands_too() {
     );
     for id in ["c2", "c3", "c4"] {
         let text = seen[id].text();
-        assert!(!seen[id].is_error, "{id}: {text}");
+        assert!(!seen[id].is_error(), "{id}: {text}");
         assert!(
             !text.contains("hunter2-secret"),
             "{id} saw the secret: {text}"

@@ -53,10 +53,22 @@ impl PostExecuteDecision {
 pub struct ResultView<'a> {
     pub content: &'a [ContentBlock],
     pub value: Option<&'a Value>,
-    pub is_error: bool,
-    pub error_code: Option<&'a str>,
+    /// The failure, if the result is one.
+    pub error: Option<&'a toolrail_session_log::ToolErrorInfo>,
     /// Effects the tool confirmed: visible, not changeable.
     pub effects: &'a [toolrail_session_log::Effect],
+}
+
+impl ResultView<'_> {
+    /// The result is a failure (it carries an error).
+    pub fn is_error(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// The failure's code, if the result is one.
+    pub fn error_code(&self) -> Option<&str> {
+        self.error.map(|error| error.code.as_str())
+    }
 }
 
 /// A hook that runs after the body settled.

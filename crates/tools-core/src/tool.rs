@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize as _, Serialize};
 use serde_json::Value;
+use toolrail_session_log::details::Details;
 use toolrail_session_log::{BoxFuture, ContentBlock, ErrorCode, ToolErrorInfo};
 
 use crate::context::ToolContext;
@@ -19,8 +20,8 @@ pub struct ToolOutput {
     pub content: Vec<ContentBlock>,
     /// Structured JSON for programs; checked against the output schema.
     pub value: Option<Value>,
-    /// UI-only data, never sent to the model.
-    pub details: Option<Value>,
+    /// UI-only data in a card's shape, never sent to the model.
+    pub details: Option<Details>,
     /// This result ends the turn: the loop asks the model nothing more (a successful result
     /// only).
     pub concludes_turn: bool,
@@ -62,9 +63,10 @@ impl ToolOutput {
         self
     }
 
-    /// Adds UI-only details.
-    pub fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+    /// Adds UI-only details: one of the card shapes, or
+    /// [`Custom`](toolrail_session_log::details::Custom) details of the tool's own.
+    pub fn with_details(mut self, details: impl Into<Details>) -> Self {
+        self.details = Some(details.into());
         self
     }
 }
@@ -169,8 +171,15 @@ pub trait Tool: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct FinalizeView<'a> {
     pub arguments: &'a Value,
-    pub is_error: bool,
+    /// The failure, if the call ends as one.
     pub error: Option<&'a ToolErrorInfo>,
+}
+
+impl FinalizeView<'_> {
+    /// The call ends as a failure.
+    pub fn is_error(&self) -> bool {
+        self.error.is_some()
+    }
 }
 
 /// A tool whose arguments are a Rust type: the input schema is derived from it and the body

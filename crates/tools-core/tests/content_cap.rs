@@ -258,7 +258,7 @@ async fn an_error_of_three_mib_keeps_its_status_effects_and_error_text_form() {
     let message = three_mib();
     let committed = run(&session, spec("loud"), Answer::Failure(message.clone())).await;
     let record = &committed.record;
-    assert!(record.is_error);
+    assert!(record.is_error());
     assert_eq!(record.error_code(), Some(&ErrorCode::ToolFailed));
     assert_eq!(record.effects, vec![written()]);
     // The model reads `Error: <message>`, and the message is the cut one: the record says

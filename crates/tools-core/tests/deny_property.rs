@@ -207,7 +207,7 @@ proptest! {
         let ran = probe.runs() == 1;
         if refused_before_guards {
             prop_assert!(!ran, "a refused call ran: {:?} -> {:?}", shapes, result.record.error);
-            prop_assert!(result.record.is_error);
+            prop_assert!(result.record.is_error());
         } else {
             prop_assert_eq!(ran, !any_guard_denies, "guards {:?} -> {:?}", guards.iter().map(|g| g.deny).collect::<Vec<_>>(), result.record.error);
             if let (true, Some(effective)) = (ran, rewrites.first()) {

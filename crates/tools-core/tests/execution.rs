@@ -129,7 +129,7 @@ async fn a_cancelled_call_that_finishes_in_the_grace_keeps_its_true_result() {
     let result = h
         .run_cancelled_after(&pipeline, "probe", Duration::from_secs(1))
         .await;
-    assert!(!result.record.is_error, "{:?}", result.record.error);
+    assert!(!result.record.is_error(), "{:?}", result.record.error);
     assert_eq!(text(&result.record), "slept stubbornly|[finalized]");
 }
 
@@ -445,7 +445,7 @@ async fn a_deadline_too_far_to_represent_is_no_deadline() {
         .execute_one(&h.registry.snapshot(), request, &BatchControl::default())
         .await
         .unwrap();
-    assert!(!result.record.is_error, "{:?}", result.record.error);
+    assert!(!result.record.is_error(), "{:?}", result.record.error);
     assert_eq!(probe.runs(), 1);
 }
 

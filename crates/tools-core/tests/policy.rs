@@ -20,7 +20,7 @@ async fn an_allowed_call_logs_call_start_result_in_order() {
     let pipeline = h.pipeline().build();
     let result = h.run(&pipeline, "probe", r#"{"path":"a"}"#).await;
     assert_eq!(h.kinds(), ["tool/call", "tool/start", "tool/result"]);
-    assert!(!result.record.is_error);
+    assert!(!result.record.is_error());
     assert_eq!(probe.runs(), 1);
     let events = h.sink.events();
     let EventData::ToolCall(call) = &events[0].data else {
@@ -55,7 +55,7 @@ async fn empty_arguments_mean_an_empty_object() {
     let probe = Probe::new("probe", Behaviour::Succeed);
     let h = Harness::new(vec![probe.clone()]);
     let result = h.run(&h.pipeline().build(), "probe", "").await;
-    assert!(!result.record.is_error);
+    assert!(!result.record.is_error());
     assert_eq!(probe.seen_args.lock().clone(), vec![json!({})]);
 }
 
@@ -124,7 +124,7 @@ async fn a_name_outside_the_snapshot_is_unknown_even_if_registered_later() {
         .execute_one(&h.registry.snapshot(), request, &BatchControl::default())
         .await
         .unwrap();
-    assert!(!result.record.is_error);
+    assert!(!result.record.is_error());
     assert_eq!(late.runs(), 1);
 }
 
@@ -307,7 +307,7 @@ async fn a_rewrite_is_validated_and_logged_before_the_body_runs() {
         .pre_hook(FixedHook::new("sandbox", HookBehaviour::Decide(rewrite)))
         .build();
     let result = h.run(&pipeline, "probe", r#"{"path":"/etc/a"}"#).await;
-    assert!(!result.record.is_error);
+    assert!(!result.record.is_error());
     assert_eq!(
         h.kinds(),
         [
@@ -531,7 +531,7 @@ async fn a_rewrite_then_an_ask_shows_the_approver_the_effective_arguments() {
         .approval(approver.clone())
         .build();
     let result = h.run(&pipeline, "probe", r#"{"path":"/etc"}"#).await;
-    assert!(!result.record.is_error, "{:?}", result.record.error);
+    assert!(!result.record.is_error(), "{:?}", result.record.error);
     assert_eq!(
         h.kinds(),
         [

@@ -533,5 +533,5 @@ async fn in_code_mode_the_model_sees_run_code_alone_and_programs_see_the_rest() 
         )
         .await
         .unwrap();
-    assert!(!from_program.record.is_error, "{:?}", from_program.record);
+    assert!(!from_program.record.is_error(), "{:?}", from_program.record);
 }

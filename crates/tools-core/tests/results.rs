@@ -181,7 +181,7 @@ async fn observer_errors_and_panics_are_isolated() {
         .build();
     let result = h.run(&pipeline, "probe", "{}").await;
     assert!(
-        !result.record.is_error,
+        !result.record.is_error(),
         "observers never change the outcome"
     );
     for observer in [&failing, &panicking, &healthy] {

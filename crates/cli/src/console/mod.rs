@@ -492,7 +492,7 @@ fn json_line(event: &AgentEvent) -> Option<Value> {
             arguments,
             record,
         } => json!({"type": "call_committed", "call_id": call_id.as_str(), "name": name,
-            "arguments": arguments.as_ref(), "is_error": record.is_error,
+            "arguments": arguments.as_ref(), "is_error": record.is_error(),
             "error": record.error.as_ref().map(|error| json!({
                 "code": error.code.to_string(), "message": error.message,
             })),

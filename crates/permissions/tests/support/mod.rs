@@ -259,7 +259,7 @@ impl Harness {
             .await
             .unwrap();
         let ran = self.runs.load(Ordering::SeqCst) > before;
-        assert_eq!(ran, !committed.record.is_error, "{:?}", committed.record);
+        assert_eq!(ran, !committed.record.is_error(), "{:?}", committed.record);
         committed.record.error_code().cloned()
     }
 }

@@ -245,7 +245,7 @@ impl Agent {
     ///     match event? {
     ///         AgentEvent::TextDelta(text) => print!("{text}"),
     ///         AgentEvent::CallCommitted { name, record, .. } => {
-    ///             println!("\n[{name}: {}]", if record.is_error { "failed" } else { "ok" });
+    ///             println!("\n[{name}: {}]", if record.is_error() { "failed" } else { "ok" });
     ///         }
     ///         AgentEvent::TurnEnded(answer) => println!("\n({:?})", answer.end),
     ///         _ => {}

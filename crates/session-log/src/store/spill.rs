@@ -12,9 +12,11 @@ use crate::digest::digest_of;
 use serde_json::Value;
 
 use crate::content::ContentBlock;
+use crate::details::Details;
 use crate::elided::{ElidedBlock, stored_bytes};
 use crate::event::{Event, EventData};
 use crate::result::{BlobRef, ToolResultRecord, json_len};
+use serde::Serialize;
 
 /// Default cap: values up to 1 MiB stay in the line.
 pub const DEFAULT_BLOB_CAP: usize = 1024 * 1024;
@@ -97,8 +99,14 @@ fn spill_record(
     cap: usize,
     shelf: &mut dyn BlobShelf,
 ) -> Result<Option<ToolResultRecord>, String> {
-    let large = |value: &Option<Value>| value.as_ref().is_some_and(|value| json_len(value) > cap);
-    let (large_value, large_details) = (large(&record.value), large(&record.details));
+    let large_value = record
+        .value
+        .as_ref()
+        .is_some_and(|value| json_len(value) > cap);
+    let large_details = record
+        .details
+        .as_ref()
+        .is_some_and(|details| encoded_len(details) > cap);
     let whole_blocks = record.elided.iter().any(|elided| elided.whole.is_some());
     if !large_value && !large_details && !whole_blocks {
         return Ok(None);
@@ -110,14 +118,13 @@ fn spill_record(
         value,
         details,
         effects,
-        is_error,
         error,
         timing,
         synthetic,
         concludes_turn,
+        elided,
         value_blob,
         details_blob,
-        elided,
     } = record;
     let (value, value_blob) = match value {
         Some(value) if large_value => (None, Some(shelve(value, shelf)?)),
@@ -136,15 +143,19 @@ fn spill_record(
         value,
         details,
         effects: effects.clone(),
-        is_error: *is_error,
         error: error.clone(),
         timing: *timing,
         synthetic: *synthetic,
         concludes_turn: *concludes_turn,
+        elided,
         value_blob,
         details_blob,
-        elided,
     }))
+}
+
+/// The length of a value's compact JSON text.
+fn encoded_len(details: &Details) -> usize {
+    serde_json::to_value(details).map_or(usize::MAX, |value| json_len(&value))
 }
 
 /// The stored form of an elided block: its whole block on the shelf under its digest, which
@@ -169,7 +180,7 @@ fn shelve_block(elided: &ElidedBlock, shelf: &mut dyn BlobShelf) -> Result<Elide
     })
 }
 
-fn shelve(value: &Value, shelf: &mut dyn BlobShelf) -> Result<BlobRef, String> {
+fn shelve(value: &impl Serialize, shelf: &mut dyn BlobShelf) -> Result<BlobRef, String> {
     let bytes = serde_json::to_vec(value)
         .map_err(|error| format!("a large value could not be encoded: {error}"))?;
     let digest = digest_of(&bytes);
@@ -207,7 +218,7 @@ fn unshelve_record(record: &mut ToolResultRecord, shelf: &dyn BlobShelf) -> Resu
         record.value = Some(unshelve(&blob, shelf)?);
     }
     if let Some(blob) = record.details_blob.take() {
-        record.details = Some(unshelve(&blob, shelf)?);
+        record.details = Some(Details::from_value(unshelve(&blob, shelf)?));
     }
     for elided in &mut record.elided {
         if elided.whole.is_none() {

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use toolrail_session_log::details::Details;
 use toolrail_session_log::{
     AppendFuture, AppendUrgency, ContentBlock, ContextMessage, Effect, ElidedBlock, ErrorCode,
     EventData, Timing, ToolErrorInfo, ToolResultRecord,
@@ -29,7 +30,7 @@ use crate::view::{CallView, HookError};
 struct Candidate {
     content: Vec<ContentBlock>,
     value: Option<Value>,
-    details: Option<Value>,
+    details: Option<Details>,
     error: Option<ToolErrorInfo>,
     /// The body asked to end the turn (honoured only for a successful result).
     concludes: bool,
@@ -179,7 +180,6 @@ impl Pipeline {
         if let Some(entry) = &core.entry {
             let view = FinalizeView {
                 arguments: &core.arguments,
-                is_error: candidate.error.is_some(),
                 error: candidate.error.as_ref(),
             };
             let tool = entry.tool();
@@ -220,7 +220,6 @@ impl Pipeline {
             value: candidate.value,
             details: candidate.details,
             effects,
-            is_error: candidate.error.is_some(),
             error: candidate.error,
             timing,
             synthetic,
@@ -265,8 +264,7 @@ impl Pipeline {
                 let result = ResultView {
                     content: &candidate.content,
                     value: candidate.value.as_ref(),
-                    is_error: candidate.error.is_some(),
-                    error_code: candidate.error.as_ref().map(|error| error.code.as_str()),
+                    error: candidate.error.as_ref(),
                     effects,
                 };
                 let deciding = CatchUnwind::start(|| hook.after(view, &result));
