@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use toolrail_session_log::{AppendUrgency, EventData, ToolsLoaded};
+use toolrail_session_log::{AppendUrgency, ToolEvent, ToolsLoaded};
 use toolrail_tools_core::{
     Concurrency, Registry, ResourceClaim, ResourceKey, ToolContext, ToolFailure, ToolKind,
     ToolOutput, ToolResult, ToolSpec, TypedTool,
@@ -96,7 +96,7 @@ impl TypedTool for ToolSearch {
         let loaded = self.registry.load_deferred(&names);
         if !loaded.is_empty() {
             ctx.record(
-                EventData::ToolsLoaded(ToolsLoaded {
+                ToolEvent::ToolsLoaded(ToolsLoaded {
                     names: loaded.clone(),
                 }),
                 AppendUrgency::Durable,

@@ -227,7 +227,10 @@ impl TypedTool for RunCodeTool {
                     some.join(", ")
                 ),
             });
-            return Err(ToolFailure::with_custom_code("CODE_RUN_FAILED", text));
+            return Err(ToolFailure::with_code(
+                toolrail_tools_core::tool_code!("CODE_RUN_FAILED"),
+                text,
+            ));
         }
         let value = outcome.value.unwrap_or(serde_json::Value::Null);
         let mut text = outcome.output.clone();

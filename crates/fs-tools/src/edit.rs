@@ -244,7 +244,7 @@ fn preview(target: &Target, edits: &[Replacement]) -> String {
         .map_err(reading)?;
         Ok(written.hunks.diff)
     };
-    attempt().unwrap_or_else(|failure| format!("(the edit would not apply: {})", failure.message))
+    attempt().unwrap_or_else(|failure| format!("(the edit would not apply: {})", failure.message()))
 }
 
 /// The file an edit changes, open: refused when missing or a folder.

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use toolrail_tools_core::{ToolCode, tool_code};
 
 use parking_lot::Mutex;
 use toolrail_tools_core::log::{Event, EventData};
@@ -145,15 +146,15 @@ impl Observations {
     }
 }
 
-pub(crate) const OUTSIDE_WORKSPACE: &str = "FS_OUTSIDE_WORKSPACE";
-pub(crate) const NOT_OBSERVED: &str = "FS_NOT_OBSERVED";
-pub(crate) const STALE_VERSION: &str = "FS_STALE_VERSION";
-pub(crate) const NOT_FOUND: &str = "FS_NOT_FOUND";
-pub(crate) const BINARY: &str = "FS_BINARY_FILE";
-pub(crate) const EDIT_FAILED: &str = "FS_EDIT_FAILED";
-pub(crate) const NOT_A_REGULAR_FILE: &str = "FS_NOT_A_REGULAR_FILE";
-pub(crate) const PROTECTED: &str = "FS_PROTECTED";
-pub(crate) const PATH_CHANGED: &str = "FS_PATH_CHANGED";
+pub(crate) const OUTSIDE_WORKSPACE: ToolCode = tool_code!("FS_OUTSIDE_WORKSPACE");
+pub(crate) const NOT_OBSERVED: ToolCode = tool_code!("FS_NOT_OBSERVED");
+pub(crate) const STALE_VERSION: ToolCode = tool_code!("FS_STALE_VERSION");
+pub(crate) const NOT_FOUND: ToolCode = tool_code!("FS_NOT_FOUND");
+pub(crate) const BINARY: ToolCode = tool_code!("FS_BINARY_FILE");
+pub(crate) const EDIT_FAILED: ToolCode = tool_code!("FS_EDIT_FAILED");
+pub(crate) const NOT_A_REGULAR_FILE: ToolCode = tool_code!("FS_NOT_A_REGULAR_FILE");
+pub(crate) const PROTECTED: ToolCode = tool_code!("FS_PROTECTED");
+pub(crate) const PATH_CHANGED: ToolCode = tool_code!("FS_PATH_CHANGED");
 
 /// The spec of a tool that only looks (`read`, `glob`, `grep`): read-only, idempotent,
 /// its `path` argument the subject rules match, sharing a read claim on what it reads.
@@ -166,8 +167,8 @@ pub(crate) fn looking(spec: ToolSpec, kind: ToolKind, claimed: &str) -> ToolSpec
 }
 
 /// A failure with one of the file tools' own codes.
-pub(crate) fn failure(code: &str, message: impl Into<String>) -> ToolFailure {
-    ToolFailure::with_custom_code(code, message)
+pub(crate) fn failure(code: ToolCode, message: impl Into<String>) -> ToolFailure {
+    ToolFailure::with_code(code, message)
 }
 
 /// Said beside a name holding U+FFFD: listings show a name that is not UTF-8 with U+FFFD

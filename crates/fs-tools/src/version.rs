@@ -9,7 +9,7 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use toolrail_tools_core::log::{AppendUrgency, EventData, FsObserved};
+use toolrail_tools_core::log::{AppendUrgency, FsObserved, ToolEvent};
 use toolrail_tools_core::{ToolContext, ToolFailure};
 
 use crate::files::{FileTools, NOT_OBSERVED, STALE_VERSION, failure};
@@ -85,7 +85,7 @@ impl FileTools {
         digest: &str,
     ) -> Result<(), ToolFailure> {
         self.observed.set(target.real.clone(), digest.to_owned());
-        let event = EventData::FsObserved(FsObserved {
+        let event = ToolEvent::FsObserved(FsObserved {
             path: target.real.display().to_string(),
             digest: digest.to_owned(),
         });

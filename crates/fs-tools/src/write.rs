@@ -11,7 +11,7 @@ use toolrail_tools_core::log::details;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use toolrail_tools_core::log::{AppendUrgency, Effect, EventData, FsWriteIntent};
+use toolrail_tools_core::log::{AppendUrgency, Effect, FsWriteIntent, ToolEvent};
 use toolrail_tools_core::{
     ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
     ToolResult, ToolSpec, TypedTool,
@@ -177,7 +177,7 @@ fn before_of(target: &Target, content: &str) -> Before {
             }
         }
         Ok(Existing::Folder) => Before::Unshown(format!("`{}` is a folder", target.shown)),
-        Err(failure) => Before::Unshown(failure.message),
+        Err(failure) => Before::Unshown(failure.message().to_owned()),
     }
 }
 
@@ -272,7 +272,7 @@ impl FileTools {
         act: impl FnOnce() -> Result<(), ToolFailure> + Send + 'static,
     ) -> Result<(), ToolFailure> {
         let path = target.real.display().to_string();
-        let intent = EventData::FsWriteIntent(FsWriteIntent {
+        let intent = ToolEvent::FsWriteIntent(FsWriteIntent {
             path: path.clone(),
             before: before.map(str::to_owned),
             after: after.to_owned(),

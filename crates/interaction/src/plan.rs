@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use toolrail_tools_core::log::{
     AppendUrgency, Event, EventData, EventDraft, EventSink, PlanMode as PlanModeEvent, SinkError,
-    Timestamp,
+    Timestamp, ToolEvent,
 };
 use toolrail_tools_core::{
     PlanModeSwitch, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec, Typed,
@@ -112,7 +112,7 @@ impl TypedTool for ExitPlanMode {
     async fn run(&self, ctx: &ToolContext, _args: ExitPlanModeArgs) -> ToolResult {
         // The pipeline ran this body only after an allowed answer.
         ctx.record(
-            EventData::PlanMode(PlanModeEvent { active: false }),
+            ToolEvent::PlanMode(PlanModeEvent { active: false }),
             AppendUrgency::Durable,
         )
         .await

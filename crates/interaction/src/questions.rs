@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolrail_tools_core::log::{
     AppendUrgency, BoxFuture, CallId, Event, EventData, EventDraft, EventSink, QuestionAnswered,
-    QuestionAsked, QuestionState, SinkError, Timestamp,
+    QuestionAsked, QuestionState, SinkError, Timestamp, ToolEvent,
 };
 use toolrail_tools_core::{
     CancellationToken, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
@@ -198,7 +198,7 @@ impl TypedTool for AskUser {
         let mut answers = serde_json::Map::new();
         let mut shown = details::Question::default();
         for question in &args.questions {
-            let asked = EventData::QuestionAsked(QuestionAsked {
+            let asked = ToolEvent::QuestionAsked(QuestionAsked {
                 question_id: question.id.clone(),
                 question: question.question.clone(),
                 options: question.options.clone(),
@@ -216,7 +216,7 @@ impl TypedTool for AskUser {
                 QuestionOutcome::Cancelled => (QuestionState::Cancelled, None),
                 QuestionOutcome::Expired => (QuestionState::Expired, None),
             };
-            let answered = EventData::QuestionAnswered(QuestionAnswered {
+            let answered = ToolEvent::QuestionAnswered(QuestionAnswered {
                 question_id: question.id.clone(),
                 state,
                 answer: answer.clone(),

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolrail_tools_core::log::{
-    AppendUrgency, Event, EventData, TodoItem, TodoStatus, TodoWrite as TodoWriteEvent,
+    AppendUrgency, Event, EventData, TodoItem, TodoStatus, TodoWrite as TodoWriteEvent, ToolEvent,
 };
 use toolrail_tools_core::{
     ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec, TypedTool, violations,
@@ -145,7 +145,7 @@ impl TypedTool for TodoWriteTool {
             })
             .collect();
         ctx.record(
-            EventData::TodoWrite(TodoWriteEvent {
+            ToolEvent::TodoWrite(TodoWriteEvent {
                 items: items.clone(),
             }),
             AppendUrgency::Buffered,

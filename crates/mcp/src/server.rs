@@ -446,8 +446,8 @@ impl Server {
             .as_ref()
             .map(|link| link.peer.clone())
             .ok_or_else(|| {
-                ToolFailure::with_custom_code(
-                    "MCP_UNAVAILABLE",
+                ToolFailure::with_code(
+                    toolrail_tools_core::tool_code!("MCP_UNAVAILABLE"),
                     format!(
                         "the MCP server `{}` is not connected; the call was not sent",
                         self.name

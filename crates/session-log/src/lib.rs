@@ -65,6 +65,7 @@ mod result;
 mod sink;
 mod store;
 mod time;
+mod tool_event;
 
 pub use content::ContentBlock;
 pub use digest::{DigestBuilder, digest_of};
@@ -98,3 +99,4 @@ pub use store::{
     error_chain,
 };
 pub use time::{InvalidTimestamp, Timestamp, format_rfc3339_utc};
+pub use tool_event::ToolEvent;

@@ -195,7 +195,7 @@ pub async fn recover(
                         .iter()
                         .copied()
                         .filter(names_call)
-                        .filter(|event| is_tool_owned(&event.data))
+                        .filter(|event| event.data.is_tool_owned())
                         .collect(),
                 };
                 let (record, found) =
@@ -405,16 +405,6 @@ fn started_record(
 fn synthetic(mut record: ToolResultRecord) -> ToolResultRecord {
     record.synthetic = true;
     record
-}
-
-fn is_tool_owned(data: &EventData) -> bool {
-    matches!(
-        data,
-        EventData::FsObserved(_)
-            | EventData::FsWriteIntent(_)
-            | EventData::Unknown(_)
-            | EventData::CodeDispatch(_)
-    )
 }
 
 fn repaired_event(calls: Vec<CallId>, torn_bytes_dropped: u64, note: &str) -> EventData {

@@ -1,5 +1,6 @@
 //! The result record of a tool call: the one value the model, the UI and the log share.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -102,6 +103,9 @@ macro_rules! error_codes {
             /// Every code defined by toolrail itself, in declaration order.
             pub const BUILT_IN: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
 
+            /// Their texts, for checks made while compiling.
+            const BUILT_IN_TEXT: &'static [&'static str] = &[$($text,)*];
+
             /// The stable text of the code.
             pub fn as_str(&self) -> &str {
                 match self {
@@ -163,15 +167,79 @@ error_codes! {
     ToolOutcomeUnknown = "TOOL_OUTCOME_UNKNOWN",
 }
 
-/// The text of a tool-defined error code. Only [`ErrorCode::custom`] (and reading a log)
-/// makes one.
+/// The text of a tool-defined error code. Only [`ErrorCode::custom`], [`CustomCode::checked`]
+/// (while compiling) and reading a log make one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct CustomCode(String);
+pub struct CustomCode(Cow<'static, str>);
 
 impl CustomCode {
+    /// The code's text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A code written in the program, checked while it compiles: used in a `const`, a text
+    /// that is not `SCREAMING_SNAKE` or that is one of toolrail's own codes fails the build.
+    /// (Tools name theirs through `toolrail_tools_core::tool_code!`, which always checks at
+    /// compile time.)
+    ///
+    /// ```
+    /// use toolrail_session_log::CustomCode;
+    ///
+    /// const STALE: CustomCode = CustomCode::checked("FS_STALE_VERSION");
+    /// assert_eq!(STALE.as_str(), "FS_STALE_VERSION");
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use toolrail_session_log::CustomCode;
+    ///
+    /// const TYPO: CustomCode = CustomCode::checked("fs_stale");
+    /// ```
+    pub const fn checked(text: &'static str) -> Self {
+        assert!(
+            well_formed(text.as_bytes()),
+            "a custom error code is SCREAMING_SNAKE: A-Z, 0-9 and _, starting with a letter"
+        );
+        let mut known = 0;
+        while known < ErrorCode::BUILT_IN_TEXT.len() {
+            assert!(
+                !same(ErrorCode::BUILT_IN_TEXT[known].as_bytes(), text.as_bytes()),
+                "this is one of toolrail's own codes; use the ErrorCode variant"
+            );
+            known += 1;
+        }
+        Self(Cow::Borrowed(text))
+    }
+}
+
+/// `SCREAMING_SNAKE`: `A-Z`, `0-9` and `_`, starting with a letter.
+const fn well_formed(text: &[u8]) -> bool {
+    if text.is_empty() || !text[0].is_ascii_uppercase() {
+        return false;
+    }
+    let mut at = 0;
+    while at < text.len() {
+        let c = text[at];
+        if !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_') {
+            return false;
+        }
+        at += 1;
+    }
+    true
+}
+
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut at = 0;
+    while at < a.len() {
+        if a[at] != b[at] {
+            return false;
+        }
+        at += 1;
+    }
+    true
 }
 
 /// A custom error code that is not `SCREAMING_SNAKE` or that reuses a built-in code.
@@ -189,11 +257,7 @@ impl ErrorCode {
     /// letter) and must not be one of toolrail's own codes.
     pub fn custom(code: impl Into<String>) -> Result<Self, InvalidErrorCode> {
         let code = code.into();
-        let well_formed = code.chars().next().is_some_and(|c| c.is_ascii_uppercase())
-            && code
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-        if !well_formed {
+        if !well_formed(code.as_bytes()) {
             return Err(InvalidErrorCode {
                 code,
                 why: "use SCREAMING_SNAKE: A-Z, 0-9 and _, starting with a letter",
@@ -205,7 +269,7 @@ impl ErrorCode {
                 why: "this is one of toolrail's own codes; use the ErrorCode variant",
             });
         }
-        Ok(Self::Custom(CustomCode(code)))
+        Ok(Self::Custom(CustomCode(Cow::Owned(code))))
     }
 }
 
@@ -226,7 +290,7 @@ impl<'de> Deserialize<'de> for ErrorCode {
         let text = String::deserialize(deserializer)?;
         // A log written by a newer version may carry codes this reader does not know; keep
         // them as custom codes rather than refusing the line.
-        Ok(Self::from_known(&text).unwrap_or(Self::Custom(CustomCode(text))))
+        Ok(Self::from_known(&text).unwrap_or(Self::Custom(CustomCode(Cow::Owned(text)))))
     }
 }
 

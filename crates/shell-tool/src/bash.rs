@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use toolrail_tools_core::log::details::{Details, SandboxRefusals, Terminal};
+use toolrail_tools_core::{ToolCode, tool_code};
 
 use nix::sys::signal::Signal;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use toolrail_tools_core::log::ErrorCode;
 use toolrail_tools_core::{
     Concurrency, ProtectedPaths, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
     ToolResult, ToolSpec, TypedTool, WorkspaceRoots,
@@ -27,6 +27,13 @@ use crate::process::{Ended, Stop, wait_or_stop};
 use crate::sandbox::{
     Confinement, Escalation, ResourceLimits, SandboxMode, SandboxTier, TierCheck,
 };
+
+/// The sandbox could not be made or cannot contain a command here; nothing ran.
+const SANDBOX_UNAVAILABLE: ToolCode = tool_code!("SANDBOX_UNAVAILABLE");
+/// The command asked for more than its sandbox allows and no approval granted it.
+const SANDBOX_NOT_GRANTED: ToolCode = tool_code!("SANDBOX_NOT_GRANTED");
+/// The working folder leads outside the workspace.
+const OUTSIDE_WORKSPACE: ToolCode = tool_code!("FS_OUTSIDE_WORKSPACE");
 
 /// How the tool runs commands.
 #[derive(Clone, Debug)]
@@ -299,14 +306,14 @@ impl TypedTool for BashTool {
         let granted = self.beyond_default(&args, base);
         if !granted.is_empty() && !ctx.approval_granted() {
             return Err(ToolFailure::with_code(
-                ErrorCode::PolicyDenied,
+                SANDBOX_NOT_GRANTED,
                 "the command asks for more than its sandbox allows and no approval granted it; nothing ran",
             ));
         }
         let (mode, network) = self.effective(base, &granted);
         if let Err(why) = self.tier_usable.ensure(&self.config.tier).await {
-            return Err(ToolFailure::with_custom_code(
-                "SANDBOX_UNAVAILABLE",
+            return Err(ToolFailure::with_code(
+                SANDBOX_UNAVAILABLE,
                 format!(
                     "the {} tier cannot contain the command here ({why}): its processes could outlive it or escape its sandbox, so it did not run",
                     self.config.tier.as_str()
@@ -315,8 +322,8 @@ impl TypedTool for BashTool {
         }
         let workdir = match &args.workdir {
             Some(path) => self.config.roots.confine(path).map_err(|real| {
-                ToolFailure::with_custom_code(
-                    "FS_OUTSIDE_WORKSPACE",
+                ToolFailure::with_code(
+                    OUTSIDE_WORKSPACE,
                     format!(
                         "workdir `{path}` leads to `{}`, outside the workspace; nothing ran",
                         real.display()
@@ -349,8 +356,8 @@ impl TypedTool for BashTool {
             walk_cache: Some(&self.walk_cache),
         };
         let unavailable = |why: String| {
-            ToolFailure::with_custom_code(
-                "SANDBOX_UNAVAILABLE",
+            ToolFailure::with_code(
+                SANDBOX_UNAVAILABLE,
                 format!(
                     "the `{}` sandbox could not be made ({why}); the command did not run",
                     mode.as_str()

@@ -95,9 +95,13 @@ pub use toolrail_session_log::{
 };
 pub use toolrail_tools_core::{
     ApprovalAnswer, ApprovalRequest, ApprovalService, CancellationToken, ClaimMode, Concurrency,
-    Exposure, ResourceClaim, ResourceKey, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec, Typed, TypedTool,
+    Exposure, ResourceClaim, ResourceKey, Tool, ToolCode, ToolContext, ToolFailure, ToolKind,
+    ToolOutput, ToolResult, ToolSpec, Typed, TypedTool, tool_code,
 };
+
+/// What a result shows a UI, in the shape of its card: a tool returns one of these with
+/// `ToolOutput::with_details`, and its card is drawn from it.
+pub use toolrail_session_log::details;
 
 /// Model clients for OpenAI-compatible and Anthropic servers.
 #[cfg(feature = "providers")]
@@ -117,8 +121,8 @@ pub mod prelude {
         Agent, AgentEvent, Answer, ModelConfig, PresetName, ProviderName, SessionConfig, Store,
     };
     pub use toolrail_tools_core::{
-        Concurrency, Tool, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
-        Typed, TypedTool,
+        Concurrency, Tool, ToolCode, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult,
+        ToolSpec, Typed, TypedTool, tool_code,
     };
 }
 

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
     AppendUrgency, CallId, Effect, EventData, EventDraft, EventSink, SinkError, StepId, Timestamp,
-    ToolSource, TurnId,
+    ToolEvent, ToolSource, TurnId,
 };
 
 /// Who a call is: fixed when it is recorded, read-only afterwards.
@@ -148,19 +148,35 @@ impl ToolContext {
     }
 
     /// Records a tool-owned event (`fs/observed`, `fs/write-intent`, `todo/write`, …) in the
-    /// session log, stamped with this call's id, turn and step. Events that state what the
-    /// pipeline did (`tool/start`, `tool/result`, approvals, …) are refused: a tool cannot
-    /// write its own outcome.
+    /// session log, stamped with this call's id, turn and step. Only a [`ToolEvent`] can be
+    /// recorded: the events that state what the pipeline did (`tool/start`, `tool/result`,
+    /// approvals, …) have no such form, so a tool cannot write its own outcome:
+    ///
+    /// ```compile_fail
+    /// # use std::sync::Arc;
+    /// # use toolrail_tools_core::ToolContext;
+    /// # use toolrail_tools_core::log::{AppendUrgency, ContentBlock, EventData, ToolResultRecord};
+    /// # async fn forge(ctx: &ToolContext) {
+    /// let forged = EventData::ToolResult(Arc::new(ToolResultRecord::success(vec![])));
+    /// ctx.record(forged, AppendUrgency::Durable).await; // EventData is not a ToolEvent
+    /// # }
+    /// ```
+    ///
+    /// ```
+    /// # use toolrail_tools_core::ToolContext;
+    /// # use toolrail_tools_core::log::{AppendUrgency, FsObserved};
+    /// # async fn observe(ctx: &ToolContext) -> Result<(), toolrail_tools_core::RecordError> {
+    /// let seen = FsObserved { path: "/w/a".into(), digest: "sha256:…".into() };
+    /// ctx.record(seen, AppendUrgency::Buffered).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn record(
         &self,
-        data: EventData,
+        event: impl Into<ToolEvent>,
         urgency: AppendUrgency,
     ) -> Result<u64, RecordError> {
-        if !tool_owned(&data) {
-            return Err(RecordError::NotToolOwned {
-                kind: data.kind().to_owned(),
-            });
-        }
+        let data = EventData::from(event.into());
         let draft = EventDraft {
             ts: Timestamp::now(),
             turn: self.identity.turn,
@@ -187,38 +203,7 @@ impl ToolContext {
 /// Why a tool's event was not recorded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
-    #[error("a tool may not record `{kind}` events: they state what the pipeline did")]
-    NotToolOwned { kind: String },
+    /// The log refused or failed the append.
     #[error(transparent)]
     Log(SinkError),
-}
-
-/// The event kinds a running tool may write.
-fn tool_owned(data: &EventData) -> bool {
-    match data {
-        EventData::FsObserved(_)
-        | EventData::FsWriteIntent(_)
-        | EventData::TodoWrite(_)
-        | EventData::QuestionAsked(_)
-        | EventData::QuestionAnswered(_)
-        | EventData::PlanMode(_)
-        | EventData::ToolsLoaded(_)
-        | EventData::CodeDispatchStart(_)
-        | EventData::CodeDispatch(_)
-        | EventData::Unknown(_) => true,
-        EventData::SessionStart(_)
-        | EventData::TurnStart(_)
-        | EventData::StepStart(_)
-        | EventData::AssistantMessage(_)
-        | EventData::ToolCall(_)
-        | EventData::ArgsRewritten(_)
-        | EventData::ApprovalAsked(_)
-        | EventData::ApprovalDecided(_)
-        | EventData::ToolStart(_)
-        | EventData::ToolResult(_)
-        | EventData::ContextMessage(_)
-        | EventData::StepEnd(_)
-        | EventData::TurnEnd(_)
-        | EventData::RecoveryRepaired(_) => false,
-    }
 }

@@ -104,7 +104,9 @@ pub use spec::{
     ClaimMode, Concurrency, Exposure, ResourceClaim, ResourceKey, SubjectField, SubjectKind,
     ToolKind, ToolSpec,
 };
-pub use tool::{FinalizeView, Tool, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool};
+pub use tool::{
+    FinalizeView, Tool, ToolCode, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool,
+};
 pub use tracing_layer::TracingLayer;
 pub use view::{CallView, HookError, Subject};
 pub use workspace::{RootError, WorkspaceRoots, lexical_clean, resolve};

@@ -8,7 +8,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize as _, Serialize};
 use serde_json::Value;
 use toolrail_session_log::details::Details;
-use toolrail_session_log::{BoxFuture, ContentBlock, ErrorCode, ToolErrorInfo};
+use toolrail_session_log::{
+    BoxFuture, ContentBlock, CustomCode, ErrorCode, InvalidErrorCode, ToolErrorInfo,
+};
 
 use crate::context::ToolContext;
 use crate::spec::{Concurrency, ToolSpec};
@@ -71,43 +73,109 @@ impl ToolOutput {
     }
 }
 
+/// The code a tool may fail with: `TOOL_FAILED`, `STALE_STATE`, or a code of the tool's own.
+/// The codes that say what the pipeline did (`POLICY_DENIED`, `NOT_EXECUTED`, `ABORTED`, …)
+/// have no `ToolCode`, so a tool cannot claim one. A tool's own code is named once, as a
+/// constant checked while the program compiles ([`tool_code!`]); a code only known at run
+/// time (from a remote server) goes through [`ToolCode::parse`].
+///
+/// ```
+/// use toolrail_tools_core::{ToolCode, ToolFailure, tool_code};
+///
+/// const QUOTA: ToolCode = tool_code!("WEB_QUOTA_EXCEEDED");
+/// let failure = ToolFailure::with_code(QUOTA, "the daily quota is used up");
+/// assert_eq!(failure.code().as_str(), "WEB_QUOTA_EXCEEDED");
+/// assert!(ToolCode::parse("POLICY_DENIED").is_err()); // the pipeline's, not a tool's
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ToolCode(ErrorCode);
+
+impl ToolCode {
+    /// `TOOL_FAILED`: the body failed.
+    pub const FAILED: Self = Self(ErrorCode::ToolFailed);
+    /// `STALE_STATE`: the state the call relied on changed.
+    pub const STALE_STATE: Self = Self(ErrorCode::StaleState);
+
+    /// A tool's own code, checked while compiling; use it through [`tool_code!`].
+    #[doc(hidden)]
+    pub const fn checked(text: &'static str) -> Self {
+        Self(ErrorCode::Custom(CustomCode::checked(text)))
+    }
+
+    /// A tool's own code known only at run time: `SCREAMING_SNAKE`, not one of toolrail's.
+    pub fn parse(text: &str) -> Result<Self, InvalidErrorCode> {
+        ErrorCode::custom(text).map(Self)
+    }
+
+    /// The code's stable text.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl From<ToolCode> for ErrorCode {
+    fn from(code: ToolCode) -> Self {
+        code.0
+    }
+}
+
+impl std::fmt::Display for ToolCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A tool's own error code as a [`ToolCode`], checked when the program compiles: a text that
+/// is not `SCREAMING_SNAKE`, or that is one of toolrail's own codes, fails the build.
+///
+/// ```compile_fail
+/// const TYPO: toolrail_tools_core::ToolCode = toolrail_tools_core::tool_code!("web-quota");
+/// ```
+///
+/// ```compile_fail
+/// const CLAIM: toolrail_tools_core::ToolCode = toolrail_tools_core::tool_code!("POLICY_DENIED");
+/// ```
+#[macro_export]
+macro_rules! tool_code {
+    ($text:literal) => {
+        const { $crate::ToolCode::checked($text) }
+    };
+}
+
 /// What a body returns on failure.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolFailure {
-    pub code: ErrorCode,
-    pub message: String,
+    code: ToolCode,
+    message: String,
 }
 
 impl ToolFailure {
     /// A `TOOL_FAILED` failure.
     pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            code: ErrorCode::ToolFailed,
-            message: message.into(),
-        }
+        Self::with_code(ToolCode::FAILED, message)
     }
 
-    /// A failure with a tool-defined (or other) code.
-    pub fn with_code(code: ErrorCode, message: impl Into<String>) -> Self {
+    /// A failure with a code the tool may use (its own, or `TOOL_FAILED`, `STALE_STATE`).
+    pub fn with_code(code: ToolCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
         }
     }
 
-    /// A failure with a tool's own code, given as its text (`FS_STALE_VERSION`). A code that
-    /// is not valid `SCREAMING_SNAKE` (or reuses one of toolrail's) falls back to
-    /// `TOOL_FAILED`, so a typo in a tool never panics and never claims a pipeline code.
-    pub fn with_custom_code(code: &str, message: impl Into<String>) -> Self {
-        Self::with_code(
-            ErrorCode::custom(code).unwrap_or(ErrorCode::ToolFailed),
-            message,
-        )
+    /// The failure's code.
+    pub fn code(&self) -> &ToolCode {
+        &self.code
+    }
+
+    /// What happened, for people and for the model.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 
     pub(crate) fn into_info(self) -> ToolErrorInfo {
         ToolErrorInfo {
-            code: self.code,
+            code: self.code.into(),
             message: self.message,
         }
     }
@@ -311,11 +379,10 @@ impl<T: TypedTool> Tool for Typed<T> {
 
     fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
+            // Arguments reach the body only after the pipeline checked them against the
+            // schema, so this is the body's type disagreeing with its own schema.
             let decoded = Self::decode(args).map_err(|error| {
-                ToolFailure::with_code(
-                    ErrorCode::InvalidArgs,
-                    format!("arguments could not be decoded: {error}"),
-                )
+                ToolFailure::new(format!("arguments could not be decoded: {error}"))
             })?;
             self.inner.run(ctx, decoded).await
         })

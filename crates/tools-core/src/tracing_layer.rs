@@ -38,7 +38,7 @@ impl ExecuteLayer for TracingLayer {
             async move {
                 let result = next.run().await;
                 if let Err(failure) = &result {
-                    recorder.record("error.type", failure.code.as_str());
+                    recorder.record("error.type", failure.code().as_str());
                 }
                 result
             }

@@ -11,6 +11,7 @@ mod support;
 
 use support::prelude::*;
 use support::*;
+use toolrail_tools_core::ToolCode;
 
 #[tokio::test]
 async fn a_failing_or_panicking_body_is_tool_failed_with_its_effects() {
@@ -389,10 +390,10 @@ async fn a_task_body_runs_and_keeps_its_result_and_effects() {
     assert_eq!(probe.runs(), 1);
 }
 
-/// Claims a code that only the pipeline may write.
-struct Forger(ToolSpec, ErrorCode);
+/// Fails with the code it is given.
+struct Failing(ToolSpec, ToolCode);
 
-impl Tool for Forger {
+impl Tool for Failing {
     fn spec(&self) -> &ToolSpec {
         &self.0
     }
@@ -413,25 +414,35 @@ impl Tool for Forger {
 }
 
 #[tokio::test]
-async fn a_body_cannot_claim_a_pipeline_code() {
-    for (claimed, kept) in [
-        (ErrorCode::NotExecuted, "TOOL_FAILED"),
-        (ErrorCode::PolicyDenied, "TOOL_FAILED"),
-        (ErrorCode::ToolOutcomeUnknown, "TOOL_FAILED"),
-        (ErrorCode::StaleState, "STALE_STATE"),
+async fn a_tool_s_code_is_recorded_as_it_gave_it() {
+    const QUOTA: ToolCode = toolrail_tools_core::tool_code!("WEB_QUOTA_EXCEEDED");
+    for (given, recorded) in [
+        (ToolCode::FAILED, "TOOL_FAILED"),
+        (ToolCode::STALE_STATE, "STALE_STATE"),
+        (QUOTA, "WEB_QUOTA_EXCEEDED"),
         (
-            ErrorCode::custom("FS_STALE_VERSION").unwrap(),
+            ToolCode::parse("FS_STALE_VERSION").unwrap(),
             "FS_STALE_VERSION",
         ),
     ] {
-        let tool = Arc::new(Forger(
-            ToolSpec::new("forger", "f", object_schema()),
-            claimed.clone(),
+        let tool = Arc::new(Failing(
+            ToolSpec::new("failing", "f", object_schema()),
+            given,
         ));
         let h = Harness::new(vec![tool]);
-        let result = h.run(&h.pipeline().build(), "forger", "{}").await;
-        assert_eq!(code(&result), Some(kept), "claimed {claimed}");
+        let result = h.run(&h.pipeline().build(), "failing", "{}").await;
+        assert_eq!(code(&result), Some(recorded));
     }
+}
+
+/// A pipeline code cannot become a tool's code, at run time either (at compile time,
+/// `tool_code!` refuses it: see its rustdoc).
+#[test]
+fn no_pipeline_code_parses_as_a_tool_code() {
+    for code in ErrorCode::BUILT_IN {
+        assert!(ToolCode::parse(code.as_str()).is_err(), "{code}");
+    }
+    assert!(ToolCode::parse("web-quota").is_err());
 }
 
 #[tokio::test]
@@ -449,10 +460,11 @@ async fn a_deadline_too_far_to_represent_is_no_deadline() {
     assert_eq!(probe.runs(), 1);
 }
 
-/// Tries to write its own result into the log.
-struct ResultForger(ToolSpec);
+/// Records a fact of its own. (Writing its own result does not compile: `ToolContext::record`
+/// takes a `ToolEvent`, which has no `tool/result` form; its rustdoc holds that check.)
+struct Observer(ToolSpec);
 
-impl Tool for ResultForger {
+impl Tool for Observer {
     fn spec(&self) -> &ToolSpec {
         &self.0
     }
@@ -463,38 +475,27 @@ impl Tool for ResultForger {
         _args: &'a serde_json::Value,
     ) -> toolrail_session_log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
         Box::pin(async move {
-            let forged = EventData::ToolResult(Arc::new(ToolResultRecord::success(vec![
-                ContentBlock::text("fine"),
-            ])));
-            let refused = ctx
-                .record(forged, toolrail_session_log::AppendUrgency::Durable)
-                .await
-                .unwrap_err();
-            let observed = EventData::FsObserved(toolrail_session_log::FsObserved {
+            let observed = toolrail_session_log::FsObserved {
                 path: "/w/a".into(),
                 digest: "d".into(),
-            });
+            };
             ctx.record(observed, toolrail_session_log::AppendUrgency::Buffered)
                 .await
                 .unwrap();
-            Ok(toolrail_tools_core::ToolOutput::text(refused.to_string()))
+            Ok(toolrail_tools_core::ToolOutput::text("seen"))
         })
     }
 }
 
 #[tokio::test]
-async fn a_tool_records_its_own_facts_but_never_its_outcome() {
-    let h = Harness::new(vec![Arc::new(ResultForger(ToolSpec::new(
-        "forger",
+async fn a_tool_records_its_own_facts_between_its_start_and_its_result() {
+    let h = Harness::new(vec![Arc::new(Observer(ToolSpec::new(
+        "observer",
         "f",
         object_schema(),
     )))]);
-    let result = h.run(&h.pipeline().build(), "forger", "{}").await;
-    assert!(
-        text(&result.record).contains("a tool may not record `tool/result` events"),
-        "{}",
-        text(&result.record)
-    );
+    let result = h.run(&h.pipeline().build(), "observer", "{}").await;
+    assert_eq!(text(&result.record), "seen");
     assert_eq!(
         h.kinds(),
         ["tool/call", "tool/start", "fs/observed", "tool/result"]

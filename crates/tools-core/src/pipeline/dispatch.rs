@@ -259,25 +259,10 @@ impl Drop for Body<'_> {
     }
 }
 
-/// A tool may report its own codes and `TOOL_FAILED` or `STALE_STATE`; the codes that
-/// describe what the pipeline did (`NOT_EXECUTED`, `POLICY_DENIED`, …) are the pipeline's to
-/// write, so a body claiming one is reported as `TOOL_FAILED`.
+/// A body's failure as recorded: its code is one a tool may use ([`ToolFailure`] holds a
+/// `ToolCode`, which has no pipeline code), so nothing is rewritten.
 fn tool_failure(failure: ToolFailure) -> ToolErrorInfo {
-    let owned_by_tools = matches!(
-        failure.code,
-        ErrorCode::ToolFailed | ErrorCode::StaleState | ErrorCode::Custom(_)
-    );
-    if owned_by_tools {
-        failure.into_info()
-    } else {
-        info(
-            ErrorCode::ToolFailed,
-            format!(
-                "{} (the tool reported {}, a code only the pipeline may set)",
-                failure.message, failure.code
-            ),
-        )
-    }
+    failure.into_info()
 }
 
 /// The outcome of a body that settled within the grace after an interrupt.
@@ -292,7 +277,7 @@ fn interrupted_outcome(
             ErrorCode::Aborted,
             format!(
                 "the call was cancelled while running and stopped: {}",
-                failure.message
+                failure.message()
             ),
         )),
         (Interrupt::Cancelled, Err(panic)) => Err(info(
@@ -302,7 +287,7 @@ fn interrupted_outcome(
         (Interrupt::TimedOut(limit), settled) => {
             let how = match settled {
                 Ok(Ok(_)) => "it finished only after the deadline".to_owned(),
-                Ok(Err(failure)) => format!("it stopped: {}", failure.message),
+                Ok(Err(failure)) => format!("it stopped: {}", failure.message()),
                 Err(panic) => format!("it then panicked: {panic}"),
             };
             Err(info(

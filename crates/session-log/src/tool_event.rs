@@ -1,0 +1,139 @@
+//! What a running tool may record in the log: its own facts (what it observed, what it is
+//! about to write, a task list, a question), never what the pipeline did. A tool records a
+//! [`ToolEvent`]; the kinds that state what the pipeline did (`tool/start`, `tool/result`,
+//! `approval/*`, …) have no [`ToolEvent`] form, so a tool cannot write one.
+
+use crate::event::{
+    CodeDispatch, CodeDispatchStart, EventData, FsObserved, FsWriteIntent, PlanMode,
+    QuestionAnswered, QuestionAsked, TodoWrite, ToolsLoaded, UnknownEvent,
+};
+
+/// An event a tool may record about its own call.
+///
+/// ```
+/// use toolrail_session_log::{EventData, TodoWrite, ToolEvent};
+///
+/// let event = ToolEvent::from(TodoWrite { items: vec![] });
+/// let data = EventData::from(event);
+/// assert_eq!(data.kind(), "todo/write");
+/// assert!(data.is_tool_owned());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolEvent {
+    /// A file's version as the tool read it (`fs/observed`).
+    FsObserved(FsObserved),
+    /// A write about to happen (`fs/write-intent`).
+    FsWriteIntent(FsWriteIntent),
+    /// The whole task list (`todo/write`).
+    TodoWrite(TodoWrite),
+    /// A question put to the user (`question/asked`).
+    QuestionAsked(QuestionAsked),
+    /// What became of it (`question/answered`).
+    QuestionAnswered(QuestionAnswered),
+    /// Plan mode switched (`plan/mode`).
+    PlanMode(PlanMode),
+    /// Deferred tools loaded (`tools/loaded`).
+    ToolsLoaded(ToolsLoaded),
+    /// A program's tool call began (`tool/code-dispatch-start`).
+    CodeDispatchStart(CodeDispatchStart),
+    /// A program's tool call and its result (`tool/code-dispatch`).
+    CodeDispatch(Box<CodeDispatch>),
+    /// A kind of the tool's own, unknown to toolrail: kept verbatim.
+    Own(UnknownEvent),
+}
+
+impl From<ToolEvent> for EventData {
+    fn from(event: ToolEvent) -> Self {
+        match event {
+            ToolEvent::FsObserved(data) => Self::FsObserved(data),
+            ToolEvent::FsWriteIntent(data) => Self::FsWriteIntent(data),
+            ToolEvent::TodoWrite(data) => Self::TodoWrite(data),
+            ToolEvent::QuestionAsked(data) => Self::QuestionAsked(data),
+            ToolEvent::QuestionAnswered(data) => Self::QuestionAnswered(data),
+            ToolEvent::PlanMode(data) => Self::PlanMode(data),
+            ToolEvent::ToolsLoaded(data) => Self::ToolsLoaded(data),
+            ToolEvent::CodeDispatchStart(data) => Self::CodeDispatchStart(data),
+            ToolEvent::CodeDispatch(data) => Self::CodeDispatch(data),
+            ToolEvent::Own(data) => Self::Unknown(data),
+        }
+    }
+}
+
+macro_rules! tool_event_from {
+    ($($kind:ident),*) => {$(
+        impl From<$kind> for ToolEvent {
+            fn from(data: $kind) -> Self {
+                Self::$kind(data)
+            }
+        }
+    )*};
+}
+
+tool_event_from!(
+    FsObserved,
+    FsWriteIntent,
+    TodoWrite,
+    QuestionAsked,
+    QuestionAnswered,
+    PlanMode,
+    ToolsLoaded,
+    CodeDispatchStart
+);
+
+impl From<CodeDispatch> for ToolEvent {
+    fn from(data: CodeDispatch) -> Self {
+        Self::CodeDispatch(Box::new(data))
+    }
+}
+
+impl EventData {
+    /// Whether a tool may have written this event about its own call — the one answer the
+    /// pipeline (what a tool may record) and recovery (what a call left behind) share.
+    pub fn is_tool_owned(&self) -> bool {
+        match self {
+            Self::FsObserved(_)
+            | Self::FsWriteIntent(_)
+            | Self::TodoWrite(_)
+            | Self::QuestionAsked(_)
+            | Self::QuestionAnswered(_)
+            | Self::PlanMode(_)
+            | Self::ToolsLoaded(_)
+            | Self::CodeDispatchStart(_)
+            | Self::CodeDispatch(_)
+            | Self::Unknown(_) => true,
+            Self::SessionStart(_)
+            | Self::TurnStart(_)
+            | Self::StepStart(_)
+            | Self::AssistantMessage(_)
+            | Self::ToolCall(_)
+            | Self::ArgsRewritten(_)
+            | Self::ApprovalAsked(_)
+            | Self::ApprovalDecided(_)
+            | Self::ToolStart(_)
+            | Self::ToolResult(_)
+            | Self::ContextMessage(_)
+            | Self::StepEnd(_)
+            | Self::TurnEnd(_)
+            | Self::RecoveryRepaired(_) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{PlanMode, TodoWrite};
+
+    #[test]
+    fn every_tool_event_is_tool_owned_and_no_pipeline_kind_is() {
+        let events = [
+            ToolEvent::from(TodoWrite { items: vec![] }),
+            ToolEvent::from(PlanMode { active: true }),
+        ];
+        for event in events {
+            assert!(EventData::from(event).is_tool_owned());
+        }
+        let pipeline = EventData::StepStart(crate::event::StepStart::default());
+        assert!(!pipeline.is_tool_owned());
+    }
+}
