@@ -144,7 +144,7 @@ fn main() -> anyhow::Result<()> {
             &control,
         ))?;
         let text: Vec<_> = committed
-            .record
+            .record()
             .content
             .iter()
             .filter_map(|block| block.as_text())

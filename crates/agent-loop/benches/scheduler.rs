@@ -105,7 +105,7 @@ fn batch(
             .run_batch(tools, calls, CancellationToken::new(), None)
             .await
             .unwrap();
-        assert!(outcome.results.iter().all(|r| !r.record.is_error()));
+        assert!(outcome.results.iter().all(|r| !r.record().is_error()));
         started.elapsed()
     })
 }

@@ -261,9 +261,9 @@ impl AgentLoop {
                 if let Some(live) = &live {
                     for committed in &outcome.results {
                         live.event(LiveEvent::Committed {
-                            call_id: committed.identity.call_id.clone(),
-                            seq: committed.seq,
-                            record: Arc::clone(&committed.record),
+                            call_id: committed.identity().call_id.clone(),
+                            seq: committed.seq(),
+                            record: Arc::clone(committed.record()),
                         });
                     }
                 }
@@ -312,7 +312,7 @@ impl AgentLoop {
             if outcome
                 .results
                 .iter()
-                .any(|committed| committed.record.concludes_turn)
+                .any(|committed| committed.record().concludes_turn)
             {
                 return self
                     .end(
@@ -337,12 +337,12 @@ impl AgentLoop {
     fn answer(&mut self, results: &[toolrail_tools_core::CommittedResult]) {
         for committed in results {
             self.conversation.push(ConversationItem::ToolResult {
-                call_id: committed.identity.call_id.clone(),
-                record: Arc::clone(&committed.record),
+                call_id: committed.identity().call_id.clone(),
+                record: Arc::clone(committed.record()),
             });
         }
         for committed in results {
-            for message in &committed.context {
+            for message in committed.context() {
                 self.conversation.push(ConversationItem::Context {
                     source: message.source.clone(),
                     content: message.content.clone(),

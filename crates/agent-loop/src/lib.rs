@@ -97,6 +97,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod admission;
 mod agent;
 mod model;
 mod scheduler;

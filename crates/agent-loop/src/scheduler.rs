@@ -14,6 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use crate::admission;
 use crate::window::Window;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
@@ -123,7 +124,7 @@ impl LiveSink for mpsc::UnboundedSender<LiveEvent> {
 pub type Live = Arc<dyn LiveSink>;
 
 /// The committed results of a batch, in model order.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct BatchOutcome {
     pub results: Vec<CommittedResult>,
 }
@@ -308,13 +309,12 @@ impl Scheduler {
 
             // Prepare the next call, unless an exclusive call must commit first; preparation
             // runs ahead of execution by at most the cap, so the window stays small.
-            let paused = window.paused();
             let waiting_to_start = window.ready_count();
             if preparing.is_none()
                 && stop_reason.is_none()
                 && failure.is_none()
                 && next_prepare < total
-                && !paused
+                && admission::may_prepare(window.exclusive_uncommitted())
                 && waiting_to_start < self.config.max_parallel.get()
             {
                 if let Slot::Waiting(request) =
@@ -358,9 +358,9 @@ impl Scheduler {
                 Wake::Durable(committed) => match committed {
                     Ok(committed) => {
                         emit(LiveEvent::Committed {
-                            call_id: committed.identity.call_id.clone(),
-                            seq: committed.seq,
-                            record: Arc::clone(&committed.record),
+                            call_id: committed.identity().call_id.clone(),
+                            seq: committed.seq(),
+                            record: Arc::clone(committed.record()),
                         });
                         results.push(committed);
                     }
@@ -450,10 +450,10 @@ impl Scheduler {
         }
     }
 
-    /// Whether the call at `index` may start now (DESIGN §5).
-    ///
-    /// Every call before a ready one is prepared already (preparation is in model order,
-    /// one at a time), so only the ready and running calls in its way are looked at.
+    /// Whether the call at `index` may start now: the one rule ([`admission::may_start`])
+    /// over the ready and running calls in its way. Every call before a ready one is
+    /// prepared already (preparation is in model order, one at a time), so only those the
+    /// window names as barriers are looked at.
     fn may_start(
         &self,
         slots: &[Slot],
@@ -463,30 +463,26 @@ impl Scheduler {
         index: usize,
         concurrency: &Concurrency,
     ) -> bool {
-        match concurrency {
-            // Every earlier call has committed and nothing runs (a later call may have
-            // started while this one still looked shared): then it runs alone.
-            Concurrency::Exclusive => index == next_commit && running == 0,
-            // No earlier unfinished call is exclusive or holds a conflicting claim.
-            Concurrency::Shared(_) => {
-                window
-                    .barriers_before(index)
-                    .all(|earlier| match slots.get(earlier) {
-                        Some(Slot::Running(theirs) | Slot::Ready(_, theirs)) => {
-                            concurrency.may_overlap(theirs)
-                        }
-                        Some(
-                            Slot::Waiting(_)
-                            | Slot::Preparing
-                            | Slot::Settled(_)
-                            | Slot::Committing
-                            | Slot::Committed
-                            | Slot::Lost,
-                        )
-                        | None => true,
-                    })
-            }
-        }
+        let turn = admission::StartTurn {
+            next_to_commit: index == next_commit,
+            running,
+            max_parallel: self.config.max_parallel.get(),
+        };
+        let in_way = window
+            .barriers_before(index)
+            .filter_map(|earlier| match slots.get(earlier) {
+                Some(Slot::Running(theirs) | Slot::Ready(_, theirs)) => Some(theirs),
+                Some(
+                    Slot::Waiting(_)
+                    | Slot::Preparing
+                    | Slot::Settled(_)
+                    | Slot::Committing
+                    | Slot::Committed
+                    | Slot::Lost,
+                )
+                | None => None,
+            });
+        admission::may_start(concurrency, turn, in_way)
     }
 }
 

@@ -76,9 +76,10 @@ impl Window {
         }
     }
 
-    /// Whether an exclusive call in the window holds preparation back.
-    pub(crate) fn paused(&self) -> bool {
-        self.exclusive_uncommitted > 0
+    /// How many calls found exclusive have not committed (while any has, preparation
+    /// pauses: [`crate::admission::may_prepare`]).
+    pub(crate) fn exclusive_uncommitted(&self) -> usize {
+        self.exclusive_uncommitted
     }
 
     /// How many prepared calls wait to start.

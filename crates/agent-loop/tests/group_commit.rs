@@ -138,7 +138,7 @@ async fn later_commits_do_not_wait_for_an_earlier_sync_and_report_in_model_order
     let from_results: Vec<(String, u64)> = outcome
         .results
         .iter()
-        .map(|result| (result.identity.call_id.to_string(), result.seq))
+        .map(|result| (result.identity().call_id.to_string(), result.seq()))
         .collect();
     assert_eq!(committed, from_results);
     // The live event carries the very record the batch committed (one record, DESIGN §3).
@@ -154,7 +154,7 @@ async fn later_commits_do_not_wait_for_an_earlier_sync_and_report_in_model_order
         .collect();
     assert_eq!(records.len(), outcome.results.len());
     for (live_record, result) in records.iter().zip(&outcome.results) {
-        assert!(std::sync::Arc::ptr_eq(live_record, &result.record));
+        assert!(std::sync::Arc::ptr_eq(live_record, result.record()));
     }
     let ids: Vec<&str> = committed.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["c1", "c2", "c3"]);

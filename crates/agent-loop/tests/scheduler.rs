@@ -240,7 +240,7 @@ async fn out_of_order_completion_still_commits_in_model_order() {
         outcome
             .results
             .iter()
-            .map(|r| r.identity.call_id.to_string())
+            .map(|r| r.identity().call_id.to_string())
             .collect::<Vec<_>>(),
         ["c1", "c2"]
     );
@@ -433,7 +433,7 @@ async fn cancel_while_two_run_settles_them_and_never_starts_the_rest() {
     let codes: Vec<Option<ErrorCode>> = outcome
         .results
         .iter()
-        .map(|r| r.record.error_code().cloned())
+        .map(|r| r.record().error_code().cloned())
         .collect();
     assert_eq!(
         codes,
@@ -514,7 +514,7 @@ async fn a_rejected_approval_stops_the_rest_of_the_batch() {
     let codes: Vec<Option<ErrorCode>> = outcome
         .results
         .iter()
-        .map(|r| r.record.error_code().cloned())
+        .map(|r| r.record().error_code().cloned())
         .collect();
     assert_eq!(
         codes,
@@ -524,7 +524,7 @@ async fn a_rejected_approval_stops_the_rest_of_the_batch() {
             Some(ErrorCode::NotExecuted)
         ]
     );
-    let message = &outcome.results[1].record.error.as_ref().unwrap().message;
+    let message = &outcome.results[1].record().error.as_ref().unwrap().message;
     assert!(
         message.contains("earlier call of this batch was rejected"),
         "{message}"
@@ -558,7 +558,7 @@ async fn a_truncated_message_executes_nothing() {
         outcome
             .results
             .iter()
-            .all(|r| r.record.error_code() == Some(&ErrorCode::TruncatedCall))
+            .all(|r| r.record().error_code() == Some(&ErrorCode::TruncatedCall))
     );
     assert!(s.gates.started.lock().is_empty());
     assert_eq!(
@@ -635,7 +635,7 @@ async fn a_call_that_turns_exclusive_before_its_start_becomes_a_barrier_there() 
     wait_started(&mut s.started, "x").await;
     s.gates.open("x");
     let outcome = batch.await.unwrap().unwrap();
-    assert!(outcome.results.iter().all(|r| !r.record.is_error()));
+    assert!(outcome.results.iter().all(|r| !r.record().is_error()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -660,7 +660,8 @@ async fn a_batch_cancelled_before_any_start_records_and_answers_every_call() {
         outcome
             .results
             .iter()
-            .all(|r| r.record.error_code() == Some(&ErrorCode::NotExecuted) && r.record.synthetic)
+            .all(|r| r.record().error_code() == Some(&ErrorCode::NotExecuted)
+                && r.record().synthetic)
     );
     assert!(s.gates.started.lock().is_empty());
     assert_eq!(
@@ -688,10 +689,10 @@ async fn a_deadline_in_a_batch_is_a_timeout_and_the_batch_goes_on() {
     .unwrap()
     .unwrap();
     assert_eq!(
-        outcome.results[0].record.error_code(),
+        outcome.results[0].record().error_code(),
         Some(&ErrorCode::ToolTimeout)
     );
-    assert!(!outcome.results[1].record.is_error());
+    assert!(!outcome.results[1].record().is_error());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -782,7 +783,7 @@ async fn cancel_during_preparation_refuses_the_asked_call_and_never_runs_the_res
     let codes: Vec<Option<ErrorCode>> = outcome
         .results
         .iter()
-        .map(|r| r.record.error_code().cloned())
+        .map(|r| r.record().error_code().cloned())
         .collect();
     assert_eq!(
         codes,
@@ -822,7 +823,7 @@ async fn cancel_during_a_barrier_settles_the_exclusive_call_and_skips_those_behi
     let codes: Vec<Option<ErrorCode>> = outcome
         .results
         .iter()
-        .map(|r| r.record.error_code().cloned())
+        .map(|r| r.record().error_code().cloned())
         .collect();
     assert_eq!(
         codes,

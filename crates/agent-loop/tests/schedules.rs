@@ -141,7 +141,7 @@ proptest! {
         }).unwrap();
 
         // Every call answered, in model order.
-        let order: Vec<String> = outcome.results.iter().map(|r| r.identity.call_id.to_string()).collect();
+        let order: Vec<String> = outcome.results.iter().map(|r| r.identity().call_id.to_string()).collect();
         prop_assert_eq!(order, (0..calls.len()).map(|i| format!("c{i}")).collect::<Vec<_>>());
         let mut spans = tool.spans.lock().clone();
         spans.sort();
@@ -154,11 +154,11 @@ proptest! {
             prop_assert_eq!(results.len(), 1, "{} has {} results", id, results.len());
             prop_assert!(recorded.len() == 1 && recorded[0] < results[0]);
             // A call reported as not executed never ran; one that ran is not reported so.
-            let not_executed = outcome.results[index].record.error_code() == Some(&toolrail_session_log::ErrorCode::NotExecuted);
+            let not_executed = outcome.results[index].record().error_code() == Some(&toolrail_session_log::ErrorCode::NotExecuted);
             let ran = !of("tool/start").is_empty() || spans.iter().any(|span| span.0 as usize == index);
             prop_assert!(!(not_executed && ran), "{} is NOT_EXECUTED but started", id);
             if cancel_after_ms.is_none() {
-                prop_assert!(!outcome.results[index].record.is_error());
+                prop_assert!(!outcome.results[index].record().is_error());
             }
         }
         if cancel_after_ms.is_none() {

@@ -64,7 +64,7 @@ fn main() {
             ))
             .unwrap();
         coded.push(started.elapsed().as_nanos() as f64 / calls as f64);
-        assert!(!result.record.is_error(), "{}", result.record.text());
+        assert!(!result.record().is_error(), "{}", result.record().text());
 
         let log = Arc::new(MemorySink::new());
         let scheduler = Scheduler::new(
@@ -92,7 +92,7 @@ fn main() {
             ))
             .unwrap();
         cold.push(started.elapsed().as_nanos() as f64);
-        assert!(!result.record.is_error());
+        assert!(!result.record().is_error());
         let started = Instant::now();
         std::thread::spawn(|| std::hint::black_box(1))
             .join()
@@ -109,7 +109,7 @@ fn main() {
                     &BatchControl::default(),
                 ))
                 .unwrap();
-            assert!(!result.record.is_error(), "{}", result.record.text());
+            assert!(!result.record().is_error(), "{}", result.record().text());
             started.elapsed().as_nanos() as f64
         };
         let cold_start = python(format!("p{round}"), "1");

@@ -17,7 +17,8 @@ use toolrail_session_log::{
     ToolResultRecord,
 };
 use toolrail_tools_core::{
-    BatchControl, CallIdentity, CallRequest, Pipeline, Preparation, SettledCall, ToolSet,
+    BatchControl, CallIdentity, CallRequest, CommittedResult, Pipeline, Preparation, SettledCall,
+    ToolSet,
 };
 
 use crate::gate::Gate;
@@ -242,7 +243,7 @@ impl Bindings {
         self.pipeline
             .finish(settled)
             .await
-            .map(|committed| committed.record)
+            .map(CommittedResult::into_record)
             .map_err(|error| error.to_string())
     }
 

@@ -1,14 +1,14 @@
 //! The scheduler's rules inside one program run (DESIGN §5), for calls that arrive while the
-//! program runs: preparation one at a time in submission order, pausing behind an exclusive
-//! call until it commits; a shared call starts when a slot is free and no earlier unfinished
-//! call is exclusive or holds a conflicting claim; an exclusive call runs alone after every
-//! earlier call committed; commits in submission order.
+//! program runs: the rule itself is `toolrail_agent_loop::admission`, shared with the batch
+//! scheduler; this gate keeps its own mechanics (tickets in submission order, waiters woken
+//! only when a change lets them go, commits in submission order).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+use toolrail_agent_loop::admission;
 use toolrail_tools_core::Concurrency;
 
 #[derive(Debug)]
@@ -156,19 +156,25 @@ impl Gate {
     }
 }
 
+/// `ticket` is next in submission order and the one rule lets a call be prepared.
 fn may_prepare(state: &State, ticket: u64) -> bool {
-    state.next_prepare == ticket
-        && !state.calls.iter().any(|(earlier, stage)| {
-            *earlier < ticket
-                && matches!(
-                    stage,
-                    Stage::Waiting(Concurrency::Exclusive)
-                        | Stage::Running(Concurrency::Exclusive)
-                        | Stage::Settled(Some(Concurrency::Exclusive))
-                )
+    let exclusive_uncommitted = state
+        .calls
+        .range(..ticket)
+        .filter(|(_, stage)| {
+            matches!(
+                stage,
+                Stage::Waiting(Concurrency::Exclusive)
+                    | Stage::Running(Concurrency::Exclusive)
+                    | Stage::Settled(Some(Concurrency::Exclusive))
+            )
         })
+        .count();
+    state.next_prepare == ticket && admission::may_prepare(exclusive_uncommitted)
 }
 
+/// The one rule ([`admission::may_start`]) over the program's calls: every earlier call that
+/// has not started, and every running one, is in the way.
 fn may_start(state: &State, ticket: u64, max_parallel: usize) -> bool {
     let Some(Stage::Waiting(mine)) = state.calls.get(&ticket) else {
         return false;
@@ -178,24 +184,15 @@ fn may_start(state: &State, ticket: u64, max_parallel: usize) -> bool {
         .values()
         .filter(|stage| matches!(stage, Stage::Running(_)))
         .count();
-    match mine {
-        Concurrency::Exclusive => state.next_commit == ticket && running == 0,
-        Concurrency::Shared(claims) => {
-            running < max_parallel
-                && state.calls.iter().all(|(other, stage)| {
-                    let theirs = match stage {
-                        Stage::Running(theirs) => theirs,
-                        // An earlier call that has not started still comes first.
-                        Stage::Waiting(theirs) if *other < ticket => theirs,
-                        Stage::Waiting(_) | Stage::Settled(_) => return true,
-                    };
-                    match theirs {
-                        Concurrency::Exclusive => false,
-                        Concurrency::Shared(held) => !held
-                            .iter()
-                            .any(|held| claims.iter().any(|claim| claim.conflicts_with(held))),
-                    }
-                })
-        }
-    }
+    let turn = admission::StartTurn {
+        next_to_commit: state.next_commit == ticket,
+        running,
+        max_parallel,
+    };
+    let in_way = state.calls.iter().filter_map(|(other, stage)| match stage {
+        Stage::Running(theirs) => Some(theirs),
+        Stage::Waiting(theirs) if *other < ticket => Some(theirs),
+        Stage::Waiting(_) | Stage::Settled(_) => None,
+    });
+    admission::may_start(mine, turn, in_way)
 }

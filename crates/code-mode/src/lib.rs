@@ -70,7 +70,7 @@
 //! let request = CallRequest::new("c1", 0, RUN_CODE, arguments);
 //! # tokio::runtime::Runtime::new()?.block_on(async {
 //! let result = pipeline.execute_one(&tools, request, &BatchControl::default()).await?;
-//! assert_eq!(result.record.text(), "[returned] 6");
+//! assert_eq!(result.record().text(), "[returned] 6");
 //! // Each binding call committed its own result, before the program's.
 //! let committed: Vec<String> = log
 //!     .events()

@@ -69,10 +69,10 @@ print("sum is", a["n"] + b["n"])
 "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
-    assert_eq!(result.record.value, Some(json!({"sum": 5})));
-    assert_eq!(result.record.text(), "sum is 5\n[returned] {\"sum\":5}");
-    let details = serde_json::to_value(result.record.details.as_ref().unwrap()).unwrap();
+    assert_eq!(code(&result), None, "{}", result.record().text());
+    assert_eq!(result.record().value, Some(json!({"sum": 5})));
+    assert_eq!(result.record().text(), "sum is 5\n[returned] {\"sum\":5}");
+    let details = serde_json::to_value(result.record().details.as_ref().unwrap()).unwrap();
     assert_eq!(details["language"], "python");
     assert_eq!(details["sub_calls"][1]["call_id"], "c1:code:2");
     let trail = h.trail();
@@ -109,7 +109,7 @@ await asyncio.gather(probe(sleep_ms=50, concurrency="exclusive"), probe(sleep_ms
 "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(code(&result), None, "{}", result.record().text());
     let trail: Vec<(String, String)> = h
         .trail()
         .into_iter()
@@ -160,9 +160,9 @@ seen
 "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(code(&result), None, "{}", result.record().text());
     assert_eq!(
-        result.record.value,
+        result.record().value,
         Some(json!([
             "TOOL_FAILED: boom",
             "CODE_BINDING_TOO_LARGE",
@@ -203,10 +203,10 @@ async fn limits_end_python_programs_with_their_kind() {
     }
     let result = h.run("raise ValueError('nope')").await;
     assert!(
-        result.record.text().contains("ValueError: nope")
-            && result.record.text().contains("<program>"),
+        result.record().text().contains("ValueError: nope")
+            && result.record().text().contains("<program>"),
         "the traceback names the program's line: {}",
-        result.record.text()
+        result.record().text()
     );
 }
 
@@ -219,9 +219,9 @@ async fn a_python_program_waiting_past_its_wall_time_ends_and_its_binding_still_
     let result = h.run("await probe(sleep_ms=30000)\n1").await;
     assert_eq!(code(&result).as_deref(), Some("CODE_RUN_FAILED"));
     assert!(
-        result.record.text().contains("(timeout)"),
+        result.record().text().contains("(timeout)"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
     assert_eq!(h.results_of("c1:code:1"), 1, "{:?}", h.trail());
 }
@@ -238,7 +238,7 @@ raise RuntimeError("changed my mind")
 "#,
         )
         .await;
-    let text = result.record.text();
+    let text = result.record().text();
     assert_eq!(code(&result).as_deref(), Some("CODE_RUN_FAILED"));
     assert!(
         text.contains("binding calls that had effects, not rolled back: c1:code:1 (probe)"),
@@ -279,7 +279,7 @@ async fn cancelling_a_python_run_stops_it_and_settles_its_binding_calls() {
         code(&result).as_deref(),
         Some("ABORTED"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
     assert_eq!(h.results_of("c1:code:1"), 1, "{:?}", h.trail());
     assert_eq!(h.results_of("c1:code:2"), 1, "{:?}", h.trail());
@@ -315,9 +315,9 @@ seen
 "#
     );
     let result = h.run(&program).await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(code(&result), None, "{}", result.record().text());
     assert_eq!(
-        result.record.value,
+        result.record().value,
         Some(json!({
             "workspace": "EROFS",
             "outside": "EROFS",
@@ -359,7 +359,7 @@ subprocess.Popen(["sleep", "317.25"], start_new_session=True)
 "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(code(&result), None, "{}", result.record().text());
     // The namespace's init ends with the run, and every process in it with the init.
     let mut alive = live_with("317.25");
     for _ in 0..50 {
@@ -378,7 +378,7 @@ async fn python_is_refused_when_the_session_did_not_enable_it() {
     let h = support::session(&CodeMode::new(limits()), None, "python");
     let result = h.run("1").await;
     assert_eq!(code(&result).as_deref(), Some("INVALID_ARGS"));
-    assert!(result.record.text().contains("Python is not available"));
+    assert!(result.record().text().contains("Python is not available"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -398,11 +398,11 @@ await asyncio.sleep(60)
         .await;
     assert!(
         result
-            .record
+            .record()
             .text()
             .contains("CODE_RUN_FAILED (runtime): the Python process broke the protocol"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
     // Stopped at once, not at the end of its 20 s wall time.
     assert!(started.elapsed() < Duration::from_secs(15));
@@ -437,19 +437,19 @@ await twice(20)
 "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
-    assert_eq!(result.record.value, Some(json!(40)));
+    assert_eq!(code(&result), None, "{}", result.record().text());
+    assert_eq!(result.record().value, Some(json!(40)));
     // Awaiting something else needs an event loop: the program is told to use asyncio.
     let result = h
         .run("import types\n@types.coroutine\ndef tick():\n    yield 'tick'\nawait tick()")
         .await;
     assert!(
         result
-            .record
+            .record()
             .text()
             .contains("import asyncio to await anything else"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
 }
 
@@ -479,15 +479,15 @@ seen
 "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(code(&result), None, "{}", result.record().text());
     assert_eq!(
-        result.record.value,
+        result.record().value,
         Some(json!(["CODE_BINDING_TOO_LARGE", "ValueError", "after"]))
     );
     assert!(
-        result.record.text().contains("not utf-8: ?"),
+        result.record().text().contains("not utf-8: ?"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
     // Only the one call that was sent became a call.
     assert_eq!(h.results_of("c1:code:1"), 1);
@@ -497,9 +497,9 @@ seen
         .run("import os, sys\nos.write(2, b'MemoryError\\n')\nos._exit(3)")
         .await;
     assert!(
-        result.record.text().contains("CODE_RUN_FAILED (runtime)")
-            && result.record.text().contains("exit code 3"),
+        result.record().text().contains("CODE_RUN_FAILED (runtime)")
+            && result.record().text().contains("exit code 3"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
 }

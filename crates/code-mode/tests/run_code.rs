@@ -77,10 +77,10 @@ async fn a_program_combines_binding_values_and_every_call_is_logged_with_its_res
             "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
-    assert_eq!(result.record.value, Some(json!({"sum": 5})));
-    assert_eq!(result.record.text(), "sum is 5\n[returned] {\"sum\":5}");
-    let details = serde_json::to_value(result.record.details.as_ref().unwrap()).unwrap();
+    assert_eq!(code(&result), None, "{}", result.record().text());
+    assert_eq!(result.record().value, Some(json!({"sum": 5})));
+    assert_eq!(result.record().text(), "sum is 5\n[returned] {\"sum\":5}");
+    let details = serde_json::to_value(result.record().details.as_ref().unwrap()).unwrap();
     assert_eq!(details["type"], "code-run");
     assert_eq!(details["sub_calls"][1]["call_id"], "c1:code:2");
     // Each binding call: dispatch start, the pipeline's own call/start/result, then the
@@ -160,7 +160,7 @@ async fn parallel_safe_bindings_overlap_and_an_exclusive_one_runs_alone() {
             "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(code(&result), None, "{}", result.record().text());
     let trail: Vec<(String, String)> = h
         .trail()
         .into_iter()
@@ -210,9 +210,9 @@ async fn a_failed_binding_is_catchable_and_an_oversized_reply_fails_only_that_bi
             "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(code(&result), None, "{}", result.record().text());
     assert_eq!(
-        result.record.value,
+        result.record().value,
         Some(json!([
             "TOOL_FAILED: boom",
             "CODE_BINDING_TOO_LARGE",
@@ -234,8 +234,8 @@ async fn a_binding_gets_the_whole_text_while_its_logged_result_is_capped_for_the
             "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
-    assert_eq!(result.record.value, Some(json!(100_000)));
+    assert_eq!(code(&result), None, "{}", result.record().text());
+    assert_eq!(result.record().value, Some(json!(100_000)));
     let dispatched = h
         .log
         .events()
@@ -267,8 +267,8 @@ async fn a_binding_denied_by_policy_is_catchable_and_never_runs() {
             "#,
         )
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
-    let value = result.record.value.clone().unwrap();
+    assert_eq!(code(&result), None, "{}", result.record().text());
+    let value = result.record().value.clone().unwrap();
     assert!(
         value[0].as_str().unwrap().starts_with("POLICY_DENIED: ")
             && value[0].as_str().unwrap().contains("probing the forbidden"),
@@ -311,9 +311,9 @@ async fn a_program_waiting_past_its_wall_time_ends_and_its_binding_still_commits
     let result = h.run("await probe({sleep_ms: 30000}); return 1;").await;
     assert_eq!(code(&result).as_deref(), Some("CODE_RUN_FAILED"));
     assert!(
-        result.record.text().contains("(timeout)"),
+        result.record().text().contains("(timeout)"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
     // The binding call was stopped and committed an honest outcome before run_code returned.
     assert_eq!(h.results_of("c1:code:1"), 1, "{:?}", h.trail());
@@ -331,7 +331,7 @@ async fn a_failed_program_lists_the_binding_calls_that_had_effects() {
             "#,
         )
         .await;
-    let text = result.record.text();
+    let text = result.record().text();
     assert_eq!(code(&result).as_deref(), Some("CODE_RUN_FAILED"));
     assert!(
         text.contains("binding calls that had effects, not rolled back: c1:code:1 (probe)"),
@@ -368,12 +368,12 @@ async fn cancelling_the_call_settles_its_binding_calls() {
         )
         .await;
     canceller.await.unwrap();
-    assert!(result.record.is_error(), "{:?}", result.record);
+    assert!(result.record().is_error(), "{:?}", result.record());
     assert_eq!(
         code(&result).as_deref(),
         Some("ABORTED"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
     assert_eq!(h.results_of("c1:code:1"), 1, "{:?}", h.trail());
     assert_eq!(h.results_of("c1:code:2"), 1, "{:?}", h.trail());
@@ -391,7 +391,7 @@ async fn no_more_bindings_run_at_once_than_the_cap() {
     let result = h
         .run("await Promise.all([1, 2, 3, 4, 5].map(() => probe({sleep_ms: 100}))); return 1;")
         .await;
-    assert_eq!(code(&result), None, "{}", result.record.text());
+    assert_eq!(code(&result), None, "{}", result.record().text());
     assert!(
         started.elapsed() >= Duration::from_millis(300),
         "{:?}",
@@ -407,7 +407,7 @@ async fn a_program_cannot_start_a_program_and_deep_recursion_is_a_memory_failure
         .run("try { await run_code({code: '1', description: 'x'}); } catch (e) { return e.name; }")
         .await;
     assert_eq!(
-        result.record.value,
+        result.record().value,
         Some(json!("ReferenceError")),
         "no SDK function for it"
     );
@@ -415,16 +415,16 @@ async fn a_program_cannot_start_a_program_and_deep_recursion_is_a_memory_failure
         .run("try { await __call('run_code', {code: '1', description: 'x'}); } catch (e) { return e.code; }")
         .await;
     assert_eq!(
-        result.record.value,
+        result.record().value,
         Some(json!("UNKNOWN_TOOL")),
         "{}",
-        result.record.text()
+        result.record().text()
     );
     let result = h.run("const f = (n) => f(n + 1) + 1; return f(0);").await;
     assert!(
-        result.record.text().contains("CODE_RUN_FAILED (memory)"),
+        result.record().text().contains("CODE_RUN_FAILED (memory)"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
 }
 
@@ -437,16 +437,16 @@ async fn output_and_the_returned_value_are_capped() {
     let result = h
         .run("for (let i = 0; i < 50; i++) { console.log('line ' + i); } return 1;")
         .await;
-    let text = result.record.text();
+    let text = result.record().text();
     assert!(
         text.contains("[output cut: over the cap]") && !text.contains("line 49"),
         "{text}"
     );
     let result = h.run("return 'x'.repeat(1000);").await;
     assert!(
-        result.record.text().contains("CODE_RUN_FAILED (output)"),
+        result.record().text().contains("CODE_RUN_FAILED (output)"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
 }
 
@@ -571,5 +571,5 @@ async fn values_json_cannot_carry_are_refused_by_name_not_changed() {
     assert_eq!(dispatched, 0, "a refused argument never reaches a binding");
     // A string that is not Unicode (a lone surrogate) comes back well formed.
     let result = h.run("return 'a\\ud800b';").await;
-    assert_eq!(result.record.value, Some(json!("a\u{fffd}b")));
+    assert_eq!(result.record().value, Some(json!("a\u{fffd}b")));
 }

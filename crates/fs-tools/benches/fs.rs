@@ -70,7 +70,7 @@ fn time_call(
         ))
         .unwrap();
     let elapsed = started.elapsed().as_nanos() as f64;
-    assert!(!result.record.is_error(), "{:?}", result.record);
+    assert!(!result.record().is_error(), "{:?}", result.record());
     elapsed
 }
 

@@ -67,7 +67,7 @@ fn main() {
             .unwrap()
     };
     let read = call("r", "read", json!({"path": "big.txt", "limit": 1}));
-    assert!(!read.record.is_error(), "{:?}", read.record);
+    assert!(!read.record().is_error(), "{:?}", read.record());
     println!("file: {size} bytes");
     println!(
         "after read: VmRSS {}, VmHWM {}",
@@ -83,7 +83,7 @@ fn main() {
         json!({"path": "big.txt", "edits": [{"old": "THE MARKED LINE", "new": "THE EDITED LINE"}]}),
     );
     let elapsed = started.elapsed();
-    assert!(!edited.record.is_error(), "{:?}", edited.record);
+    assert!(!edited.record().is_error(), "{:?}", edited.record());
     println!(
         "edit: {:.2} s, peak during the edit: VmHWM {}",
         elapsed.as_secs_f64(),

@@ -44,12 +44,12 @@
 //! };
 //!
 //! let unread = call("c1", "edit", &edit).await?;
-//! let code = unread.record.error_code().map(|code| code.as_str());
+//! let code = unread.record().error_code().map(|code| code.as_str());
 //! assert_eq!(code, Some("FS_NOT_OBSERVED"));
 //!
 //! let read = call("c2", "read", &json!({"path": "notes.txt"})).await?;
-//! assert_eq!(read.record.text(), "     1\talpha\n     2\tbeta\n"); // numbered lines
-//! assert_eq!(call("c3", "edit", &edit).await?.record.error_code(), None);
+//! assert_eq!(read.record().text(), "     1\talpha\n     2\tbeta\n"); // numbered lines
+//! assert_eq!(call("c3", "edit", &edit).await?.record().error_code(), None);
 //! assert_eq!(std::fs::read_to_string(workspace.path().join("notes.txt"))?, "alpha\ngamma\n");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # })?;

@@ -93,7 +93,7 @@ async fn glob_honours_gitignore_and_lists_newest_first_with_a_cap() {
         b.write(&format!("many/f{n:03}.txt"), "x");
     }
     let capped = b.call("glob", json!({"pattern": "many/*.txt"})).await;
-    assert_eq!(capped.record.value.as_ref().unwrap()["omitted"], 5);
+    assert_eq!(capped.record().value.as_ref().unwrap()["omitted"], 5);
     assert!(text(&capped).ends_with("[5 more files match; narrow the pattern]"));
     let bad = b.call("glob", json!({"pattern": "src/[a"})).await;
     assert_eq!(code(&bad).as_deref(), Some("INVALID_ARGS"));
@@ -113,13 +113,13 @@ async fn grep_finds_groups_counts_and_skips_what_it_should() {
         text(&content),
         "src/a.rs\n     1: fn alpha() {}\n     3: fn beta() {}"
     );
-    let value = content.record.value.as_ref().unwrap();
+    let value = content.record().value.as_ref().unwrap();
     assert_eq!(
         (value["files"].clone(), value["matches"].clone()),
         (json!(1), json!(2))
     );
     assert_eq!(
-        serde_json::to_value(content.record.details.as_ref().unwrap()).unwrap()["type"],
+        serde_json::to_value(content.record().details.as_ref().unwrap()).unwrap()["type"],
         "search"
     );
 
@@ -160,7 +160,7 @@ async fn grep_caps_its_output_and_refuses_bad_patterns_with_the_position() {
         b.write(&format!("f{n:02}.txt"), lines);
     }
     let capped = b.call("grep", json!({"pattern": "hit"})).await;
-    let value = capped.record.value.as_ref().unwrap();
+    let value = capped.record().value.as_ref().unwrap();
     assert_eq!(value["matches"], 300);
     assert_eq!(value["omitted_matches"], 100);
     assert_eq!(value["omitted_files"], 10);
@@ -197,7 +197,7 @@ async fn names_that_are_not_utf8_are_shown_lossily_and_said_to_be() {
 
     let listed = b.call("glob", json!({"pattern": "**/*.rs"})).await;
     assert_eq!(code(&listed), None);
-    let paths = &listed.record.value.as_ref().unwrap()["paths"];
+    let paths = &listed.record().value.as_ref().unwrap()["paths"];
     let mut paths: Vec<&str> = paths
         .as_array()
         .unwrap()

@@ -53,7 +53,7 @@ async fn editing_a_large_file_does_not_hold_copies_of_it() {
     }
     let size = std::fs::metadata(b.path("big.txt")).unwrap().len();
     let read = b.call("read", json!({"path": "big.txt", "limit": 1})).await;
-    assert!(!read.record.is_error(), "{}", text(&read));
+    assert!(!read.record().is_error(), "{}", text(&read));
 
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let before = peak_kib();
@@ -65,13 +65,13 @@ async fn editing_a_large_file_does_not_hold_copies_of_it() {
         .await;
     let grown = peak_kib().saturating_sub(before);
     println!("edit of {size} bytes: peak {before} KiB before, +{grown} KiB during the edit");
-    assert!(!edited.record.is_error(), "{}", text(&edited));
+    assert!(!edited.record().is_error(), "{}", text(&edited));
     assert_eq!(text(&edited), "Edited `big.txt`: 1 edit, +1 −1 lines.");
-    let diff =
-        serde_json::to_value(edited.record.details.as_ref().unwrap()).unwrap()["files"][0]["diff"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+    let diff = serde_json::to_value(edited.record().details.as_ref().unwrap()).unwrap()["files"][0]
+        ["diff"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(
         diff.contains("-THE MARKED LINE\n+THE EDITED LINE\n"),
         "{diff}"

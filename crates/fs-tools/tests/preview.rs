@@ -115,15 +115,16 @@ async fn a_write_s_result_carries_the_diff_from_what_it_replaced() {
     )
     .unwrap();
     let read = bench.call("read", json!({"path": "calc.py"})).await;
-    assert!(!read.record.is_error());
+    assert!(!read.record().is_error());
     let written = bench
         .call(
             "write",
             json!({"path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}),
         )
         .await;
-    assert!(!written.record.is_error(), "{:?}", written.record);
-    let file = &serde_json::to_value(written.record.details.as_ref().unwrap()).unwrap()["files"][0];
+    assert!(!written.record().is_error(), "{:?}", written.record());
+    let file =
+        &serde_json::to_value(written.record().details.as_ref().unwrap()).unwrap()["files"][0];
     assert_eq!(
         (file["added"].as_u64(), file["removed"].as_u64()),
         (Some(1), Some(1)),

@@ -33,7 +33,7 @@ async fn git_changes(b: &Bench) -> Vec<(String, Option<String>, String)> {
     for path in [".git/config", "sub/.git/config"] {
         let read = b.call("read", json!({"path": path})).await;
         assert!(
-            !read.record.is_error(),
+            !read.record().is_error(),
             "reading .git is allowed: {}",
             text(&read)
         );
@@ -165,7 +165,7 @@ async fn credentials_under_a_hidden_home_are_out_of_reach() {
         text(&everything),
         "home/notes.txt\n     1: no secret-key-material here? yes: secret-key-material\n[2 paths hidden from tools left out]"
     );
-    assert_eq!(everything.record.value.as_ref().unwrap()["hidden"], 2);
+    assert_eq!(everything.record().value.as_ref().unwrap()["hidden"], 2);
     for path in [
         "home/.ssh",
         "home/.aws/credentials",
@@ -188,7 +188,7 @@ async fn credentials_under_a_hidden_home_are_out_of_reach() {
         );
     }
     let listed = b.call("glob", json!({"pattern": "**/*"})).await;
-    let paths = listed.record.value.as_ref().unwrap()["paths"].clone();
+    let paths = listed.record().value.as_ref().unwrap()["paths"].clone();
     assert!(
         paths.as_array().unwrap().iter().all(|path| {
             let path = path.as_str().unwrap();
@@ -199,7 +199,7 @@ async fn credentials_under_a_hidden_home_are_out_of_reach() {
     let inside = b
         .call("glob", json!({"pattern": "*", "path": "home/.ssh"}))
         .await;
-    assert_eq!(inside.record.value.as_ref().unwrap()["paths"], json!([]));
+    assert_eq!(inside.record().value.as_ref().unwrap()["paths"], json!([]));
 }
 
 #[tokio::test]
@@ -225,7 +225,7 @@ async fn credentials_shown_again_can_be_read_and_searched() {
         "home/.aws/credentials\nhome/.ssh/id_ed25519\nhome/notes.txt"
     );
     let listed = b.call("glob", json!({"pattern": "home/.*/*"})).await;
-    let mut paths: Vec<String> = listed.record.value.as_ref().unwrap()["paths"]
+    let mut paths: Vec<String> = listed.record().value.as_ref().unwrap()["paths"]
         .as_array()
         .unwrap()
         .iter()
@@ -281,7 +281,7 @@ async fn a_deny_read_glob_hides_dot_env_from_every_tool() {
     );
     let listed = b.call("glob", json!({"pattern": "**/.env*"})).await;
     assert_eq!(
-        listed.record.value.as_ref().unwrap()["paths"],
+        listed.record().value.as_ref().unwrap()["paths"],
         json!([".env.example"])
     );
     assert!(

@@ -47,7 +47,7 @@ struct Tally {
 impl Tally {
     fn count(&self, result: &CommittedResult) {
         self.attempted.fetch_add(1, Ordering::Relaxed);
-        if result.record.is_error() {
+        if result.record().is_error() {
             self.refused.fetch_add(1, Ordering::Relaxed);
             let code = code(result).unwrap_or_default();
             *self.codes.lock().unwrap().entry(code).or_default() += 1;
@@ -137,7 +137,7 @@ async fn a_folder_swapped_for_a_symlink_never_lets_an_act_out() {
                     .call("write", json!({"path": path, "content": "written\n"}))
                     .await;
                 assert!(
-                    !result.record.is_error() || refused_as_expected(&result),
+                    !result.record().is_error() || refused_as_expected(&result),
                     "{}",
                     text(&result)
                 );
@@ -152,7 +152,7 @@ async fn a_folder_swapped_for_a_symlink_never_lets_an_act_out() {
             while Instant::now() < deadline {
                 let result = b.call("read", json!({"path": "d/f.txt"})).await;
                 assert!(
-                    !result.record.is_error() || refused_as_expected(&result),
+                    !result.record().is_error() || refused_as_expected(&result),
                     "{}",
                     text(&result)
                 );
@@ -179,12 +179,12 @@ async fn a_folder_swapped_for_a_symlink_never_lets_an_act_out() {
                     )
                     .await;
                 assert!(
-                    !result.record.is_error() || refused_as_expected(&result),
+                    !result.record().is_error() || refused_as_expected(&result),
                     "{}",
                     text(&result)
                 );
                 edits.count(&result);
-                if !result.record.is_error() {
+                if !result.record().is_error() {
                     n += 1;
                 }
             }
@@ -201,7 +201,7 @@ async fn a_folder_swapped_for_a_symlink_never_lets_an_act_out() {
                 ] {
                     let result = b.call(tool, args).await;
                     assert!(
-                        !result.record.is_error() || refused_as_expected(&result),
+                        !result.record().is_error() || refused_as_expected(&result),
                         "{}",
                         text(&result)
                     );

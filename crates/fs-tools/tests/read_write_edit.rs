@@ -29,13 +29,13 @@ async fn read_numbers_lines_reports_totals_and_reads_on() {
             .collect::<String>()
     );
     assert_eq!(
-        all.record.value,
+        all.record().value,
         Some(
             json!({"path": "src/ten.txt", "start_line": 1, "end_line": 10, "total_lines": 10, "truncated": false})
         )
     );
     assert_eq!(
-        serde_json::to_value(all.record.details.as_ref().unwrap()).unwrap()["type"],
+        serde_json::to_value(all.record().details.as_ref().unwrap()).unwrap()["type"],
         "read"
     );
 
@@ -76,7 +76,7 @@ async fn read_handles_odd_files() {
     assert!(text(&b.call("read", json!({"path": "empty.txt"})).await).contains("is empty"));
     b.write("open.txt", "a\nb");
     let open = b.call("read", json!({"path": "open.txt"})).await;
-    assert_eq!(open.record.value.as_ref().unwrap()["total_lines"], 2);
+    assert_eq!(open.record().value.as_ref().unwrap()["total_lines"], 2);
     assert!(text(&open).ends_with("     2\tb\n"));
     b.write("crlf.txt", "a\r\nb\r\n");
     assert_eq!(
@@ -122,14 +122,14 @@ async fn a_huge_file_is_streamed_and_only_the_window_returned() {
     let result = b
         .call("read", json!({"path": "huge.txt", "offset": 199_999}))
         .await;
-    assert!(!result.record.is_error(), "{}", text(&result));
+    assert!(!result.record().is_error(), "{}", text(&result));
     assert_eq!(
-        result.record.value.as_ref().unwrap()["total_lines"],
+        result.record().value.as_ref().unwrap()["total_lines"],
         200_000
     );
     assert!(text(&result).contains("199999\trow 0199998"));
     let first = b.call("read", json!({"path": "huge.txt"})).await;
-    let value = first.record.value.as_ref().unwrap();
+    let value = first.record().value.as_ref().unwrap();
     // 2,000 lines of ~65 bytes are over the 56 KiB a read returns: the byte cap ends it.
     let end = value["end_line"].as_u64().unwrap();
     assert!((800..2000).contains(&end), "{end}");
@@ -140,7 +140,7 @@ async fn a_huge_file_is_streamed_and_only_the_window_returned() {
         .call("read", json!({"path": "huge.txt", "limit": 100_000}))
         .await;
     assert!(text(&capped).len() <= 60 * 1024);
-    assert_eq!(capped.record.value.as_ref().unwrap()["truncated"], true);
+    assert_eq!(capped.record().value.as_ref().unwrap()["truncated"], true);
 }
 
 #[tokio::test]
@@ -152,7 +152,7 @@ async fn write_creates_and_overwrites_only_what_was_read() {
             json!({"path": "src/deep/new.rs", "content": "fn a() {}\n"}),
         )
         .await;
-    assert!(!created.record.is_error(), "{}", text(&created));
+    assert!(!created.record().is_error(), "{}", text(&created));
     assert_eq!(b.read("src/deep/new.rs"), b"fn a() {}\n");
     assert!(text(&created).starts_with("Created `src/deep/new.rs`"));
 
@@ -177,11 +177,11 @@ async fn write_creates_and_overwrites_only_what_was_read() {
     let overwritten = b
         .call("write", json!({"path": "src/old.rs", "content": "new\n"}))
         .await;
-    assert!(!overwritten.record.is_error(), "{}", text(&overwritten));
+    assert!(!overwritten.record().is_error(), "{}", text(&overwritten));
     assert_eq!(b.read("src/old.rs"), b"new\n");
     let after = file_digest(&b.path("src/old.rs")).unwrap().unwrap();
     assert_eq!(
-        overwritten.record.effects,
+        overwritten.record().effects,
         [Effect::FileWritten {
             path: b.path("src/old.rs").display().to_string(),
             before: before.clone(),
@@ -211,7 +211,7 @@ async fn write_creates_and_overwrites_only_what_was_read() {
     let again = b
         .call("write", json!({"path": "src/old.rs", "content": "newer\n"}))
         .await;
-    assert!(!again.record.is_error());
+    assert!(!again.record().is_error());
     // No temporary files are left behind.
     let leftovers: Vec<_> = std::fs::read_dir(b.path("src"))
         .unwrap()
@@ -286,13 +286,13 @@ async fn edit_applies_all_or_nothing_and_says_which_edit_failed() {
             ]}),
         )
         .await;
-    assert!(!all.record.is_error(), "{}", text(&all));
+    assert!(!all.record().is_error(), "{}", text(&all));
     assert_eq!(
         String::from_utf8(b.read("src/main.rs")).unwrap(),
         "fn start() {\n    let x = 2;\n    let x = 2;\n    println!(\"{x}\");\n}\n"
     );
     assert_eq!(text(&all), "Edited `src/main.rs`: 2 edits, +3 −3 lines.");
-    let details = serde_json::to_value(all.record.details.as_ref().unwrap()).unwrap();
+    let details = serde_json::to_value(all.record().details.as_ref().unwrap()).unwrap();
     assert_eq!(details["type"], "diff");
     let diff = details["files"][0]["diff"].as_str().unwrap();
     assert!(
@@ -323,7 +323,7 @@ async fn edit_keeps_crlf_and_a_bom() {
             json!({"path": "win.txt", "edits": [{"old": "two\nthree", "new": "2\n3"}]}),
         )
         .await;
-    assert!(!result.record.is_error(), "{}", text(&result));
+    assert!(!result.record().is_error(), "{}", text(&result));
     assert_eq!(b.read("win.txt"), "\u{feff}one\r\n2\r\n3\r\n".as_bytes());
 }
 
@@ -386,5 +386,5 @@ async fn observations_survive_a_resume() {
             json!({"path": "made.txt", "edits": [{"old": "made", "new": "remade"}]}),
         )
         .await;
-    assert!(!edited.record.is_error(), "{}", text(&edited));
+    assert!(!edited.record().is_error(), "{}", text(&edited));
 }

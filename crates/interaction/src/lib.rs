@@ -36,11 +36,11 @@
 //! plan_mode.enter(log.as_ref()).await?;
 //!
 //! let rejected = pipeline.execute_one(&tools, exit("c1", "1. edit"), &control).await?;
-//! assert_eq!(rejected.record.error_code(), Some(&ErrorCode::ApprovalRejected));
+//! assert_eq!(rejected.record().error_code(), Some(&ErrorCode::ApprovalRejected));
 //! assert!(plan_mode.is_active());
 //!
 //! let allowed = pipeline.execute_one(&tools, exit("c2", "1. test 2. edit"), &control).await?;
-//! assert_eq!(allowed.record.error_code(), None);
+//! assert_eq!(allowed.record().error_code(), None);
 //! assert!(!plan_mode.is_active());
 //! assert_eq!(approvals.asked().len(), 2);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

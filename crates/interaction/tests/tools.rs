@@ -72,7 +72,7 @@ impl Setup {
 }
 
 fn text(result: &CommittedResult) -> String {
-    result.record.text()
+    result.record().text()
 }
 
 #[tokio::test]
@@ -96,7 +96,7 @@ async fn ask_user_logs_every_state_and_never_makes_up_an_answer() {
             ]}),
         )
         .await;
-    assert!(!result.record.is_error(), "{:?}", result.record);
+    assert!(!result.record().is_error(), "{:?}", result.record());
     let shown = text(&result);
     assert!(shown.contains("db: Postgres"), "{shown}");
     assert!(
@@ -108,7 +108,7 @@ async fn ask_user_logs_every_state_and_never_makes_up_an_answer() {
         "{shown}"
     );
     assert_eq!(
-        result.record.value,
+        result.record().value,
         Some(json!({
             "db": {"state": "answered", "answer": "Postgres"},
             "name": {"state": "expired", "answer": null},
@@ -169,7 +169,7 @@ async fn ask_user_refuses_bad_questions_before_asking() {
             ]}),
         )
         .await;
-    assert_eq!(result.record.error_code(), Some(&ErrorCode::InvalidArgs));
+    assert_eq!(result.record().error_code(), Some(&ErrorCode::InvalidArgs));
     let shown = text(&result);
     for problem in [
         "/questions/1/id",
@@ -272,7 +272,7 @@ async fn todo_write_validates_logs_and_rebuilds_from_the_log() {
             ]}),
         )
         .await;
-    assert_eq!(bad.record.error_code(), Some(&ErrorCode::InvalidArgs));
+    assert_eq!(bad.record().error_code(), Some(&ErrorCode::InvalidArgs));
     let shown = text(&bad);
     for problem in [
         "listed twice",

@@ -145,11 +145,11 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
         &control,
     )
     .await;
-    assert!(!result.record.is_error(), "{}", result.record.text());
+    assert!(!result.record().is_error(), "{}", result.record().text());
     assert!(
-        result.record.text().contains("hi there"),
+        result.record().text().contains("hi there"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
     // Provenance and the server's version are on the call's record.
     let recorded = log.events().into_iter().find_map(|event| match event.data {
@@ -179,7 +179,7 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
     .await;
     assert_eq!(
         result
-            .record
+            .record()
             .error_code()
             .map(|code| code.as_str().to_owned())
             .as_deref(),
@@ -196,15 +196,15 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
         &control,
     )
     .await;
-    assert!(!result.record.is_error(), "{}", result.record.text());
+    assert!(!result.record().is_error(), "{}", result.record().text());
     assert!(
         result
-            .record
+            .record()
             .value
             .as_ref()
             .is_some_and(|value| value.is_object()),
         "{:?}",
-        result.record.value
+        result.record().value
     );
 
     // Progress reaches the batch's progress sink.
@@ -222,7 +222,7 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
         &with_progress,
     )
     .await;
-    assert!(!result.record.is_error(), "{}", result.record.text());
+    assert!(!result.record().is_error(), "{}", result.record().text());
     let first = updates.recv().await.unwrap();
     assert_eq!(first.data["total"], json!(2.0));
 
@@ -243,7 +243,7 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
         &cancelling,
     )
     .await;
-    assert!(result.record.is_error());
+    assert!(result.record().is_error());
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "cancelled, not waited out"
@@ -258,9 +258,9 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
     )
     .await;
     assert!(
-        result.record.text().contains("still here"),
+        result.record().text().contains("still here"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
 
     // The server registers more tools once initialized and says so: they join the registry
@@ -314,7 +314,7 @@ async fn a_long_mcp_result_is_capped_like_any_tool_s() {
         &BatchControl::default(),
     )
     .await;
-    let record = &result.record;
+    let record = &result.record();
     assert!(!record.is_error(), "{}", record.text());
     assert!(record.text().len() <= 1_000, "{}", record.text().len());
     assert!(
@@ -339,7 +339,7 @@ async fn a_long_mcp_result_is_capped_like_any_tool_s() {
         EventData::ToolResult(logged) => Some(logged),
         _ => None,
     });
-    assert_eq!(logged.as_ref(), Some(&result.record));
+    assert_eq!(logged.as_ref(), Some(result.record()));
     servers.shutdown().await;
 }
 
@@ -393,11 +393,11 @@ async fn filesystem_reads_are_structured_and_run_in_parallel() {
     let texts: Vec<String> = outcome
         .results
         .iter()
-        .map(|result| result.record.text())
+        .map(|result| result.record().text())
         .collect();
     assert_eq!(texts, ["alpha", "beta"]);
     assert_eq!(
-        outcome.results[0].record.value,
+        outcome.results[0].record().value,
         Some(json!({"content": "alpha"})),
         "structuredContent is the value"
     );
@@ -480,7 +480,7 @@ async fn a_crashed_server_is_restarted_then_withdrawn_after_its_limit() {
     .await;
     assert_eq!(
         result
-            .record
+            .record()
             .error_code()
             .map(|code| code.as_str().to_owned())
             .as_deref(),

@@ -200,7 +200,7 @@ fn without_the_deny_guard_an_early_allow_would_run_a_denied_call() {
         ))
         .unwrap();
     assert!(
-        !committed.record.is_error(),
+        !committed.record().is_error(),
         "the hook alone cannot hold the line"
     );
 }

@@ -260,13 +260,16 @@ async fn through_the_pipeline_a_guard_refusal_is_guard_denied_and_nothing_runs()
         .execute_one(&tools, escape, &BatchControl::default())
         .await
         .unwrap();
-    assert_eq!(committed.record.error_code(), Some(&ErrorCode::GuardDenied));
+    assert_eq!(
+        committed.record().error_code(),
+        Some(&ErrorCode::GuardDenied)
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     let inside = CallRequest::new("c2", 1, "write", r#"{"path": "src/x.rs"}"#);
     let committed = pipeline
         .execute_one(&tools, inside, &BatchControl::default())
         .await
         .unwrap();
-    assert!(!committed.record.is_error(), "{:?}", committed.record);
+    assert!(!committed.record().is_error(), "{:?}", committed.record());
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

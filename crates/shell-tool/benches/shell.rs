@@ -97,7 +97,7 @@ fn main() {
                 ))
                 .unwrap();
             variant.times.push(started.elapsed().as_nanos() as f64);
-            assert!(!result.record.is_error(), "{:?}", result.record);
+            assert!(!result.record().is_error(), "{:?}", result.record());
         }
         let started = Instant::now();
         let status = Command::new("bash")

@@ -56,12 +56,12 @@
 //! let (tools, control) = (registry.snapshot(), BatchControl::default());
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 //! let result = pipeline.execute_one(&tools, request, &control).await?;
-//! let text = result.record.text();
+//! let text = result.record().text();
 //! match &diagnosis.problem {
 //!     // `hi`, then touch's refusal on stderr and `[exit code 1]`.
 //!     None => assert!(text.starts_with("hi\n") && text.contains("[exit code 1]"), "{text}"),
 //!     Some(why) => {
-//!         let code = result.record.error_code().map(|code| code.as_str());
+//!         let code = result.record().error_code().map(|code| code.as_str());
 //!         assert_eq!(code, Some("SANDBOX_UNAVAILABLE"), "{why}");
 //!     }
 //! }

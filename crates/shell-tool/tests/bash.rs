@@ -71,11 +71,11 @@ impl Shell {
 }
 
 fn text(result: &CommittedResult) -> String {
-    result.record.text()
+    result.record().text()
 }
 
 fn value(result: &CommittedResult) -> &Value {
-    result.record.value.as_ref().unwrap()
+    result.record().value.as_ref().unwrap()
 }
 
 /// Live (not zombie) processes whose command line contains `marker`.
@@ -106,17 +106,17 @@ fn alive(marker: &str) -> Vec<String> {
 async fn exit_codes_and_stderr_are_facts_in_a_successful_result() {
     let s = shell(|_| {});
     let ok = s.run(json!({"command": "echo out; echo err >&2"})).await;
-    assert!(!ok.record.is_error());
+    assert!(!ok.record().is_error());
     assert_eq!(text(&ok), "out\n[stderr]\nerr\n[exit code 0]");
     let failed = s.run(json!({"command": "echo nope; exit 3"})).await;
     assert!(
-        !failed.record.is_error(),
+        !failed.record().is_error(),
         "a non-zero exit is a fact, not an error"
     );
     assert_eq!(text(&failed), "nope\n[exit code 3]");
     assert_eq!(value(&failed)["exit_code"], 3);
     assert_eq!(
-        serde_json::to_value(failed.record.details.as_ref().unwrap()).unwrap()["type"],
+        serde_json::to_value(failed.record().details.as_ref().unwrap()).unwrap()["type"],
         "terminal"
     );
 }
@@ -156,7 +156,7 @@ async fn stdin_is_closed_the_environment_scrubbed_and_the_workdir_confined() {
         .await;
     assert_eq!(
         outside
-            .record
+            .record()
             .error_code()
             .map(ToString::to_string)
             .as_deref(),
@@ -202,7 +202,7 @@ async fn binary_output_is_shown_lossily() {
     let result = s
         .run(json!({"command": "printf 'a\\377\\376\\000b'"}))
         .await;
-    assert!(!result.record.is_error());
+    assert!(!result.record().is_error());
     assert_eq!(value(&result)["stdout_bytes"], 5);
     assert!(
         text(&result).starts_with("a\u{fffd}\u{fffd}\u{0}b"),
@@ -258,7 +258,7 @@ async fn cancel_mid_run_stops_the_command() {
         });
         let result = s.run_with(json!({"command": "sleep 33.5"}), &control).await;
         canceller.await.unwrap();
-        assert!(result.record.is_error(), "{:?}", result.record);
+        assert!(result.record().is_error(), "{:?}", result.record());
         assert!(alive("sleep 33.5").is_empty());
     }
 }

@@ -137,12 +137,12 @@ impl Shell {
     async fn ran(&self, command: &str) -> Value {
         let result = self.run(command).await;
         assert!(
-            !result.record.is_error(),
+            !result.record().is_error(),
             "{}: `{command}` did not run: {}",
             self.label,
-            result.record.text()
+            result.record().text()
         );
-        result.record.value.clone().unwrap()
+        result.record().value.clone().unwrap()
     }
 
     async fn succeeds(&self, command: &str) -> bool {
@@ -151,8 +151,8 @@ impl Shell {
 
     async fn stdout(&self, command: &str) -> String {
         let result = self.run(command).await;
-        assert!(!result.record.is_error(), "{}", result.record.text());
-        result.record.text()
+        assert!(!result.record().is_error(), "{}", result.record().text());
+        result.record().text()
     }
 }
 

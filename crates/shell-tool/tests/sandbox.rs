@@ -86,8 +86,12 @@ impl Sandboxed {
     /// Whether `command` succeeded (exit 0) inside the sandbox.
     async fn succeeds(&self, command: &str) -> bool {
         let result = self.run(command).await;
-        assert!(!result.record.is_error(), "{command}: {:?}", result.record);
-        result.record.value.as_ref().unwrap()["exit_code"] == 0
+        assert!(
+            !result.record().is_error(),
+            "{command}: {:?}",
+            result.record()
+        );
+        result.record().value.as_ref().unwrap()["exit_code"] == 0
     }
 
     fn path(&self, relative: &str) -> String {
@@ -207,7 +211,7 @@ async fn escape_suite_in(mode: SandboxMode, tier: &SandboxTier, expect: &Expect)
     }
     // The model is told a refusal happened.
     let refused = s.run(&format!("echo x > {outside}/o.txt")).await;
-    let text = refused.record.content[0].as_text().unwrap().to_owned();
+    let text = refused.record().content[0].as_text().unwrap().to_owned();
     assert_eq!(
         text.contains("[sandbox: some operations were refused"),
         !expect.write_outside,
@@ -215,7 +219,7 @@ async fn escape_suite_in(mode: SandboxMode, tier: &SandboxTier, expect: &Expect)
     );
     // And the card and the summary are, from the refusal's own line.
     let lines = refused
-        .record
+        .record()
         .details
         .as_ref()
         .and_then(|details| serde_json::to_value(details).ok())
@@ -229,7 +233,7 @@ async fn escape_suite_in(mode: SandboxMode, tier: &SandboxTier, expect: &Expect)
         lines,
         (!expect.write_outside).then_some(1),
         "{:?}",
-        refused.record.details
+        refused.record().details
     );
     drop((listener, daemon));
 }
@@ -375,12 +379,13 @@ async fn a_sandbox_that_cannot_be_made_runs_nothing_and_cannot_be_forged() {
         code(&result).as_deref(),
         Some("SANDBOX_UNAVAILABLE"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
     assert!(
-        result.record.text().contains("hiding") && result.record.text().contains("symbolic links"),
+        result.record().text().contains("hiding")
+            && result.record().text().contains("symbolic links"),
         "{}",
-        result.record.text()
+        result.record().text()
     );
     assert!(!marker.exists());
 
@@ -399,16 +404,16 @@ async fn a_sandbox_that_cannot_be_made_runs_nothing_and_cannot_be_forged() {
             None,
             "{}: {}",
             tier.as_str(),
-            result.record.text()
+            result.record().text()
         );
-        assert_eq!(result.record.value.as_ref().unwrap()["exit_code"], 126);
+        assert_eq!(result.record().value.as_ref().unwrap()["exit_code"], 126);
         assert!(marker.exists(), "{}", tier.as_str());
         std::fs::remove_file(&marker).unwrap();
     }
 }
 
 fn code(result: &CommittedResult) -> Option<String> {
-    result.record.error_code().map(ToString::to_string)
+    result.record().error_code().map(ToString::to_string)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -434,9 +439,9 @@ async fn escalation_widens_the_sandbox_only_with_an_approval() {
         let widened = s
             .run_args(escalated(write("a.txt"), "workspace-write"))
             .await;
-        assert_eq!(code(&widened), None, "{}", widened.record.text());
-        let value = widened.record.value.as_ref().unwrap();
-        assert_eq!(value["exit_code"], 0, "{}", widened.record.text());
+        assert_eq!(code(&widened), None, "{}", widened.record().text());
+        let value = widened.record().value.as_ref().unwrap();
+        assert_eq!(value["exit_code"], 0, "{}", widened.record().text());
         assert_eq!(value["sandbox"]["mode"], "workspace-write");
         assert_eq!(value["sandbox"]["escalated"], json!(["workspace-write"]));
         assert!(Path::new(&s.path("work/src/a.txt")).exists());
@@ -464,10 +469,10 @@ async fn escalation_widens_the_sandbox_only_with_an_approval() {
         assert!(!s.succeeds(&connect).await, "{}", tier.as_str());
         let online = s.run_args(escalated(connect, "network")).await;
         assert_eq!(
-            online.record.value.as_ref().unwrap()["exit_code"],
+            online.record().value.as_ref().unwrap()["exit_code"],
             0,
             "{} ({})",
-            online.record.text(),
+            online.record().text(),
             tier.as_str()
         );
 
@@ -498,14 +503,14 @@ async fn the_policy_chooses_the_sandbox_per_command() {
         let s = sandboxed_with(SandboxMode::ReadOnly, &tier, None, widening);
         let ruled = s.path("work/src/ruled.txt");
         let touched = s.run(&format!("touch {ruled}")).await;
-        let value = touched.record.value.as_ref().unwrap();
-        assert_eq!(value["exit_code"], 0, "{}", touched.record.text());
+        let value = touched.record().value.as_ref().unwrap();
+        assert_eq!(value["exit_code"], 0, "{}", touched.record().text());
         assert_eq!(value["sandbox"]["mode"], "workspace-write");
         assert_eq!(value["sandbox"]["rule"], "touch *");
         assert!(Path::new(&ruled).exists());
         let chained = s.path("work/src/chained.txt");
         let refused = s.run(&format!("touch {chained} && true")).await;
-        let value = refused.record.value.as_ref().unwrap();
+        let value = refused.record().value.as_ref().unwrap();
         assert_eq!(value["sandbox"]["mode"], "read-only", "{}", tier.as_str());
         assert_eq!(value["sandbox"]["rule"], Value::Null);
         assert!(!Path::new(&chained).exists(), "{}", tier.as_str());
@@ -514,8 +519,8 @@ async fn the_policy_chooses_the_sandbox_per_command() {
         let s = sandboxed_with(SandboxMode::WorkspaceWrite, &tier, None, narrowing);
         let copied = s.path("work/src/copied.txt");
         let kept = s.run(&format!("cp /etc/hostname {copied}")).await;
-        let value = kept.record.value.as_ref().unwrap();
-        assert_ne!(value["exit_code"], 0, "{}", kept.record.text());
+        let value = kept.record().value.as_ref().unwrap();
+        assert_ne!(value["exit_code"], 0, "{}", kept.record().text());
         assert_eq!(value["sandbox"]["mode"], "read-only");
         assert!(!Path::new(&copied).exists(), "{}", tier.as_str());
         assert!(

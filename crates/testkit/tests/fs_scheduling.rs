@@ -75,8 +75,8 @@ impl Setup {
             .results
             .iter()
             .map(|result| {
-                assert!(!result.record.is_error(), "{:?}", result.record);
-                result.record.content[0].as_text().unwrap().to_owned()
+                assert!(!result.record().is_error(), "{:?}", result.record());
+                result.record().content[0].as_text().unwrap().to_owned()
             })
             .collect();
         (order, texts)

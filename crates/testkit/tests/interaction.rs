@@ -65,7 +65,7 @@ impl Setup {
 }
 
 fn text(result: &CommittedResult) -> String {
-    result.record.text()
+    result.record().text()
 }
 
 /// A tool that changes the workspace, for plan mode to stop.
@@ -116,10 +116,10 @@ async fn plan_mode_stays_on_after_a_rejected_plan_and_ends_on_an_approved_one() 
         .build();
 
     let denied = s.run(&pipeline, "c1", "write", json!({})).await;
-    assert_eq!(denied.record.error_code(), Some(&ErrorCode::GuardDenied));
+    assert_eq!(denied.record().error_code(), Some(&ErrorCode::GuardDenied));
     assert!(text(&denied).contains("exit_plan_mode"));
     let read = s.run(&pipeline, "c2", "read", json!({})).await;
-    assert!(!read.record.is_error());
+    assert!(!read.record().is_error());
 
     let rejected = s
         .run(
@@ -130,14 +130,14 @@ async fn plan_mode_stays_on_after_a_rejected_plan_and_ends_on_an_approved_one() 
         )
         .await;
     assert_eq!(
-        rejected.record.error_code(),
+        rejected.record().error_code(),
         Some(&ErrorCode::ApprovalRejected)
     );
     assert!(switch.is_active(), "a rejected plan keeps plan mode on");
     assert_eq!(
         s.run(&pipeline, "c4", "write", json!({}))
             .await
-            .record
+            .record()
             .error_code(),
         Some(&ErrorCode::GuardDenied)
     );
@@ -150,12 +150,12 @@ async fn plan_mode_stays_on_after_a_rejected_plan_and_ends_on_an_approved_one() 
             json!({"plan": "1. edit 2. test"}),
         )
         .await;
-    assert!(!approved.record.is_error(), "{:?}", approved.record);
+    assert!(!approved.record().is_error(), "{:?}", approved.record());
     assert!(!switch.is_active());
     assert!(
         !s.run(&pipeline, "c6", "write", json!({}))
             .await
-            .record
+            .record()
             .is_error()
     );
 
@@ -254,6 +254,6 @@ async fn two_calls_asking_in_one_batch_are_asked_in_model_order_one_at_a_time() 
         outcome
             .results
             .iter()
-            .all(|result| !result.record.is_error())
+            .all(|result| !result.record().is_error())
     );
 }

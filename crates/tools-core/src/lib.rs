@@ -47,12 +47,12 @@
 //! let (tools, control) = (registry.snapshot(), BatchControl::default());
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 //! let ok = CallRequest::new("c1", 0, "greet", r#"{"name":"Ada"}"#);
-//! assert_eq!(pipeline.execute_one(&tools, ok, &control).await?.record.text(), "hello, Ada");
+//! assert_eq!(pipeline.execute_one(&tools, ok, &control).await?.record().text(), "hello, Ada");
 //!
 //! // Arguments that break the schema never reach the body.
 //! let bad = CallRequest::new("c2", 1, "greet", r#"{"name":7}"#);
 //! let refused = pipeline.execute_one(&tools, bad, &control).await?;
-//! assert_eq!(refused.record.error_code(), Some(&ErrorCode::InvalidArgs));
+//! assert_eq!(refused.record().error_code(), Some(&ErrorCode::InvalidArgs));
 //! assert_eq!(log.kinds(), ["tool/call", "tool/start", "tool/result", "tool/call", "tool/result"]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # })?;

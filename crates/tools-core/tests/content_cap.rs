@@ -170,7 +170,7 @@ async fn three_mib_of_text_is_cut_to_head_marker_and_tail_and_the_whole_is_kept_
     let session = session();
     let whole = three_mib();
     let committed = run(&session, spec("loud"), Answer::Text(whole.clone())).await;
-    let record = &committed.record;
+    let record = &committed.record();
 
     // The model reads head + marker + tail, within the cap, cut between lines.
     let [ContentBlock::Text { text }] = record.content.as_slice() else {
@@ -232,7 +232,7 @@ async fn three_mib_of_text_is_cut_to_head_marker_and_tail_and_the_whole_is_kept_
     assert_eq!(kept, ContentBlock::text(whole.clone()));
 
     // Reading the session gives back the record that was committed (invariant 10).
-    assert_eq!(read_back(&session), committed.record);
+    assert_eq!(&read_back(&session), committed.record());
 }
 
 #[tokio::test]
@@ -241,15 +241,15 @@ async fn a_result_under_the_cap_is_untouched() {
     let text = "x".repeat(DEFAULT_CONTENT_TEXT_CAP);
     let committed = run(&session, spec("loud"), Answer::Text(text.clone())).await;
     assert_eq!(
-        committed.record.as_ref(),
+        committed.record().as_ref(),
         &ToolResultRecord {
             value: Some(json!({"lines": 3})),
             effects: vec![written()],
-            timing: committed.record.timing,
+            timing: committed.record().timing,
             ..ToolResultRecord::success(vec![ContentBlock::text(text)])
         }
     );
-    assert_eq!(read_back(&session), committed.record);
+    assert_eq!(&read_back(&session), committed.record());
 }
 
 #[tokio::test]
@@ -257,7 +257,7 @@ async fn an_error_of_three_mib_keeps_its_status_effects_and_error_text_form() {
     let session = session();
     let message = three_mib();
     let committed = run(&session, spec("loud"), Answer::Failure(message.clone())).await;
-    let record = &committed.record;
+    let record = &committed.record();
     assert!(record.is_error());
     assert_eq!(record.error_code(), Some(&ErrorCode::ToolFailed));
     assert_eq!(record.effects, vec![written()]);
@@ -282,7 +282,7 @@ async fn an_error_of_three_mib_keeps_its_status_effects_and_error_text_form() {
     // The content and the message, each cut: nothing of the 3 MiB is in the line twice.
     let content_json = serde_json::to_string(&record.content).unwrap().len();
     assert!(result_line(&session).len() < 2 * content_json + 1_000);
-    assert_eq!(read_back(&session), committed.record);
+    assert_eq!(&read_back(&session), committed.record());
 }
 
 #[tokio::test]
@@ -295,7 +295,7 @@ async fn a_tool_may_lower_the_cap_and_json_blocks_count_as_their_text() {
         Answer::Json(value.clone()),
     )
     .await;
-    let record = &committed.record;
+    let record = &committed.record();
     assert_eq!(record.content[0], ContentBlock::text("summary"));
     let cut = record.content[1].as_text().unwrap();
     assert!(cut.len() + "summary".len() <= 1_000, "{}", cut.len());
@@ -304,5 +304,5 @@ async fn a_tool_may_lower_the_cap_and_json_blocks_count_as_their_text() {
         record.elided,
         vec![ElidedBlock::new(1, ContentBlock::Json { value })]
     );
-    assert_eq!(read_back(&session), committed.record);
+    assert_eq!(&read_back(&session), committed.record());
 }

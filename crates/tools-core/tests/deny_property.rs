@@ -206,10 +206,10 @@ proptest! {
         let any_guard_denies = guards.iter().any(|guard| guard.deny);
         let ran = probe.runs() == 1;
         if refused_before_guards {
-            prop_assert!(!ran, "a refused call ran: {:?} -> {:?}", shapes, result.record.error);
-            prop_assert!(result.record.is_error());
+            prop_assert!(!ran, "a refused call ran: {:?} -> {:?}", shapes, result.record().error);
+            prop_assert!(result.record().is_error());
         } else {
-            prop_assert_eq!(ran, !any_guard_denies, "guards {:?} -> {:?}", guards.iter().map(|g| g.deny).collect::<Vec<_>>(), result.record.error);
+            prop_assert_eq!(ran, !any_guard_denies, "guards {:?} -> {:?}", guards.iter().map(|g| g.deny).collect::<Vec<_>>(), result.record().error);
             if let (true, Some(effective)) = (ran, rewrites.first()) {
                 prop_assert_eq!(&probe.seen_args.lock()[0], effective, "the body got the rewritten arguments");
             }

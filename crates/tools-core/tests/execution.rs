@@ -33,12 +33,12 @@ async fn a_failing_or_panicking_body_is_tool_failed_with_its_effects() {
         let h = Harness::new(vec![probe.clone()]);
         let result = h.run(&h.pipeline().build(), "probe", "{}").await;
         assert_eq!(code(&result), Some("TOOL_FAILED"));
-        assert_eq!(result.record.error.as_ref().unwrap().message, message);
+        assert_eq!(result.record().error.as_ref().unwrap().message, message);
         assert_eq!(
-            text(&result.record),
+            text(result.record()),
             format!("Error: {message}|[finalized]")
         );
-        assert_eq!(result.record.effects.len(), effects);
+        assert_eq!(result.record().effects.len(), effects);
         assert_eq!(h.kinds(), ["tool/call", "tool/start", "tool/result"]);
     }
 }
@@ -67,12 +67,12 @@ async fn a_timeout_cancels_and_commits_tool_timeout_within_the_grace() {
     let h = Harness::new(vec![probe]);
     let result = h.run(&h.pipeline().build(), "slow", "{}").await;
     assert_eq!(code(&result), Some("TOOL_TIMEOUT"));
-    let message = &result.record.error.as_ref().unwrap().message;
+    let message = &result.record().error.as_ref().unwrap().message;
     assert!(
         message.contains("within 10.0 s") && message.contains("stopped on cancel"),
         "{message}"
     );
-    assert!(!result.record.synthetic);
+    assert!(!result.record().synthetic);
 }
 
 #[tokio::test(start_paused = true)]
@@ -90,9 +90,9 @@ async fn an_uncooperative_body_is_abandoned_as_outcome_unknown_with_its_effects(
     let started = tokio::time::Instant::now();
     let result = h.run(&pipeline, "stuck", "{}").await;
     assert_eq!(code(&result), Some("TOOL_OUTCOME_UNKNOWN"));
-    assert!(result.record.synthetic);
-    assert_eq!(result.record.effects, vec![written("/w/b.txt")]);
-    assert!(text(&result.record).contains("verify before retrying"));
+    assert!(result.record().synthetic);
+    assert_eq!(result.record().effects, vec![written("/w/b.txt")]);
+    assert!(text(result.record()).contains("verify before retrying"));
     let waited = started.elapsed();
     assert!(
         waited >= Duration::from_secs(3) && waited < Duration::from_millis(3100),
@@ -130,8 +130,8 @@ async fn a_cancelled_call_that_finishes_in_the_grace_keeps_its_true_result() {
     let result = h
         .run_cancelled_after(&pipeline, "probe", Duration::from_secs(1))
         .await;
-    assert!(!result.record.is_error(), "{:?}", result.record.error);
-    assert_eq!(text(&result.record), "slept stubbornly|[finalized]");
+    assert!(!result.record().is_error(), "{:?}", result.record().error);
+    assert_eq!(text(result.record()), "slept stubbornly|[finalized]");
 }
 
 #[tokio::test(start_paused = true)]
@@ -146,7 +146,7 @@ async fn a_cancelled_cooperative_call_is_aborted() {
         .run_cancelled_after(&pipeline, "probe", Duration::from_secs(1))
         .await;
     assert_eq!(
-        result.record.error.clone().unwrap().code,
+        result.record().error.clone().unwrap().code,
         ErrorCode::Aborted
     );
 }
@@ -167,7 +167,7 @@ async fn a_call_of_a_cancelled_batch_is_not_executed_and_has_no_start() {
         .await
         .unwrap();
     assert_eq!(code(&result), Some("NOT_EXECUTED"));
-    assert!(result.record.synthetic);
+    assert!(result.record().synthetic);
     assert_eq!(probe.runs(), 0);
     assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
 }
@@ -231,10 +231,10 @@ async fn typed_tools_receive_their_arguments_deserialized() {
     let ok = h
         .run(&pipeline, "greet", r#"{"name":"ada","times":2}"#)
         .await;
-    assert_eq!(text(&ok.record), "hello adahello ada");
+    assert_eq!(text(ok.record()), "hello adahello ada");
     let bad = h.run(&pipeline, "greet", r#"{"times":300}"#).await;
     assert_eq!(code(&bad), Some("INVALID_ARGS"));
-    let message = bad.record.error.clone().unwrap().message;
+    let message = bad.record().error.clone().unwrap().message;
     assert!(
         message.contains("\"name\" is a required property") && message.contains("/times"),
         "{message}"
@@ -282,7 +282,7 @@ async fn panics_before_a_future_exists_are_caught_too() {
     let h = Harness::new(vec![tool, probe.clone()]);
     let result = h.run(&h.pipeline().build(), "eager", "{}").await;
     assert_eq!(code(&result), Some("TOOL_FAILED"));
-    assert!(text(&result.record).contains("execute panicked before returning its future"));
+    assert!(text(result.record()).contains("execute panicked before returning its future"));
 
     let pipeline = h.pipeline().pre_hook(Arc::new(EagerPanicHook)).build();
     let result = h.run(&pipeline, "probe", "{}").await;
@@ -343,9 +343,9 @@ async fn an_inline_body_that_blocks_past_its_deadline_is_a_timeout_not_a_success
     let result = h.run(&h.pipeline().build(), "blocking", "{}").await;
     assert_eq!(code(&result), Some("TOOL_TIMEOUT"));
     assert!(
-        text(&result.record).contains("finished only after the deadline"),
+        text(result.record()).contains("finished only after the deadline"),
         "{}",
-        text(&result.record)
+        text(result.record())
     );
 }
 
@@ -386,7 +386,7 @@ async fn a_task_body_runs_and_keeps_its_result_and_effects() {
         .run(&h.pipeline().config(config).build(), "probe", "{}")
         .await;
     assert_eq!(code(&result), Some("TOOL_FAILED"));
-    assert_eq!(result.record.effects, vec![written("/w/a.txt")]);
+    assert_eq!(result.record().effects, vec![written("/w/a.txt")]);
     assert_eq!(probe.runs(), 1);
 }
 
@@ -456,7 +456,7 @@ async fn a_deadline_too_far_to_represent_is_no_deadline() {
         .execute_one(&h.registry.snapshot(), request, &BatchControl::default())
         .await
         .unwrap();
-    assert!(!result.record.is_error(), "{:?}", result.record.error);
+    assert!(!result.record().is_error(), "{:?}", result.record().error);
     assert_eq!(probe.runs(), 1);
 }
 
@@ -495,7 +495,7 @@ async fn a_tool_records_its_own_facts_between_its_start_and_its_result() {
         object_schema(),
     )))]);
     let result = h.run(&h.pipeline().build(), "observer", "{}").await;
-    assert_eq!(text(&result.record), "seen");
+    assert_eq!(text(result.record()), "seen");
     assert_eq!(
         h.kinds(),
         ["tool/call", "tool/start", "fs/observed", "tool/result"]

@@ -20,7 +20,7 @@ async fn an_allowed_call_logs_call_start_result_in_order() {
     let pipeline = h.pipeline().build();
     let result = h.run(&pipeline, "probe", r#"{"path":"a"}"#).await;
     assert_eq!(h.kinds(), ["tool/call", "tool/start", "tool/result"]);
-    assert!(!result.record.is_error());
+    assert!(!result.record().is_error());
     assert_eq!(probe.runs(), 1);
     let events = h.sink.events();
     let EventData::ToolCall(call) = &events[0].data else {
@@ -39,10 +39,11 @@ async fn an_allowed_call_logs_call_start_result_in_order() {
         panic!("last event is not tool/result")
     };
     assert_eq!(
-        logged, &result.record,
+        logged,
+        result.record(),
         "the log and the caller see one and the same result"
     );
-    assert_eq!(result.seq, 3);
+    assert_eq!(result.seq(), 3);
     assert!(
         events
             .iter()
@@ -55,7 +56,7 @@ async fn empty_arguments_mean_an_empty_object() {
     let probe = Probe::new("probe", Behaviour::Succeed);
     let h = Harness::new(vec![probe.clone()]);
     let result = h.run(&h.pipeline().build(), "probe", "").await;
-    assert!(!result.record.is_error());
+    assert!(!result.record().is_error());
     assert_eq!(probe.seen_args.lock().clone(), vec![json!({})]);
 }
 
@@ -67,17 +68,17 @@ async fn bad_json_and_schema_violations_are_refused_before_start() {
     let syntax = h.run(&pipeline, "probe", "{\"path\": ").await;
     assert_eq!(code(&syntax), Some("SYNTAX_ERROR"));
     assert!(
-        text(&syntax.record).starts_with(
+        text(syntax.record()).starts_with(
             "Error: the arguments for `probe` are not valid JSON (line 1, column 9, byte 8)"
         ),
         "{}",
-        text(&syntax.record)
+        text(syntax.record())
     );
     let invalid = h
         .run(&pipeline, "probe", r#"{"path": 3, "n": "x", "extra": 1}"#)
         .await;
     assert_eq!(code(&invalid), Some("INVALID_ARGS"));
-    let message = &invalid.record.error.as_ref().unwrap().message;
+    let message = &invalid.record().error.as_ref().unwrap().message;
     assert!(
         message.contains("/path: 3 is not of type \"string\""),
         "{message}"
@@ -113,9 +114,9 @@ async fn a_name_outside_the_snapshot_is_unknown_even_if_registered_later() {
         .unwrap();
     assert_eq!(code(&result), Some("UNKNOWN_TOOL"));
     assert!(
-        text(&result.record).contains("Available tools: probe"),
+        text(result.record()).contains("Available tools: probe"),
         "{}",
-        text(&result.record)
+        text(result.record())
     );
     assert_eq!(late.runs(), 0);
     // The next snapshot has it.
@@ -124,7 +125,7 @@ async fn a_name_outside_the_snapshot_is_unknown_even_if_registered_later() {
         .execute_one(&h.registry.snapshot(), request, &BatchControl::default())
         .await
         .unwrap();
-    assert!(!result.record.is_error());
+    assert!(!result.record().is_error());
     assert_eq!(late.runs(), 1);
 }
 
@@ -142,7 +143,7 @@ async fn a_deny_refuses_with_policy_denied_and_no_start() {
     let result = h.run(&pipeline, "probe", "{}").await;
     assert_eq!(code(&result), Some("POLICY_DENIED"));
     assert_eq!(
-        text(&result.record),
+        text(result.record()),
         "Error: writes to /etc are not allowed (denied by `rules`)|[finalized]"
     );
     assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
@@ -188,7 +189,7 @@ async fn a_failing_or_panicking_hook_fails_the_call_closed() {
             .build();
         let result = h.run(&pipeline, "probe", "{}").await;
         assert_eq!(code(&result), Some("HOOK_FAILED"));
-        let message = &result.record.error.as_ref().unwrap().message;
+        let message = &result.record().error.as_ref().unwrap().message;
         assert!(
             message.contains("`flaky`") && message.contains(needle),
             "{message}"
@@ -307,7 +308,7 @@ async fn a_rewrite_is_validated_and_logged_before_the_body_runs() {
         .pre_hook(FixedHook::new("sandbox", HookBehaviour::Decide(rewrite)))
         .build();
     let result = h.run(&pipeline, "probe", r#"{"path":"/etc/a"}"#).await;
-    assert!(!result.record.is_error());
+    assert!(!result.record().is_error());
     assert_eq!(
         h.kinds(),
         [
@@ -347,7 +348,7 @@ async fn an_invalid_rewrite_is_refused_and_never_logged_as_effective() {
     assert_eq!(code(&result), Some("INVALID_ARGS"));
     assert!(
         result
-            .record
+            .record()
             .error
             .clone()
             .unwrap()
@@ -406,7 +407,7 @@ async fn guards_run_after_an_allow_and_the_first_deny_wins() {
         .build();
     let result = h.run(&pipeline, "probe", "{}").await;
     assert_eq!(code(&result), Some("GUARD_DENIED"));
-    assert!(text(&result.record).contains("outside the workspace (denied by guard `paths`)"));
+    assert!(text(result.record()).contains("outside the workspace (denied by guard `paths`)"));
     assert_eq!(probe.runs(), 0);
     assert_eq!(
         second.checks.load(std::sync::atomic::Ordering::SeqCst),
@@ -442,7 +443,7 @@ async fn a_panicking_guard_fails_closed() {
     let pipeline = h.pipeline().guard(FixedGuard::new("buggy", None)).build();
     let result = h.run(&pipeline, "probe", "{}").await;
     assert_eq!(code(&result), Some("HOOK_FAILED"));
-    assert!(text(&result.record).contains("guard `buggy` panicked"));
+    assert!(text(result.record()).contains("guard `buggy` panicked"));
     assert_eq!(probe.runs(), 0);
 }
 
@@ -470,13 +471,13 @@ async fn a_call_from_a_truncated_message_is_recorded_and_never_parsed_or_run() {
     // In the words recovery uses for the same outcome.
     assert_eq!(
         result
-            .record
+            .record()
             .error
             .as_ref()
             .map(|error| error.message.as_str()),
         Some(toolrail_session_log::outcome::TRUNCATED_CALL)
     );
-    assert!(result.record.synthetic);
+    assert!(result.record().synthetic);
     assert_eq!(probe.runs(), 0);
     assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
     let EventData::ToolCall(call) = &h.sink.events()[0].data else {
@@ -504,9 +505,9 @@ async fn two_different_rewrites_fail_closed() {
     let result = h.run(&pipeline, "probe", r#"{"path":"a"}"#).await;
     assert_eq!(code(&result), Some("HOOK_FAILED"));
     assert!(
-        text(&result.record).contains("conflicting rewrites fail closed"),
+        text(result.record()).contains("conflicting rewrites fail closed"),
         "{}",
-        text(&result.record)
+        text(result.record())
     );
     assert_eq!(probe.runs(), 0);
     assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
@@ -531,7 +532,7 @@ async fn a_rewrite_then_an_ask_shows_the_approver_the_effective_arguments() {
         .approval(approver.clone())
         .build();
     let result = h.run(&pipeline, "probe", r#"{"path":"/etc"}"#).await;
-    assert!(!result.record.is_error(), "{:?}", result.record.error);
+    assert!(!result.record().is_error(), "{:?}", result.record().error);
     assert_eq!(
         h.kinds(),
         [
@@ -592,11 +593,12 @@ async fn cancelling_while_a_hook_hangs_leaves_the_call_not_executed() {
         .run_cancelled_after(&pipeline, "probe", Duration::from_secs(1))
         .await;
     assert_eq!(code(&result), Some("NOT_EXECUTED"));
-    assert!(result.record.synthetic);
+    assert!(result.record().synthetic);
     assert_eq!(probe.runs(), 0);
     assert_eq!(h.kinds(), ["tool/call", "tool/result"]);
     assert_eq!(
-        result.record.timing.policy_us, 1_000_000,
+        result.record().timing.policy_us,
+        1_000_000,
         "virtual time spent deciding"
     );
 }

@@ -505,16 +505,16 @@ async fn in_code_mode_the_model_sees_run_code_alone_and_programs_see_the_rest() 
         .await
         .unwrap();
     assert_eq!(
-        direct.record.error_code().map(|c| c.as_str()),
+        direct.record().error_code().map(|c| c.as_str()),
         Some("UNKNOWN_TOOL")
     );
     assert!(
         direct
-            .record
+            .record()
             .text()
             .contains("call it from a program through `run_code`"),
         "{}",
-        direct.record.text()
+        direct.record().text()
     );
     // The crate that owns code mode says it in its own words.
     let worded = tools
@@ -533,5 +533,9 @@ async fn in_code_mode_the_model_sees_run_code_alone_and_programs_see_the_rest() 
         )
         .await
         .unwrap();
-    assert!(!from_program.record.is_error(), "{:?}", from_program.record);
+    assert!(
+        !from_program.record().is_error(),
+        "{:?}",
+        from_program.record()
+    );
 }

@@ -21,12 +21,13 @@ async fn a_value_that_breaks_the_output_schema_is_invalid_tool_output() {
     let result = h.run(&h.pipeline().build(), "probe", "{}").await;
     assert_eq!(code(&result), Some("INVALID_TOOL_OUTPUT"));
     assert!(
-        text(&result.record).contains("/count: \"three\" is not of type \"integer\""),
+        text(result.record()).contains("/count: \"three\" is not of type \"integer\""),
         "{}",
-        text(&result.record)
+        text(result.record())
     );
     assert_eq!(
-        result.record.value, None,
+        result.record().value,
+        None,
         "an invalid value never reaches the model or programs"
     );
 }
@@ -39,9 +40,9 @@ async fn a_value_over_the_byte_cap_is_invalid_tool_output() {
     let result = h.run(&h.pipeline().build(), "probe", "{}").await;
     assert_eq!(code(&result), Some("INVALID_TOOL_OUTPUT"));
     assert!(
-        text(&result.record).contains("is 111 bytes, over the cap of 64 bytes"),
+        text(result.record()).contains("is 111 bytes, over the cap of 64 bytes"),
         "{}",
-        text(&result.record)
+        text(result.record())
     );
 }
 
@@ -80,9 +81,9 @@ async fn finalize_runs_once_on_every_outcome() {
     ] {
         let result = h.run(pipeline, name, args).await;
         assert!(
-            text(&result.record).ends_with("[finalized]"),
+            text(result.record()).ends_with("[finalized]"),
             "{name} {args}: {}",
-            text(&result.record)
+            text(result.record())
         );
     }
     assert_eq!(
@@ -111,12 +112,12 @@ async fn post_hooks_change_what_the_model_sees_but_never_the_effects() {
     let result = h.run(&pipeline, "probe", "{}").await;
     assert_eq!(code(&result), Some("RESULT_BLOCKED"));
     assert_eq!(
-        result.record.effects,
+        result.record().effects,
         vec![written("/w/a.txt")],
         "effects survive a block"
     );
-    assert_eq!(result.context.len(), 1);
-    assert_eq!(result.context[0].source, "review");
+    assert_eq!(result.context().len(), 1);
+    assert_eq!(result.context()[0].source, "review");
     assert_eq!(
         h.kinds(),
         ["tool/call", "tool/start", "tool/result", "context/message"]
@@ -139,8 +140,8 @@ async fn post_hooks_replace_content_and_value_with_revalidation() {
         ))
         .build();
     let result = h.run(&pipeline, "probe", "{}").await;
-    assert_eq!(text(&result.record), "[redacted]|[finalized]");
-    assert_eq!(result.record.value, Some(json!({"ok": true})));
+    assert_eq!(text(result.record()), "[redacted]|[finalized]");
+    assert_eq!(result.record().value, Some(json!({"ok": true})));
 
     let pipeline = h
         .pipeline()
@@ -162,8 +163,8 @@ async fn a_panicking_post_hook_is_hook_failed_and_keeps_effects() {
     let pipeline = h.pipeline().post_hook(PostHook::new("buggy", None)).build();
     let result = h.run(&pipeline, "probe", "{}").await;
     assert_eq!(code(&result), Some("HOOK_FAILED"));
-    assert!(text(&result.record).contains("the tool did run"));
-    assert_eq!(result.record.effects, vec![written("/w/a.txt")]);
+    assert!(text(result.record()).contains("the tool did run"));
+    assert_eq!(result.record().effects, vec![written("/w/a.txt")]);
 }
 
 #[tokio::test]
@@ -181,7 +182,7 @@ async fn observer_errors_and_panics_are_isolated() {
         .build();
     let result = h.run(&pipeline, "probe", "{}").await;
     assert!(
-        !result.record.is_error(),
+        !result.record().is_error(),
         "observers never change the outcome"
     );
     for observer in [&failing, &panicking, &healthy] {
@@ -202,7 +203,7 @@ async fn a_declared_output_schema_requires_a_value() {
     let h = Harness::new(vec![Probe::with_spec(spec, Behaviour::TextOnly)]);
     let result = h.run(&h.pipeline().build(), "probe", "{}").await;
     assert_eq!(code(&result), Some("INVALID_TOOL_OUTPUT"));
-    assert!(text(&result.record).contains("declares an output schema but returned no value"));
+    assert!(text(result.record()).contains("declares an output schema but returned no value"));
 }
 
 #[tokio::test]
@@ -225,8 +226,8 @@ async fn post_hooks_cannot_rewrite_an_error_result() {
         .build();
     let result = h.run(&pipeline, "probe", "{}").await;
     assert_eq!(code(&result), Some("TOOL_FAILED"));
-    assert_eq!(text(&result.record), "Error: boom|[finalized]");
-    assert_eq!(result.record.value, None);
+    assert_eq!(text(result.record()), "Error: boom|[finalized]");
+    assert_eq!(result.record().value, None);
 }
 
 /// A post-execute hook that never answers.
@@ -258,8 +259,8 @@ async fn a_post_hook_still_running_at_cancel_fails_the_result_closed() {
         .run_cancelled_after(&pipeline, "probe", Duration::from_secs(1))
         .await;
     assert_eq!(code(&result), Some("HOOK_FAILED"));
-    assert!(text(&result.record).contains("did not finish before the batch was cancelled"));
-    assert_eq!(result.record.effects, vec![written("/w/a.txt")]);
+    assert!(text(result.record()).contains("did not finish before the batch was cancelled"));
+    assert_eq!(result.record().effects, vec![written("/w/a.txt")]);
 }
 
 /// Records the urgency of every append, then stores it in memory.
@@ -389,9 +390,9 @@ async fn finalize_also_runs_on_refusals_and_interrupted_calls() {
     for name in ["timed", "stuck", "asked", "guarded"] {
         let result = h.run(&pipeline, name, "{}").await;
         assert!(
-            text(&result.record).ends_with("[finalized]"),
+            text(result.record()).ends_with("[finalized]"),
             "{name}: {}",
-            text(&result.record)
+            text(result.record())
         );
         codes.push(code(&result).map(str::to_owned));
     }
@@ -405,7 +406,7 @@ async fn finalize_also_runs_on_refusals_and_interrupted_calls() {
         )
         .await
         .unwrap();
-    assert!(text(&cancelled.record).ends_with("[finalized]"));
+    assert!(text(cancelled.record()).ends_with("[finalized]"));
     let truncated = pipeline
         .record_truncated(
             &h.registry.snapshot(),
@@ -414,7 +415,7 @@ async fn finalize_also_runs_on_refusals_and_interrupted_calls() {
         .await
         .unwrap();
     let truncated = pipeline.finish(truncated).await.unwrap();
-    assert!(text(&truncated.record).ends_with("[finalized]"));
+    assert!(text(truncated.record()).ends_with("[finalized]"));
     assert_eq!(
         codes,
         [

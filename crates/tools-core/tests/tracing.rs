@@ -86,7 +86,7 @@ async fn observer_failures_are_logged_with_the_observer_and_the_call() {
         .observer(CountingObserver::new("audit", Some(true)))
         .build();
     let result = h.run(&pipeline, "probe", "{}").await;
-    assert!(!result.record.is_error());
+    assert!(!result.record().is_error());
     let lines = lines.lock().clone();
     let warnings: Vec<&String> = lines
         .iter()

@@ -75,9 +75,9 @@ impl Harness {
             "{program}"
         );
         assert!(
-            result.record.text().contains(expected),
+            result.record().text().contains(expected),
             "{program}: {}",
-            result.record.text()
+            result.record().text()
         );
     }
 
@@ -97,5 +97,5 @@ impl Harness {
 
 /// The result's error code, if it failed.
 pub fn code(result: &CommittedResult) -> Option<String> {
-    result.record.error_code().map(ToString::to_string)
+    result.record().error_code().map(ToString::to_string)
 }

@@ -108,9 +108,9 @@ impl Bench {
 }
 
 pub fn text(result: &CommittedResult) -> String {
-    result.record.text()
+    result.record().text()
 }
 
 pub fn code(result: &CommittedResult) -> Option<String> {
-    result.record.error_code().map(ErrorCode::to_string)
+    result.record().error_code().map(ErrorCode::to_string)
 }

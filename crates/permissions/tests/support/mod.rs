@@ -259,8 +259,13 @@ impl Harness {
             .await
             .unwrap();
         let ran = self.runs.load(Ordering::SeqCst) > before;
-        assert_eq!(ran, !committed.record.is_error(), "{:?}", committed.record);
-        committed.record.error_code().cloned()
+        assert_eq!(
+            ran,
+            !committed.record().is_error(),
+            "{:?}",
+            committed.record()
+        );
+        committed.record().error_code().cloned()
     }
 }
 

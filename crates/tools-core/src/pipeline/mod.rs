@@ -400,14 +400,41 @@ enum Settlement {
 }
 
 /// A call whose result is in the log: the one record the model, the UI and storage share.
-#[derive(Clone, Debug, PartialEq)]
+/// Only the pipeline's commit makes one (its fields are read, never set), so holding a
+/// `CommittedResult` means its `tool/result` was appended.
+#[derive(Debug, PartialEq)]
 pub struct CommittedResult {
-    pub identity: Arc<CallIdentity>,
+    identity: Arc<CallIdentity>,
+    seq: u64,
+    record: Arc<ToolResultRecord>,
+    context: Vec<ContextMessage>,
+}
+
+impl CommittedResult {
+    /// The call it answers.
+    pub fn identity(&self) -> &Arc<CallIdentity> {
+        &self.identity
+    }
+
     /// The `seq` of its `tool/result` event.
-    pub seq: u64,
-    pub record: Arc<ToolResultRecord>,
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The record as committed.
+    pub fn record(&self) -> &Arc<ToolResultRecord> {
+        &self.record
+    }
+
+    /// The record, without the rest.
+    pub fn into_record(self) -> Arc<ToolResultRecord> {
+        self.record
+    }
+
     /// Context messages hooks added, to be logged after the batch.
-    pub context: Vec<ContextMessage>,
+    pub fn context(&self) -> &[ContextMessage] {
+        &self.context
+    }
 }
 
 /// Sleeps until `at`, or forever without a deadline (no timer is created then).

@@ -462,7 +462,7 @@ impl Harness {
 
 pub fn code(result: &CommittedResult) -> Option<&str> {
     result
-        .record
+        .record()
         .error
         .as_ref()
         .map(|error| error.code.as_str())
