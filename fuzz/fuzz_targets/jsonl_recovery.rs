@@ -6,9 +6,8 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use toolrail_session_log::{
-    Durability, EffectProbe, JsonlStore, SessionId, SessionLog, SessionStore, recover,
-};
+use toolrail_session_log::{EffectProbe, SessionId, SessionLog, recover};
+use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(dir) = tempfile::tempdir() else {

@@ -36,6 +36,7 @@ const BELOW_RUNTIME: &[&str] = &[
     "policy-guards",
     "presenters",
     "tools-core",
+    "session-store",
     "session-log",
 ];
 
@@ -45,6 +46,8 @@ pub const LAYERS: &[(&str, Allowed)] = &[
     // What tests and benches share, below everything: it depends on no toolrail crate.
     ("test-support", Allowed::Only(&[])),
     ("session-log", Allowed::Only(&[])),
+    // The stores keep the vocabulary's events; nothing of the tools.
+    ("session-store", Allowed::Only(&["session-log"])),
     ("tools-core", Allowed::Only(&["session-log"])),
     (
         "policy-guards",
@@ -88,6 +91,10 @@ const TEST_SUPPORT: &str = "test-support";
 /// (issue 23), and a crate leaves this list when it no longer needs the kit. The test kit
 /// is for tests of whole sessions (the kit's own, the runtime's, the examples').
 const TESTKIT_IN_TESTS: &[&str] = &["code-mode", "mcp", "providers", "shell-tool"];
+
+/// The stores, which any crate above them may use in its tests (a real log to check what a
+/// layer wrote) without using them in its code.
+const STORES: &str = "session-store";
 
 /// The test kit, which the product (`cli`) never depends on.
 const TESTKIT: &str = "testkit";
@@ -215,12 +222,19 @@ fn may_depend(dir: &str, allowed: Allowed, dep_dir: &str, kind: DepKind) -> bool
                     .is_some_and(|below| may_depend(inner, below, dep_dir, DepKind::Normal))
         }
     };
-    // A crate's own tests may use the test support (but not test it with itself), and the
-    // test kit only where the list above still allows it.
+    // A crate's own tests may use the test support (but not test it with itself), the stores
+    // when they sit below it, and the test kit only where the list above still allows it.
     let dev_extra = kind == DepKind::Dev
         && dep_dir != dir
-        && (dep_dir == TEST_SUPPORT || (dep_dir == TESTKIT && TESTKIT_IN_TESTS.contains(&dir)));
+        && (dep_dir == TEST_SUPPORT
+            || (dep_dir == STORES && layer_of(dep_dir) < layer_of(dir))
+            || (dep_dir == TESTKIT && TESTKIT_IN_TESTS.contains(&dir)));
     by_layer || dev_extra
+}
+
+/// A crate's place in the table, from the bottom (`None` for a crate not in it).
+fn layer_of(dir: &str) -> Option<usize> {
+    LAYERS.iter().position(|(name, _)| *name == dir)
 }
 
 fn kind_suffix(kind: DepKind) -> &'static str {
@@ -240,7 +254,7 @@ fn describe(allowed: Allowed, kind: DepKind) -> String {
         Allowed::Through(inner) => format!("{inner} and what {inner} may depend on"),
     };
     if kind == DepKind::Dev {
-        text.push_str(", plus test-support in dev-dependencies");
+        text.push_str(", plus test-support (and session-store, if below) in dev-dependencies");
     }
     text
 }
@@ -401,7 +415,7 @@ mod tests {
             check(&up),
             vec![Violation(
                 "toolrail-session-log -> toolrail-testkit (dev-dependency) is not allowed \
-                 (session-log may depend on: nothing, plus test-support in dev-dependencies)"
+                 (session-log may depend on: nothing, plus test-support (and session-store, if below) in dev-dependencies)"
                     .to_owned()
             )]
         );
@@ -421,10 +435,29 @@ mod tests {
             check(&dev_up),
             vec![Violation(
                 "toolrail-tools-core -> toolrail-agent-loop (dev-dependency) is not allowed \
-                 (tools-core may depend on: session-log, plus test-support in dev-dependencies)"
+                 (tools-core may depend on: session-log, plus test-support (and session-store, if below) in dev-dependencies)"
                     .to_owned()
             )]
         );
+    }
+
+    #[test]
+    fn tests_above_the_stores_may_use_them_and_the_vocabulary_s_may_not() {
+        let above = [krate(
+            "tools-core",
+            &[("toolrail-session-store", DepKind::Dev)],
+        )];
+        assert_eq!(check(&above), vec![]);
+        let in_code = [krate(
+            "tools-core",
+            &[("toolrail-session-store", DepKind::Normal)],
+        )];
+        assert_eq!(check(&in_code).len(), 1);
+        let below = [krate(
+            "session-log",
+            &[("toolrail-session-store", DepKind::Dev)],
+        )];
+        assert_eq!(check(&below).len(), 1);
     }
 
     #[test]

@@ -16,9 +16,9 @@ use tokio::io::unix::AsyncFd;
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{Scheduler, SchedulerConfig};
 use toolrail_session_log::{
-    BoxFuture, Durability, EventSink, FORMAT_VERSION, JsonlStore, MemorySink, SessionId,
-    SessionStart, SessionStore, ToolSource,
+    BoxFuture, EventSink, FORMAT_VERSION, MemorySink, SessionId, SessionStart, ToolSource,
 };
+use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_test_support::bench::{BenchRow, growth_exponent, median};
 use toolrail_tools_core::{
     CallRequest, Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult,

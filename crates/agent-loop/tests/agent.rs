@@ -10,6 +10,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
+use toolrail_session_store::SessionStore;
+use toolrail_session_store::{Durability, JsonlStore};
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
 use toolrail_agent_loop::LiveEvent;
 use toolrail_presenters::{Card, Presenters, duration};
-use toolrail_session_log::{CallId, Event, EventData, JsonlStore, SessionId, call_records};
+use toolrail_session_log::{CallId, Event, EventData, SessionId, call_records};
+use toolrail_session_store::JsonlStore;
 
 use crate::session::render;
 

@@ -181,7 +181,7 @@ pub fn open_store(store: Option<&str>) -> Result<Store> {
         }
     };
     // A URL that names no store is bad input; a store that does not answer is a failure.
-    Store::open(&url, toolrail_session_log::Durability::Strict).map_err(|error| match error {
+    Store::open(&url, toolrail_session_store::Durability::Strict).map_err(|error| match error {
         url_error @ (toolrail_runtime::StoreOpenError::Url(_)
         | toolrail_runtime::StoreOpenError::NotBuilt { .. }) => bad_input!("{url_error}"),
         failed @ toolrail_runtime::StoreOpenError::Store { .. } => anyhow::Error::new(failed),

@@ -16,7 +16,8 @@ use toolrail_permissions::RuleFile;
 use toolrail_presenters::{Presenters, colour_wanted, parse_arguments};
 use toolrail_runtime::scenario::{RunOptions, SCENARIO_SESSION, Scenario, ScenarioError};
 use toolrail_runtime::{BuildError, PermissionsConfig};
-use toolrail_session_log::{Durability, Event, EventData, JsonlStore, SessionId, call_records};
+use toolrail_session_log::{Event, EventData, SessionId, call_records};
+use toolrail_session_store::{Durability, JsonlStore};
 
 use crate::chat::{Conversation, human_mode, usage_line};
 use crate::console::{Console, Mode};

@@ -7,7 +7,8 @@ use anyhow::{Context, Result};
 use toolrail_presenters::{
     Card, Presenters, SessionItem, Summary, render_ansi, render_plain, session_items, session_page,
 };
-use toolrail_session_log::{Durability, Event, EventData, JsonlStore, SessionId, call_records};
+use toolrail_session_log::{Event, EventData, SessionId, call_records};
+use toolrail_session_store::{Durability, JsonlStore};
 
 use crate::bad_input;
 

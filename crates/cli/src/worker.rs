@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use toolrail_runtime::fleet::{Driven, Outcome, Report, Worker, WorkerConfig};
-use toolrail_session_log::{Durability, PostgresStore, SessionId, StoreError};
+use toolrail_session_log::SessionId;
+use toolrail_session_store::{Durability, PostgresStore, StoreError};
 
 use crate::session::summary_of;
 use crate::{bad_input, runs_dir};

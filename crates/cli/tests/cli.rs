@@ -10,10 +10,11 @@ use std::process::Output;
 use assert_cmd::Command;
 use serde_json::Value;
 use toolrail_session_log::{
-    AppendUrgency, AssistantBlock, AssistantMessage, CallId, Durability, EventData, EventDraft,
-    EventSink, FORMAT_VERSION, JsonlStore, SessionId, SessionLog, SessionStart, SessionStore,
-    StepId, StopReason, Timestamp, ToolCall, ToolStart, TurnId, TurnStart,
+    AppendUrgency, AssistantBlock, AssistantMessage, CallId, EventData, EventDraft, EventSink,
+    FORMAT_VERSION, SessionId, SessionLog, SessionStart, StepId, StopReason, Timestamp, ToolCall,
+    ToolStart, TurnId, TurnStart,
 };
+use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 
 fn toolrail(args: &[&str]) -> Output {
     Command::cargo_bin("toolrail")
@@ -703,7 +704,7 @@ fn mcp_list_shows_a_server_s_tools_as_registered_and_refuses_a_bad_config() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_lists_a_postgres_store_with_states_and_lease_holders() {
-    use toolrail_session_log::{PostgresStore, SessionStore};
+    use toolrail_session_store::{PostgresStore, SessionStore};
     let Some(server) = toolrail_test_support::pg::PgServer::start() else {
         return;
     };

@@ -199,9 +199,9 @@ fn resume_goes_on_with_a_postgres_session_after_a_sigkill() {
 
     // A worker holding the session's lease keeps a resume out: writes beside its own would
     // interleave with them.
-    let postgres = toolrail_session_log::PostgresStore::connect(
+    let postgres = toolrail_session_store::PostgresStore::connect(
         &store,
-        toolrail_session_log::Durability::Strict,
+        toolrail_session_store::Durability::Strict,
     )
     .unwrap();
     let held = postgres

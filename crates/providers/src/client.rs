@@ -12,7 +12,8 @@ use toolrail_agent_loop::{
     DeltaSink, ModelClient, ModelDelta, ModelError, ModelFailure, ModelRequest, ModelResponse,
     NoDeltas,
 };
-use toolrail_session_log::{BoxFuture, error_chain};
+use toolrail_session_log::BoxFuture;
+use toolrail_session_log::error_chain;
 
 use crate::anthropic::{self, AnthropicStream};
 use crate::config::{ProviderConfig, Wire};

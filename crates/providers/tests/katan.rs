@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toolrail_providers::{ApiKey, ProviderClient, ProviderConfig, Secret, Wire};
-use toolrail_session_log::{EventData, JsonlStore, SessionId, StopReason, TurnEndKind};
+use toolrail_session_log::{EventData, SessionId, StopReason, TurnEndKind};
+use toolrail_session_store::JsonlStore;
 use toolrail_testkit::{RunOptions, Scenario};
 
 /// Where `.ci/run` puts the virtualenv, relative to the workspace root.
@@ -105,7 +106,7 @@ async fn loop_once(server: &Server, wire: Wire) {
         )
         .await
         .unwrap_or_else(|error| panic!("{wire:?}: {error}"));
-    let events = JsonlStore::new(session.path(), toolrail_session_log::Durability::None)
+    let events = JsonlStore::new(session.path(), toolrail_session_store::Durability::None)
         .unwrap()
         .read(&SessionId::new("scenario"))
         .unwrap()

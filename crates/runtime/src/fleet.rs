@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use toolrail_session_log::{Claimed, Lease, PostgresStore, SessionId, StoreError, TurnEndKind};
+use toolrail_session_log::{SessionId, TurnEndKind};
+use toolrail_session_store::{Claimed, Lease, PostgresStore, StoreError};
 use toolrail_tools_core::{CancellationToken, Tool};
 
 use crate::scenario::{RunOptions, Scenario, ScenarioPlace};
@@ -78,7 +79,7 @@ pub type ExtraTools = Arc<dyn Fn(&std::path::Path) -> Vec<Arc<dyn Tool>> + Send 
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
 /// use toolrail_runtime::fleet::{Worker, WorkerConfig};
-/// use toolrail_session_log::{Durability, PostgresStore};
+/// use toolrail_session_store::{Durability, PostgresStore};
 /// let store = PostgresStore::connect("postgres://toolrail@127.0.0.1/toolrail", Durability::Strict)?;
 /// let worker = Worker::new(store, WorkerConfig {
 ///     owner: "worker-1".into(),

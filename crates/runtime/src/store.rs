@@ -5,9 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use toolrail_session_log::{
-    Durability, Event, JsonlStore, SessionId, SessionLog, SessionStart, SessionStore, StoreError,
-};
+use toolrail_session_log::{Event, SessionId, SessionLog, SessionStart};
+use toolrail_session_store::{Durability, JsonlStore, SessionStore, StoreError};
 
 use crate::config::{ConfigError, DurabilityName, StoreConfig};
 
@@ -120,9 +119,9 @@ impl std::fmt::Debug for Store {
 enum StoreKind {
     Jsonl(Arc<JsonlStore>),
     #[cfg(feature = "sqlite")]
-    Sqlite(Arc<toolrail_session_log::SqliteStore>),
+    Sqlite(Arc<toolrail_session_store::SqliteStore>),
     #[cfg(feature = "postgres")]
-    Postgres(Arc<toolrail_session_log::PostgresStore>),
+    Postgres(Arc<toolrail_session_store::PostgresStore>),
 }
 
 /// A session made or opened: its log, and every event it held before.
@@ -167,7 +166,7 @@ impl Store {
                     })?;
                 }
                 StoreKind::Sqlite(Arc::new(
-                    toolrail_session_log::SqliteStore::new(&file, durability).map_err(failed)?,
+                    toolrail_session_store::SqliteStore::new(&file, durability).map_err(failed)?,
                 ))
             }
             #[cfg(not(feature = "sqlite"))]
@@ -179,7 +178,7 @@ impl Store {
             }
             #[cfg(feature = "postgres")]
             StoreUrl::Postgres(connection) => StoreKind::Postgres(Arc::new(
-                toolrail_session_log::PostgresStore::connect(&connection, durability)
+                toolrail_session_store::PostgresStore::connect(&connection, durability)
                     .map_err(failed)?,
             )),
             #[cfg(not(feature = "postgres"))]
@@ -260,7 +259,7 @@ impl Store {
 
     /// The PostgreSQL store behind this one, for leases and the work queue.
     #[cfg(feature = "postgres")]
-    pub fn postgres(&self) -> Option<&toolrail_session_log::PostgresStore> {
+    pub fn postgres(&self) -> Option<&toolrail_session_store::PostgresStore> {
         match &self.kind {
             StoreKind::Postgres(store) => Some(store),
             StoreKind::Jsonl(_) => None,
@@ -271,7 +270,7 @@ impl Store {
 
     /// A PostgreSQL store, as the runtime's.
     #[cfg(feature = "postgres")]
-    pub fn from_postgres(store: toolrail_session_log::PostgresStore, url: &str) -> Self {
+    pub fn from_postgres(store: toolrail_session_store::PostgresStore, url: &str) -> Self {
         Self {
             url: url.to_owned(),
             durability: store.durability(),
@@ -296,7 +295,7 @@ impl Store {
     pub(crate) fn open_session(&self, id: &SessionId) -> Result<OpenedSession, StoreOpenError> {
         let failed = |source| self.refused(source);
         fn opened<L: SessionLog + 'static>(
-            opened: toolrail_session_log::Opened<L>,
+            opened: toolrail_session_store::Opened<L>,
         ) -> OpenedSession {
             OpenedSession {
                 log: Arc::new(opened.log),

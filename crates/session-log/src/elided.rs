@@ -49,7 +49,7 @@ pub fn model_text_len(block: &ContentBlock) -> usize {
 }
 
 /// The compact JSON a whole block is kept as (and hashed over).
-pub(crate) fn stored_bytes(block: &ContentBlock) -> Vec<u8> {
+pub fn stored_bytes(block: &ContentBlock) -> Vec<u8> {
     // A block holds strings and JSON values only: encoding it cannot fail. Were it to, the
     // empty text's digest would not match on storing, and the store would say so.
     serde_json::to_vec(block).unwrap_or_default()

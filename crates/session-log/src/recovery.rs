@@ -13,8 +13,8 @@ use crate::content::ContentBlock;
 use crate::event::{Event, EventData, RecoveryRepaired, StopReason, TurnEnd, TurnEndKind};
 use crate::ids::{CallId, StepId, TurnId};
 use crate::result::{ErrorCode, ToolResultRecord};
+use crate::sink::SessionLog;
 use crate::sink::{AppendUrgency, EventDraft, SinkError};
-use crate::store::SessionLog;
 use crate::time::Timestamp;
 
 /// What recovery knows about a call that started and has no result.

@@ -200,3 +200,17 @@ impl EventSink for MemorySink {
         AppendFuture::done(self.append_now(draft))
     }
 }
+
+/// A session log of any store: appends, and a barrier that makes them durable. The stores
+/// (`toolrail-session-store`) implement it; recovery appends through it.
+pub trait SessionLog: EventSink {
+    /// Returns once every event appended before the call is durable.
+    fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>>;
+}
+
+/// The memory log has nothing to sync: a barrier returns at once.
+impl SessionLog for MemorySink {
+    fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+}

@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolrail_session_log::{Durability, PostgresStore, SessionId};
+use toolrail_session_log::SessionId;
+use toolrail_session_store::{Durability, PostgresStore};
 use toolrail_testkit::Scenario;
 use toolrail_testkit::bench::BenchRow;
 use toolrail_testkit::fleet::{Outcome, Report, WorkerConfig, worker};

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 pub use toolrail_runtime::fleet::{Driven, Outcome, Report, Worker, WorkerConfig};
-use toolrail_session_log::PostgresStore;
+use toolrail_session_store::PostgresStore;
 
 /// A worker whose sessions may name `probe` and `probe_idem`.
 pub fn worker(store: PostgresStore, config: WorkerConfig) -> Worker {

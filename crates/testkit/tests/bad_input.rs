@@ -12,9 +12,9 @@ use std::path::Path;
 
 use serde_json::json;
 use toolrail_session_log::{
-    AssistantBlock, ConversationItem, Durability, Event, EventData, JsonlStore, SessionId,
-    SessionStore, conversation,
+    AssistantBlock, ConversationItem, Event, EventData, SessionId, conversation,
 };
+use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_testkit::Scenario;
 
 /// One turn: the model sends `calls` (id, raw arguments) to `probe`, then ends.

@@ -12,10 +12,11 @@ use std::path::Path;
 
 use toolrail_runtime::Store;
 use toolrail_session_log::{
-    AppendUrgency, AssistantBlock, AssistantMessage, CallId, ContentBlock, Durability, Event,
-    EventData, EventDraft, EventSink, FORMAT_VERSION, JsonlStore, PlanMode, SessionId,
-    SessionStart, SessionStore, StepId, StepStart, StopReason, Timestamp, TurnId, TurnStart,
+    AppendUrgency, AssistantBlock, AssistantMessage, CallId, ContentBlock, Event, EventData,
+    EventDraft, EventSink, FORMAT_VERSION, PlanMode, SessionId, SessionStart, StepId, StepStart,
+    StopReason, Timestamp, TurnId, TurnStart,
 };
+use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_testkit::{RESUME_MESSAGE, RunOptions, Scenario, ScenarioPlace};
 
 /// The JSONL session `scenario` in a folder, as a place that holds it already: the run

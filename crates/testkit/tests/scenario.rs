@@ -8,9 +8,8 @@
 
 use std::path::Path;
 
-use toolrail_session_log::{
-    Durability, ErrorCode, EventData, JsonlStore, SessionId, SessionStore, TurnEndKind,
-};
+use toolrail_session_log::{ErrorCode, EventData, SessionId, TurnEndKind};
+use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_testkit::{Scenario, ScenarioError};
 
 fn results(dir: &Path) -> Vec<(String, Option<ErrorCode>)> {

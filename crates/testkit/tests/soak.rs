@@ -11,7 +11,8 @@
 )]
 
 use serde_json::json;
-use toolrail_session_log::{Durability, EventData, JsonlStore, SessionId, SessionStore};
+use toolrail_session_log::{EventData, SessionId};
+use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_testkit::{Scenario, SeededRng};
 
 const TURNS: usize = 100;

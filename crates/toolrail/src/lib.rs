@@ -90,9 +90,9 @@ pub use toolrail_interaction::{
 };
 pub use toolrail_permissions::{Permissions, Preset, Rule, RuleEffect, RuleFile};
 pub use toolrail_session_log::{
-    ContentBlock, Durability, ErrorCode, Event, EventData, JsonlStore, SessionId, ToolResultRecord,
-    TurnEndKind, recover,
+    ContentBlock, ErrorCode, Event, EventData, SessionId, ToolResultRecord, TurnEndKind, recover,
 };
+pub use toolrail_session_store::{Durability, JsonlStore};
 pub use toolrail_tools_core::{
     ApprovalAnswer, ApprovalRequest, ApprovalService, CancellationToken, ClaimMode, Concurrency,
     Exposure, ResourceClaim, ResourceKey, Tool, ToolCode, ToolContext, ToolFailure, ToolKind,
@@ -109,11 +109,11 @@ pub use toolrail_providers::{ApiKey, ProviderClient, ProviderConfig, ToolChoice,
 
 /// The SQLite store.
 #[cfg(feature = "sqlite")]
-pub use toolrail_session_log::SqliteStore;
+pub use toolrail_session_store::SqliteStore;
 
 /// The PostgreSQL store (leases, the work queue).
 #[cfg(feature = "postgres")]
-pub use toolrail_session_log::PostgresStore;
+pub use toolrail_session_store::PostgresStore;
 
 /// What a program that builds an agent names most.
 pub mod prelude {
@@ -149,8 +149,10 @@ pub mod layers {
     /// Model clients.
     #[cfg(feature = "providers")]
     pub use toolrail_providers as providers;
-    /// Ids, content blocks, results, the event vocabulary, sinks, stores, replay, recovery.
+    /// Ids, content blocks, results, details, the event vocabulary, sinks, replay, recovery.
     pub use toolrail_session_log as log;
+    /// The JSONL, SQLite and PostgreSQL stores.
+    pub use toolrail_session_store as store;
     /// bash and its kernel sandbox.
     pub use toolrail_shell_tool as shell;
     /// Tool definitions, the registry, contracts, the single-call pipeline, stage traits.

@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolrail_session_log::{
-    BoxFuture, ContentBlock, Durability, Effect, ElidedBlock, ErrorCode, EventData, EventSink,
-    FORMAT_VERSION, JsonlStore, SessionId, SessionLog, SessionStart, SessionStore, ToolErrorInfo,
-    ToolResultRecord, ToolSource, digest_of,
+    BoxFuture, ContentBlock, Effect, ElidedBlock, ErrorCode, EventData, EventSink, FORMAT_VERSION,
+    SessionId, SessionLog, SessionStart, ToolErrorInfo, ToolResultRecord, ToolSource, digest_of,
 };
+use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_tools_core::{
     BatchControl, CallRequest, CommittedResult, DEFAULT_CONTENT_TEXT_CAP, Pipeline, PipelineConfig,
     RegistryBuilder, Tool, ToolContext, ToolFailure, ToolOutput, ToolResult, ToolSpec,

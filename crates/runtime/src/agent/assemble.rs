@@ -18,8 +18,9 @@ use toolrail_permissions::{
 };
 use toolrail_policy_guards::{PlanModeGuard, WorkspacePathGuard};
 use toolrail_session_log::{
-    Durability, EffectProbe, Event, FORMAT_VERSION, SessionId, SessionLog, SessionStart, recover,
+    EffectProbe, Event, FORMAT_VERSION, SessionId, SessionLog, SessionStart, recover,
 };
+use toolrail_session_store::Durability;
 use toolrail_shell_tool::{ModeRule, SandboxMode, SandboxTier, ShellConfig};
 use toolrail_tools_core::{
     ApprovalService, CancellationToken, ExecuteLayer, Guard, Pipeline, PipelineConfig,
@@ -69,7 +70,7 @@ pub(crate) enum Source {
     #[cfg(feature = "postgres")]
     Leased {
         store: Store,
-        lease: toolrail_session_log::Lease,
+        lease: toolrail_session_store::Lease,
     },
 }
 
@@ -513,7 +514,7 @@ fn find(source: &Source) -> Result<Found, BuildError> {
 
 /// The PostgreSQL store of a leased session.
 #[cfg(feature = "postgres")]
-fn leased_store(store: &Store) -> Result<&toolrail_session_log::PostgresStore, BuildError> {
+fn leased_store(store: &Store) -> Result<&toolrail_session_store::PostgresStore, BuildError> {
     store
         .postgres()
         .ok_or_else(|| BuildError::Session("a leased session needs a PostgreSQL store".to_owned()))

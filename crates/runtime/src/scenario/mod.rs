@@ -125,7 +125,7 @@ pub enum ScenarioPlace {
     #[cfg(feature = "postgres")]
     Leased {
         store: Store,
-        lease: toolrail_session_log::Lease,
+        lease: toolrail_session_store::Lease,
     },
 }
 

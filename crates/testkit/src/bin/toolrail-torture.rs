@@ -22,9 +22,9 @@ use serde_json::{Value, json};
 use toolrail_agent_loop::LiveEvent;
 use toolrail_fs_tools::FsEffectProbe;
 use toolrail_session_log::{
-    ConversationItem, Durability, EffectProbe, Event, EventData, JsonlStore, SessionId, SessionLog,
-    SessionStore, conversation, recover,
+    ConversationItem, EffectProbe, Event, EventData, SessionId, SessionLog, conversation, recover,
 };
+use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_testkit::processes::live_with;
 use toolrail_testkit::{RunOptions, Scenario};
 

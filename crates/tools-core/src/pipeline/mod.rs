@@ -10,6 +10,7 @@
 mod content_cap;
 mod dispatch;
 mod finish;
+mod policy;
 mod prepare;
 
 use std::future::Future;

@@ -1,6 +1,55 @@
 //! Session stores: where a session's events live between runs (DESIGN §6). Every store has
 //! one writer thread with group commit behind the same append side ([`StoreLog`]), the same
 //! durability modes and the same reading rules, so a store is a choice, not a format.
+//!
+//! Depends on `session-log` (the events it keeps) and nothing else of toolrail.
+//!
+//! # Example
+//!
+//! A session kept in a JSONL file: created, appended to, reopened after the process that
+//! wrote it stopped in the middle of a turn, and repaired by
+//! [`recover`](toolrail_session_log::recover).
+//!
+//! ```
+//! use toolrail_session_log::{
+//!     AppendUrgency, ContentBlock, EventData, EventDraft, EventSink, SessionId, SessionStart,
+//!     Timestamp, TurnId, TurnStart, recover,
+//! };
+//! use toolrail_session_store::{Durability, JsonlStore, SessionStore};
+//!
+//! # tokio::runtime::Runtime::new()?.block_on(async {
+//! let dir = tempfile::tempdir()?;
+//! let store = JsonlStore::new(dir.path(), Durability::Strict)?;
+//! let id = SessionId::new("demo");
+//! let start = SessionStart {
+//!     format_version: 0, // the store writes its own
+//!     session_id: id.clone(),
+//!     tools: vec![],
+//!     meta: None,
+//! };
+//! let log = store.create(start)?;
+//! let user = TurnStart { user: vec![ContentBlock::text("hello")] };
+//! let draft = EventDraft {
+//!     ts: Timestamp::now(),
+//!     turn: Some(TurnId(1)),
+//!     step: None,
+//!     call_id: None,
+//!     data: EventData::TurnStart(user),
+//! };
+//! assert_eq!(log.append(draft, AppendUrgency::Durable).await?, 2);
+//! drop(log); // the process stops before the turn ends
+//!
+//! let opened = store.open(&id)?;
+//! let kinds: Vec<_> = opened.events.iter().map(|event| event.data.kind()).collect();
+//! assert_eq!(kinds, ["session/start", "turn/start"]);
+//! let report = recover(&opened.events, opened.torn_bytes_dropped, &[], &opened.log).await?;
+//! assert_eq!(report.closed_turn, Some(TurnId(1)));
+//! let events = store.read(&id)?.events; // read without taking the lock
+//! assert_eq!(events.last().map(|event| event.data.kind()), Some("turn/end"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod jsonl;
 mod log;
@@ -15,10 +64,16 @@ pub use spill::DEFAULT_BLOB_CAP;
 
 use std::path::{Path, PathBuf};
 
-pub use log::{SessionLog, StoreLog};
+pub use jsonl::{DEFAULT_LOCK_WAIT, JsonlLog, JsonlStore, LockHolder, SessionRead};
+pub use log::StoreLog;
+#[cfg(feature = "postgres")]
+pub use postgres::{Claimed, Lease, PostgresLog, PostgresStore, SessionSummary};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteLog, SqliteStore};
+pub use toolrail_session_log::SessionLog;
 
-use crate::event::{Event, FORMAT_VERSION, SessionStart};
-use crate::ids::SessionId;
+use toolrail_session_log::SessionId;
+use toolrail_session_log::{Event, FORMAT_VERSION, SessionStart};
 
 /// When appends are made durable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -115,18 +170,6 @@ pub trait SessionStore: Send + Sync {
     fn create(&self, start: SessionStart) -> Result<Self::Log, StoreError>;
 
     fn open(&self, id: &SessionId) -> Result<Opened<Self::Log>, StoreError>;
-}
-
-/// An error with its causes, which hold what actually went wrong (a server's message, a
-/// refused connection): the top error's own text is often only its kind.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
 }
 
 /// One row of a database store read back: its event, which must be the next in `seq` order

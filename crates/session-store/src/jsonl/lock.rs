@@ -8,7 +8,7 @@ use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::store::StoreError;
+use crate::StoreError;
 
 /// How long opening a session waits for a lock whose holder is exiting.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(2);

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde_json::json;
 use toolrail_session_log::details::Details;
 use toolrail_session_log::*;
+use toolrail_session_store::*;
 
 fn start(id: &str, idempotent: &[&str]) -> SessionStart {
     let tools = ["write", "fetch"]

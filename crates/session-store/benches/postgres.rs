@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use toolrail_session_log::*;
+use toolrail_session_store::*;
 use toolrail_test_support::bench::BenchRow;
 use toolrail_test_support::pg::PgServer;
 

@@ -6,8 +6,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use crate::event::Event;
-use crate::store::StoreError;
+use crate::StoreError;
+use toolrail_session_log::Event;
 
 /// What reading a file found.
 pub(crate) struct ReadLog {

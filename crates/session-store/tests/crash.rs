@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use toolrail_session_log::*;
+use toolrail_session_store::*;
 use toolrail_test_support::rng::SeededRng;
 
 const CHILD_ENV: &str = "TOOLRAIL_CRASH_CHILD_DIR";

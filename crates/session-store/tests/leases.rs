@@ -13,6 +13,7 @@ use toolrail_test_support::pg;
 use std::time::Duration;
 
 use toolrail_session_log::*;
+use toolrail_session_store::*;
 
 fn start(id: &str) -> SessionStart {
     SessionStart {

@@ -15,9 +15,9 @@ use super::{
     Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id, checked_rows,
     row_event,
 };
-use crate::event::{Event, SessionStart};
-use crate::ids::SessionId;
-use crate::sink::SinkError;
+use toolrail_session_log::SessionId;
+use toolrail_session_log::SinkError;
+use toolrail_session_log::{Event, SessionStart};
 
 const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS events (

@@ -13,10 +13,10 @@ use std::time::Duration;
 use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
 use super::writer::Medium;
 use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
-use crate::event::{Event, EventData, FORMAT_VERSION, SessionStart};
-use crate::ids::SessionId;
-use crate::sink::SinkError;
-use crate::time::Timestamp;
+use toolrail_session_log::SessionId;
+use toolrail_session_log::SinkError;
+use toolrail_session_log::Timestamp;
+use toolrail_session_log::{Event, EventData, FORMAT_VERSION, SessionStart};
 
 /// A folder of session files.
 ///
@@ -27,9 +27,10 @@ use crate::time::Timestamp;
 ///
 /// ```
 /// use toolrail_session_log::{
-///     AppendUrgency, ContentBlock, Durability, EventData, EventDraft, EventSink, JsonlStore,
-///     SessionId, SessionStart, SessionStore, StoreError, Timestamp, TurnId, TurnStart,
+///     AppendUrgency, ContentBlock, EventData, EventDraft, EventSink, SessionId, SessionStart,
+///     Timestamp, TurnId, TurnStart,
 /// };
+/// use toolrail_session_store::{Durability, JsonlStore, SessionStore, StoreError};
 ///
 /// let turn_start = || EventDraft {
 ///     ts: Timestamp::now(),

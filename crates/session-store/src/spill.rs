@@ -8,15 +8,15 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::digest::digest_of;
 use serde_json::Value;
+use toolrail_session_log::digest_of;
 
-use crate::content::ContentBlock;
-use crate::details::Details;
-use crate::elided::{ElidedBlock, stored_bytes};
-use crate::event::{Event, EventData};
-use crate::result::{BlobRef, ToolResultRecord, json_len};
 use serde::Serialize;
+use toolrail_session_log::ContentBlock;
+use toolrail_session_log::details::Details;
+use toolrail_session_log::{BlobRef, ToolResultRecord, json_len};
+use toolrail_session_log::{ElidedBlock, stored_bytes};
+use toolrail_session_log::{Event, EventData};
 
 /// Default cap: values up to 1 MiB stay in the line.
 pub const DEFAULT_BLOB_CAP: usize = 1024 * 1024;

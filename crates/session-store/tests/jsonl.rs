@@ -11,6 +11,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use toolrail_session_log::*;
+use toolrail_session_store::*;
 
 fn start(id: &str) -> SessionStart {
     SessionStart {

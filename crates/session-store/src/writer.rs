@@ -10,8 +10,8 @@ use std::sync::mpsc::Receiver;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use crate::event::Event;
-use crate::sink::SinkError;
+use toolrail_session_log::Event;
+use toolrail_session_log::SinkError;
 
 /// Most events one group may hold, so acknowledgements are not held back forever under load.
 const MAX_GROUP: usize = 4096;

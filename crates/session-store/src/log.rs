@@ -11,8 +11,10 @@ use tokio::sync::oneshot;
 
 use super::Durability;
 use super::writer::{self, Command, Medium, Shared};
-use crate::event::Event;
-use crate::sink::{AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, SinkError};
+use toolrail_session_log::Event;
+use toolrail_session_log::{
+    AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, SessionLog, SinkError,
+};
 
 /// An open session of a store. Dropping it lets the writer finish what it was given and
 /// waits for it.
@@ -138,12 +140,6 @@ impl EventSink for StoreLog {
     }
 }
 
-/// A session log of any store: appends, and a barrier that makes them durable.
-pub trait SessionLog: EventSink {
-    /// Returns once every event appended before the call is durable.
-    fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>>;
-}
-
 impl SessionLog for StoreLog {
     fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>> {
         Box::pin(self.durable_barrier())
@@ -158,12 +154,5 @@ impl Drop for StoreLog {
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
         }
-    }
-}
-
-/// The memory log has nothing to sync: a barrier returns at once.
-impl SessionLog for crate::sink::MemorySink {
-    fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>> {
-        Box::pin(std::future::ready(Ok(())))
     }
 }

@@ -15,6 +15,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use toolrail_session_log::*;
+use toolrail_session_store::*;
 
 const CHILD_ENV: &str = "TOOLRAIL_LOCK_CHILD_DIR";
 const INHERIT_ENV: &str = "TOOLRAIL_LOCK_INHERIT_DIR";

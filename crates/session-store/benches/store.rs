@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use toolrail_session_log::*;
+use toolrail_session_store::*;
 use toolrail_test_support::bench::{BenchRow, growth_exponent};
 
 mod common;

@@ -1,0 +1,160 @@
+//! The work queue: sessions put there for workers, claimed with `FOR UPDATE SKIP LOCKED`,
+//! and finished by their holder.
+
+use super::*;
+
+/// A session a worker claimed from the queue: its lease, and what it is to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claimed {
+    pub lease: Lease,
+    /// What the enqueuer put there (a scenario, a prompt and settings).
+    pub payload: String,
+    /// How many times it was claimed before (0 for a first claim; more after takeovers).
+    pub earlier_claims: i32,
+}
+
+impl PostgresStore {
+    /// Puts session `id` in the queue with `payload`, waiting for a worker; `Exists` when
+    /// the queue has (or had) a session of that name.
+    pub fn enqueue(&self, id: &SessionId, payload: &str) -> Result<(), StoreError> {
+        check_session_id(id)?;
+        off_runtime(|| {
+            self.with_client(|client| {
+                let queued = client
+                    .execute(
+                        "INSERT INTO work_queue (session, payload) VALUES ($1, $2)
+                         ON CONFLICT DO NOTHING",
+                        &[&id.as_str(), &payload],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                if queued == 0 {
+                    return Err(StoreError::Exists {
+                        path: PathBuf::from(self.name(id)),
+                    });
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// Claims the oldest session waiting for work — or one whose worker's lease ran out (a
+    /// takeover) — for `owner`, with its lease. Claimers skip rows another claimer has
+    /// locked (`FOR UPDATE SKIP LOCKED`), so no session is claimed twice at once and no
+    /// claimer waits for another. `None` when nothing waits.
+    pub fn claim(&self, owner: &str, ttl: Duration) -> Result<Option<Claimed>, StoreError> {
+        off_runtime(|| {
+            self.with_client(|client| {
+                let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+                // Taking a lapsed lease waits for a group its old holder is writing; not
+                // for longer than this (the claim fails and is tried again).
+                transaction
+                    .batch_execute("SET LOCAL lock_timeout = '2s'")
+                    .map_err(|error| self.failed(&error))?;
+                // The candidate is locked first, then checked again by a statement of its own:
+                // under READ COMMITTED a locked row that another claimer has just taken is
+                // re-read, but the lease it joined is not, so the first query alone would let a
+                // fresh claim look like a lapsed one and hand the session out twice.
+                let mut passed: Vec<String> = Vec::new();
+                let found = loop {
+                    if passed.len() > 32 {
+                        break None;
+                    }
+                    let row = transaction
+                        .query_opt(
+                            "SELECT q.session FROM work_queue q
+                             LEFT JOIN leases l ON l.session = q.session
+                             WHERE (q.state = 'waiting'
+                                 OR (q.state = 'running'
+                                     AND (l.expires_at IS NULL OR l.expires_at < clock_timestamp())))
+                               AND NOT (q.session = ANY($1))
+                             ORDER BY q.updated_at
+                             LIMIT 1
+                             FOR UPDATE OF q SKIP LOCKED",
+                            &[&passed],
+                        )
+                        .map_err(|error| self.failed(&error))?;
+                    let Some(row) = row else {
+                        break None;
+                    };
+                    let session: String = row.get(0);
+                    let current = transaction
+                        .query_one(
+                            "SELECT q.payload, q.claims, q.state = 'waiting'
+                                 OR (q.state = 'running' AND (l.expires_at IS NULL
+                                     OR l.expires_at < clock_timestamp()))
+                             FROM work_queue q LEFT JOIN leases l ON l.session = q.session
+                             WHERE q.session = $1",
+                            &[&session],
+                        )
+                        .map_err(|error| self.failed(&error))?;
+                    if current.get::<_, bool>(2) {
+                        let granted = grant_lease(&mut transaction, &session, owner, ttl)
+                            .map_err(|error| self.failed(&error))?;
+                        if let Some(token) = granted {
+                            let (payload, claims) = (current.get(0), current.get(1));
+                            break Some((session, payload, claims, token));
+                        }
+                    }
+                    passed.push(session);
+                };
+                let Some((session, payload, claims, token)) = found else {
+                    // Ended here, so the connection goes back to the idle ones clean.
+                    transaction.rollback().map_err(|error| self.failed(&error))?;
+                    return Ok(None);
+                };
+                transaction
+                    .execute(
+                        "UPDATE work_queue SET state = 'running', worker = $2, claims = claims + 1,
+                             updated_at = clock_timestamp()
+                         WHERE session = $1",
+                        &[&session, &owner],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                transaction.commit().map_err(|error| self.failed(&error))?;
+                Ok(Some(Claimed {
+                    lease: Lease {
+                        session: SessionId::new(session),
+                        owner: owner.to_owned(),
+                        token,
+                        ttl,
+                    },
+                    payload,
+                    earlier_claims: claims,
+                }))
+            })
+        })
+    }
+
+    /// Marks a claimed session `done` (or `failed`) and gives its lease up — only while the
+    /// lease is still this worker's: a worker that was taken over finishes nothing.
+    pub fn finish(&self, lease: &Lease, succeeded: bool) -> Result<(), StoreError> {
+        off_runtime(|| {
+            self.with_client(|client| {
+                let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+                // The queue row first, then the lease: the order a claim takes them in, so
+                // a claim and a finish of the same session cannot deadlock.
+                transaction
+                    .execute(
+                        "SELECT 1 FROM work_queue WHERE session = $1 FOR UPDATE",
+                        &[&lease.session.as_str()],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                let held = lease_token(&mut transaction, lease.session.as_str(), RowLock::Update)
+                    .map_err(|error| self.failed(&error))?;
+                if held != Some(lease.token) {
+                    return Err(self.fenced(lease));
+                }
+                let state = if succeeded { "done" } else { "failed" };
+                transaction
+                    .execute(
+                        "UPDATE work_queue SET state = $2, updated_at = clock_timestamp()
+                         WHERE session = $1",
+                        &[&lease.session.as_str(), &state],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                expire_lease(&mut transaction, lease).map_err(|error| self.failed(&error))?;
+                transaction.commit().map_err(|error| self.failed(&error))
+            })
+        })
+    }
+}
