@@ -99,6 +99,7 @@
 
 pub mod admission;
 mod agent;
+mod batch;
 mod model;
 mod scheduler;
 mod tool_search;

@@ -7,25 +7,24 @@
 //! a spawn costs as much as the rest of a trivial call); a body that must not share the
 //! driver's thread runs as a task of its own through the pipeline's `BodyExecution::Task`.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::future::{Future, pending};
 use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use crate::admission;
-use crate::window::Window;
+use crate::batch::{Batch, Emitter, ToCommit};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use toolrail_session_log::{CallId, ErrorCode, ToolResultRecord};
+use toolrail_session_log::{CallId, ToolResultRecord};
 
 use crate::model::ModelDelta;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Concurrency, PendingCommit, Pipeline,
-    PipelineError, Preparation, ProgressSink, ProgressUpdate, ReadyCall, SettledCall, ToolSet,
+    BatchControl, CallRequest, CommittedResult, PendingCommit, Pipeline, PipelineError,
+    Preparation, ProgressSink, ProgressUpdate, SettledCall, ToolSet,
 };
 
 /// How a batch runs.
@@ -135,28 +134,11 @@ pub struct Scheduler {
     config: SchedulerConfig,
 }
 
-enum Slot {
-    Waiting(CallRequest),
-    Preparing,
-    /// Prepared, with its concurrency as last read.
-    Ready(ReadyCall, Concurrency),
-    Running(Concurrency),
-    Settled(SettledCall),
-    Committing,
-    Committed,
-    /// Its dispatch failed inside the pipeline: no result is fabricated.
-    Lost,
-}
-
 /// The one preparation or the one commit being handed to the log.
 type InFlight<'a, T> = Pin<Box<dyn Future<Output = Result<T, PipelineError>> + Send + 'a>>;
 type Preparing<'a> = InFlight<'a, Preparation>;
 /// A commit up to the moment its result is handed to the log.
 type Committing<'a> = InFlight<'a, PendingCommit<'a>>;
-
-const CANCELLED: &str = "the batch was cancelled before this call started; it did not run";
-const REJECTED: &str =
-    "an earlier call of this batch was rejected, which stopped the batch; this call did not run";
 
 impl Scheduler {
     pub fn new(pipeline: Arc<Pipeline>, config: SchedulerConfig) -> Self {
@@ -192,137 +174,41 @@ impl Scheduler {
             cancel: cancel.clone(),
             progress: ProgressSink::channel(progress_tx),
         };
-        let emit = |event: LiveEvent| {
-            if let Some(live) = &live {
-                live.event(event);
-            }
-        };
-        let total = calls.len();
-        let mut slots: Vec<Slot> = calls.into_iter().map(Slot::Waiting).collect();
-        let (mut next_prepare, mut next_commit, mut running) = (0usize, 0usize, 0usize);
+        let emitter = Emitter(live.as_ref());
+        let mut batch = Batch::new(calls, &self.config);
+        // The futures in flight: one preparation, one commit being handed to the log, the
+        // handed results waiting to be durable (the next commit does not wait for the
+        // previous one's sync, so one sync covers many commits; their answers come in `seq`
+        // order, so only the front is watched), and the running bodies.
         let mut preparing: Option<Preparing<'_>> = None;
         let mut committing: Option<Committing<'_>> = None;
-        // Results in the log's order that wait to be durable: the next commit does not wait
-        // for the previous one's sync, so one sync covers many commits. Their answers come
-        // in `seq` order, so only the front is watched.
         let mut durable: VecDeque<PendingCommit<'_>> = VecDeque::new();
         let mut bodies = FuturesUnordered::new();
-        let mut stop_reason: Option<&'static str> = None;
-        let mut failure: Option<PipelineError> = None;
-        let mut finished = Finished::default();
-        let mut results = Vec::with_capacity(total);
-        // Which calls are ready, which stand in others' way, and whether an exclusive call
-        // (found when prepared or when started) pauses preparation until it commits.
-        let mut window = Window::new(total);
 
         loop {
-            if stop_reason.is_none() && cancel.is_cancelled() {
-                stop_reason = Some(CANCELLED);
+            batch.stop_if_cancelled(cancel.is_cancelled());
+            // Commit, strictly in model order. The commit runs inside the wait below, so
+            // bodies keep running while commits wait for their sync.
+            if committing.is_none()
+                && let Some(next) = batch.commit()
+            {
+                committing = Some(self.commit_of(tools, next));
             }
-            if let Some(reason) = stop_reason {
-                // Prepared calls that never started settle at once, as not executed; they
-                // all stand between the next commit and the next preparation.
-                for index in window.take_ready() {
-                    if let Some(slot) = slots.get_mut(index)
-                        && let Slot::Ready(ready, _) = std::mem::replace(slot, Slot::Preparing)
-                    {
-                        *slot = Slot::Settled(ready.not_executed(reason));
-                    }
-                }
-            }
-
-            // Commit, strictly in model order. The commit runs inside the wait below, so bodies
-            // keep running while commits wait for their sync.
-            if committing.is_none() && next_commit < total && failure.is_none() {
-                match std::mem::replace(&mut slots[next_commit], Slot::Committing) {
-                    Slot::Settled(settled) => {
-                        let pipeline = &self.pipeline;
-                        committing =
-                            Some(Box::pin(
-                                async move { Ok(pipeline.begin_commit(settled).await) },
-                            ))
-                    }
-                    Slot::Waiting(request) if stop_reason.is_some() => {
-                        let reason = stop_reason.unwrap_or(CANCELLED);
-                        let pipeline = &self.pipeline;
-                        committing = Some(Box::pin(async move {
-                            let settled =
-                                pipeline.record_not_executed(tools, request, reason).await?;
-                            Ok(pipeline.begin_commit(settled).await)
-                        }));
-                    }
-                    other @ (Slot::Waiting(_)
-                    | Slot::Preparing
-                    | Slot::Ready(..)
-                    | Slot::Running(_)
-                    | Slot::Committing
-                    | Slot::Committed
-                    | Slot::Lost) => slots[next_commit] = other,
-                }
-            }
-            if next_commit == total && durable.is_empty() {
-                break;
-            }
-            if failure.is_some()
-                && running == 0
-                && preparing.is_none()
-                && committing.is_none()
-                && durable.is_empty()
+            if batch.all_committed(durable.is_empty())
+                || batch.failed_and_idle(
+                    preparing.is_none() && committing.is_none() && durable.is_empty(),
+                )
             {
                 break;
             }
-
-            // Start what may start.
-            if stop_reason.is_none() && failure.is_none() {
-                let mut from = next_commit;
-                while running < self.config.max_parallel.get() {
-                    let Some(index) = window.next_candidate(from) else {
-                        break;
-                    };
-                    from = index + 1;
-                    if !matches!(slots[index], Slot::Ready(..)) {
-                        continue;
-                    }
-                    let Slot::Ready(ready, _) =
-                        std::mem::replace(&mut slots[index], Slot::Preparing)
-                    else {
-                        continue;
-                    };
-                    // Concurrency is re-read right before the start; a call that turned
-                    // exclusive becomes a barrier here.
-                    let concurrency = self.concurrency_of(&ready);
-                    window.read(index, &concurrency);
-                    if !self.may_start(&slots, &window, running, next_commit, index, &concurrency) {
-                        slots[index] = Slot::Ready(ready, concurrency);
-                        continue;
-                    }
-                    window.started(index);
-                    emit(LiveEvent::Started {
-                        call_id: ready.identity().call_id.clone(),
-                    });
-                    slots[index] = Slot::Running(concurrency);
-                    running += 1;
-                    let (pipeline, control) = (&self.pipeline, &control);
-                    bodies.push(async move { (index, pipeline.dispatch(ready, control).await) });
-                }
-            }
-
-            // Prepare the next call, unless an exclusive call must commit first; preparation
-            // runs ahead of execution by at most the cap, so the window stays small.
-            let waiting_to_start = window.ready_count();
+            batch.start(emitter, |index, ready| {
+                let (pipeline, control) = (&self.pipeline, &control);
+                bodies.push(async move { (index, pipeline.dispatch(ready, control).await) });
+            });
             if preparing.is_none()
-                && stop_reason.is_none()
-                && failure.is_none()
-                && next_prepare < total
-                && admission::may_prepare(window.exclusive_uncommitted())
-                && waiting_to_start < self.config.max_parallel.get()
+                && let Some(request) = batch.prepare()
             {
-                if let Slot::Waiting(request) =
-                    std::mem::replace(&mut slots[next_prepare], Slot::Preparing)
-                {
-                    preparing = Some(Box::pin(self.pipeline.prepare(tools, request, &control)));
-                }
-                next_prepare += 1;
+                preparing = Some(Box::pin(self.pipeline.prepare(tools, request, &control)));
             }
 
             // What is ready at once (most work of trivial calls) is taken without the wait.
@@ -334,98 +220,23 @@ impl Scheduler {
                     prepared = next_of(&mut preparing) => Wake::Prepared(prepared),
                     Some(joined) = bodies.next(), if !bodies.is_empty() => Wake::Body(joined),
                     Some(update) = progress_rx.recv() => Wake::Progress(update),
-                    () = cancel.cancelled(), if stop_reason.is_none() => Wake::Cancelled,
+                    () = cancel.cancelled(), if !batch.stopped() => Wake::Cancelled,
                 },
             };
             match wake {
                 Wake::Committing(handed) => {
                     committing = None;
-                    match handed {
-                        Ok(pending) => {
-                            durable.push_back(pending);
-                            slots[next_commit] = Slot::Committed;
-                            window.committed(next_commit);
-                            next_commit += 1;
-                            // A stopped batch commits calls it never prepared.
-                            next_prepare = next_prepare.max(next_commit);
-                        }
-                        Err(error) => {
-                            slots[next_commit] = Slot::Lost;
-                            failure.get_or_insert(error);
-                        }
-                    }
+                    durable.extend(batch.handed(handed));
                 }
-                Wake::Durable(committed) => match committed {
-                    Ok(committed) => {
-                        emit(LiveEvent::Committed {
-                            call_id: committed.identity().call_id.clone(),
-                            seq: committed.seq(),
-                            record: Arc::clone(committed.record()),
-                        });
-                        results.push(committed);
-                    }
-                    Err(error) => {
-                        failure.get_or_insert(error);
-                    }
-                },
+                Wake::Durable(committed) => batch.durable(committed, emitter),
                 Wake::Prepared(prepared) => {
                     preparing = None;
-                    let index = next_prepare - 1;
-                    match prepared {
-                        Ok(Preparation::Ready(ready)) => {
-                            let concurrency = self.concurrency_of(&ready);
-                            window.prepared(index, &concurrency);
-                            if live.is_some() {
-                                emit(LiveEvent::Prepared {
-                                    call_id: ready.identity().call_id.clone(),
-                                    index: ready.identity().index,
-                                    name: ready.identity().name.clone(),
-                                    arguments: ready.shared_arguments(),
-                                });
-                            }
-                            slots[index] = Slot::Ready(ready, concurrency);
-                        }
-                        Ok(Preparation::Refused(refused)) => {
-                            if self.config.stop_batch_on_reject
-                                && refused.error_code() == Some(&ErrorCode::ApprovalRejected)
-                            {
-                                stop_reason.get_or_insert(REJECTED);
-                            }
-                            if live.is_some() {
-                                emit(LiveEvent::Prepared {
-                                    call_id: refused.identity().call_id.clone(),
-                                    index: refused.identity().index,
-                                    name: refused.identity().name.clone(),
-                                    arguments: refused.shared_arguments(),
-                                });
-                            }
-                            slots[index] = Slot::Settled(refused);
-                        }
-                        Err(error) => {
-                            slots[index] = Slot::Lost;
-                            failure.get_or_insert(error);
-                        }
-                    }
+                    batch.prepared(prepared, emitter);
                 }
                 Wake::Body((index, settled)) => {
-                    running -= 1;
-                    window.settled(index);
-                    match settled {
-                        Ok(settled) => {
-                            let call_id = settled.identity().call_id.clone();
-                            // Progress sent before the body settled is delivered first.
-                            drain_progress(&mut progress_rx, &mut finished, &emit);
-                            finished.insert(&call_id);
-                            emit(LiveEvent::Finished { call_id });
-                            slots[index] = Slot::Settled(settled);
-                        }
-                        Err(error) => {
-                            slots[index] = Slot::Lost;
-                            failure.get_or_insert(error);
-                        }
-                    }
+                    batch.settled(index, settled, &mut progress_rx, emitter);
                 }
-                Wake::Progress(update) => forward_progress(update, &mut finished, &emit),
+                Wake::Progress(update) => batch.progress(update, emitter),
                 Wake::Cancelled => {}
             }
         }
@@ -433,56 +244,26 @@ impl Scheduler {
         // Drain whatever still runs after an internal failure; its results are not committed
         // out of order, and none is fabricated: recovery classifies those calls later.
         while bodies.next().await.is_some() {}
-        if let Some(error) = failure {
-            return Err(error);
-        }
+        let results = batch.end()?;
         for committed in &results {
             self.pipeline.log_context(committed).await?;
         }
         Ok(BatchOutcome { results })
     }
 
-    fn concurrency_of(&self, ready: &ReadyCall) -> Concurrency {
-        if self.config.sequential || self.config.max_parallel == NonZeroUsize::MIN {
-            Concurrency::Exclusive
-        } else {
-            ready.concurrency()
+    /// The commit of `next`: handed to the log (a call a stopped batch never prepared is
+    /// recorded first).
+    fn commit_of<'a>(&'a self, tools: &'a ToolSet, next: ToCommit) -> Committing<'a> {
+        let pipeline = &self.pipeline;
+        match next {
+            ToCommit::Settled(settled) => {
+                Box::pin(async move { Ok(pipeline.begin_commit(settled).await) })
+            }
+            ToCommit::NeverPrepared(request, reason) => Box::pin(async move {
+                let settled = pipeline.record_not_executed(tools, request, reason).await?;
+                Ok(pipeline.begin_commit(settled).await)
+            }),
         }
-    }
-
-    /// Whether the call at `index` may start now: the one rule ([`admission::may_start`])
-    /// over the ready and running calls in its way. Every call before a ready one is
-    /// prepared already (preparation is in model order, one at a time), so only those the
-    /// window names as barriers are looked at.
-    fn may_start(
-        &self,
-        slots: &[Slot],
-        window: &Window,
-        running: usize,
-        next_commit: usize,
-        index: usize,
-        concurrency: &Concurrency,
-    ) -> bool {
-        let turn = admission::StartTurn {
-            next_to_commit: index == next_commit,
-            running,
-            max_parallel: self.config.max_parallel.get(),
-        };
-        let in_way = window
-            .barriers_before(index)
-            .filter_map(|earlier| match slots.get(earlier) {
-                Some(Slot::Running(theirs) | Slot::Ready(_, theirs)) => Some(theirs),
-                Some(
-                    Slot::Waiting(_)
-                    | Slot::Preparing
-                    | Slot::Settled(_)
-                    | Slot::Committing
-                    | Slot::Committed
-                    | Slot::Lost,
-                )
-                | None => None,
-            });
-        admission::may_start(concurrency, turn, in_way)
     }
 }
 
@@ -554,51 +335,5 @@ async fn next_of<T>(in_flight: &mut Option<InFlight<'_, T>>) -> Result<T, Pipeli
     match in_flight {
         Some(future) => future.as_mut().await,
         None => pending().await,
-    }
-}
-
-/// The calls whose bodies have settled. Most batches see no progress at all, so the ids are
-/// only listed (a push per call) until the first update asks; from then on a set answers.
-#[derive(Default)]
-struct Finished {
-    listed: Vec<CallId>,
-    set: Option<HashSet<CallId>>,
-}
-
-impl Finished {
-    fn insert(&mut self, call_id: &CallId) {
-        match &mut self.set {
-            Some(set) => {
-                set.insert(call_id.clone());
-            }
-            None => self.listed.push(call_id.clone()),
-        }
-    }
-
-    fn contains(&mut self, call_id: &CallId) -> bool {
-        let listed = &mut self.listed;
-        self.set
-            .get_or_insert_with(|| listed.drain(..).collect())
-            .contains(call_id)
-    }
-}
-
-fn drain_progress(
-    progress: &mut mpsc::UnboundedReceiver<ProgressUpdate>,
-    finished: &mut Finished,
-    emit: &impl Fn(LiveEvent),
-) {
-    while let Ok(update) = progress.try_recv() {
-        forward_progress(update, finished, emit);
-    }
-}
-
-/// Progress of a call that has finished is dropped: the UI must not see it after the end.
-fn forward_progress(update: ProgressUpdate, finished: &mut Finished, emit: &impl Fn(LiveEvent)) {
-    if !finished.contains(&update.call_id) {
-        emit(LiveEvent::Progress {
-            call_id: update.call_id,
-            data: update.data,
-        });
     }
 }
