@@ -32,7 +32,7 @@ impl TypedTool for Deploy {
     type Args = DeployArgs;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::for_args::<DeployArgs>("deploy", "Deploys the service.")
+        ToolSpec::for_args::<DeployArgs>("deploy", "Deploys the service.").build()
     }
 
     async fn run(&self, _ctx: &ToolContext, args: DeployArgs) -> ToolResult {

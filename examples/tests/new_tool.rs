@@ -32,6 +32,7 @@ impl TypedTool for WebFetch {
         ToolSpec::for_args::<WebFetchArgs>("web_fetch", "Fetch a web page's text.")
             .read_only()
             .parallel_safe()
+            .build()
     }
 
     async fn run(&self, _ctx: &ToolContext, args: WebFetchArgs) -> ToolResult {

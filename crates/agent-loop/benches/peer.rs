@@ -97,11 +97,14 @@ fn script(n: usize) -> Script {
 
 /// Nanoseconds per call of one turn of `n` calls: loop, scheduler, pipeline, in-memory log.
 fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize) -> f64 {
-    let tool = NoopTool(ToolSpec::new(
-        "noop",
-        "does nothing",
-        json!({"type": "object", "properties": {}, "additionalProperties": false}),
-    ));
+    let tool = NoopTool(
+        ToolSpec::builder(
+            "noop",
+            "does nothing",
+            json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        )
+        .build(),
+    );
     let (registry, _) = RegistryBuilder::new()
         .external(ToolSource::Extension("bench".into()), Arc::new(tool))
         .build()

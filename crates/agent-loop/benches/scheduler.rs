@@ -75,7 +75,7 @@ async fn precise_sleep(duration: Duration) {
 }
 
 fn tools() -> ToolSet {
-    let tool = Sleepy(ToolSpec::new("sleepy", "sleeps", json!({"type": "object"})));
+    let tool = Sleepy(ToolSpec::builder("sleepy", "sleeps", json!({"type": "object"})).build());
     let (registry, _) = RegistryBuilder::new()
         .external(ToolSource::Extension("bench".into()), Arc::new(tool))
         .build()

@@ -68,7 +68,7 @@
 //!     }
 //! }
 //!
-//! let echo = Echo(ToolSpec::new("echo", "Says it back.", json!({"type": "object"})));
+//! let echo = Echo(ToolSpec::builder("echo", "Says it back.", json!({"type": "object"})).build());
 //! let (registry, _warnings) = RegistryBuilder::new().builtin(echo).build()?;
 //! let log = Arc::new(MemorySink::new());
 //! let pipeline = Arc::new(Pipeline::builder(log.clone()).build());

@@ -67,7 +67,7 @@ impl TypedTool for ToolSearch {
             "tool_search",
             "Finds more tools by what they do. The tools found can be called from your next message on.",
         )
-        .kind(ToolKind::Search)
+        .kind(ToolKind::Search).build()
     }
 
     fn concurrency(&self, _args: &ToolSearchArgs) -> Concurrency {

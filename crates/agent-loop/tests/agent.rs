@@ -106,11 +106,11 @@ impl Tool for Echo {
 
 fn registry() -> (Registry, Arc<Echo>) {
     let echo = Arc::new(Echo(
-        ToolSpec::new("echo", "Says it back.", json!({"type": "object"})),
+        ToolSpec::builder("echo", "Says it back.", json!({"type": "object"})).build(),
         Mutex::new(0),
     ));
     let zeta = Arc::new(Echo(
-        ToolSpec::new("zeta", "Last by name.", json!({"type": "object"})),
+        ToolSpec::builder("zeta", "Last by name.", json!({"type": "object"})).build(),
         Mutex::new(0),
     ));
     let (registry, _) = RegistryBuilder::new()
@@ -424,7 +424,7 @@ async fn steering_sent_during_a_batch_arrives_after_its_results() {
         Arc::new(tokio::sync::Notify::new()),
     );
     let waiter = Arc::new(Waiter(
-        ToolSpec::new("wait", "w", json!({"type": "object"})),
+        ToolSpec::builder("wait", "w", json!({"type": "object"})).build(),
         started.clone(),
         release.clone(),
     ));
@@ -473,12 +473,13 @@ async fn steering_sent_during_a_batch_arrives_after_its_results() {
 async fn tool_search_makes_a_deferred_tool_callable_from_the_next_request() {
     use toolrail_tools_core::{Exposure, ReservedName, Typed};
     let deploy = Arc::new(Echo(
-        ToolSpec::new(
+        ToolSpec::builder(
             "deploy",
             "Ships the service to production.",
             json!({"type": "object"}),
         )
-        .exposure(Exposure::Deferred),
+        .exposure(Exposure::Deferred)
+        .build(),
         Mutex::new(0),
     ));
     let (registry, _) = RegistryBuilder::new()
@@ -558,12 +559,13 @@ async fn tool_search_makes_a_deferred_tool_callable_from_the_next_request() {
 
     // A resumed session (a fresh registry) sees the tools its log says were loaded.
     let deploy2 = Arc::new(Echo(
-        ToolSpec::new(
+        ToolSpec::builder(
             "deploy",
             "Ships the service to production.",
             json!({"type": "object"}),
         )
-        .exposure(Exposure::Deferred),
+        .exposure(Exposure::Deferred)
+        .build(),
         Mutex::new(0),
     ));
     let (fresh, _) = RegistryBuilder::new().builtin(deploy2).build().unwrap();
@@ -595,11 +597,14 @@ impl Tool for Finish {
 
 #[tokio::test]
 async fn a_tool_may_conclude_the_turn() {
-    let finish = Arc::new(Finish(ToolSpec::new(
-        "finish",
-        "Gives the final answer.",
-        json!({"type": "object"}),
-    )));
+    let finish = Arc::new(Finish(
+        ToolSpec::builder(
+            "finish",
+            "Gives the final answer.",
+            json!({"type": "object"}),
+        )
+        .build(),
+    ));
     let (registry, echo) = registry();
     registry
         .register_external(ToolSource::Extension("answers".into()), finish)

@@ -47,7 +47,9 @@ struct Instant;
 impl Tool for Instant {
     fn spec(&self) -> &ToolSpec {
         static SPEC: std::sync::OnceLock<ToolSpec> = std::sync::OnceLock::new();
-        SPEC.get_or_init(|| ToolSpec::new("instant", "returns at once", json!({"type": "object"})))
+        SPEC.get_or_init(|| {
+            ToolSpec::builder("instant", "returns at once", json!({"type": "object"})).build()
+        })
     }
     fn concurrency(&self, _args: &Value) -> Concurrency {
         Concurrency::shared()

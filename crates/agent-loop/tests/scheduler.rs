@@ -111,7 +111,7 @@ fn setup() -> Setup {
     *gates.started_tx.lock() = Some(tx);
     let schema = json!({"type": "object"});
     let tool = Gated {
-        spec: ToolSpec::new("gated", "waits for its gate", schema),
+        spec: ToolSpec::builder("gated", "waits for its gate", schema).build(),
         gates: Arc::clone(&gates),
     };
     let (registry, _) = RegistryBuilder::new()

@@ -117,7 +117,7 @@ proptest! {
         cancel_after_ms in proptest::option::weighted(0.3, 0u64..8),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
-        let tool = Arc::new(Timed { spec: ToolSpec::new("timed", "t", json!({"type": "object"})), clock: AtomicU64::new(0), spans: Mutex::new(Vec::new()) });
+        let tool = Arc::new(Timed { spec: ToolSpec::builder("timed", "t", json!({"type": "object"})).build(), clock: AtomicU64::new(0), spans: Mutex::new(Vec::new()) });
         let (registry, _) = RegistryBuilder::new().external(ToolSource::Extension("t".into()), tool.clone()).build().unwrap();
         let sink = Arc::new(MemorySink::new());
         let pipeline = Arc::new(Pipeline::builder(sink.clone()).build());

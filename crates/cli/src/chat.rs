@@ -204,7 +204,7 @@ impl Conversation {
                     println!(
                         "  {:<32} {:<8} {}",
                         spec.name(),
-                        spec.tool_kind().as_str(),
+                        spec.kind().as_str(),
                         if spec.is_read_only() { "read-only" } else { "" }
                     );
                 }

@@ -101,7 +101,7 @@ pub fn run(args: McpArgs) -> Result<()> {
                 println!(
                     "  {:<48} {:<7} {:<9} {}",
                     spec.name(),
-                    spec.tool_kind().as_str(),
+                    spec.kind().as_str(),
                     if spec.is_read_only() { "read-only" } else { "" },
                     spec.concurrency_summary().unwrap_or("exclusive")
                 );

@@ -43,7 +43,7 @@ pub fn run(args: ToolsArgs) -> Result<()> {
     );
     for entry in tools.offered() {
         let spec = entry.spec();
-        let exposure = match spec.tool_exposure() {
+        let exposure = match spec.exposure() {
             Exposure::Direct => "direct",
             Exposure::Deferred => "deferred",
             Exposure::Hidden => "hidden",
@@ -51,9 +51,9 @@ pub fn run(args: ToolsArgs) -> Result<()> {
         println!(
             "{:<16} {:<8} {:<9} {:<8} {:<9} {:<9} {}",
             spec.name(),
-            spec.tool_kind().as_str(),
+            spec.kind().as_str(),
             entry.source().to_string(),
-            spec.tool_version(),
+            spec.version(),
             exposure,
             if spec.is_read_only() { "yes" } else { "no" },
             spec.concurrency_summary().unwrap_or("exclusive")

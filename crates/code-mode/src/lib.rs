@@ -42,7 +42,10 @@
 //!     type Args = AddArgs;
 //!
 //!     fn spec(&self) -> ToolSpec {
-//!         ToolSpec::for_args::<AddArgs>("add", "Adds numbers.").read_only().parallel_safe()
+//!         ToolSpec::for_args::<AddArgs>("add", "Adds numbers.")
+//!             .read_only()
+//!             .parallel_safe()
+//!             .build()
 //!     }
 //!
 //!     async fn run(&self, _ctx: &ToolContext, args: AddArgs) -> ToolResult {

@@ -130,6 +130,7 @@ impl TypedTool for RunCodeTool {
         ToolSpec::for_args::<RunCodeArgs>(RUN_CODE, description)
             .kind(ToolKind::Execute)
             .concurrency_note("exclusive: its tool calls follow the scheduler's rules inside")
+            .build()
     }
 
     fn check(&self, args: &RunCodeArgs) -> Result<(), Vec<String>> {

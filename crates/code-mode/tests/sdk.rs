@@ -31,7 +31,7 @@ impl Tool for Deploy {
 }
 
 fn tools() -> ToolSet {
-    let deploy = ToolSpec::new(
+    let deploy = ToolSpec::builder(
         "deploy-app",
         "Deploys the app.\nTakes a while.",
         json!({
@@ -49,18 +49,18 @@ fn tools() -> ToolSet {
     );
     // Names that clash once made identifiers, a reserved word, and a description that
     // tries to end the doc comment and the docstring.
-    let twin = ToolSpec::new(
+    let twin = ToolSpec::builder(
         "deploy_app",
         "Ends early? */ globalThis.pwned = 1; /* and \\ a backslash \"\"\" quotes \\",
         json!({"type": "object", "properties": {"from": {"enum": [true, null, 3]}}}),
     );
-    let reserved = ToolSpec::new("delete", "Deletes.", json!({"type": "object"}));
+    let reserved = ToolSpec::builder("delete", "Deletes.", json!({"type": "object"}));
     let mode = CodeMode::new(Limits::default());
     let (registry, _) = RegistryBuilder::new()
         .builtin(Probe::new(None))
-        .builtin(Arc::new(Deploy(deploy)))
-        .builtin(Arc::new(Deploy(twin)))
-        .builtin(Arc::new(Deploy(reserved)))
+        .builtin(Arc::new(Deploy(deploy.build())))
+        .builtin(Arc::new(Deploy(twin.build())))
+        .builtin(Arc::new(Deploy(reserved.build())))
         .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
         .build()
         .unwrap();

@@ -78,7 +78,10 @@ impl EditTool {
         .kind(ToolKind::Edit)
         .concurrency_note("shared: a write claim on the file")
         .subject("path", SubjectKind::Path);
-        Self { spec, files }
+        Self {
+            spec: spec.build(),
+            files,
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use toolrail_tools_core::log::{Event, EventData};
 use toolrail_tools_core::{
     ClaimMode, Concurrency, ProtectedPaths, ResourceClaim, ResourceKey, SubjectKind, ToolFailure,
-    ToolKind, ToolSpec, WorkspaceRoots,
+    ToolKind, ToolSpec, ToolSpecBuilder, WorkspaceRoots,
 };
 
 /// Output caps, stated in the tools' descriptions.
@@ -158,12 +158,13 @@ pub(crate) const PATH_CHANGED: ToolCode = tool_code!("FS_PATH_CHANGED");
 
 /// The spec of a tool that only looks (`read`, `glob`, `grep`): read-only, idempotent,
 /// its `path` argument the subject rules match, sharing a read claim on what it reads.
-pub(crate) fn looking(spec: ToolSpec, kind: ToolKind, claimed: &str) -> ToolSpec {
+pub(crate) fn looking(spec: ToolSpecBuilder, kind: ToolKind, claimed: &str) -> ToolSpec {
     spec.kind(kind)
         .read_only()
         .idempotent()
         .subject("path", SubjectKind::Path)
         .concurrency_note(format!("shared: a read claim on {claimed}"))
+        .build()
 }
 
 /// A failure with one of the file tools' own codes.

@@ -48,7 +48,10 @@ impl WriteTool {
         .kind(ToolKind::Edit)
         .concurrency_note("shared: a write claim on the file")
         .subject("path", SubjectKind::Path);
-        Self { spec, files }
+        Self {
+            spec: spec.build(),
+            files,
+        }
     }
 }
 

@@ -91,7 +91,10 @@ impl ExitPlanMode {
         // Reading the plan back changes nothing: the plan-mode guard lets this one through.
         .read_only()
         .always_ask("leaving plan mode: approve this plan before anything that changes the workspace runs");
-        Self { spec, switch }
+        Self {
+            spec: spec.build(),
+            switch,
+        }
     }
 }
 

@@ -165,7 +165,10 @@ impl AskUser {
         // again after a crash is safe.
         .read_only()
         .idempotent();
-        Self { spec, service }
+        Self {
+            spec: spec.build(),
+            service,
+        }
     }
 }
 

@@ -97,7 +97,10 @@ impl TodoWriteTool {
         .kind(ToolKind::Think)
         // It changes nothing in the workspace, so plan mode lets it through.
         .read_only();
-        Self { spec, board }
+        Self {
+            spec: spec.build(),
+            board,
+        }
     }
 }
 

@@ -91,7 +91,7 @@ impl McpTool {
         } else {
             ToolKind::Other
         };
-        let mut spec = ToolSpec::new(
+        let mut spec = ToolSpec::builder(
             name,
             listed.description.clone(),
             listed.input_schema.clone(),
@@ -115,7 +115,7 @@ impl McpTool {
             "exclusive"
         });
         Self {
-            spec,
+            spec: spec.build(),
             remote: listed.name.clone(),
             parallel,
             server,

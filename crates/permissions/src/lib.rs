@@ -44,9 +44,10 @@
 //! let permissions = Permissions::from_file(file, Preset::Untrusted, &roots);
 //! assert_eq!(permissions.preset(), Preset::Workspace, "the file's preset wins");
 //!
-//! let bash = ToolSpec::new("bash", "Runs a command.", json!({"type": "object"}))
+//! let bash = ToolSpec::builder("bash", "Runs a command.", json!({"type": "object"}))
 //!     .kind(ToolKind::Execute)
-//!     .subject("command", SubjectKind::Command);
+//!     .subject("command", SubjectKind::Command)
+//!     .build();
 //! let decide = |command: &str| {
 //!     let identity = CallIdentity {
 //!         call_id: "c1".into(),

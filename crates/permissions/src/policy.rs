@@ -49,9 +49,10 @@ pub struct Verdict {
 ///     Rule::parse("ask write(src/generated/**)")?,
 ///     Rule::parse("deny write(**/.env)")?.with_reason("secrets are edited by hand"),
 /// ];
-/// let write = ToolSpec::new("write", "Writes a file.", json!({"type": "object"}))
+/// let write = ToolSpec::builder("write", "Writes a file.", json!({"type": "object"}))
 ///     .kind(ToolKind::Edit)
-///     .subject("path", SubjectKind::Path);
+///     .subject("path", SubjectKind::Path)
+///     .build();
 /// let identity = CallIdentity {
 ///     call_id: "c1".into(),
 ///     index: 0,

@@ -49,13 +49,13 @@ impl Preset {
         }
         match self {
             Self::Untrusted => RuleEffect::Ask,
-            Self::Workspace | Self::NeverAsk => match spec.tool_kind() {
+            Self::Workspace | Self::NeverAsk => match spec.kind() {
                 ToolKind::Read | ToolKind::Search | ToolKind::Think => RuleEffect::Allow,
                 // Edits are allowed only where the path guard can keep them inside the
                 // workspace: the tool must name its path as its subject.
                 ToolKind::Edit | ToolKind::Delete | ToolKind::Move => {
                     let confined = spec
-                        .subject_field()
+                        .subject()
                         .is_some_and(|subject| subject.kind == SubjectKind::Path);
                     if confined {
                         RuleEffect::Allow

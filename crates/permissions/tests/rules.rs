@@ -508,7 +508,9 @@ fn edits_nothing_can_confine_ask_even_under_the_workspace_preset() {
         RuleEffect::Allow
     );
     // An edit tool without a path subject (an MCP tool, say) asks.
-    let spec = toolrail_tools_core::ToolSpec::new("mcp_edit", "edits", json!({"type": "object"}))
-        .kind(toolrail_tools_core::ToolKind::Edit);
+    let spec =
+        toolrail_tools_core::ToolSpec::builder("mcp_edit", "edits", json!({"type": "object"}))
+            .kind(toolrail_tools_core::ToolKind::Edit)
+            .build();
     assert_eq!(Preset::Workspace.default_for(&spec), RuleEffect::Ask);
 }

@@ -25,8 +25,9 @@
 //!
 //! let workspace = tempfile::tempdir()?;
 //! let roots = WorkspaceRoots::new([workspace.path()])?;
-//! let write = ToolSpec::new("write", "Writes a file.", json!({"type": "object"}))
-//!     .subject("path", SubjectKind::Path);
+//! let write = ToolSpec::builder("write", "Writes a file.", json!({"type": "object"}))
+//!     .subject("path", SubjectKind::Path)
+//!     .build();
 //! // What a guard sees: a read-only view of the call.
 //! let judge = |guard: &dyn Guard, arguments: Value| {
 //!     let identity = CallIdentity {

@@ -25,7 +25,9 @@ fn spec(name: &str, subject: SubjectKind) -> ToolSpec {
         SubjectKind::Url => "url",
         SubjectKind::Text => "text",
     };
-    ToolSpec::new(name, "test tool", json!({"type": "object"})).subject(field, subject)
+    ToolSpec::builder(name, "test tool", json!({"type": "object"}))
+        .subject(field, subject)
+        .build()
 }
 
 fn verdict(guard: &dyn Guard, spec: &ToolSpec, arguments: Value) -> GuardVerdict {
@@ -135,7 +137,7 @@ fn tools_without_a_path_subject_are_not_the_path_guards_business() {
         verdict(&guard, &bash, json!({"command": "cat /etc/passwd"})),
         GuardVerdict::Abstain
     );
-    let plain = ToolSpec::new("plain", "no subject", json!({"type": "object"}));
+    let plain = ToolSpec::builder("plain", "no subject", json!({"type": "object"})).build();
     assert_eq!(
         verdict(&guard, &plain, json!({"path": "/etc/passwd"})),
         GuardVerdict::Abstain
@@ -153,7 +155,10 @@ fn plan_mode_denies_a_write_allows_a_read_and_names_the_way_out() {
     let switch = PlanModeSwitch::new();
     let guard = PlanModeGuard::new(switch.clone());
     let write = spec("write", SubjectKind::Path);
-    let read = spec("read", SubjectKind::Path).read_only();
+    let read = spec("read", SubjectKind::Path)
+        .into_builder()
+        .read_only()
+        .build();
     let args = json!({"path": "notes.txt"});
     assert_eq!(verdict(&guard, &write, args.clone()), GuardVerdict::Abstain);
     switch.set(true);
@@ -195,7 +200,7 @@ fn deny_lists_match_tool_and_subject_and_give_the_entry_and_reason() {
     );
     let bash = spec("bash", SubjectKind::Command);
     let read = spec("read", SubjectKind::Path);
-    let mcp = ToolSpec::new("mcp__github__push", "push", json!({"type": "object"}));
+    let mcp = ToolSpec::builder("mcp__github__push", "push", json!({"type": "object"})).build();
 
     let rm = verdict(&guard, &bash, json!({"command": "rm -rf /"}));
     assert_eq!(

@@ -293,7 +293,7 @@ impl TypedTool for Hold {
     type Args = HoldArgs;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::for_args::<HoldArgs>("hold", "Holds until cancelled.")
+        ToolSpec::for_args::<HoldArgs>("hold", "Holds until cancelled.").build()
     }
 
     async fn run(&self, ctx: &ToolContext, _args: HoldArgs) -> ToolResult {
@@ -362,6 +362,7 @@ impl TypedTool for Meet {
         ToolSpec::for_args::<MeetArgs>("meet", "Meets another call.")
             .read_only()
             .parallel_safe()
+            .build()
     }
 
     async fn run(&self, _ctx: &ToolContext, _args: MeetArgs) -> ToolResult {
@@ -409,7 +410,7 @@ impl TypedTool for Gated {
     type Args = GatedArgs;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::for_args::<GatedArgs>("gated", "Waits for the test.")
+        ToolSpec::for_args::<GatedArgs>("gated", "Waits for the test.").build()
     }
 
     async fn run(&self, _ctx: &ToolContext, _args: GatedArgs) -> ToolResult {
@@ -473,7 +474,7 @@ impl TypedTool for MyRead {
     type Args = MyReadArgs;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::for_args::<MyReadArgs>("read", "Mine.")
+        ToolSpec::for_args::<MyReadArgs>("read", "Mine.").build()
     }
 
     async fn run(&self, _ctx: &ToolContext, _args: MyReadArgs) -> ToolResult {

@@ -61,7 +61,8 @@ impl Probe {
     pub fn new(marker_dir: Option<PathBuf>) -> Self {
         Self {
             spec: ToolSpec::for_args::<ProbeArgs>("probe", "A conformance probe.")
-                .concurrency_note("as its arguments say"),
+                .concurrency_note("as its arguments say")
+                .build(),
             marker_dir,
         }
     }
@@ -71,7 +72,8 @@ impl Probe {
         Self {
             spec: ToolSpec::for_args::<ProbeArgs>("probe_idem", "An idempotent conformance probe.")
                 .idempotent()
-                .concurrency_note("as its arguments say"),
+                .concurrency_note("as its arguments say")
+                .build(),
             marker_dir,
         }
     }

@@ -88,13 +88,14 @@ impl Tool for Write {
 async fn plan_mode_stays_on_after_a_rejected_plan_and_ends_on_an_approved_one() {
     let switch = PlanModeSwitch::new();
     let plan = PlanMode::new(switch.clone());
-    let write = Write(toolrail_tools_core::ToolSpec::new(
-        "write",
-        "writes",
-        json!({"type": "object"}),
-    ));
+    let write = Write(
+        toolrail_tools_core::ToolSpec::builder("write", "writes", json!({"type": "object"}))
+            .build(),
+    );
     let read_only = Write(
-        toolrail_tools_core::ToolSpec::new("read", "reads", json!({"type": "object"})).read_only(),
+        toolrail_tools_core::ToolSpec::builder("read", "reads", json!({"type": "object"}))
+            .read_only()
+            .build(),
     );
     let s = setup(vec![
         Arc::new(plan.exit_tool()),
@@ -214,11 +215,10 @@ impl PreExecuteHook for AskAll {
 #[tokio::test(flavor = "current_thread")]
 async fn two_calls_asking_in_one_batch_are_asked_in_model_order_one_at_a_time() {
     let write = |name: &str| -> Arc<dyn Tool> {
-        Arc::new(Write(toolrail_tools_core::ToolSpec::new(
-            name,
-            "writes",
-            json!({"type": "object"}),
-        )))
+        Arc::new(Write(
+            toolrail_tools_core::ToolSpec::builder(name, "writes", json!({"type": "object"}))
+                .build(),
+        ))
     };
     let s = setup(vec![write("first"), write("second")]);
     let (approvals, mut inbox) = ChannelApprovals::new(None);

@@ -28,6 +28,7 @@
 //!         ToolSpec::for_args::<WordCountArgs>("word_count", "Count the words of a text.")
 //!             .read_only()
 //!             .parallel_safe()
+//!             .build()
 //!     }
 //!
 //!     async fn run(&self, _ctx: &ToolContext, args: WordCountArgs) -> ToolResult {

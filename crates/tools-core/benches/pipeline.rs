@@ -97,7 +97,11 @@ impl ResultObserver for CountObserver {
 
 fn tools() -> ToolSet {
     let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
-    let tool = NoopTool(ToolSpec::new("noop", "does nothing", schema).read_only());
+    let tool = NoopTool(
+        ToolSpec::builder("noop", "does nothing", schema)
+            .read_only()
+            .build(),
+    );
     let (registry, _) = RegistryBuilder::new()
         .external(ToolSource::Extension("bench".into()), Arc::new(tool))
         .build()

@@ -33,7 +33,9 @@
 //!     type Args = GreetArgs;
 //!
 //!     fn spec(&self) -> ToolSpec {
-//!         ToolSpec::for_args::<GreetArgs>("greet", "Greets someone by name.").read_only()
+//!         ToolSpec::for_args::<GreetArgs>("greet", "Greets someone by name.")
+//!             .read_only()
+//!             .build()
 //!     }
 //!
 //!     async fn run(&self, _ctx: &ToolContext, args: GreetArgs) -> ToolResult {
@@ -102,7 +104,7 @@ pub use registry::{
 };
 pub use spec::{
     ClaimMode, Concurrency, Exposure, ResourceClaim, ResourceKey, SubjectField, SubjectKind,
-    ToolKind, ToolSpec,
+    ToolKind, ToolSpec, ToolSpecBuilder,
 };
 pub use tool::{
     FinalizeView, Tool, ToolCode, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool,

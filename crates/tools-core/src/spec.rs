@@ -157,7 +157,7 @@ pub struct SubjectField {
     pub kind: SubjectKind,
 }
 
-/// The definition of a tool (DESIGN §4). Built with [`ToolSpec::new`] or
+/// The definition of a tool (DESIGN §4). Built with [`ToolSpec::builder`] or
 /// [`ToolSpec::for_args`] and the chained setters; read through the getters.
 ///
 /// # Example
@@ -179,16 +179,17 @@ pub struct SubjectField {
 ///     .read_only()
 ///     .timeout(Duration::from_secs(30))
 ///     // What permission rules such as `allow fetch(https://docs.rs/*)` match.
-///     .subject("url", SubjectKind::Url);
+///     .subject("url", SubjectKind::Url)
+///     .build();
 ///
 /// // The doc comment of a field becomes its description in the input schema.
 /// let schema = spec.input_schema();
 /// assert_eq!(schema["properties"]["url"]["description"], "The address to fetch.");
 /// assert_eq!(schema["required"], json!(["url"]));
-/// assert_eq!((spec.name(), spec.tool_version()), ("fetch", "1"));
+/// assert_eq!((spec.name(), spec.version()), ("fetch", "1"));
 /// assert!(spec.is_read_only() && !spec.is_idempotent());
-/// assert_eq!(spec.default_timeout(), Some(Duration::from_secs(30)));
-/// assert_eq!(spec.subject_field().map(|subject| subject.kind), Some(SubjectKind::Url));
+/// assert_eq!(spec.timeout(), Some(Duration::from_secs(30)));
+/// assert_eq!(spec.subject().map(|subject| subject.kind), Some(SubjectKind::Url));
 /// ```
 #[derive(Clone, Debug)]
 pub struct ToolSpec {
@@ -214,118 +215,77 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     /// A tool of kind `other`, version `1`, not read-only, not idempotent, no timeout,
-    /// offered directly, with the given input schema.
-    pub fn new(
+    /// offered directly, with the given input schema: a builder, finished by
+    /// [`ToolSpecBuilder::build`].
+    pub fn builder(
         name: impl Into<String>,
         description: impl Into<String>,
         input_schema: Value,
-    ) -> Self {
-        Self {
-            name: name.into(),
-            description: description.into(),
-            input_schema,
-            output_schema: None,
-            kind: ToolKind::Other,
-            version: Arc::from("1"),
-            read_only: false,
-            idempotent: false,
-            default_timeout: None,
-            exposure: Exposure::Direct,
-            max_value_bytes: None,
-            max_content_text_bytes: None,
-            subject: None,
-            always_ask: None,
-            concurrency_note: None,
-            declared: None,
+    ) -> ToolSpecBuilder {
+        ToolSpecBuilder {
+            spec: Self {
+                name: name.into(),
+                description: description.into(),
+                input_schema,
+                output_schema: None,
+                kind: ToolKind::Other,
+                version: Arc::from("1"),
+                read_only: false,
+                idempotent: false,
+                default_timeout: None,
+                exposure: Exposure::Direct,
+                max_value_bytes: None,
+                max_content_text_bytes: None,
+                subject: None,
+                always_ask: None,
+                concurrency_note: None,
+                declared: None,
+            },
         }
     }
 
-    /// Like [`ToolSpec::new`], with the input schema derived from the argument type
+    /// Like [`ToolSpec::builder`], with the input schema derived from the argument type
     /// (doc comments become descriptions).
     pub fn for_args<A: JsonSchema>(
         name: impl Into<String>,
         description: impl Into<String>,
-    ) -> Self {
+    ) -> ToolSpecBuilder {
         let schema = schemars::schema_for!(A);
-        Self::new(name, description, schema.to_value())
+        Self::builder(name, description, schema.to_value())
     }
 
-    /// Sets the kind.
-    pub fn kind(mut self, kind: ToolKind) -> Self {
-        self.kind = kind;
-        self
+    /// This spec as a builder again, to derive another from it.
+    pub fn into_builder(self) -> ToolSpecBuilder {
+        ToolSpecBuilder { spec: self }
     }
 
-    /// Sets the version recorded with every call.
-    pub fn version(mut self, version: impl Into<String>) -> Self {
-        self.version = Arc::from(version.into());
-        self
-    }
-
-    /// Marks the tool read-only: it does not change the world (what the user permits).
-    pub fn read_only(mut self) -> Self {
-        self.read_only = true;
-        self
-    }
-
-    /// Marks the tool idempotent: running it twice has the effect of running it once.
-    pub fn idempotent(mut self) -> Self {
-        self.idempotent = true;
-        self
-    }
-
-    /// Sets the default deadline of a call.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.default_timeout = Some(timeout);
-        self
-    }
-
-    /// Sets how the tool is offered.
-    pub fn exposure(mut self, exposure: Exposure) -> Self {
-        self.exposure = exposure;
-        self
-    }
-
-    /// Sets the schema every successful value must satisfy.
-    pub fn output_schema(mut self, schema: Value) -> Self {
-        self.output_schema = Some(schema);
-        self
-    }
-
-    /// Caps the serialized size of the value (the pipeline's cap applies otherwise).
-    pub fn max_value_bytes(mut self, bytes: usize) -> Self {
-        self.max_value_bytes = Some(bytes);
-        self
-    }
-
-    /// Lowers the cap on the text this tool's results show the model (the pipeline's
-    /// `max_content_text_bytes`; a larger value than the pipeline's changes nothing).
-    pub fn max_content_text_bytes(mut self, bytes: usize) -> Self {
-        self.max_content_text_bytes = Some(bytes);
-        self
-    }
-
+    /// The name the model calls it by.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// What the model reads about it.
     pub fn description(&self) -> &str {
         &self.description
     }
 
+    /// The JSON Schema its arguments must satisfy.
     pub fn input_schema(&self) -> &Value {
         &self.input_schema
     }
 
-    pub fn output_schema_value(&self) -> Option<&Value> {
+    /// The schema every successful value must satisfy, if any.
+    pub fn output_schema(&self) -> Option<&Value> {
         self.output_schema.as_ref()
     }
 
-    pub fn tool_kind(&self) -> ToolKind {
+    /// Its kind (what presets judge it by).
+    pub fn kind(&self) -> ToolKind {
         self.kind
     }
 
-    pub fn tool_version(&self) -> &str {
+    /// The version recorded with every call.
+    pub fn version(&self) -> &str {
         &self.version
     }
 
@@ -334,35 +294,130 @@ impl ToolSpec {
         &self.version
     }
 
+    /// It does not change the world.
     pub fn is_read_only(&self) -> bool {
         self.read_only
     }
 
+    /// Running a call twice has the effect of running it once.
     pub fn is_idempotent(&self) -> bool {
         self.idempotent
     }
 
-    pub fn default_timeout(&self) -> Option<Duration> {
+    /// The default deadline of a call, if any.
+    pub fn timeout(&self) -> Option<Duration> {
         self.default_timeout
     }
 
-    pub fn tool_exposure(&self) -> Exposure {
+    /// How it is offered (directly, or deferred behind `tool_search`).
+    pub fn exposure(&self) -> Exposure {
         self.exposure
     }
 
-    pub fn value_byte_cap(&self) -> Option<usize> {
+    /// Its cap on a value's serialized size, if it set one.
+    pub fn max_value_bytes(&self) -> Option<usize> {
         self.max_value_bytes
     }
 
     /// The tool's own cap on its results' model-facing text, if it lowered the pipeline's.
-    pub fn content_text_cap(&self) -> Option<usize> {
+    pub fn max_content_text_bytes(&self) -> Option<usize> {
         self.max_content_text_bytes
+    }
+
+    /// What [`ToolSpecBuilder::concurrency_note`] said, or what a declaration says.
+    pub fn concurrency_summary(&self) -> Option<&str> {
+        self.concurrency_note.as_deref().or(match &self.declared {
+            Some(Concurrency::Shared(claims)) if claims.is_empty() => Some("shared"),
+            Some(Concurrency::Shared(_)) => Some("shared, with the claims it declares"),
+            Some(Concurrency::Exclusive) | None => None,
+        })
+    }
+
+    /// What [`ToolSpecBuilder::parallel_safe`] or [`ToolSpecBuilder::parallel_with`] declared, if
+    /// anything.
+    pub fn declared_concurrency(&self) -> Option<&Concurrency> {
+        self.declared.as_ref()
+    }
+
+    /// Why every call asks, for a tool that always asks.
+    pub fn always_ask(&self) -> Option<&str> {
+        self.always_ask.as_deref()
+    }
+
+    /// The declared subject argument, if any.
+    pub fn subject(&self) -> Option<&SubjectField> {
+        self.subject.as_ref()
+    }
+}
+
+/// A [`ToolSpec`] being made: [`ToolSpec::builder`] or [`ToolSpec::for_args`], the setters
+/// below, then [`ToolSpecBuilder::build`] (or `.into()` where a `ToolSpec` is expected).
+#[derive(Clone, Debug)]
+#[must_use = "a spec builder does nothing until it is built"]
+pub struct ToolSpecBuilder {
+    spec: ToolSpec,
+}
+
+impl ToolSpecBuilder {
+    /// Sets the kind.
+    pub fn kind(mut self, kind: ToolKind) -> Self {
+        self.spec.kind = kind;
+        self
+    }
+
+    /// Sets the version recorded with every call.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.spec.version = Arc::from(version.into());
+        self
+    }
+
+    /// Marks the tool read-only: it does not change the world (what the user permits).
+    pub fn read_only(mut self) -> Self {
+        self.spec.read_only = true;
+        self
+    }
+
+    /// Marks the tool idempotent: running it twice has the effect of running it once.
+    pub fn idempotent(mut self) -> Self {
+        self.spec.idempotent = true;
+        self
+    }
+
+    /// Sets the default deadline of a call.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.spec.default_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets how the tool is offered.
+    pub fn exposure(mut self, exposure: Exposure) -> Self {
+        self.spec.exposure = exposure;
+        self
+    }
+
+    /// Sets the schema every successful value must satisfy.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.spec.output_schema = Some(schema);
+        self
+    }
+
+    /// Caps the serialized size of the value (the pipeline's cap applies otherwise).
+    pub fn max_value_bytes(mut self, bytes: usize) -> Self {
+        self.spec.max_value_bytes = Some(bytes);
+        self
+    }
+
+    /// Lowers the cap on the text this tool's results show the model (the pipeline's
+    /// `max_content_text_bytes`; a larger value than the pipeline's changes nothing).
+    pub fn max_content_text_bytes(mut self, bytes: usize) -> Self {
+        self.spec.max_content_text_bytes = Some(bytes);
+        self
     }
 
     /// Declares the string argument `field` as the tool's subject, which permission rules
     /// and guards match on (`bash(git status*)`, `write(src/**)`).
     pub fn subject(mut self, field: impl Into<String>, kind: SubjectKind) -> Self {
-        self.subject = Some(SubjectField {
+        self.spec.subject = Some(SubjectField {
             field: field.into(),
             kind,
         });
@@ -373,30 +428,21 @@ impl ToolSpec {
     /// session approval covers it (leaving plan mode is the person's decision each time).
     /// With no approval service the call does not run.
     pub fn always_ask(mut self, reason: impl Into<String>) -> Self {
-        self.always_ask = Some(reason.into());
+        self.spec.always_ask = Some(reason.into());
         self
     }
 
     /// Says in words what `concurrency` decides for this tool's calls (`shared: a read claim
     /// on the path`), for tool lists and documentation; the scheduler never reads it.
     pub fn concurrency_note(mut self, note: impl Into<String>) -> Self {
-        self.concurrency_note = Some(note.into());
+        self.spec.concurrency_note = Some(note.into());
         self
-    }
-
-    /// What [`ToolSpec::concurrency_note`] said, or what a declaration says.
-    pub fn concurrency_summary(&self) -> Option<&str> {
-        self.concurrency_note.as_deref().or(match &self.declared {
-            Some(Concurrency::Shared(claims)) if claims.is_empty() => Some("shared"),
-            Some(Concurrency::Shared(_)) => Some("shared, with the claims it declares"),
-            Some(Concurrency::Exclusive) | None => None,
-        })
     }
 
     /// Every call of this tool may run beside other calls that allow it, claiming nothing:
     /// the one builder call for a tool whose calls never conflict with anything (a pure
     /// computation, a lookup). Whether the user lets it run without asking is another
-    /// fact: see [`ToolSpec::read_only`].
+    /// fact: see [`ToolSpecBuilder::read_only`].
     ///
     /// A declaration is used for every call, whatever its arguments; a tool whose answer
     /// depends on them (a read claim on the path it was given) overrides
@@ -405,13 +451,14 @@ impl ToolSpec {
     ///
     /// ```
     /// use toolrail_tools_core::{Concurrency, ToolSpec};
-    /// let spec = ToolSpec::new("now", "The time.", serde_json::json!({"type": "object"}))
-    ///     .parallel_safe();
+    /// let spec = ToolSpec::builder("now", "The time.", serde_json::json!({"type": "object"}))
+    ///     .parallel_safe()
+    ///     .build();
     /// assert_eq!(spec.declared_concurrency(), Some(&Concurrency::shared()));
     /// assert!(!spec.is_read_only(), "what may overlap and what is permitted stay apart");
     /// ```
     pub fn parallel_safe(mut self) -> Self {
-        self.declared = Some(Concurrency::shared());
+        self.spec.declared = Some(Concurrency::shared());
         self
     }
 
@@ -422,29 +469,25 @@ impl ToolSpec {
     /// ```
     /// use toolrail_tools_core::{Concurrency, ResourceClaim, ResourceKey, ToolSpec};
     /// let db = ResourceClaim::write(ResourceKey::Custom("orders-db".into()));
-    /// let spec = ToolSpec::new("add_order", "Add an order.", serde_json::json!({"type": "object"}))
-    ///     .parallel_with([db.clone()]);
+    /// let spec = ToolSpec::builder("add_order", "Add an order.", serde_json::json!({"type": "object"}))
+    ///     .parallel_with([db.clone()])
+    ///     .build();
     /// assert_eq!(spec.declared_concurrency(), Some(&Concurrency::Shared(vec![db])));
     /// ```
     pub fn parallel_with(mut self, claims: impl IntoIterator<Item = ResourceClaim>) -> Self {
-        self.declared = Some(Concurrency::Shared(claims.into_iter().collect()));
+        self.spec.declared = Some(Concurrency::Shared(claims.into_iter().collect()));
         self
     }
 
-    /// What [`ToolSpec::parallel_safe`] or [`ToolSpec::parallel_with`] declared, if
-    /// anything.
-    pub fn declared_concurrency(&self) -> Option<&Concurrency> {
-        self.declared.as_ref()
+    /// The finished spec.
+    pub fn build(self) -> ToolSpec {
+        self.spec
     }
+}
 
-    /// Why every call asks, for a tool that always asks.
-    pub fn always_ask_reason(&self) -> Option<&str> {
-        self.always_ask.as_deref()
-    }
-
-    /// The declared subject argument, if any.
-    pub fn subject_field(&self) -> Option<&SubjectField> {
-        self.subject.as_ref()
+impl From<ToolSpecBuilder> for ToolSpec {
+    fn from(builder: ToolSpecBuilder) -> Self {
+        builder.build()
     }
 }
 

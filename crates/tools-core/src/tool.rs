@@ -279,6 +279,7 @@ impl FinalizeView<'_> {
 ///         ToolSpec::for_args::<AddArgs>("add", "Add numbers.")
 ///             .read_only()
 ///             .parallel_safe()
+///             .build()
 ///     }
 ///
 ///     async fn run(&self, _ctx: &ToolContext, args: AddArgs) -> ToolResult {

@@ -20,7 +20,7 @@ impl<'a> CallView<'a> {
     /// The call's subject: the string its tool declares as the subject argument. `None`
     /// when the tool declares none, or the argument is missing or not a string.
     pub fn subject(&self) -> Option<Subject<'a>> {
-        let declared = self.spec.subject_field()?;
+        let declared = self.spec.subject()?;
         let text = self.arguments.get(&declared.field)?.as_str()?;
         Some(Subject {
             kind: declared.kind,

@@ -134,7 +134,7 @@ async fn run(session: &Session, spec: ToolSpec, answer: Answer) -> CommittedResu
 }
 
 fn spec(name: &str) -> ToolSpec {
-    ToolSpec::new(name, "talks a lot", json!({"type": "object"}))
+    ToolSpec::builder(name, "talks a lot", json!({"type": "object"})).build()
 }
 
 /// The `tool/result` line of the session file, as stored.
@@ -291,7 +291,10 @@ async fn a_tool_may_lower_the_cap_and_json_blocks_count_as_their_text() {
     let value = json!({"rows": (0..2_000).map(|n| json!({"n": n, "name": format!("row {n}")})).collect::<Vec<_>>()});
     let committed = run(
         &session,
-        spec("rows").max_content_text_bytes(1_000),
+        spec("rows")
+            .into_builder()
+            .max_content_text_bytes(1_000)
+            .build(),
         Answer::Json(value.clone()),
     )
     .await;

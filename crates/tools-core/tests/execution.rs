@@ -62,8 +62,11 @@ async fn layers_wrap_the_body() {
 
 #[tokio::test(start_paused = true)]
 async fn a_timeout_cancels_and_commits_tool_timeout_within_the_grace() {
-    let spec = ToolSpec::new("slow", "p", object_schema()).timeout(Duration::from_secs(10));
-    let probe = Probe::with_spec(spec, Behaviour::SleepCooperative(Duration::from_secs(3600)));
+    let spec = ToolSpec::builder("slow", "p", object_schema()).timeout(Duration::from_secs(10));
+    let probe = Probe::with_spec(
+        spec.build(),
+        Behaviour::SleepCooperative(Duration::from_secs(3600)),
+    );
     let h = Harness::new(vec![probe]);
     let result = h.run(&h.pipeline().build(), "slow", "{}").await;
     assert_eq!(code(&result), Some("TOOL_TIMEOUT"));
@@ -77,8 +80,8 @@ async fn a_timeout_cancels_and_commits_tool_timeout_within_the_grace() {
 
 #[tokio::test(start_paused = true)]
 async fn an_uncooperative_body_is_abandoned_as_outcome_unknown_with_its_effects() {
-    let spec = ToolSpec::new("stuck", "p", object_schema()).timeout(Duration::from_secs(1));
-    let probe = Probe::with_spec(spec, Behaviour::EffectThenHang);
+    let spec = ToolSpec::builder("stuck", "p", object_schema()).timeout(Duration::from_secs(1));
+    let probe = Probe::with_spec(spec.build(), Behaviour::EffectThenHang);
     let h = Harness::new(vec![probe]);
     let pipeline = h
         .pipeline()
@@ -102,8 +105,11 @@ async fn an_uncooperative_body_is_abandoned_as_outcome_unknown_with_its_effects(
 
 #[tokio::test(start_paused = true)]
 async fn the_request_timeout_overrides_the_tool_default() {
-    let spec = ToolSpec::new("slow", "p", object_schema()).timeout(Duration::from_secs(3600));
-    let probe = Probe::with_spec(spec, Behaviour::SleepStubborn(Duration::from_secs(60)));
+    let spec = ToolSpec::builder("slow", "p", object_schema()).timeout(Duration::from_secs(3600));
+    let probe = Probe::with_spec(
+        spec.build(),
+        Behaviour::SleepStubborn(Duration::from_secs(60)),
+    );
     let h = Harness::new(vec![probe]);
     let pipeline = h.pipeline().build();
     let request = CallRequest::new("c1", 0, "slow", "{}").with_timeout(Duration::from_secs(5));
@@ -210,7 +216,9 @@ async fn typed_tools_receive_their_arguments_deserialized() {
     impl TypedTool for Greet {
         type Args = GreetArgs;
         fn spec(&self) -> ToolSpec {
-            ToolSpec::for_args::<GreetArgs>("greet", "Greets someone").read_only()
+            ToolSpec::for_args::<GreetArgs>("greet", "Greets someone")
+                .read_only()
+                .build()
         }
         fn concurrency(&self, _args: &GreetArgs) -> Concurrency {
             Concurrency::shared()
@@ -277,7 +285,9 @@ impl toolrail_tools_core::PreExecuteHook for EagerPanicHook {
 
 #[tokio::test]
 async fn panics_before_a_future_exists_are_caught_too() {
-    let tool = Arc::new(PanicsEagerly(ToolSpec::new("eager", "e", object_schema())));
+    let tool = Arc::new(PanicsEagerly(
+        ToolSpec::builder("eager", "e", object_schema()).build(),
+    ));
     let probe = Probe::new("probe", Behaviour::Succeed);
     let h = Harness::new(vec![tool, probe.clone()]);
     let result = h.run(&h.pipeline().build(), "eager", "{}").await;
@@ -305,7 +315,9 @@ impl Blocking {
         release: Option<std::sync::mpsc::Receiver<()>>,
     ) -> Arc<Self> {
         Arc::new(Self {
-            spec: ToolSpec::new("blocking", "b", object_schema()).timeout(timeout),
+            spec: ToolSpec::builder("blocking", "b", object_schema())
+                .timeout(timeout)
+                .build(),
             block,
             release: parking_lot::Mutex::new(release),
             finished: std::sync::atomic::AtomicBool::new(false),
@@ -426,7 +438,7 @@ async fn a_tool_s_code_is_recorded_as_it_gave_it() {
         ),
     ] {
         let tool = Arc::new(Failing(
-            ToolSpec::new("failing", "f", object_schema()),
+            ToolSpec::builder("failing", "f", object_schema()).build(),
             given,
         ));
         let h = Harness::new(vec![tool]);
@@ -489,11 +501,9 @@ impl Tool for Observer {
 
 #[tokio::test]
 async fn a_tool_records_its_own_facts_between_its_start_and_its_result() {
-    let h = Harness::new(vec![Arc::new(Observer(ToolSpec::new(
-        "observer",
-        "f",
-        object_schema(),
-    )))]);
+    let h = Harness::new(vec![Arc::new(Observer(
+        ToolSpec::builder("observer", "f", object_schema()).build(),
+    ))]);
     let result = h.run(&h.pipeline().build(), "observer", "{}").await;
     assert_eq!(text(result.record()), "seen");
     assert_eq!(

@@ -612,9 +612,9 @@ async fn a_tool_that_always_asks_asks_even_when_every_hook_allows() {
             Some("APPROVAL_REJECTED"),
         ),
     ] {
-        let spec = ToolSpec::new("leave", "leaves a mode", json!({"type": "object"}))
+        let spec = ToolSpec::builder("leave", "leaves a mode", json!({"type": "object"}))
             .always_ask("leaving the mode is the user's call");
-        let probe = Probe::with_spec(spec, Behaviour::Succeed);
+        let probe = Probe::with_spec(spec.build(), Behaviour::Succeed);
         let h = Harness::new(vec![probe.clone()]);
         let approver = FixedApprover::new(Some(answer));
         let pipeline = h
@@ -637,8 +637,9 @@ async fn a_tool_that_always_asks_asks_even_when_every_hook_allows() {
         );
     }
     // With no one to ask, it does not run.
-    let spec = ToolSpec::new("leave", "leaves a mode", json!({"type": "object"})).always_ask("?");
-    let probe = Probe::with_spec(spec, Behaviour::Succeed);
+    let spec =
+        ToolSpec::builder("leave", "leaves a mode", json!({"type": "object"})).always_ask("?");
+    let probe = Probe::with_spec(spec.build(), Behaviour::Succeed);
     let h = Harness::new(vec![probe.clone()]);
     let result = h.run(&h.pipeline().build(), "leave", "{}").await;
     assert_eq!(code(&result), Some("APPROVAL_UNAVAILABLE"));
@@ -647,8 +648,9 @@ async fn a_tool_that_always_asks_asks_even_when_every_hook_allows() {
 
 #[tokio::test]
 async fn a_session_answer_where_no_key_was_offered_is_logged_as_once() {
-    let spec = ToolSpec::new("leave", "leaves a mode", json!({"type": "object"})).always_ask("?");
-    let probe = Probe::with_spec(spec, Behaviour::Succeed);
+    let spec =
+        ToolSpec::builder("leave", "leaves a mode", json!({"type": "object"})).always_ask("?");
+    let probe = Probe::with_spec(spec.build(), Behaviour::Succeed);
     let h = Harness::new(vec![probe.clone()]);
     let approver = FixedApprover::new(Some(ApprovalAnswer::AllowedForSession {
         key: "leave".into(),
@@ -698,7 +700,7 @@ impl Tool for Widening {
 async fn a_call_that_must_ask_asks_even_when_rules_allow_and_its_body_sees_the_grant() {
     let grants = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let tool: Arc<dyn Tool> = Arc::new(Widening {
-        spec: ToolSpec::new("widen", "widens", json!({"type": "object"})),
+        spec: ToolSpec::builder("widen", "widens", json!({"type": "object"})).build(),
         grants: Arc::clone(&grants),
     });
     let h = Harness::new(vec![tool]);

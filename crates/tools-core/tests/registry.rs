@@ -162,7 +162,7 @@ fn invalid_names_and_schemas_are_configuration_errors_for_trusted_tools() {
         }
     );
     let bad_schema = Probe::with_spec(
-        ToolSpec::new("bad", "b", serde_json::json!({"type": "no-such-type"})),
+        ToolSpec::builder("bad", "b", serde_json::json!({"type": "no-such-type"})).build(),
         Behaviour::Succeed,
     );
     let error = RegistryBuilder::new()
@@ -230,7 +230,7 @@ fn snapshots_are_immutable_and_sources_can_leave() {
 #[test]
 fn a_tool_the_builder_defers_waits_for_loading_whatever_its_spec_says() {
     let direct = Probe::with_spec(
-        ToolSpec::new("deploy", "d", object_schema()),
+        ToolSpec::builder("deploy", "d", object_schema()).build(),
         Behaviour::Succeed,
     );
     let (registry, _) = RegistryBuilder::new()
@@ -246,7 +246,7 @@ fn a_tool_the_builder_defers_waits_for_loading_whatever_its_spec_says() {
     );
     let catalog = registry.deferred_catalog();
     assert_eq!(catalog.len(), 1);
-    assert_eq!(catalog[0].spec().tool_exposure(), Exposure::Deferred);
+    assert_eq!(catalog[0].spec().exposure(), Exposure::Deferred);
     registry.load_deferred(&["deploy"]);
     assert!(
         registry
@@ -259,11 +259,15 @@ fn a_tool_the_builder_defers_waits_for_loading_whatever_its_spec_says() {
 #[test]
 fn deferred_tools_join_after_loading_and_hidden_tools_are_host_only() {
     let deferred = Probe::with_spec(
-        ToolSpec::new("deploy", "d", object_schema()).exposure(Exposure::Deferred),
+        ToolSpec::builder("deploy", "d", object_schema())
+            .exposure(Exposure::Deferred)
+            .build(),
         Behaviour::Succeed,
     );
     let hidden = Probe::with_spec(
-        ToolSpec::new("internal", "i", object_schema()).exposure(Exposure::Hidden),
+        ToolSpec::builder("internal", "i", object_schema())
+            .exposure(Exposure::Hidden)
+            .build(),
         Behaviour::Succeed,
     );
     let (registry, _) = RegistryBuilder::new()
@@ -438,11 +442,15 @@ fn run_time_registration_follows_the_same_rules_and_an_override_can_be_undone() 
 #[test]
 fn a_scope_loads_deferred_tools_for_itself_only() {
     let deferred = Probe::with_spec(
-        ToolSpec::new("deploy", "d", object_schema()).exposure(Exposure::Deferred),
+        ToolSpec::builder("deploy", "d", object_schema())
+            .exposure(Exposure::Deferred)
+            .build(),
         Behaviour::Succeed,
     );
     let own_deferred = Probe::with_spec(
-        ToolSpec::new("rollback", "r", object_schema()).exposure(Exposure::Deferred),
+        ToolSpec::builder("rollback", "r", object_schema())
+            .exposure(Exposure::Deferred)
+            .build(),
         Behaviour::Succeed,
     );
     let (registry, _) = RegistryBuilder::new()
@@ -474,7 +482,7 @@ fn a_scope_loads_deferred_tools_for_itself_only() {
 async fn in_code_mode_the_model_sees_run_code_alone_and_programs_see_the_rest() {
     use toolrail_tools_core::{BatchControl, CallRequest, Pipeline};
     let run_code = Probe::with_spec(
-        ToolSpec::new("run_code", "runs a program", object_schema()),
+        ToolSpec::builder("run_code", "runs a program", object_schema()).build(),
         Behaviour::Succeed,
     );
     let (registry, _) = RegistryBuilder::new()

@@ -14,9 +14,9 @@ use support::*;
 
 #[tokio::test]
 async fn a_value_that_breaks_the_output_schema_is_invalid_tool_output() {
-    let spec = ToolSpec::new("probe", "p", object_schema())
+    let spec = ToolSpec::builder("probe", "p", object_schema())
         .output_schema(json!({"type": "object", "required": ["count"], "properties": {"count": {"type": "integer"}}}));
-    let probe = Probe::with_spec(spec, Behaviour::Value(json!({"count": "three"})));
+    let probe = Probe::with_spec(spec.build(), Behaviour::Value(json!({"count": "three"})));
     let h = Harness::new(vec![probe.clone()]);
     let result = h.run(&h.pipeline().build(), "probe", "{}").await;
     assert_eq!(code(&result), Some("INVALID_TOOL_OUTPUT"));
@@ -34,8 +34,11 @@ async fn a_value_that_breaks_the_output_schema_is_invalid_tool_output() {
 
 #[tokio::test]
 async fn a_value_over_the_byte_cap_is_invalid_tool_output() {
-    let spec = ToolSpec::new("probe", "p", object_schema()).max_value_bytes(64);
-    let probe = Probe::with_spec(spec, Behaviour::Value(json!({"blob": "x".repeat(100)})));
+    let spec = ToolSpec::builder("probe", "p", object_schema()).max_value_bytes(64);
+    let probe = Probe::with_spec(
+        spec.build(),
+        Behaviour::Value(json!({"blob": "x".repeat(100)})),
+    );
     let h = Harness::new(vec![probe]);
     let result = h.run(&h.pipeline().build(), "probe", "{}").await;
     assert_eq!(code(&result), Some("INVALID_TOOL_OUTPUT"));
@@ -50,10 +53,10 @@ async fn a_value_over_the_byte_cap_is_invalid_tool_output() {
 async fn finalize_runs_once_on_every_outcome() {
     // success, refusal at parse, policy deny, body failure, invalid output.
     let spec =
-        ToolSpec::new("strict", "p", object_schema()).output_schema(json!({"type": "string"}));
+        ToolSpec::builder("strict", "p", object_schema()).output_schema(json!({"type": "string"}));
     let ok = Probe::new("ok", Behaviour::Succeed);
     let failing = Probe::new("failing", Behaviour::Fail("x".into()));
-    let strict = Probe::with_spec(spec, Behaviour::Value(json!(1)));
+    let strict = Probe::with_spec(spec.build(), Behaviour::Value(json!(1)));
     let denied = Probe::new("denied", Behaviour::Succeed);
     let h = Harness::new(vec![
         ok.clone(),
@@ -127,8 +130,8 @@ async fn post_hooks_change_what_the_model_sees_but_never_the_effects() {
 #[tokio::test]
 async fn post_hooks_replace_content_and_value_with_revalidation() {
     let spec =
-        ToolSpec::new("probe", "p", object_schema()).output_schema(json!({"type": "object"}));
-    let probe = Probe::with_spec(spec, Behaviour::Succeed);
+        ToolSpec::builder("probe", "p", object_schema()).output_schema(json!({"type": "object"}));
+    let probe = Probe::with_spec(spec.build(), Behaviour::Succeed);
     let h = Harness::new(vec![probe]);
     let pipeline = h
         .pipeline()
@@ -199,8 +202,8 @@ async fn observer_errors_and_panics_are_isolated() {
 #[tokio::test]
 async fn a_declared_output_schema_requires_a_value() {
     let spec =
-        ToolSpec::new("probe", "p", object_schema()).output_schema(json!({"type": "object"}));
-    let h = Harness::new(vec![Probe::with_spec(spec, Behaviour::TextOnly)]);
+        ToolSpec::builder("probe", "p", object_schema()).output_schema(json!({"type": "object"}));
+    let h = Harness::new(vec![Probe::with_spec(spec.build(), Behaviour::TextOnly)]);
     let result = h.run(&h.pipeline().build(), "probe", "{}").await;
     assert_eq!(code(&result), Some("INVALID_TOOL_OUTPUT"));
     assert!(text(result.record()).contains("declares an output schema but returned no value"));
@@ -288,7 +291,9 @@ async fn starts_of_calls_that_may_act_and_every_commit_are_durable() {
     use toolrail_session_log::AppendUrgency::{Buffered, Durable};
     let writer = Probe::new("writer", Behaviour::Succeed);
     let reader = Probe::with_spec(
-        ToolSpec::new("reader", "r", object_schema()).read_only(),
+        ToolSpec::builder("reader", "r", object_schema())
+            .read_only()
+            .build(),
         Behaviour::Succeed,
     );
     let h = Harness::new(vec![writer, reader]);
@@ -325,11 +330,15 @@ async fn starts_of_calls_that_may_act_and_every_commit_are_durable() {
 #[tokio::test(start_paused = true)]
 async fn finalize_also_runs_on_refusals_and_interrupted_calls() {
     let timed = Probe::with_spec(
-        ToolSpec::new("timed", "t", object_schema()).timeout(Duration::from_secs(1)),
+        ToolSpec::builder("timed", "t", object_schema())
+            .timeout(Duration::from_secs(1))
+            .build(),
         Behaviour::SleepCooperative(Duration::from_secs(60)),
     );
     let stuck = Probe::with_spec(
-        ToolSpec::new("stuck", "s", object_schema()).timeout(Duration::from_secs(1)),
+        ToolSpec::builder("stuck", "s", object_schema())
+            .timeout(Duration::from_secs(1))
+            .build(),
         Behaviour::EffectThenHang,
     );
     let asked = Probe::new("asked", Behaviour::Succeed);

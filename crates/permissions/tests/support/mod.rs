@@ -83,14 +83,14 @@ pub fn spec_of(name: &str) -> ToolSpec {
         .find(|(known, ..)| *known == name)
         .copied()
         .unwrap_or_else(|| panic!("no shipped tool `{name}`"));
-    let mut spec = ToolSpec::new(name, "test tool", json!({"type": "object"})).kind(kind);
+    let mut spec = ToolSpec::builder(name, "test tool", json!({"type": "object"})).kind(kind);
     if let Some((field, kind)) = subject {
         spec = spec.subject(field, kind);
     }
     if read_only {
         spec = spec.read_only();
     }
-    spec
+    spec.build()
 }
 
 /// Decides one call outside any pipeline.

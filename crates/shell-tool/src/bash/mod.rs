@@ -158,7 +158,7 @@ impl BashTool {
         }
         let read_only = globs.build().ok().filter(|set| !set.is_empty());
         Self {
-            spec,
+            spec: spec.build(),
             config,
             read_only,
             tier_usable: TierCheck::new(),

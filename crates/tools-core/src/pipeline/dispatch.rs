@@ -94,7 +94,7 @@ impl Pipeline {
         let spec = entry.spec();
         let timeout = core
             .timeout
-            .or_else(|| spec.default_timeout())
+            .or_else(|| spec.timeout())
             .or(self.config.default_timeout);
 
         // Stage 6: the start is a fact before the body may act; durable for calls that may

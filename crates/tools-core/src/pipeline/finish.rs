@@ -192,7 +192,7 @@ impl Pipeline {
         let cap = core
             .entry
             .as_ref()
-            .and_then(|entry| entry.spec().content_text_cap())
+            .and_then(|entry| entry.spec().max_content_text_bytes())
             .map_or(pipeline_cap, |own| own.min(pipeline_cap));
         let elided = candidate.cap_content(cap);
 
@@ -332,7 +332,9 @@ impl Pipeline {
                 None => Ok(()),
             };
         };
-        let cap = spec.value_byte_cap().unwrap_or(self.config.max_value_bytes);
+        let cap = spec
+            .max_value_bytes()
+            .unwrap_or(self.config.max_value_bytes);
         let size = toolrail_session_log::json_len(value);
         if size > cap {
             return Err(invalid(format!(

@@ -228,7 +228,7 @@ impl Pipeline {
                 };
                 let request = ApprovalRequest {
                     identity: core.identity.as_ref().clone(),
-                    tool_kind: entry.spec().tool_kind().as_str(),
+                    tool_kind: entry.spec().kind().as_str(),
                     subject: core
                         .view(entry)
                         .subject()
@@ -303,7 +303,7 @@ fn must_ask(core: &CallCore, entry: &ToolEntry, hooks_ask: Option<Ask>) -> Optio
             "the tool could not say whether this call needs approval ({panic})"
         ))
     });
-    let must = match (entry.spec().always_ask_reason(), this_call) {
+    let must = match (entry.spec().always_ask(), this_call) {
         (Some(always), Some(this_call)) => Some(format!("{always}; {this_call}")),
         (Some(always), None) => Some(always.to_owned()),
         (None, this_call) => this_call,

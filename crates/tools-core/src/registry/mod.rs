@@ -269,7 +269,7 @@ fn compile(tool: Arc<dyn Tool>, source: ToolSource) -> Result<ToolEntry, Registr
     let input: Validator = jsonschema::validator_for(spec.input_schema())
         .map_err(|error| schema_error("input", error.to_string()))?;
     let output = spec
-        .output_schema_value()
+        .output_schema()
         .map(jsonschema::validator_for)
         .transpose()
         .map_err(|error| schema_error("output", error.to_string()))?;
@@ -411,7 +411,7 @@ impl Registry {
             let mut loaded = Vec::new();
             for name in names {
                 let deferred = state.tools.get(*name).is_some_and(|entry| {
-                    entry.spec().tool_exposure() == crate::spec::Exposure::Deferred
+                    entry.spec().exposure() == crate::spec::Exposure::Deferred
                 });
                 if deferred && state.loaded.insert((*name).to_owned()) {
                     loaded.push((*name).to_owned());
@@ -430,7 +430,7 @@ impl Registry {
             .tools
             .values()
             .filter(|entry| {
-                entry.spec().tool_exposure() == crate::spec::Exposure::Deferred
+                entry.spec().exposure() == crate::spec::Exposure::Deferred
                     && !shared.state.loaded.contains(entry.name())
             })
             .cloned()

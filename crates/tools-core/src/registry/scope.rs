@@ -217,7 +217,7 @@ impl ToolScope {
         let deferred: BTreeSet<String> = self
             .entries()
             .into_iter()
-            .filter(|entry| entry.spec().tool_exposure() == Exposure::Deferred)
+            .filter(|entry| entry.spec().exposure() == Exposure::Deferred)
             .map(|entry| entry.name().to_owned())
             .collect();
         let mut loaded = self.loaded.write();

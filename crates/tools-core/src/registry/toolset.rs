@@ -40,7 +40,14 @@ impl ToolEntry {
 
     /// The same tool, offered as `exposure` says whatever its own spec says.
     pub(crate) fn exposed(mut self, exposure: Exposure) -> Self {
-        self.offered_spec = Some(self.tool.spec().clone().exposure(exposure));
+        self.offered_spec = Some(
+            self.tool
+                .spec()
+                .clone()
+                .into_builder()
+                .exposure(exposure)
+                .build(),
+        );
         self
     }
 
@@ -76,7 +83,7 @@ impl ToolEntry {
         ToolManifestEntry {
             name: spec.name().to_owned(),
             source: self.source.clone(),
-            version: spec.tool_version().to_owned(),
+            version: spec.version().to_owned(),
             read_only: spec.is_read_only(),
             idempotent: spec.is_idempotent(),
         }
@@ -128,7 +135,7 @@ impl ToolSet {
         let mut hidden = BTreeMap::new();
         for entry in entries {
             let name = entry.name().to_owned();
-            match entry.spec().tool_exposure() {
+            match entry.spec().exposure() {
                 Exposure::Direct => {
                     offered.insert(name, Arc::clone(entry));
                 }

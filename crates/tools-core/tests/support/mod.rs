@@ -59,7 +59,7 @@ pub fn object_schema() -> Value {
 impl Probe {
     pub fn new(name: &str, behaviour: Behaviour) -> Arc<Self> {
         Self::with_spec(
-            ToolSpec::new(name, format!("probe {name}"), object_schema()),
+            ToolSpec::builder(name, format!("probe {name}"), object_schema()).build(),
             behaviour,
         )
     }
