@@ -25,4 +25,4 @@ pub mod workspace;
 /// formatted there, so rustfmt must not also format it as part of xtask.
 #[rustfmt::skip]
 #[path = "../../crates/tools-core/src/stages.rs"]
-mod stages;
+pub mod stages;

@@ -21,12 +21,12 @@ use crate::session::{session_title, write_page};
 use crate::{bad_input, runtime};
 
 #[derive(clap::Args)]
-pub struct ChatArgs {
+pub(crate) struct ChatArgs {
     #[command(flatten)]
     flags: AgentFlags,
 }
 
-pub fn run(args: ChatArgs) -> Result<()> {
+pub(crate) fn run(args: ChatArgs) -> Result<()> {
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let mut config = args.flags.config()?;
     let approve = args.flags.approvals(terminal, &mut config)?;
@@ -39,7 +39,7 @@ pub fn run(args: ChatArgs) -> Result<()> {
 }
 
 /// How a person's terminal is written to.
-pub fn human_mode() -> Mode {
+pub(crate) fn human_mode() -> Mode {
     let terminal = std::io::stdout().is_terminal();
     Mode::Human {
         terminal,
@@ -48,7 +48,7 @@ pub fn human_mode() -> Mode {
 }
 
 /// A session and everything its turns are shown and answered with.
-pub struct Conversation {
+pub(crate) struct Conversation {
     pub agent: Agent,
     config: SessionConfig,
     approve: ApproveWith,
@@ -69,7 +69,7 @@ enum ApproveWith {
 
 impl Conversation {
     /// A new session (`resume`: `None`), or session `resume` of `store` reopened.
-    pub async fn start(
+    pub(crate) async fn start(
         config: SessionConfig,
         approve: Approve,
         console: Console,
@@ -97,7 +97,7 @@ impl Conversation {
     }
 
     /// The first lines of a chat: which session, which model, how to leave.
-    pub fn greet(&mut self) {
+    pub(crate) fn greet(&mut self) {
         let model = self
             .config
             .model
@@ -123,7 +123,7 @@ impl Conversation {
     }
 
     /// One turn.
-    pub async fn turn(&mut self, prompt: String) -> TurnOutcome {
+    pub(crate) async fn turn(&mut self, prompt: String) -> TurnOutcome {
         let outcome = drive(
             &self.agent,
             prompt,
@@ -139,7 +139,7 @@ impl Conversation {
     }
 
     /// Reads lines and runs them until `/exit`, Ctrl-D or two Ctrl-C.
-    pub async fn chat(&mut self) -> Result<()> {
+    pub(crate) async fn chat(&mut self) -> Result<()> {
         let mut interrupted = false;
         loop {
             let line = self
@@ -322,7 +322,7 @@ fn builder(config: &SessionConfig, approve: &ApproveWith) -> (AgentBuilder, Opti
 }
 
 /// Token usage added up over the model's requests.
-pub fn usage_line(usage: &[Value]) -> String {
+pub(crate) fn usage_line(usage: &[Value]) -> String {
     let (input, output) = usage.iter().map(toolrail_presenters::tokens).fold(
         (0, 0),
         |(input, output), (tokens_in, tokens_out)| {

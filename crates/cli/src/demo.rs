@@ -16,7 +16,7 @@ use crate::session::{summary_of, write_page};
 use crate::{absolute_dir, bad_input, runs_dir};
 
 #[derive(clap::Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Where the session goes (default: a new folder under ~/.local/state/toolrail/runs).
     #[arg(long)]
     session_dir: Option<PathBuf>,
@@ -31,7 +31,7 @@ const PROJECT: [(&str, &str); 3] = [
     ("test_calc.py", include_str!("../demo/project/test_calc.py")),
 ];
 
-pub fn run(args: DemoArgs) -> Result<()> {
+pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let scenario =
         Scenario::from_json(SCENARIO).map_err(|error| bad_input!("the bundled demo: {error}"))?;
     let session_dir = match args.session_dir {

@@ -16,7 +16,7 @@ use toolrail_tools_core::{ApprovalAnswer, ApprovalRequest, ApprovalService, Canc
 use crate::{absolute_dir, bad_input};
 
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct AgentFlags {
+pub(crate) struct AgentFlags {
     /// The session configuration (TOML or JSON; docs/config.md). Default: `toolrail.toml`
     /// in the workspace, if there is one. The flags below override it.
     #[arg(long)]
@@ -85,26 +85,26 @@ pub struct AgentFlags {
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum ProviderArg {
+pub(crate) enum ProviderArg {
     Openai,
     Anthropic,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum SandboxArg {
+pub(crate) enum SandboxArg {
     ReadOnly,
     WorkspaceWrite,
     FullAccess,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum CodeArg {
+pub(crate) enum CodeArg {
     Js,
     Python,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ApproveArg {
+pub(crate) enum ApproveArg {
     Ask,
     Never,
     RulesOnly,
@@ -112,7 +112,7 @@ pub enum ApproveArg {
 
 impl AgentFlags {
     /// The workspace: `--workspace`, else the current folder.
-    pub fn workspace(&self) -> Result<PathBuf> {
+    pub(crate) fn workspace(&self) -> Result<PathBuf> {
         match &self.workspace {
             Some(dir) => {
                 let dir = absolute_dir("--workspace", dir)?;
@@ -127,7 +127,7 @@ impl AgentFlags {
 
     /// The configuration the flags describe, over `--config` or the workspace's
     /// `toolrail.toml`; its store defaults to the workspace's sessions folder.
-    pub fn config(&self) -> Result<SessionConfig> {
+    pub(crate) fn config(&self) -> Result<SessionConfig> {
         let workspace = self.workspace()?;
         let file = self.config.clone().or_else(|| {
             let default = workspace.join("toolrail.toml");
@@ -264,7 +264,7 @@ impl AgentFlags {
 
     /// Who answers approvals, given whether a person is at a terminal; sets what the policy
     /// must know (`rules-only` asks no one).
-    pub fn approvals(&self, terminal: bool, config: &mut SessionConfig) -> Result<Approve> {
+    pub(crate) fn approvals(&self, terminal: bool, config: &mut SessionConfig) -> Result<Approve> {
         let chosen = match (self.approve, terminal) {
             (Some(ApproveArg::Ask), false) => {
                 return Err(bad_input!(
@@ -296,7 +296,7 @@ impl AgentFlags {
 }
 
 /// How the session's approvals are answered.
-pub enum Approve {
+pub(crate) enum Approve {
     /// By the person at the terminal.
     Ask,
     /// By a service that rejects every request.
@@ -305,7 +305,7 @@ pub enum Approve {
 
 /// Rejects every request, saying why.
 #[derive(Debug)]
-pub struct Refuse {
+pub(crate) struct Refuse {
     reason: &'static str,
 }
 
@@ -322,14 +322,14 @@ impl ApprovalService for Refuse {
 }
 
 /// A preset by its name on the command line.
-pub fn preset_named(name: &str) -> Result<PresetName> {
+pub(crate) fn preset_named(name: &str) -> Result<PresetName> {
     serde_json::from_value(serde_json::Value::String(name.to_owned())).map_err(|_| {
         bad_input!("--preset {name}: use one of untrusted, workspace, never-ask, full-auto")
     })
 }
 
 /// A configuration error as the flags that set the field name it.
-pub fn flag_error(message: &str) -> String {
+pub(crate) fn flag_error(message: &str) -> String {
     message
         .replace("`model.strict`", "--strict")
         .replace("`model.api_key_env`", "--api-key-env")
@@ -340,7 +340,7 @@ pub fn flag_error(message: &str) -> String {
 }
 
 /// Reads a prompt from `--prompt` or `--prompt-file` (`-` is stdin).
-pub fn prompt_text(prompt: Option<&str>, file: Option<&Path>) -> Result<Option<String>> {
+pub(crate) fn prompt_text(prompt: Option<&str>, file: Option<&Path>) -> Result<Option<String>> {
     match (prompt, file) {
         (Some(text), None) => Ok(Some(text.to_owned())),
         (None, Some(path)) if path == Path::new("-") => {

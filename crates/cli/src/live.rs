@@ -17,7 +17,7 @@ use crate::session::render;
 
 /// How the live view prints.
 #[derive(Clone, Copy, Debug)]
-pub struct LiveStyle {
+pub(crate) struct LiveStyle {
     /// Redraw progress lines in place (a terminal).
     pub terminal: bool,
     pub colour: bool,
@@ -27,7 +27,7 @@ pub struct LiveStyle {
 
 /// Follows session `id` of `store` while `live` delivers the scheduler's events; returns
 /// every card printed, in commit order, once the session's events stop.
-pub async fn follow(
+pub(crate) async fn follow(
     mut live: UnboundedReceiver<LiveEvent>,
     store: JsonlStore,
     id: SessionId,

@@ -11,7 +11,7 @@ use toolrail_session_log::ToolSource;
 use crate::{bad_input, runtime};
 
 #[derive(clap::Args)]
-pub struct McpArgs {
+pub(crate) struct McpArgs {
     #[command(subcommand)]
     command: McpCommand,
 }
@@ -27,7 +27,7 @@ enum McpCommand {
 }
 
 /// An MCP configuration file (JSON or TOML, the `mcpServers` shape).
-pub fn read_config(config: &Path) -> Result<McpConfig> {
+pub(crate) fn read_config(config: &Path) -> Result<McpConfig> {
     let text = std::fs::read_to_string(config)
         .map_err(|error| bad_input!("cannot read {}: {error}", config.display()))?;
     let name = config.display().to_string();
@@ -60,7 +60,7 @@ impl std::fmt::Display for NotRunning {
 
 impl std::error::Error for NotRunning {}
 
-pub fn run(args: McpArgs) -> Result<()> {
+pub(crate) fn run(args: McpArgs) -> Result<()> {
     let McpCommand::List { config } = args.command;
     let parsed = read_config(&config)?;
     // The shipped tools first, so a name an MCP tool cannot have shows as taken.

@@ -15,7 +15,7 @@ use crate::bad_input;
 /// The folder a workspace's sessions are kept in: `<workspace>/.toolrail/sessions` when it
 /// can be made and written, else `$XDG_STATE_HOME/toolrail/sessions/<name>-<hash>` (default
 /// `~/.local/state/…`).
-pub fn sessions_folder(workspace: &Path) -> Result<PathBuf> {
+pub(crate) fn sessions_folder(workspace: &Path) -> Result<PathBuf> {
     let inside = inside_folder(workspace);
     if writable(&inside) {
         // The sessions are the user's records, not the project's sources.
@@ -38,7 +38,7 @@ pub fn sessions_folder(workspace: &Path) -> Result<PathBuf> {
 }
 
 /// The sessions folder of `workspace` if one was made, without making one.
-pub fn existing_sessions_folder(workspace: &Path) -> Result<Option<PathBuf>> {
+pub(crate) fn existing_sessions_folder(workspace: &Path) -> Result<Option<PathBuf>> {
     let inside = inside_folder(workspace);
     if inside.is_dir() {
         return Ok(Some(inside));
@@ -70,7 +70,7 @@ fn state_sessions_folder(workspace: &Path) -> Result<PathBuf> {
 }
 
 /// `$XDG_STATE_HOME/toolrail`, or `~/.local/state/toolrail`.
-pub fn state_folder() -> Result<PathBuf> {
+pub(crate) fn state_folder() -> Result<PathBuf> {
     let base = match std::env::var_os("XDG_STATE_HOME").filter(|value| !value.is_empty()) {
         Some(state) => PathBuf::from(state),
         None => match std::env::var_os("HOME").filter(|value| !value.is_empty()) {
@@ -97,7 +97,7 @@ fn writable(folder: &Path) -> bool {
 }
 
 /// A new session's id: when it started (UTC) and four hex digits, `20261202-085512-3fa1`.
-pub fn new_session_id() -> String {
+pub(crate) fn new_session_id() -> String {
     // `2026-12-02T08:55:12.345Z`: its digits, date and time apart.
     let now = toolrail_session_log::Timestamp::now().to_string();
     let digits: String = now.chars().take(19).filter(char::is_ascii_digit).collect();
@@ -111,13 +111,13 @@ pub fn new_session_id() -> String {
 }
 
 /// Whether `session` names a log file rather than an id in a store.
-pub fn names_a_path(session: &str, store: Option<&str>) -> bool {
+pub(crate) fn names_a_path(session: &str, store: Option<&str>) -> bool {
     store.is_none()
         && (session.ends_with(".jsonl") || session.contains('/') || Path::new(session).is_file())
 }
 
 /// A session named on the command line, and its events as read (nothing changed).
-pub struct Located {
+pub(crate) struct Located {
     pub store: Store,
     pub id: SessionId,
     pub events: Vec<toolrail_session_log::Event>,
@@ -125,7 +125,7 @@ pub struct Located {
 
 /// `session` as a path to a `.jsonl` log, or an id in `store` (default: the current
 /// folder's sessions), read once.
-pub fn locate(session: &str, store: Option<&str>) -> Result<Located> {
+pub(crate) fn locate(session: &str, store: Option<&str>) -> Result<Located> {
     if names_a_path(session, store) {
         let file = crate::session::SessionFile::at(Path::new(session))?;
         let events = file.events()?;
@@ -164,7 +164,7 @@ pub fn locate(session: &str, store: Option<&str>) -> Result<Located> {
 
 /// The store `--store` names, or the sessions kept for the current folder (which must
 /// exist: a command that only reads makes no folder).
-pub fn open_store(store: Option<&str>) -> Result<Store> {
+pub(crate) fn open_store(store: Option<&str>) -> Result<Store> {
     let url = match store {
         Some(url) => url.to_owned(),
         None => {
@@ -190,7 +190,7 @@ pub fn open_store(store: Option<&str>) -> Result<Store> {
 
 /// How to name this session to `toolrail resume`: its id, and its store when that is not
 /// the current folder's own.
-pub fn resume_hint(store: &Store, id: &SessionId) -> String {
+pub(crate) fn resume_hint(store: &Store, id: &SessionId) -> String {
     let here = std::env::current_dir()
         .ok()
         .map(|folder| format!("jsonl:{}", inside_folder(&folder).display()));

@@ -10,7 +10,7 @@ use crate::places::locate;
 use crate::runtime;
 
 #[derive(clap::Args)]
-pub struct RecoverArgs {
+pub(crate) struct RecoverArgs {
     /// The session: the path of its log (`<session>.jsonl`), or its id in a store.
     session: String,
     /// The store the session is in (default: the current folder's sessions).
@@ -21,7 +21,7 @@ pub struct RecoverArgs {
     dry_run: bool,
 }
 
-pub fn run(args: RecoverArgs) -> Result<()> {
+pub(crate) fn run(args: RecoverArgs) -> Result<()> {
     let located = locate(&args.session, args.store.as_deref())?;
     let mode = if args.dry_run {
         RecoverMode::DryRun

@@ -11,7 +11,7 @@ use toolrail_presenters::{Presenters, colour_wanted};
 use crate::session::{events_of, replay_text, session_title, summary_of, write_page};
 
 #[derive(clap::Args)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// The session: the path of its log (`<session>.jsonl`), or its id in a store.
     session: String,
     /// The store the session is in (`jsonl:DIR`, `sqlite:FILE`, `postgres://…`; default:
@@ -26,7 +26,7 @@ pub struct ReplayArgs {
     json: bool,
 }
 
-pub fn run(args: ReplayArgs) -> Result<()> {
+pub(crate) fn run(args: ReplayArgs) -> Result<()> {
     if let Some(out) = &args.html {
         crate::run::writable_target(out)?;
     }

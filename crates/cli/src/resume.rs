@@ -16,7 +16,7 @@ use crate::session::replay_text;
 use crate::{bad_input, runtime};
 
 #[derive(clap::Args)]
-pub struct ResumeArgs {
+pub(crate) struct ResumeArgs {
     /// The session: its id (`toolrail sessions` lists them) or the path of its `.jsonl` log.
     session: String,
     /// The store it is in (default: the current folder's `.toolrail/sessions`).
@@ -33,7 +33,7 @@ pub struct ResumeArgs {
     approve: Option<ApproveArg>,
 }
 
-pub fn run(args: ResumeArgs) -> Result<()> {
+pub(crate) fn run(args: ResumeArgs) -> Result<()> {
     let located = locate(&args.session, args.store.as_deref())?;
     let mut config = SessionConfig::recorded_in(&located.store, &located.id)
         .map_err(|error| bad_input!("{error}"))?;

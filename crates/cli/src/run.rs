@@ -28,7 +28,7 @@ use crate::{absolute_dir, bad_input, runs_dir, runtime};
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["scenario", "prompt", "prompt_file"])))]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The scenario file (docs/scenarios.md): a scripted session.
     #[arg(long)]
     scenario: Option<PathBuf>,
@@ -67,7 +67,7 @@ pub struct RunArgs {
     enqueue: bool,
 }
 
-pub fn run(args: RunArgs) -> Result<()> {
+pub(crate) fn run(args: RunArgs) -> Result<()> {
     if let Some(out) = &args.html {
         writable_target(out)?;
     }
@@ -211,7 +211,7 @@ fn print_report(report: &Value, pretty: bool) -> Result<()> {
 /// What `--json` reports of a session, from its log: the assistant's words, every call
 /// (id, tool, arguments as JSON, outcome, card), the usage of each model request, the
 /// summary.
-pub fn report(events: &[Event]) -> Value {
+pub(crate) fn report(events: &[Event]) -> Value {
     let records = call_records(events);
     let presenters = Presenters::new();
     let calls: Vec<Value> = records
@@ -292,7 +292,7 @@ fn scenario_error(error: ScenarioError) -> anyhow::Error {
     }
 }
 
-pub fn build_error(error: BuildError) -> anyhow::Error {
+pub(crate) fn build_error(error: BuildError) -> anyhow::Error {
     match error {
         invalid @ (BuildError::Config(_)
         | BuildError::NoModel
@@ -307,7 +307,7 @@ pub fn build_error(error: BuildError) -> anyhow::Error {
 }
 
 /// Refuses, before anything runs, an output path whose folder does not exist.
-pub fn writable_target(out: &Path) -> Result<()> {
+pub(crate) fn writable_target(out: &Path) -> Result<()> {
     let folder = match out.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
@@ -325,7 +325,7 @@ pub fn writable_target(out: &Path) -> Result<()> {
 
 /// A run's outcome: how its turns ended, how it differed from what was expected, the log's
 /// events, and the cards shown.
-pub struct Finished {
+pub(crate) struct Finished {
     pub turn_ends: Vec<toolrail_session_log::TurnEndKind>,
     pub mismatches: Vec<String>,
     /// The session log's file.
@@ -334,12 +334,12 @@ pub struct Finished {
 }
 
 /// What driving a session came to: its turns' ends, and how it differed from expectations.
-pub type Driven = (Vec<toolrail_session_log::TurnEndKind>, Vec<String>);
+pub(crate) type Driven = (Vec<toolrail_session_log::TurnEndKind>, Vec<String>);
 
 /// Drives the session `drive` makes (it is given the live view's sink; its log must be
 /// `<session_dir>/scenario.jsonl`), with the live view (quiet when `machine`), then reads
 /// its log back.
-pub fn execute<F, Fut>(session_dir: &Path, machine: bool, drive: F) -> Result<Finished>
+pub(crate) fn execute<F, Fut>(session_dir: &Path, machine: bool, drive: F) -> Result<Finished>
 where
     F: FnOnce(Live) -> Fut,
     Fut: Future<Output = Result<Driven>>,
@@ -381,7 +381,7 @@ where
 }
 
 /// Runs `scenario` in `session_dir` with `options` and the live view (see [`execute`]).
-pub fn execute_scenario(
+pub(crate) fn execute_scenario(
     scenario: &Scenario,
     session_dir: &Path,
     machine: bool,
@@ -398,7 +398,7 @@ pub fn execute_scenario(
 }
 
 /// A run that differs from its scenario's `expect` fails (exit 1), naming each difference.
-pub fn expectations_met(mismatches: &[String]) -> Result<()> {
+pub(crate) fn expectations_met(mismatches: &[String]) -> Result<()> {
     if mismatches.is_empty() {
         return Ok(());
     }

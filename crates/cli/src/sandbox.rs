@@ -8,7 +8,7 @@ use anyhow::{Result, anyhow};
 use toolrail_shell_tool::{SandboxTier, diagnose};
 
 #[derive(clap::Args)]
-pub struct SandboxArgs {
+pub(crate) struct SandboxArgs {
     /// The tier to check: `namespaces` (the default, built in) or `bubblewrap`; `all`
     /// checks both and fails only if neither is usable.
     #[arg(long, default_value = "namespaces", value_parser = ["namespaces", "bubblewrap", "all"])]
@@ -18,7 +18,7 @@ pub struct SandboxArgs {
     bwrap: PathBuf,
 }
 
-pub fn run(args: SandboxArgs) -> Result<()> {
+pub(crate) fn run(args: SandboxArgs) -> Result<()> {
     let tiers = match args.tier.as_str() {
         "bubblewrap" => vec![SandboxTier::Bubblewrap(args.bwrap)],
         "all" => vec![SandboxTier::Namespaces, SandboxTier::Bubblewrap(args.bwrap)],

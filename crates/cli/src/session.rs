@@ -13,14 +13,14 @@ use toolrail_session_store::{Durability, JsonlStore};
 use crate::bad_input;
 
 /// `<dir>/<id>.jsonl`, as a store and an id.
-pub struct SessionFile {
+pub(crate) struct SessionFile {
     pub store: JsonlStore,
     pub id: SessionId,
     pub path: PathBuf,
 }
 
 impl SessionFile {
-    pub fn at(path: &Path) -> Result<Self> {
+    pub(crate) fn at(path: &Path) -> Result<Self> {
         if !path.exists() {
             return Err(bad_input!(
                 "{} does not exist; give the path of a session log or a session id (`toolrail sessions` lists them)",
@@ -54,7 +54,7 @@ impl SessionFile {
     }
 
     /// Every event, read without changing the file.
-    pub fn events(&self) -> Result<Vec<Event>> {
+    pub(crate) fn events(&self) -> Result<Vec<Event>> {
         let read = self
             .store
             .read(&self.id)
@@ -72,7 +72,7 @@ impl SessionFile {
 
 /// The page title of a session: its id, as its `session/start` names it, so a run's page and
 /// the page replayed from its log are the same page.
-pub fn session_title(events: &[Event]) -> String {
+pub(crate) fn session_title(events: &[Event]) -> String {
     events
         .iter()
         .find_map(|event| {
@@ -86,14 +86,18 @@ pub fn session_title(events: &[Event]) -> String {
 }
 
 /// Writes the session page for `events` to `out`.
-pub fn write_page(out: &Path, title: &str, events: &[Event]) -> Result<()> {
+pub(crate) fn write_page(out: &Path, title: &str, events: &[Event]) -> Result<()> {
     let page = session_page(title, events, &Presenters::new());
     std::fs::write(out, page).with_context(|| format!("writing {}", out.display()))
 }
 
 /// The session as text, in log order: the conversation's lines and every call's card (the
 /// cards are also returned, for `--json`).
-pub fn replay_text(events: &[Event], presenters: &Presenters, colour: bool) -> (String, Vec<Card>) {
+pub(crate) fn replay_text(
+    events: &[Event],
+    presenters: &Presenters,
+    colour: bool,
+) -> (String, Vec<Card>) {
     let records = call_records(events);
     let mut out = String::new();
     let mut cards = Vec::new();
@@ -128,7 +132,7 @@ pub fn replay_text(events: &[Event], presenters: &Presenters, colour: bool) -> (
 }
 
 /// A card as terminal text.
-pub fn render(card: &Card, colour: bool) -> String {
+pub(crate) fn render(card: &Card, colour: bool) -> String {
     if colour {
         render_ansi(card)
     } else {
@@ -137,12 +141,12 @@ pub fn render(card: &Card, colour: bool) -> String {
 }
 
 /// The summary of `events`.
-pub fn summary_of(events: &[Event]) -> Summary {
+pub(crate) fn summary_of(events: &[Event]) -> Summary {
     Summary::of(&call_records(events))
 }
 
 /// The events of `session`, named by the path of its log or by its id in `store` (default:
 /// the current folder's sessions), read without changing anything.
-pub fn events_of(session: &str, store: Option<&str>) -> Result<Vec<Event>> {
+pub(crate) fn events_of(session: &str, store: Option<&str>) -> Result<Vec<Event>> {
     Ok(crate::places::locate(session, store)?.events)
 }

@@ -11,20 +11,20 @@ use crate::bad_input;
 use crate::places::open_store;
 
 #[derive(clap::Args)]
-pub struct SessionsArgs {
+pub(crate) struct SessionsArgs {
     /// The store: `jsonl:DIR`, `postgres://user@host:port/database` (default: the current
     /// folder's sessions).
     #[arg(long)]
     store: Option<String>,
 }
 
-pub fn run(args: SessionsArgs) -> Result<()> {
+pub(crate) fn run(args: SessionsArgs) -> Result<()> {
     let store = open_store(args.store.as_deref())?;
     list(&store)
 }
 
 /// Prints the sessions of `store`.
-pub fn list(store: &Store) -> Result<()> {
+pub(crate) fn list(store: &Store) -> Result<()> {
     match StoreUrl::parse(store.url()).map_err(|error| bad_input!("{error}"))? {
         StoreUrl::Jsonl(folder) => {
             let mut logs: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(&folder)

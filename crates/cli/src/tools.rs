@@ -10,7 +10,7 @@ use toolrail_tools_core::Exposure;
 use crate::bad_input;
 
 #[derive(clap::Args)]
-pub struct ToolsArgs {
+pub(crate) struct ToolsArgs {
     /// The shipped tools, by catalog name (default: every one).
     #[arg(long, value_delimiter = ',')]
     toolset: Option<Vec<String>>,
@@ -19,7 +19,7 @@ pub struct ToolsArgs {
     workspace: PathBuf,
 }
 
-pub fn run(args: ToolsArgs) -> Result<()> {
+pub(crate) fn run(args: ToolsArgs) -> Result<()> {
     let names = args
         .toolset
         .unwrap_or_else(|| catalog::names().map(str::to_owned).collect());

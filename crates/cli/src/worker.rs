@@ -28,7 +28,7 @@ fn owner_name(role: &str) -> String {
 }
 
 #[derive(clap::Args)]
-pub struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     /// The store: `postgres://user@host:port/database`.
     #[arg(long)]
     store: String,
@@ -55,7 +55,7 @@ pub struct WorkerArgs {
 }
 
 /// Connects to a `postgres://` store, or says what to give instead.
-pub fn connect(url: &str) -> Result<PostgresStore> {
+pub(crate) fn connect(url: &str) -> Result<PostgresStore> {
     if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
         return Err(bad_input!(
             "--store: give a postgres:// URL (JSONL sessions are files: use --session-dir)"
@@ -64,7 +64,7 @@ pub fn connect(url: &str) -> Result<PostgresStore> {
     PostgresStore::connect(url, Durability::Strict).map_err(|error| bad_input!("{error}"))
 }
 
-pub fn run(args: WorkerArgs) -> Result<()> {
+pub(crate) fn run(args: WorkerArgs) -> Result<()> {
     if args.workers == 0 {
         return Err(bad_input!("--workers 0: give at least 1"));
     }
@@ -164,7 +164,7 @@ fn work(store: PostgresStore, config: WorkerConfig) -> Result<Tally> {
 }
 
 /// The line that says how a session ended; a lost lease goes to stderr, as an error would.
-pub fn report(owner: &str, driven: &Driven) {
+pub(crate) fn report(owner: &str, driven: &Driven) {
     let session = &driven.session;
     let token = driven.token;
     match &driven.outcome {
@@ -206,7 +206,12 @@ pub fn report(owner: &str, driven: &Driven) {
 
 /// `toolrail run --store`: the scenario `payload` as session `id`, queued for the workers
 /// (`enqueue`) or driven here under a lease of this process.
-pub fn run_stored(url: &str, id: Option<String>, payload: &str, enqueue: bool) -> Result<()> {
+pub(crate) fn run_stored(
+    url: &str,
+    id: Option<String>,
+    payload: &str,
+    enqueue: bool,
+) -> Result<()> {
     let store = connect(url)?;
     let id = SessionId::new(id.unwrap_or_else(|| {
         let stamp = std::time::SystemTime::now()

@@ -55,7 +55,7 @@ pub(crate) struct Bindings {
 }
 
 impl Bindings {
-    pub fn new(
+    pub(crate) fn new(
         pipeline: Arc<Pipeline>,
         tools: ToolSet,
         log: Arc<dyn EventSink>,
@@ -83,7 +83,7 @@ impl Bindings {
 
     /// Submits a call; the returned future gives the reply the program reads (JSON text:
     /// `{"value": …}` or `{"error": {"code", "message"}}`) once the call committed.
-    pub fn submit(
+    pub(crate) fn submit(
         self: &Arc<Self>,
         name: String,
         arguments: String,
@@ -133,7 +133,7 @@ impl Bindings {
 
     /// Stops calls not yet started (when `cancel`) and waits until every submitted call has
     /// committed.
-    pub async fn settle_all(&self, cancel: bool) {
+    pub(crate) async fn settle_all(&self, cancel: bool) {
         if cancel {
             self.control.cancel.cancel();
         }
@@ -147,7 +147,7 @@ impl Bindings {
     }
 
     /// The calls so far, in submission order.
-    pub fn calls(&self) -> Vec<SubCall> {
+    pub(crate) fn calls(&self) -> Vec<SubCall> {
         let mut calls = self.calls.lock().clone();
         calls.sort_by_key(|(ticket, _)| *ticket);
         calls.into_iter().map(|(_, call)| call).collect()

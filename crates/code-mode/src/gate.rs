@@ -48,7 +48,7 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    pub fn new(max_parallel: usize) -> Self {
+    pub(crate) fn new(max_parallel: usize) -> Self {
         Self {
             state: Mutex::new(State::default()),
             max_parallel: max_parallel.max(1),
@@ -108,12 +108,12 @@ impl Gate {
 
     /// Waits for `ticket`'s turn to prepare: every earlier call prepared, and no earlier
     /// exclusive call uncommitted.
-    pub async fn turn_to_prepare(&self, ticket: u64) {
+    pub(crate) async fn turn_to_prepare(&self, ticket: u64) {
         self.wait_for(ticket, Wait::Prepare).await;
     }
 
     /// `ticket` is prepared; `None` when it was refused and goes straight to commit.
-    pub fn prepared(&self, ticket: u64, concurrency: Option<Concurrency>) {
+    pub(crate) fn prepared(&self, ticket: u64, concurrency: Option<Concurrency>) {
         self.change(|state| {
             state.next_prepare = ticket + 1;
             let stage = match concurrency {
@@ -125,11 +125,11 @@ impl Gate {
     }
 
     /// Waits until `ticket` may start, and marks it running.
-    pub async fn start(&self, ticket: u64) {
+    pub(crate) async fn start(&self, ticket: u64) {
         self.wait_for(ticket, Wait::Start).await;
     }
 
-    pub fn settled(&self, ticket: u64) {
+    pub(crate) fn settled(&self, ticket: u64) {
         self.change(|state| {
             if let Some(stage) = state.calls.get_mut(&ticket) {
                 let concurrency = match stage {
@@ -144,11 +144,11 @@ impl Gate {
     }
 
     /// Waits for `ticket`'s turn to commit: every earlier call committed.
-    pub async fn turn_to_commit(&self, ticket: u64) {
+    pub(crate) async fn turn_to_commit(&self, ticket: u64) {
         self.wait_for(ticket, Wait::Commit).await;
     }
 
-    pub fn committed(&self, ticket: u64) {
+    pub(crate) fn committed(&self, ticket: u64) {
         self.change(|state| {
             state.calls.remove(&ticket);
             state.next_commit = ticket + 1;

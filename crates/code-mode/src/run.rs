@@ -81,7 +81,7 @@ pub(crate) struct RunOutcome {
 }
 
 impl RunOutcome {
-    pub fn failed(kind: FailureKind, message: String, output: String) -> Self {
+    pub(crate) fn failed(kind: FailureKind, message: String, output: String) -> Self {
         Self {
             value: None,
             output,
@@ -100,14 +100,14 @@ pub(crate) struct Output {
 const CUT: &str = "[output cut: over the cap]\n";
 
 impl Output {
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         Self {
             text: String::new(),
             cap,
         }
     }
 
-    pub fn push(&mut self, printed: &str) {
+    pub(crate) fn push(&mut self, printed: &str) {
         if self.text.ends_with(CUT) {
             return;
         }
@@ -127,7 +127,7 @@ impl Output {
         self.text.push_str(CUT);
     }
 
-    pub fn text(&self) -> &str {
+    pub(crate) fn text(&self) -> &str {
         &self.text
     }
 }

@@ -63,7 +63,7 @@ pub(crate) struct Draft {
 
 impl Draft {
     /// The deltas since the last call, in arrival order.
-    pub fn take_deltas(&mut self) -> Vec<ModelDelta> {
+    pub(crate) fn take_deltas(&mut self) -> Vec<ModelDelta> {
         std::mem::take(&mut self.deltas)
     }
 
@@ -75,7 +75,7 @@ impl Draft {
     }
 
     /// Appends text, to the last block if it is text.
-    pub fn text(&mut self, fragment: &str) {
+    pub(crate) fn text(&mut self, fragment: &str) {
         if fragment.is_empty() {
             return;
         }
@@ -89,7 +89,7 @@ impl Draft {
     }
 
     /// Appends reasoning, to the last block if it is reasoning.
-    pub fn thinking(&mut self, fragment: &str) {
+    pub(crate) fn thinking(&mut self, fragment: &str) {
         if fragment.is_empty() {
             return;
         }
@@ -103,7 +103,7 @@ impl Draft {
     }
 
     /// Starts a tool call; returns its slot for later fragments.
-    pub fn start_call(&mut self, id: &str, name: &str) -> usize {
+    pub(crate) fn start_call(&mut self, id: &str, name: &str) -> usize {
         self.blocks.push(Block::ToolCall {
             id: id.to_owned(),
             name: name.to_owned(),
@@ -134,7 +134,7 @@ impl Draft {
 
     /// Adds to the call in `slot`: more of its id or name (formats that send them in
     /// pieces), more of its arguments.
-    pub fn grow_call(&mut self, slot: usize, id: &str, name: &str, arguments: &str) {
+    pub(crate) fn grow_call(&mut self, slot: usize, id: &str, name: &str, arguments: &str) {
         if let Some(Block::ToolCall {
             id: call_id,
             name: call_name,
@@ -149,7 +149,7 @@ impl Draft {
     }
 
     /// Replaces the arguments of the call in `slot` if it has none yet.
-    pub fn default_arguments(&mut self, slot: usize, arguments: &str) {
+    pub(crate) fn default_arguments(&mut self, slot: usize, arguments: &str) {
         if let Some(Block::ToolCall {
             arguments: call_arguments,
             ..
@@ -162,14 +162,14 @@ impl Draft {
     }
 
     /// The id the call in `slot` has so far.
-    pub fn call_id(&self, slot: usize) -> Option<&str> {
+    pub(crate) fn call_id(&self, slot: usize) -> Option<&str> {
         match self.blocks.get(slot) {
             Some(Block::ToolCall { id, .. }) => Some(id),
             Some(Block::Text(_) | Block::Thinking(_)) | None => None,
         }
     }
 
-    pub fn has_calls(&self) -> bool {
+    pub(crate) fn has_calls(&self) -> bool {
         self.blocks
             .iter()
             .any(|block| matches!(block, Block::ToolCall { .. }))
@@ -178,7 +178,7 @@ impl Draft {
     /// The message once the stream ended. Without a stop reason, a message with a tool call
     /// was cut inside it, perhaps mid-arguments: it is marked `length`, so nothing of it
     /// runs (DESIGN §5). One without is an error.
-    pub fn finish(self) -> Result<ModelResponse, StreamError> {
+    pub(crate) fn finish(self) -> Result<ModelResponse, StreamError> {
         let stop = match self.stop {
             Some(stop) => stop,
             None if self.has_calls() => StopReason::Length,

@@ -55,13 +55,13 @@ impl Captured {
     }
 
     /// Bytes left out between head and tail.
-    pub fn omitted(&self) -> u64 {
+    pub(crate) fn omitted(&self) -> u64 {
         self.total
             .saturating_sub((self.head.len() + self.tail.len()) as u64)
     }
 
     /// The text shown: head, a marker for what was left out, tail; invalid UTF-8 lossily.
-    pub fn shown(&self) -> String {
+    pub(crate) fn shown(&self) -> String {
         let mut tail = Vec::with_capacity(self.tail.len());
         tail.extend_from_slice(self.tail.get(self.tail_start..).unwrap_or_default());
         tail.extend_from_slice(self.tail.get(..self.tail_start).unwrap_or_default());

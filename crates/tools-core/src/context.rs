@@ -65,7 +65,7 @@ impl ProgressSink {
 /// The effects a call reported. Shared between the body and the pipeline, so effects stay
 /// known even when the body panics, times out or is abandoned.
 #[derive(Clone, Debug, Default)]
-pub struct EffectLog {
+pub(crate) struct EffectLog {
     effects: Arc<Mutex<Vec<Effect>>>,
 }
 

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 /// The marker that starts a result line.
-pub const PREFIX: &str = "BENCH_ROW ";
+pub(super) const PREFIX: &str = "BENCH_ROW ";
 
 /// One comparison, as a bench reports it. Times are medians measured in the same run, so
 /// the ratio is meaningful even on a noisy machine.
@@ -63,14 +63,14 @@ impl AssessedRow {
 }
 
 /// Parses one stdout line: `None` when it is not a result line.
-pub fn parse_line(line: &str) -> Option<Result<BenchRow>> {
+pub(super) fn parse_line(line: &str) -> Option<Result<BenchRow>> {
     let json = line.strip_prefix(PREFIX)?;
     Some(serde_json::from_str(json).with_context(|| format!("malformed {}line: {line}", PREFIX)))
 }
 
 /// Reads a bench's stdout to its end: result lines are collected, other lines are copied
 /// to `passthrough` as they arrive so a long bench shows progress.
-pub fn collect(stdout: impl BufRead, passthrough: &mut impl Write) -> Result<Vec<BenchRow>> {
+pub(super) fn collect(stdout: impl BufRead, passthrough: &mut impl Write) -> Result<Vec<BenchRow>> {
     let mut rows = Vec::new();
     for line in stdout.lines() {
         let line = line.context("could not read the bench's output")?;

@@ -17,7 +17,7 @@ const HEADERS: [&str; 6] = [
 ];
 
 /// The results table, columns padded to line up in a terminal.
-pub fn render_table(rows: &[AssessedRow]) -> String {
+pub(super) fn render_table(rows: &[AssessedRow]) -> String {
     let cells: Vec<[String; 6]> = rows.iter().map(cells_of).collect();
     let mut widths = HEADERS.map(width);
     for row in &cells {
@@ -76,7 +76,7 @@ fn escape_cell(text: &str) -> String {
 
 /// A measurement in its unit; nanoseconds are scaled to ns/µs/ms/s with three significant
 /// digits, which is all a median on a shared machine can honestly claim.
-pub fn format_value(value: f64, unit: &str) -> String {
+pub(super) fn format_value(value: f64, unit: &str) -> String {
     if !value.is_finite() {
         return "n/a".to_owned();
     }
@@ -107,7 +107,7 @@ fn significant(value: f64) -> String {
 }
 
 /// The rows whose numeric goal does not hold.
-pub fn unmet(rows: &[AssessedRow]) -> Vec<&str> {
+pub(super) fn unmet(rows: &[AssessedRow]) -> Vec<&str> {
     rows.iter()
         .filter(|row| row.met == Some(false))
         .map(|row| row.row.row.as_str())
@@ -117,7 +117,7 @@ pub fn unmet(rows: &[AssessedRow]) -> Vec<&str> {
 /// `docs/benchmarks.md`: the table with what is needed to judge it.
 /// `took` is the whole run's wall time, builds included (issue 13 bounds it: `--quick`
 /// under 2 minutes, the full run under 20 on 2 cores).
-pub fn render_doc(
+pub(super) fn render_doc(
     machine: &Machine,
     command: &str,
     took: std::time::Duration,

@@ -5,7 +5,7 @@
 /// What a token is. Literals and lifetimes are kept as opaque tokens so that token
 /// adjacency (`X :: Allow`) is not faked by removing something between two identifiers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TokenKind {
+pub(super) enum TokenKind {
     /// An identifier or keyword; raw identifiers (`r#type`) lose their `r#`.
     Ident(String),
     /// `::`
@@ -18,31 +18,31 @@ pub enum TokenKind {
 
 /// A token and the 1-based line it starts on.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Token {
+pub(super) struct Token {
     pub kind: TokenKind,
     pub line: usize,
 }
 
 impl Token {
-    pub fn is_ident(&self, name: &str) -> bool {
+    pub(super) fn is_ident(&self, name: &str) -> bool {
         matches!(&self.kind, TokenKind::Ident(ident) if ident == name)
     }
 
-    pub fn ident(&self) -> Option<&str> {
+    pub(super) fn ident(&self) -> Option<&str> {
         match &self.kind {
             TokenKind::Ident(ident) => Some(ident),
             TokenKind::PathSep | TokenKind::Punct(_) | TokenKind::Opaque => None,
         }
     }
 
-    pub fn is_punct(&self, c: char) -> bool {
+    pub(super) fn is_punct(&self, c: char) -> bool {
         self.kind == TokenKind::Punct(c)
     }
 }
 
 /// Splits Rust source into tokens. Malformed input (an unterminated string or comment)
 /// ends the token stream early instead of failing: the compiler reports such files better.
-pub fn tokenize(source: &str) -> Vec<Token> {
+pub(super) fn tokenize(source: &str) -> Vec<Token> {
     Lexer {
         chars: source.chars().collect(),
         pos: 0,

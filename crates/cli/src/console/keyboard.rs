@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 /// What one read gave.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Line {
+pub(crate) enum Line {
     Text(String),
     /// Ctrl-C.
     Interrupted,
@@ -28,7 +28,7 @@ pub enum Line {
 
 type LineEditor = Editor<(), FileHistory>;
 
-pub struct Keyboard {
+pub(crate) struct Keyboard {
     editor: Arc<Mutex<Option<LineEditor>>>,
     history: Option<PathBuf>,
 }
@@ -36,7 +36,7 @@ pub struct Keyboard {
 impl Keyboard {
     /// The terminal's keyboard; `history` is where the prompts typed are kept between
     /// sessions.
-    pub fn open(history: Option<PathBuf>) -> Self {
+    pub(crate) fn open(history: Option<PathBuf>) -> Self {
         let config = Config::builder()
             .auto_add_history(false)
             .max_history_size(1000)
@@ -64,7 +64,7 @@ impl Keyboard {
 
     /// Reads one prompt after showing `prompt` (between turns only: nothing else reads the
     /// terminal then).
-    pub fn read(&mut self, prompt: String) -> JoinHandle<Line> {
+    pub(crate) fn read(&mut self, prompt: String) -> JoinHandle<Line> {
         // What was typed while a turn ran is not a prompt.
         discard_typed_ahead();
         let editor = Arc::clone(&self.editor);
@@ -82,7 +82,7 @@ impl Keyboard {
     }
 
     /// Adds a prompt to the history, and saves it.
-    pub fn remember(&self, line: &str) {
+    pub(crate) fn remember(&self, line: &str) {
         if line.trim().is_empty() {
             return;
         }
@@ -96,7 +96,7 @@ impl Keyboard {
 }
 
 /// Drops what was typed and not read yet (keys pressed while a turn ran).
-pub fn discard_typed_ahead() {
+pub(super) fn discard_typed_ahead() {
     let _ = rustix::termios::tcflush(std::io::stdin(), rustix::termios::QueueSelector::IFlush);
 }
 
@@ -109,7 +109,7 @@ const WATCH: rustix::event::Timespec = rustix::event::Timespec {
 /// Reads one answer from the terminal in its line mode (it echoes and edits what is typed;
 /// Ctrl-C is the interrupt the turn catches), giving up once `withdrawn` is set. What was
 /// typed before the question was shown is dropped first.
-pub fn read_answer(withdrawn: Arc<AtomicBool>) -> JoinHandle<Line> {
+pub(super) fn read_answer(withdrawn: Arc<AtomicBool>) -> JoinHandle<Line> {
     discard_typed_ahead();
     tokio::task::spawn_blocking(move || {
         let stdin = std::io::stdin();

@@ -19,14 +19,14 @@ use toolrail_presenters::{Presenters, approval_note, duration, parse_arguments};
 use toolrail_runtime::AgentEvent;
 use toolrail_session_log::{ApprovalAnswer, CallId};
 
-pub use keyboard::{Keyboard, Line};
-pub use turn::{Interrupts, TurnOutcome, drive};
+pub(crate) use keyboard::{Keyboard, Line};
+pub(crate) use turn::{Interrupts, TurnOutcome, drive};
 
 use crate::session::render;
 
 /// How the console writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Text for a person: streamed words, live lines (redrawn in place on a terminal),
     /// cards.
     Human { terminal: bool, colour: bool },
@@ -58,7 +58,7 @@ struct Asked {
     answer: Option<ApprovalAnswer>,
 }
 
-pub struct Console {
+pub(crate) struct Console {
     mode: Mode,
     presenters: Presenters,
     calls: HashMap<CallId, LiveCall>,
@@ -88,7 +88,7 @@ enum Held {
 }
 
 impl Console {
-    pub fn new(mode: Mode) -> Self {
+    pub(crate) fn new(mode: Mode) -> Self {
         Self {
             mode,
             presenters: Presenters::new(),
@@ -104,7 +104,7 @@ impl Console {
         }
     }
 
-    pub fn mode(&self) -> Mode {
+    pub(crate) fn mode(&self) -> Mode {
         self.mode
     }
 
@@ -113,7 +113,7 @@ impl Console {
     }
 
     /// Shows `event`, or holds it while a question is on the screen.
-    pub fn on(&mut self, event: AgentEvent) {
+    pub(crate) fn on(&mut self, event: AgentEvent) {
         if self.paused {
             self.held.push(Held::Event(event));
             return;
@@ -278,7 +278,7 @@ impl Console {
 
     /// A whole line of its own (a note), between the words and the live lines; held while a
     /// question is shown.
-    pub fn line(&mut self, text: &str) {
+    pub(crate) fn line(&mut self, text: &str) {
         if self.paused {
             self.held.push(Held::Note(text.to_owned()));
             return;
@@ -304,7 +304,7 @@ impl Console {
 
     /// Part of a question (asked while the screen is paused): on the terminal; with JSON on
     /// stdout, on stderr, so stdout stays JSON.
-    pub fn question(&mut self, text: &str) {
+    pub(crate) fn question(&mut self, text: &str) {
         if let Mode::Human { .. } = self.mode {
             print!("{text}");
             let _ = std::io::stdout().flush();
@@ -315,7 +315,7 @@ impl Console {
 
     /// Takes the screen for a question: the live lines go, and what happens until
     /// [`Console::resume`] is held.
-    pub fn pause(&mut self) {
+    pub(crate) fn pause(&mut self) {
         self.clear();
         self.end_line();
         self.paused = true;
@@ -323,7 +323,7 @@ impl Console {
     }
 
     /// Gives the screen back: what was held is shown, in order.
-    pub fn resume(&mut self) {
+    pub(crate) fn resume(&mut self) {
         self.paused = false;
         self.release();
         self.redraw();
@@ -340,7 +340,7 @@ impl Console {
     }
 
     /// The turn is over: no live line is left on the screen.
-    pub fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         self.paused = false;
         self.release();
         self.clear();
@@ -362,7 +362,7 @@ impl Console {
 
     /// One line per call not yet committed (terminal only, and not while a question is
     /// shown).
-    pub fn redraw(&mut self) {
+    pub(crate) fn redraw(&mut self) {
         if !self.terminal() || self.paused {
             let _ = std::io::stdout().flush();
             return;
@@ -445,7 +445,7 @@ fn harmless(text: &str) -> String {
 
 /// One JSON line on stdout. A reader that went away (`| head`) does not stop the session:
 /// its calls still end honestly in the log, the lines go nowhere.
-pub fn emit(line: &Value) {
+pub(crate) fn emit(line: &Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }

@@ -25,12 +25,12 @@ const INTERRUPTED: i32 = 130;
 
 /// Ctrl-C while a turn runs (the terminal's own handling is off for the process: the first
 /// press cancels, it does not kill).
-pub struct Interrupts {
+pub(crate) struct Interrupts {
     signal: Option<Signal>,
 }
 
 impl Interrupts {
-    pub fn catch() -> Self {
+    pub(crate) fn catch() -> Self {
         Self {
             signal: signal(SignalKind::interrupt()).ok(),
         }
@@ -47,7 +47,7 @@ impl Interrupts {
 }
 
 /// What a turn came to on the console.
-pub struct TurnOutcome {
+pub(crate) struct TurnOutcome {
     pub result: Result<Answer, AgentError>,
     /// The person asked to leave (a second Ctrl-C, or the input closed at a question).
     pub leave: bool,
@@ -74,7 +74,7 @@ impl Asking {
 
 /// Runs `prompt` as one turn of `agent` on `console`; approvals arrive in `asks` (none:
 /// they are answered by a service) and are read from the terminal.
-pub async fn drive(
+pub(crate) async fn drive(
     agent: &Agent,
     prompt: String,
     console: &mut Console,

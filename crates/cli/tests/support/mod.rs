@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 /// `toolrail ARGS` in `dir`, with `OPENAI_API_KEY` set and `XDG_STATE_HOME` in `dir/state`.
-pub fn toolrail(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn toolrail(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_toolrail"))
         .current_dir(dir)
         .env("NO_COLOR", "1")
@@ -19,7 +19,7 @@ pub fn toolrail(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// Stdout then stderr, as text.
-pub fn text(output: &Output) -> String {
+pub(crate) fn text(output: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),

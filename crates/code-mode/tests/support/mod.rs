@@ -13,7 +13,7 @@ use toolrail_tools_core::{
     RegistryBuilder, ReservedName, Typed,
 };
 
-pub struct Harness {
+pub(crate) struct Harness {
     pub log: Arc<MemorySink>,
     pub registry: Registry,
     pub pipeline: Arc<Pipeline>,
@@ -22,7 +22,7 @@ pub struct Harness {
 }
 
 /// A session whose `run_code` is `mode`'s, with `hook` (if any) before every call.
-pub fn session(
+pub(crate) fn session(
     mode: &CodeMode,
     hook: Option<Arc<dyn PreExecuteHook>>,
     language: &'static str,
@@ -48,12 +48,12 @@ pub fn session(
 }
 
 impl Harness {
-    pub async fn run(&self, code: &str) -> CommittedResult {
+    pub(crate) async fn run(&self, code: &str) -> CommittedResult {
         self.run_with(code, &BatchControl::default()).await
     }
 
     /// Runs `code` as call `c1` of a code-mode tool set.
-    pub async fn run_with(&self, code: &str, control: &BatchControl) -> CommittedResult {
+    pub(crate) async fn run_with(&self, code: &str, control: &BatchControl) -> CommittedResult {
         let args =
             json!({"code": code, "description": "test", "language": self.language}).to_string();
         self.pipeline
@@ -67,7 +67,7 @@ impl Harness {
     }
 
     /// Runs `program` and checks it failed as `CODE_RUN_FAILED` with `expected` in its text.
-    pub async fn run_fails_with(&self, program: &str, expected: &str) {
+    pub(crate) async fn run_fails_with(&self, program: &str, expected: &str) {
         let result = self.run(program).await;
         assert_eq!(
             code(&result).as_deref(),
@@ -82,12 +82,12 @@ impl Harness {
     }
 
     /// `(kind, call_id)` of every event, in order.
-    pub fn trail(&self) -> Vec<(String, String)> {
+    pub(crate) fn trail(&self) -> Vec<(String, String)> {
         toolrail_testkit::trail(&self.log.events())
     }
 
     /// How many results call `call_id` committed.
-    pub fn results_of(&self, call_id: &str) -> usize {
+    pub(crate) fn results_of(&self, call_id: &str) -> usize {
         self.trail()
             .iter()
             .filter(|(kind, id)| kind == "tool/result" && id == call_id)
@@ -96,6 +96,6 @@ impl Harness {
 }
 
 /// The result's error code, if it failed.
-pub fn code(result: &CommittedResult) -> Option<String> {
+pub(crate) fn code(result: &CommittedResult) -> Option<String> {
     result.record().error_code().map(ToString::to_string)
 }

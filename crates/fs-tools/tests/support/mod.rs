@@ -14,7 +14,7 @@ use toolrail_tools_core::{
     WorkspaceRoots,
 };
 
-pub struct Bench {
+pub(crate) struct Bench {
     _dir: tempfile::TempDir,
     pub root: PathBuf,
     pub outside: PathBuf,
@@ -25,13 +25,13 @@ pub struct Bench {
     next_id: AtomicU64,
 }
 
-pub fn bench() -> Bench {
+pub(crate) fn bench() -> Bench {
     bench_with(|_, files| files)
 }
 
 /// A bench whose file tools `configure` shapes, given the workspace root (canonical, and
 /// existing: files the configuration names can be planted first) and the plain tools.
-pub fn bench_with(configure: impl FnOnce(&Path, FileTools) -> FileTools) -> Bench {
+pub(crate) fn bench_with(configure: impl FnOnce(&Path, FileTools) -> FileTools) -> Bench {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("workspace");
     let outside = dir.path().join("outside");
@@ -44,7 +44,7 @@ pub fn bench_with(configure: impl FnOnce(&Path, FileTools) -> FileTools) -> Benc
     with_files(dir, root, outside, files)
 }
 
-pub fn with_files(
+pub(crate) fn with_files(
     dir: tempfile::TempDir,
     root: PathBuf,
     outside: PathBuf,
@@ -76,7 +76,7 @@ pub fn with_files(
 }
 
 impl Bench {
-    pub async fn call(&self, tool: &str, args: Value) -> CommittedResult {
+    pub(crate) async fn call(&self, tool: &str, args: Value) -> CommittedResult {
         let id = format!("c{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         self.pipeline
             .execute_one(
@@ -88,29 +88,29 @@ impl Bench {
             .unwrap()
     }
 
-    pub fn write(&self, relative: &str, content: impl AsRef<[u8]>) {
+    pub(crate) fn write(&self, relative: &str, content: impl AsRef<[u8]>) {
         let path = self.root.join(relative);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, content).unwrap();
     }
 
-    pub fn read(&self, relative: &str) -> Vec<u8> {
+    pub(crate) fn read(&self, relative: &str) -> Vec<u8> {
         std::fs::read(self.root.join(relative)).unwrap()
     }
 
-    pub fn events(&self) -> Vec<Event> {
+    pub(crate) fn events(&self) -> Vec<Event> {
         self.sink.events()
     }
 
-    pub fn path(&self, relative: &str) -> PathBuf {
+    pub(crate) fn path(&self, relative: &str) -> PathBuf {
         self.root.join(relative)
     }
 }
 
-pub fn text(result: &CommittedResult) -> String {
+pub(crate) fn text(result: &CommittedResult) -> String {
     result.record().text()
 }
 
-pub fn code(result: &CommittedResult) -> Option<String> {
+pub(crate) fn code(result: &CommittedResult) -> Option<String> {
     result.record().error_code().map(ErrorCode::to_string)
 }

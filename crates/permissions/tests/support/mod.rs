@@ -25,7 +25,7 @@ type Shipped = (
 );
 
 /// The tools toolrail ships (and will ship), by name, kind and subject.
-pub const SHIPPED: &[Shipped] = &[
+pub(crate) const SHIPPED: &[Shipped] = &[
     (
         "bash",
         ToolKind::Execute,
@@ -77,7 +77,7 @@ pub const SHIPPED: &[Shipped] = &[
     ),
 ];
 
-pub fn spec_of(name: &str) -> ToolSpec {
+pub(crate) fn spec_of(name: &str) -> ToolSpec {
     let (_, kind, subject, read_only) = SHIPPED
         .iter()
         .find(|(known, ..)| *known == name)
@@ -94,7 +94,7 @@ pub fn spec_of(name: &str) -> ToolSpec {
 }
 
 /// Decides one call outside any pipeline.
-pub fn decide(
+pub(crate) fn decide(
     permissions: &Permissions,
     tool: &str,
     arguments: Value,
@@ -103,13 +103,17 @@ pub fn decide(
 }
 
 /// What the permissions' deny guard says of one call, outside any pipeline.
-pub fn guard_check(permissions: &Permissions, tool: &str, arguments: Value) -> GuardVerdict {
+pub(crate) fn guard_check(permissions: &Permissions, tool: &str, arguments: Value) -> GuardVerdict {
     let guard = permissions.deny_guard();
     with_view(tool, arguments, |view| guard.check(view))
 }
 
 /// One call of a shipped tool as policy stages see it.
-pub fn with_view<R>(tool: &str, arguments: Value, look: impl FnOnce(&CallView<'_>) -> R) -> R {
+pub(crate) fn with_view<R>(
+    tool: &str,
+    arguments: Value,
+    look: impl FnOnce(&CallView<'_>) -> R,
+) -> R {
     let spec = spec_of(tool);
     let identity = CallIdentity {
         call_id: "c1".into(),
@@ -129,19 +133,19 @@ pub fn with_view<R>(tool: &str, arguments: Value, look: impl FnOnce(&CallView<'_
     look(&view)
 }
 
-pub fn rules(texts: &[&str]) -> Vec<Rule> {
+pub(crate) fn rules(texts: &[&str]) -> Vec<Rule> {
     texts
         .iter()
         .map(|text| Rule::parse(text).unwrap())
         .collect()
 }
 
-pub struct Workspace {
+pub(crate) struct Workspace {
     pub dir: tempfile::TempDir,
     pub roots: WorkspaceRoots,
 }
 
-pub fn workspace() -> Workspace {
+pub(crate) fn workspace() -> Workspace {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("src")).unwrap();
     let roots = WorkspaceRoots::new([dir.path()]).unwrap();
@@ -149,7 +153,7 @@ pub fn workspace() -> Workspace {
 }
 
 /// Counts the bodies that ran.
-pub struct Counted {
+pub(crate) struct Counted {
     spec: ToolSpec,
     runs: Arc<AtomicUsize>,
 }
@@ -166,13 +170,13 @@ impl Tool for Counted {
 
 /// Answers from a list, in order; `Unavailable` when the list is empty. Records what it saw.
 #[derive(Default)]
-pub struct Scripted {
+pub(crate) struct Scripted {
     pub answers: Mutex<Vec<ApprovalAnswer>>,
     pub asked: Mutex<Vec<ApprovalRequest>>,
 }
 
 impl Scripted {
-    pub fn new(answers: Vec<ApprovalAnswer>) -> Arc<Self> {
+    pub(crate) fn new(answers: Vec<ApprovalAnswer>) -> Arc<Self> {
         Arc::new(Self {
             answers: Mutex::new(answers),
             asked: Mutex::new(Vec::new()),
@@ -197,7 +201,7 @@ impl ApprovalService for Scripted {
     }
 }
 
-pub struct Harness {
+pub(crate) struct Harness {
     pub pipeline: Pipeline,
     pub tools: ToolSet,
     pub runs: Arc<AtomicUsize>,
@@ -208,7 +212,7 @@ pub struct Harness {
 
 /// A pipeline with `extra` hooks first (they may try to allow), then the permission hook,
 /// the deny guard, and a remembering scripted approver.
-pub fn harness(
+pub(crate) fn harness(
     permissions: Permissions,
     answers: Vec<ApprovalAnswer>,
     extra: Vec<Arc<dyn PreExecuteHook>>,
@@ -250,7 +254,7 @@ pub fn harness(
 
 impl Harness {
     /// Runs one call; `None` when it ran, its error code when it did not.
-    pub async fn call(&self, id: &str, tool: &str, arguments: Value) -> Option<ErrorCode> {
+    pub(crate) async fn call(&self, id: &str, tool: &str, arguments: Value) -> Option<ErrorCode> {
         let before = self.runs.load(Ordering::SeqCst);
         let request = CallRequest::new(id, 0, tool, arguments.to_string());
         let committed = self
@@ -269,6 +273,6 @@ impl Harness {
     }
 }
 
-pub fn preset_names() -> Vec<Preset> {
+pub(crate) fn preset_names() -> Vec<Preset> {
     Preset::ALL.to_vec()
 }

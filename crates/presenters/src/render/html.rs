@@ -84,7 +84,7 @@ fn human_bytes(bytes: usize) -> String {
 }
 
 /// Escapes text for HTML element content and quoted attributes.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     /// Written one after another, each flushed, with `pause` between them.
@@ -27,7 +27,7 @@ pub struct Reply {
 
 impl Reply {
     /// A server-sent event stream, whole.
-    pub fn stream(body: &[u8]) -> Self {
+    pub(crate) fn stream(body: &[u8]) -> Self {
         Self {
             status: 200,
             headers: vec![("content-type".into(), "text/event-stream".into())],
@@ -38,7 +38,7 @@ impl Reply {
     }
 
     /// An answer with this status and JSON body.
-    pub fn json(status: u16, body: &str) -> Self {
+    pub(crate) fn json(status: u16, body: &str) -> Self {
         Self {
             status,
             headers: vec![("content-type".into(), "application/json".into())],
@@ -48,7 +48,7 @@ impl Reply {
         }
     }
 
-    pub fn header(mut self, name: &str, value: &str) -> Self {
+    pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.into(), value.into()));
         self
     }
@@ -56,14 +56,14 @@ impl Reply {
 
 /// A request as the server saw it.
 #[derive(Clone, Debug)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
 }
 
 impl Seen {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(key, _)| key.eq_ignore_ascii_case(name))
@@ -71,7 +71,7 @@ impl Seen {
     }
 }
 
-pub struct FakeServer {
+pub(crate) struct FakeServer {
     pub url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
     task: JoinHandle<()>,
@@ -84,7 +84,7 @@ impl Drop for FakeServer {
 }
 
 impl FakeServer {
-    pub async fn start(script: Vec<Reply>) -> Self {
+    pub(crate) async fn start(script: Vec<Reply>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -144,7 +144,7 @@ impl FakeServer {
         Self { url, seen, task }
     }
 
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().clone()
     }
 }
@@ -192,7 +192,7 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Seen> {
 }
 
 /// A fixture's bytes.
-pub fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!(
         "{}/tests/fixtures/{name}",
         env!("CARGO_MANIFEST_DIR")

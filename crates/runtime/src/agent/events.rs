@@ -116,7 +116,7 @@ pub(crate) struct Tap {
 }
 
 impl Tap {
-    pub fn new(inner: Arc<dyn SessionLog>) -> Self {
+    pub(super) fn new(inner: Arc<dyn SessionLog>) -> Self {
         Self {
             inner,
             turn: Mutex::new(TurnState::default()),
@@ -124,7 +124,7 @@ impl Tap {
     }
 
     /// Starts a turn: what is kept is cleared; events go to `events`, if given.
-    pub fn begin(&self, events: Option<UnboundedSender<AgentEvent>>) {
+    pub(super) fn begin(&self, events: Option<UnboundedSender<AgentEvent>>) {
         let mut turn = self.turn.lock();
         *turn = TurnState {
             events,
@@ -133,7 +133,7 @@ impl Tap {
     }
 
     /// Ends the turn: what it kept; no more events are sent.
-    pub fn end(&self) -> Kept {
+    pub(super) fn end(&self) -> Kept {
         let mut turn = self.turn.lock();
         turn.events = None;
         turn.calls.clear();

@@ -6,7 +6,7 @@ use serde_json::json;
 use toolrail_session_log::*;
 
 /// A `tool/result` of a typical size (a read's summary), numbered.
-pub fn event_draft(n: u32) -> EventDraft {
+pub(crate) fn event_draft(n: u32) -> EventDraft {
     let record = ToolResultRecord {
         value: Some(json!({"path": format!("src/file_{n}.rs"), "lines": 120, "bytes": 4096})),
         ..ToolResultRecord::success(vec![ContentBlock::text(format!(
@@ -22,7 +22,7 @@ pub fn event_draft(n: u32) -> EventDraft {
     }
 }
 
-pub fn start(id: &str) -> SessionStart {
+pub(crate) fn start(id: &str) -> SessionStart {
     SessionStart {
         format_version: FORMAT_VERSION,
         session_id: SessionId::new(id),

@@ -4,7 +4,7 @@ use toolrail_shell_tool::SandboxTier;
 
 /// Every tier this machine has: the namespaces tier always, bubblewrap where installed. CI
 /// installs bubblewrap (`.ci/run`), so there its absence fails instead of skipping.
-pub fn tiers() -> Vec<SandboxTier> {
+pub(crate) fn tiers() -> Vec<SandboxTier> {
     let bubblewrap = SandboxTier::bubblewrap();
     let installed = match &bubblewrap {
         SandboxTier::Bubblewrap(program) => program.exists(),

@@ -19,7 +19,7 @@ use toolrail_tools_core::{
 
 /// What a probe tool's body does.
 #[derive(Clone)]
-pub enum Behaviour {
+pub(crate) enum Behaviour {
     /// Returns `ok` as text and `{"ok": true}` as value.
     Succeed,
     /// Returns this value.
@@ -40,7 +40,7 @@ pub enum Behaviour {
     TextOnly,
 }
 
-pub struct Probe {
+pub(crate) struct Probe {
     spec: ToolSpec,
     behaviour: Behaviour,
     pub runs: AtomicUsize,
@@ -48,7 +48,7 @@ pub struct Probe {
     pub seen_args: Mutex<Vec<Value>>,
 }
 
-pub fn object_schema() -> Value {
+pub(crate) fn object_schema() -> Value {
     json!({
         "type": "object",
         "properties": {"path": {"type": "string"}, "n": {"type": "integer"}},
@@ -57,14 +57,14 @@ pub fn object_schema() -> Value {
 }
 
 impl Probe {
-    pub fn new(name: &str, behaviour: Behaviour) -> Arc<Self> {
+    pub(crate) fn new(name: &str, behaviour: Behaviour) -> Arc<Self> {
         Self::with_spec(
             ToolSpec::builder(name, format!("probe {name}"), object_schema()).build(),
             behaviour,
         )
     }
 
-    pub fn with_spec(spec: ToolSpec, behaviour: Behaviour) -> Arc<Self> {
+    pub(crate) fn with_spec(spec: ToolSpec, behaviour: Behaviour) -> Arc<Self> {
         Arc::new(Self {
             spec,
             behaviour,
@@ -74,16 +74,16 @@ impl Probe {
         })
     }
 
-    pub fn runs(&self) -> usize {
+    pub(crate) fn runs(&self) -> usize {
         self.runs.load(Ordering::SeqCst)
     }
 
-    pub fn finalized(&self) -> usize {
+    pub(crate) fn finalized(&self) -> usize {
         self.finalized.load(Ordering::SeqCst)
     }
 }
 
-pub fn written(path: &str) -> Effect {
+pub(crate) fn written(path: &str) -> Effect {
     Effect::FileWritten {
         path: path.to_owned(),
         before: None,
@@ -145,14 +145,14 @@ impl Tool for Probe {
 }
 
 /// A pre-execute hook with a fixed behaviour.
-pub struct FixedHook {
+pub(crate) struct FixedHook {
     pub name: String,
     pub decision: HookBehaviour,
     pub calls: AtomicUsize,
 }
 
 #[derive(Clone, Debug)]
-pub enum HookBehaviour {
+pub(crate) enum HookBehaviour {
     /// Returns this decision without calling next.
     Decide(PreExecuteDecision),
     /// Calls next and returns its decision.
@@ -168,7 +168,7 @@ pub enum HookBehaviour {
 }
 
 impl FixedHook {
-    pub fn new(name: &str, decision: HookBehaviour) -> Arc<Self> {
+    pub(crate) fn new(name: &str, decision: HookBehaviour) -> Arc<Self> {
         Arc::new(Self {
             name: name.to_owned(),
             decision,
@@ -208,20 +208,20 @@ impl PreExecuteHook for FixedHook {
     }
 }
 
-pub fn deny(reason: &str) -> PreExecuteDecision {
+pub(crate) fn deny(reason: &str) -> PreExecuteDecision {
     PreExecuteDecision::Deny {
         reason: reason.to_owned(),
     }
 }
 
-pub fn ask(reason: &str) -> PreExecuteDecision {
+pub(crate) fn ask(reason: &str) -> PreExecuteDecision {
     PreExecuteDecision::Ask {
         reason: reason.to_owned(),
         session_key: Some("probe:*".to_owned()),
     }
 }
 
-pub struct FixedGuard {
+pub(crate) struct FixedGuard {
     pub name: String,
     pub verdict: Option<GuardVerdict>,
     pub checks: AtomicUsize,
@@ -229,7 +229,7 @@ pub struct FixedGuard {
 
 impl FixedGuard {
     /// `None` makes the guard panic.
-    pub fn new(name: &str, verdict: Option<GuardVerdict>) -> Arc<Self> {
+    pub(crate) fn new(name: &str, verdict: Option<GuardVerdict>) -> Arc<Self> {
         Arc::new(Self {
             name: name.to_owned(),
             verdict,
@@ -253,14 +253,14 @@ impl Guard for FixedGuard {
 }
 
 /// Answers every approval request the same way, remembering what it was shown.
-pub struct FixedApprover {
+pub(crate) struct FixedApprover {
     pub answer: Option<ApprovalAnswer>,
     pub requests: Mutex<Vec<ApprovalRequest>>,
 }
 
 impl FixedApprover {
     /// `None` never answers (waits for cancellation).
-    pub fn new(answer: Option<ApprovalAnswer>) -> Arc<Self> {
+    pub(crate) fn new(answer: Option<ApprovalAnswer>) -> Arc<Self> {
         Arc::new(Self {
             answer,
             requests: Mutex::new(Vec::new()),
@@ -287,14 +287,14 @@ impl ApprovalService for FixedApprover {
     }
 }
 
-pub struct PostHook {
+pub(crate) struct PostHook {
     pub name: String,
     pub behaviour: Option<PostExecuteDecision>,
 }
 
 impl PostHook {
     /// `None` makes the hook panic.
-    pub fn new(name: &str, behaviour: Option<PostExecuteDecision>) -> Arc<Self> {
+    pub(crate) fn new(name: &str, behaviour: Option<PostExecuteDecision>) -> Arc<Self> {
         Arc::new(Self {
             name: name.to_owned(),
             behaviour,
@@ -321,7 +321,7 @@ impl PostExecuteHook for PostHook {
     }
 }
 
-pub struct CountingObserver {
+pub(crate) struct CountingObserver {
     pub name: String,
     pub fail: Option<bool>,
     pub seen: AtomicUsize,
@@ -329,7 +329,7 @@ pub struct CountingObserver {
 
 impl CountingObserver {
     /// `Some(false)`: returns an error; `Some(true)`: panics; `None`: fine.
-    pub fn new(name: &str, fail: Option<bool>) -> Arc<Self> {
+    pub(crate) fn new(name: &str, fail: Option<bool>) -> Arc<Self> {
         Arc::new(Self {
             name: name.to_owned(),
             fail,
@@ -358,7 +358,7 @@ impl ResultObserver for CountingObserver {
 }
 
 /// A layer that counts how often it wrapped a body and passes through.
-pub struct CountingLayer {
+pub(crate) struct CountingLayer {
     pub calls: AtomicUsize,
 }
 
@@ -378,21 +378,21 @@ impl ExecuteLayer for CountingLayer {
     }
 }
 
-pub fn sink() -> Arc<MemorySink> {
+pub(crate) fn sink() -> Arc<MemorySink> {
     Arc::new(MemorySink::new())
 }
 
 /// What the stage tests import, in one place (not every test file uses all of it).
 #[allow(unused_imports)]
-pub mod prelude {
-    pub use std::sync::Arc;
-    pub use std::time::Duration;
+pub(crate) mod prelude {
+    pub(crate) use std::sync::Arc;
+    pub(crate) use std::time::Duration;
 
-    pub use serde_json::json;
-    pub use toolrail_session_log::{
+    pub(crate) use serde_json::json;
+    pub(crate) use toolrail_session_log::{
         ContentBlock, ErrorCode, EventData, MemorySink, ToolResultRecord,
     };
-    pub use toolrail_tools_core::{
+    pub(crate) use toolrail_tools_core::{
         ApprovalAnswer, BatchControl, CallRequest, CommittedResult, GuardVerdict, Pipeline,
         PipelineBuilder, PipelineConfig, PostExecuteAction, PostExecuteDecision,
         PreExecuteDecision, Registry, RegistryBuilder, Tool, ToolSpec,
@@ -402,12 +402,12 @@ pub mod prelude {
 use prelude::*;
 
 /// A registry of the given tools, an in-memory log, and pipelines writing to it.
-pub struct Harness {
+pub(crate) struct Harness {
     pub sink: Arc<MemorySink>,
     pub registry: Registry,
 }
 impl Harness {
-    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+    pub(crate) fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
         let mut builder = RegistryBuilder::new();
         for tool in tools {
             builder = builder.external(
@@ -423,11 +423,11 @@ impl Harness {
         }
     }
 
-    pub fn pipeline(&self) -> PipelineBuilder {
+    pub(crate) fn pipeline(&self) -> PipelineBuilder {
         Pipeline::builder(self.sink.clone())
     }
 
-    pub async fn run(&self, pipeline: &Pipeline, name: &str, args: &str) -> CommittedResult {
+    pub(crate) async fn run(&self, pipeline: &Pipeline, name: &str, args: &str) -> CommittedResult {
         let request = CallRequest::new("c1", 0, name, args);
         pipeline
             .execute_one(&self.registry.snapshot(), request, &BatchControl::default())
@@ -435,12 +435,12 @@ impl Harness {
             .unwrap()
     }
 
-    pub fn kinds(&self) -> Vec<String> {
+    pub(crate) fn kinds(&self) -> Vec<String> {
         self.sink.kinds()
     }
 
     /// Runs one call and cancels its batch `after` (tokio time) it started.
-    pub async fn run_cancelled_after(
+    pub(crate) async fn run_cancelled_after(
         &self,
         pipeline: &Pipeline,
         name: &str,
@@ -460,7 +460,7 @@ impl Harness {
     }
 }
 
-pub fn code(result: &CommittedResult) -> Option<&str> {
+pub(crate) fn code(result: &CommittedResult) -> Option<&str> {
     result
         .record()
         .error
@@ -468,7 +468,7 @@ pub fn code(result: &CommittedResult) -> Option<&str> {
         .map(|error| error.code.as_str())
 }
 
-pub fn text(record: &ToolResultRecord) -> String {
+pub(crate) fn text(record: &ToolResultRecord) -> String {
     record
         .content
         .iter()
