@@ -111,6 +111,8 @@ fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|value| !value.is_empty())
 }
 
+/// Runs the steps in order, stops at the first that fails, and prints a summary of every
+/// step's outcome and time.
 pub fn run() -> Result<()> {
     let steps = steps(in_ci());
     let total = steps.len();

@@ -18,7 +18,10 @@ pub const DOC_PATH: &str = "docs/tool-execution-pipeline.md";
 /// Whether to write the document or only compare it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
+    /// Write the document (`cargo xtask diagram`).
     Write,
+    /// Compare the committed document with a fresh rendering; fail when they differ
+    /// (`--check`).
     Check,
 }
 

@@ -27,6 +27,8 @@ pub fn left_in(tree: &str) -> Vec<&'static str> {
         .collect()
 }
 
+/// Runs the check on the real workspace: `cargo tree` of the facade without default
+/// features must hold none of [`HEAVY`]'s crates, and `cargo check` of it must pass.
 pub fn run() -> Result<()> {
     let output = workspace::cargo()
         .args([

@@ -13,7 +13,9 @@ use crate::workspace;
 /// How long and what to fuzz.
 #[derive(Debug)]
 pub struct Options {
+    /// How long each target runs, in seconds (`--seconds`, default 60).
     pub seconds: u64,
+    /// The targets to run, by name; empty: every one in `fuzz/fuzz_targets`.
     pub targets: Vec<String>,
 }
 
@@ -52,6 +54,8 @@ const SEEDS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Runs each chosen target with `cargo +nightly fuzz`; fails at the first that crashes,
+/// an unknown target, or a missing cargo-fuzz.
 pub fn run(options: Options) -> Result<()> {
     let root = workspace::root();
     let fuzz_dir = root.join("fuzz");

@@ -6,7 +6,7 @@
 //! - `layering`: DESIGN §2's "a crate depends only on crates below it" ([`layering`]).
 //! - `check-guards`: guards can only refuse ([`check_guards`]).
 //! - `diagram`: the pipeline flowchart generated from the stage table ([`diagram`]).
-//! - `bench`: every bench, one table, `docs/benchmarks.md` ([`bench`]).
+//! - `bench`: every bench, one table, `docs/benchmarks.md` ([`bench`](mod@bench)).
 //! - `facade`: each default feature of the `toolrail` crate really removable ([`facade`]).
 
 pub mod bench;

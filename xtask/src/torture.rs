@@ -22,7 +22,9 @@ use crate::workspace;
 /// The flags of `cargo xtask torture`.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// Sessions run and killed (`--iterations`, default 50).
     pub iterations: u32,
+    /// The seed the kill moments are drawn from (`--seed`, default 1).
     pub seed: u64,
 }
 
@@ -59,6 +61,9 @@ struct Tally {
     failures: Vec<String>,
 }
 
+/// Builds `toolrail-torture`, times one whole session, then kills `iterations` sessions at
+/// moments within that time and checks each one's recovery; prints a table of what was
+/// found, and fails when any iteration broke a promise.
 pub fn run(options: Options) -> Result<()> {
     let binary = build()?;
     let scratch = workspace::root().join("target/torture");

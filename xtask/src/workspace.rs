@@ -28,8 +28,11 @@ pub fn cargo() -> Command {
 /// How a package depends on another, as Cargo distinguishes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DepKind {
+    /// `[dependencies]`.
     Normal,
+    /// `[build-dependencies]`.
     Build,
+    /// `[dev-dependencies]`.
     Dev,
 }
 
@@ -38,15 +41,18 @@ pub enum DepKind {
 pub struct Dependency {
     /// The package name (not the rename, if any).
     pub name: String,
+    /// Which table of the manifest declares it.
     pub kind: DepKind,
 }
 
 /// One workspace package, reduced to what xtask's checks need.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Package {
+    /// The package name (`toolrail-tools-core`).
     pub name: String,
     /// The directory holding the package's `Cargo.toml`.
     pub dir: PathBuf,
+    /// Its direct dependencies, of every kind, in the manifest's order.
     pub dependencies: Vec<Dependency>,
     /// Names of the package's `[[bench]]` targets.
     pub benches: Vec<String>,

@@ -20,6 +20,8 @@ use crate::scheduler::{Live, LiveEvent, Scheduler};
 /// Settings of the loop.
 #[derive(Clone)]
 pub struct LoopConfig {
+    /// The system prompt of every request; what the presentation adds (code mode's SDK)
+    /// follows it after a blank line.
     pub system: Option<String>,
     /// Model requests per turn at most.
     pub max_steps: u32,
@@ -55,6 +57,7 @@ pub type ToolPresentation = Arc<dyn Fn(&ToolSet) -> PresentedTools + Send + Sync
 /// What one request offers.
 #[derive(Clone)]
 pub struct PresentedTools {
+    /// The tools the model is offered, and the set the request's calls run against.
     pub tools: ToolSet,
     /// Appended to the system prompt.
     pub system: Option<String>,
@@ -63,10 +66,15 @@ pub struct PresentedTools {
 /// Why a turn could not be carried out.
 #[derive(Debug, thiserror::Error)]
 pub enum LoopError {
+    /// The pipeline failed inside a batch: nothing new was started and no result was
+    /// fabricated (recovery classifies the open calls).
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    /// The session log refused one of the loop's own events (`turn/start`, `step/end`, …).
     #[error("the session log refused a write: {0}")]
     Log(#[from] SinkError),
+    /// The model request failed; the turn was ended as `error` first. Never
+    /// [`ModelError::Cancelled`]: a cancelled request ends the turn as `aborted`.
     #[error(transparent)]
     Model(ModelError),
 }

@@ -9,8 +9,11 @@ use toolrail_session_log::{AssistantBlock, AssistantMessage, BoxFuture, Conversa
 /// A tool as the model is told about it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolDefinition {
+    /// The name the model calls the tool by.
     pub name: String,
+    /// What the model reads about the tool, from its spec.
     pub description: String,
+    /// The JSON Schema the tool's arguments must fit.
     pub input_schema: Value,
 }
 
@@ -18,15 +21,24 @@ pub struct ToolDefinition {
 /// a stable order (by name), so identical sessions send identical requests.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelRequest {
+    /// The system prompt, with what the tool presentation adds (code mode's SDK); `None`
+    /// when there is none.
     pub system: Option<String>,
+    /// The conversation so far, as the log's replay derives it: user turns, assistant
+    /// messages, tool results, context messages.
     pub messages: Vec<ConversationItem>,
+    /// The tools offered, by name.
     pub tools: Vec<ToolDefinition>,
 }
 
 /// The model's answer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelResponse {
+    /// The whole assistant message; its stop reason says whether the output-length limit
+    /// cut it off.
     pub message: AssistantMessage,
+    /// The token usage as the server reported it, logged in `step/end` as is; `None` when
+    /// it sent none.
     pub usage: Option<Value>,
 }
 
@@ -41,20 +53,34 @@ pub enum ModelDelta {
     /// A tool call began: its place among the message's calls, its id and name as far as
     /// they are known.
     ToolCallStarted {
+        /// The call's place among the message's tool calls, from 0.
         index: u32,
+        /// The call's id as the model sent it.
         call_id: String,
+        /// The tool the model asked for.
         name: String,
     },
     /// More of a tool call's raw argument text.
-    ToolCallArguments { index: u32, fragment: String },
+    ToolCallArguments {
+        /// The call it belongs to: the `index` of its [`ModelDelta::ToolCallStarted`].
+        index: u32,
+        /// The next piece of the argument text, to append as is (not JSON on its own).
+        fragment: String,
+    },
     /// The request failed after some deltas arrived and is tried again: what arrived so far
     /// is void, and the next deltas start the answer anew.
-    Restarted { attempt: u32, why: String },
+    Restarted {
+        /// The try that starts now, counting from 1 (so at least 2).
+        attempt: u32,
+        /// What broke the try before it.
+        why: String,
+    },
 }
 
 /// Where deltas go while an answer streams. Called on the task that reads the answer, in
 /// arrival order; it must not block.
 pub trait DeltaSink: Send + Sync {
+    /// Takes the next delta.
     fn delta(&self, delta: ModelDelta);
 }
 
@@ -75,8 +101,10 @@ impl DeltaSink for NoDeltas {
 /// Why a model request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
+    /// The request's cancellation token fired before the answer was whole.
     #[error("the model request was cancelled")]
     Cancelled,
+    /// The server, the connection or the client failed; the failure says how.
     #[error("the model failed: {0}")]
     Failed(ModelFailure),
 }
@@ -121,16 +149,19 @@ impl ModelFailure {
         }
     }
 
+    /// The failure with the HTTP status the server answered with.
     pub fn with_status(mut self, status: u16) -> Self {
         self.status = Some(status);
         self
     }
 
+    /// The failure marked as worth trying again later.
     pub fn retryable(mut self) -> Self {
         self.retryable = true;
         self
     }
 
+    /// The failure with the server's id for the request.
     pub fn with_request_id(mut self, request_id: impl Into<String>) -> Self {
         self.request_id = Some(request_id.into());
         self

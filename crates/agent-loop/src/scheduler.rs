@@ -60,6 +60,7 @@ impl Default for SchedulerConfig {
 /// A scheduler setting that cannot work.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SchedulerConfigError {
+    /// [`SchedulerConfig::with_max_parallel`] was given 0.
     #[error(
         "max_parallel is 0: no call could ever start and every batch would wait forever; use 1 for strict serial, or more to let calls overlap (default {DEFAULT_MAX_PARALLEL})"
     )]
@@ -84,23 +85,40 @@ pub enum LiveEvent {
     /// In model order, with the tool's name and the effective arguments (after any logged
     /// rewrite; for a call refused before its arguments parsed, what could be read of them).
     Prepared {
+        /// The call's id in the log.
         call_id: CallId,
+        /// The call's place in the assistant message, from 0.
         index: u32,
+        /// The tool the model asked for.
         name: String,
+        /// The effective arguments, as above.
         arguments: Arc<Value>,
     },
     /// As calls start.
-    Started { call_id: CallId },
-    Progress {
+    Started {
+        /// The call whose body started.
         call_id: CallId,
+    },
+    /// A running body's report, as the tool gave it to `ToolContext::progress`. None comes
+    /// after the call's [`LiveEvent::Finished`].
+    Progress {
+        /// The call that reported.
+        call_id: CallId,
+        /// The report, in the tool's own shape.
         data: serde_json::Value,
     },
     /// In completion order.
-    Finished { call_id: CallId },
+    Finished {
+        /// The call whose body settled.
+        call_id: CallId,
+    },
     /// In model order, once durable: the record the log holds.
     Committed {
+        /// The call committed.
         call_id: CallId,
+        /// The `seq` of its `tool/result` event.
         seq: u64,
+        /// The result as the log holds it and the model will read it.
         record: Arc<ToolResultRecord>,
     },
 }
@@ -109,6 +127,7 @@ pub enum LiveEvent {
 /// task that drives the turn, in the order things happen; it must not block, and a sink
 /// that stopped listening does not stop the turn.
 pub trait LiveSink: Send + Sync {
+    /// Takes the next event.
     fn event(&self, event: LiveEvent);
 }
 
@@ -125,6 +144,7 @@ pub type Live = Arc<dyn LiveSink>;
 /// The committed results of a batch, in model order.
 #[derive(Debug)]
 pub struct BatchOutcome {
+    /// One per call of the batch, whatever became of it.
     pub results: Vec<CommittedResult>,
 }
 
@@ -141,6 +161,8 @@ type Preparing<'a> = InFlight<'a, Preparation>;
 type Committing<'a> = InFlight<'a, PendingCommit<'a>>;
 
 impl Scheduler {
+    /// Runs every batch through `pipeline`, which records each call's facts, under
+    /// `config`.
     pub fn new(pipeline: Arc<Pipeline>, config: SchedulerConfig) -> Self {
         Self { pipeline, config }
     }

@@ -27,6 +27,8 @@ pub struct ToolSearch {
 }
 
 impl ToolSearch {
+    /// Searches `registry`'s deferred tools and loads the matches into it: a clone of the
+    /// registry the loop asks from (clones share their tools).
     pub fn new(registry: Registry) -> Self {
         Self { registry }
     }

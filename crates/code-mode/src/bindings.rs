@@ -27,8 +27,12 @@ use crate::run::Limits;
 /// What the run keeps of one binding call, for the result and the card.
 #[derive(Clone, Debug)]
 pub struct SubCall {
+    /// Its call id, `<parent>:code:<n>` with n from 1 in submission order.
     pub call_id: String,
+    /// The tool the program called.
     pub tool: String,
+    /// The error code of its committed result; `CODE_BINDING_LOST` when the runtime could
+    /// not run or record it. `None` when it succeeded.
     pub error: Option<String>,
     /// Whether it reported effects (changed the world).
     pub had_effects: bool,

@@ -38,6 +38,8 @@ pub struct PythonRuntime {
     /// (`/usr/bin/python3`) where there is one: a version manager's shim on `PATH` (pyenv's
     /// is a shell script) can cost ten times the interpreter's own start.
     pub python: OsString,
+    /// How the interpreter is confined; checked before each run, and a run it cannot
+    /// confine does not start.
     pub tier: SandboxTier,
     /// Readable (as is everything outside), never writable; the first is the working
     /// folder.
@@ -52,6 +54,9 @@ pub struct PythonRuntime {
 }
 
 impl PythonRuntime {
+    /// Python for a session whose workspace folders are `workspace` (the first is the
+    /// working folder), with each run's temp folder under `scratch`: the system's
+    /// interpreter, the default sandbox tier, 512 MiB of address space and a 500 ms grace.
     pub fn new(workspace: Vec<PathBuf>, scratch: impl Into<PathBuf>) -> Self {
         Self {
             python: default_python(),

@@ -11,7 +11,10 @@ pub struct Limits {
     /// The JavaScript engine's heap (a Python program's address space is set by its
     /// runtime, which needs room for the interpreter itself).
     pub memory_bytes: usize,
+    /// The JavaScript engine's stack; a program that recurses past it fails as
+    /// [`FailureKind::Memory`].
     pub stack_bytes: usize,
+    /// How long a program may run, waiting for its binding calls included.
     pub wall: Duration,
     /// Bytes of one binding's reply the program may receive.
     pub binding_bytes: usize,
@@ -57,6 +60,7 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// The kind as a failed run's text names it: `CODE_RUN_FAILED (timeout): …`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Syntax => "syntax",

@@ -22,6 +22,7 @@ use crate::python::{self, PythonRuntime};
 use crate::run::Limits;
 use crate::sdk::{self, RUN_CODE};
 
+/// Arguments of `run_code`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunCodeArgs {
@@ -112,6 +113,8 @@ const JAVASCRIPT_BUILT: bool = cfg!(feature = "javascript");
 
 const JAVASCRIPT_UNAVAILABLE: &str = "JavaScript is not available in this build of toolrail (its `javascript` feature is off); write the program in Python with `\"language\": \"python\"`";
 
+/// The `run_code` tool of one [`CodeMode`], made by [`CodeMode::tool`]; its calls fail
+/// until the code mode is attached.
 pub struct RunCodeTool {
     mode: CodeMode,
 }

@@ -40,6 +40,7 @@ const CHUNK: usize = 1 << 20;
 /// Files up to this size are searched for the line closest to an `old` that was not found.
 const CLOSEST_LINE_BYTES: u64 = 8 << 20;
 
+/// The arguments of `edit`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditArgs {
@@ -50,6 +51,7 @@ pub struct EditArgs {
     pub edits: Vec<Replacement>,
 }
 
+/// One replacement: exact text of the file, and what replaces it.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Replacement {
@@ -62,14 +64,18 @@ pub struct Replacement {
     pub replace_all: bool,
 }
 
+/// `edit`: exact, unique replacements in a file the session read, applied all together or
+/// not at all.
 pub struct EditTool {
     spec: ToolSpec,
     files: FileTools,
 }
 
 impl EditTool {
+    /// The tool's name, as the model calls it and rules match it.
     pub const NAME: &'static str = "edit";
 
+    /// `edit` over `files`.
     pub fn new(files: FileTools) -> Self {
         let spec = ToolSpec::for_args::<EditArgs>(
             Self::NAME,

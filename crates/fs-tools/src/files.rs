@@ -52,6 +52,8 @@ pub struct FileTools {
 }
 
 impl FileTools {
+    /// The state of a new session over `roots`: nothing observed yet, the default
+    /// [`Limits`], and [`ProtectedPaths::none`].
     pub fn new(roots: WorkspaceRoots) -> Self {
         Self {
             roots,
@@ -75,6 +77,8 @@ impl FileTools {
         tools
     }
 
+    /// Other output caps (default [`Limits::default`]); the tools' descriptions state them,
+    /// so set them before making the tools.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -89,10 +93,12 @@ impl FileTools {
         self
     }
 
+    /// What the tools must not read or change (see [`FileTools::with_protected`]).
     pub fn protected(&self) -> &ProtectedPaths {
         &self.protected
     }
 
+    /// The workspace roots every path is resolved inside.
     pub fn roots(&self) -> &WorkspaceRoots {
         &self.roots
     }

@@ -24,6 +24,7 @@ use crate::beneath::{self, Kind};
 use crate::files::{FileTools, LOSSY_NAME_NOTE, blocking, looking, maybe_lossy};
 use crate::target::Target;
 
+/// The arguments of `glob`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GlobArgs {
@@ -35,14 +36,18 @@ pub struct GlobArgs {
     pub path: Option<String>,
 }
 
+/// `glob`: the files under a folder whose relative path matches, `.gitignore` honoured,
+/// newest first.
 pub struct GlobTool {
     spec: ToolSpec,
     files: FileTools,
 }
 
 impl GlobTool {
+    /// The tool's name, as the model calls it and rules match it.
     pub const NAME: &'static str = "glob";
 
+    /// `glob` over `files`, whose result cap its description states.
     pub fn new(files: FileTools) -> Self {
         let description = format!(
             "List files whose path (relative to `path`, default the workspace root) matches a glob: `*` stays in one folder, `**` crosses folders. Files ignored by .gitignore are left out; paths hidden from tools are left out (and counted); newest first; at most {} paths, with a count of the rest.",

@@ -28,6 +28,7 @@ use crate::files::{FileTools, LOSSY_NAME_NOTE, blocking, looking, maybe_lossy};
 use crate::glob::{hidden_note, path_glob, walker};
 use crate::target::Target;
 
+/// What `grep` returns.
 #[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum GrepOutput {
@@ -40,6 +41,7 @@ pub enum GrepOutput {
     Count,
 }
 
+/// The arguments of `grep`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrepArgs {
@@ -51,23 +53,28 @@ pub struct GrepArgs {
     /// Only files whose path relative to `path` matches this glob, e.g. `**/*.rs`.
     #[serde(default)]
     pub glob: Option<String>,
+    /// Match letters in either case (default false).
     #[serde(default)]
     pub case_insensitive: bool,
     /// Lines of context before and after each match (content output only).
     #[serde(default)]
     pub context: Option<usize>,
+    /// `content` (default), `files` or `count`.
     #[serde(default)]
     pub output: GrepOutput,
 }
 
+/// `grep`: a regular-expression search of file contents with ripgrep's engine, in-process.
 pub struct GrepTool {
     spec: ToolSpec,
     files: FileTools,
 }
 
 impl GrepTool {
+    /// The tool's name, as the model calls it and rules match it.
     pub const NAME: &'static str = "grep";
 
+    /// `grep` over `files`, whose result cap its description states.
     pub fn new(files: FileTools) -> Self {
         let description = format!(
             "Search file contents with a regular expression (ripgrep's engine and rules): files ignored by .gitignore, binary files and paths hidden from tools are skipped. `output` is content (matching lines with numbers, grouped by file; `context` adds lines around them), files (the matching files) or count (matching lines per file). At most {} results, with counts of what was left out.",

@@ -22,6 +22,7 @@ use crate::version::VersionDigest;
 /// Bytes looked at for a NUL to tell a binary file.
 const SNIFF: usize = 8 * 1024;
 
+/// The arguments of `read`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
@@ -35,14 +36,18 @@ pub struct ReadArgs {
     pub limit: Option<usize>,
 }
 
+/// `read`: a window of a text file's numbered lines. What it shows becomes the version
+/// `write` and `edit` may change.
 pub struct ReadTool {
     spec: ToolSpec,
     files: FileTools,
 }
 
 impl ReadTool {
+    /// The tool's name, as the model calls it and rules match it.
     pub const NAME: &'static str = "read";
 
+    /// `read` over `files`, whose limits its description states.
     pub fn new(files: FileTools) -> Self {
         let limits = &files.limits;
         let description = format!(

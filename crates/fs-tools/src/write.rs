@@ -23,6 +23,7 @@ use crate::files::{FileTools, blocking};
 use crate::target::{Existing, Target};
 use crate::version::{digest_of, version_of};
 
+/// The arguments of `write`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteArgs {
@@ -32,14 +33,18 @@ pub struct WriteArgs {
     pub content: String,
 }
 
+/// `write`: a whole file, created or replaced atomically; an existing file only over the
+/// version the session read.
 pub struct WriteTool {
     spec: ToolSpec,
     files: FileTools,
 }
 
 impl WriteTool {
+    /// The tool's name, as the model calls it and rules match it.
     pub const NAME: &'static str = "write";
 
+    /// `write` over `files`.
     pub fn new(files: FileTools) -> Self {
         let spec = ToolSpec::for_args::<WriteArgs>(
             Self::NAME,

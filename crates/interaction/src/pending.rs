@@ -23,6 +23,7 @@ impl<R, A> Pending<R, A> {
         self.id
     }
 
+    /// What is asked.
     pub fn request(&self) -> &R {
         &self.request
     }

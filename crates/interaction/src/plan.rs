@@ -38,10 +38,12 @@ impl PlanMode {
         Self { switch }
     }
 
+    /// Whether plan mode is on.
     pub fn is_active(&self) -> bool {
         self.switch.is_active()
     }
 
+    /// The switch it sets, for the plan-mode guard.
     pub fn switch(&self) -> &PlanModeSwitch {
         &self.switch
     }
@@ -66,6 +68,7 @@ impl PlanMode {
     }
 }
 
+/// The arguments of `exit_plan_mode`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExitPlanModeArgs {
@@ -80,6 +83,7 @@ pub struct ExitPlanMode {
 }
 
 impl ExitPlanMode {
+    /// The name the model calls it by; the plan-mode guard's refusals name it too.
     pub const NAME: &'static str = "exit_plan_mode";
 
     fn new(switch: PlanModeSwitch) -> Self {

@@ -44,8 +44,12 @@ pub struct Question {
 /// How a question ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum QuestionOutcome {
+    /// The person's answer, as given.
     Answered(String),
+    /// Withdrawn without an answer: the batch was cancelled, the UI dropped the question, or
+    /// no one was there to ask.
     Cancelled,
+    /// No answer came in time.
     Expired,
 }
 
@@ -54,6 +58,8 @@ pub enum QuestionOutcome {
 /// Implementors guarantee: the future resolves; it answers `Cancelled` promptly when
 /// `cancel` fires; it never answers `Answered` with text the person did not give.
 pub trait QuestionService: Send + Sync {
+    /// Puts `question` to the person and waits for how it ends; `cancel` fires when the batch is
+    /// cancelled.
     fn ask<'a>(
         &'a self,
         question: &'a Question,
@@ -74,6 +80,7 @@ pub struct ChannelQuestions {
 }
 
 impl ChannelQuestions {
+    /// A service and the inbox its questions arrive in; `deadline` bounds each wait.
     pub fn new(deadline: Option<Duration>) -> (Self, QuestionInbox) {
         let (outbox, inbox) = Outbox::channel(deadline);
         (Self { outbox }, inbox)
@@ -107,6 +114,8 @@ pub struct ScriptedQuestions {
 }
 
 impl ScriptedQuestions {
+    /// A service giving `outcomes` in order; a question asked once the batch is cancelled is
+    /// `Cancelled` and uses none.
     pub fn new(outcomes: impl IntoIterator<Item = QuestionOutcome>) -> Self {
         Self {
             outcomes: Mutex::new(outcomes.into_iter().collect()),
@@ -114,6 +123,7 @@ impl ScriptedQuestions {
         }
     }
 
+    /// Every question so far, in the order asked.
     pub fn asked(&self) -> Vec<Question> {
         self.asked.lock().clone()
     }
@@ -153,8 +163,10 @@ pub struct AskUser {
 }
 
 impl AskUser {
+    /// The name the model calls it by.
     pub const NAME: &'static str = "ask_user";
 
+    /// The tool, putting its questions to `service`.
     pub fn new(service: std::sync::Arc<dyn QuestionService>) -> Self {
         let spec = ToolSpec::for_args::<AskUserArgs>(
             Self::NAME,
@@ -307,7 +319,10 @@ fn check_questions(questions: &[Question]) -> Result<(), Vec<String>> {
 /// A question the log shows asked and never answered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnansweredQuestion {
+    /// The call that asked it; `None` when its event carries no call id.
     pub call_id: Option<CallId>,
+    /// The question as its `question/asked` event logged it, with the workspace digest of that
+    /// moment.
     pub asked: QuestionAsked,
 }
 

@@ -23,6 +23,7 @@ pub struct TodoBoard {
 }
 
 impl TodoBoard {
+    /// An empty list.
     pub fn new() -> Self {
         Self::default()
     }
@@ -42,11 +43,13 @@ impl TodoBoard {
         board
     }
 
+    /// The list as it stands, in order.
     pub fn items(&self) -> Vec<TodoItem> {
         self.items.read().clone()
     }
 }
 
+/// The arguments of `todo_write`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TodoWriteArgs {
@@ -54,14 +57,20 @@ pub struct TodoWriteArgs {
     pub todos: Vec<TodoArg>,
 }
 
+/// One item of the todo list.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TodoArg {
     /// What is to be done, in a few words.
     pub content: String,
+    /// Where the item stands; at most one item may be in_progress.
     pub status: StatusArg,
 }
 
+/// Where an item stands.
+// Variant docs would turn the schema the model reads from a plain `enum` of the three
+// strings into a `oneOf` list; the names say what they are.
+#[allow(missing_docs)]
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StatusArg {
@@ -87,8 +96,10 @@ pub struct TodoWriteTool {
 }
 
 impl TodoWriteTool {
+    /// The name the model calls it by.
     pub const NAME: &'static str = "todo_write";
 
+    /// The tool, writing to `board` (share it with whatever shows the list).
     pub fn new(board: TodoBoard) -> Self {
         let spec = ToolSpec::for_args::<TodoWriteArgs>(
             Self::NAME,

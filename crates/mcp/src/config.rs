@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpConfig {
+    /// The servers, by name (read from `mcpServers`, or `mcp_servers`); each one's tools
+    /// join as `mcp__<server>__<tool>`.
     #[serde(rename = "mcpServers", alias = "mcp_servers", default)]
     pub servers: BTreeMap<String, ServerConfig>,
 }
@@ -46,7 +48,10 @@ pub enum Start {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ServerConfig {
+    /// The program that starts the server (`npx`, `uvx`): a path, or a name found on
+    /// `PATH`.
     pub command: String,
+    /// The arguments `command` is started with (`["mcp-server-time"]`).
     #[serde(default)]
     pub args: Vec<String>,
     /// Set for the server on top of an allow-listed part of this process's environment.
@@ -54,12 +59,20 @@ pub struct ServerConfig {
     pub env: BTreeMap<String, String>,
     /// The server's working folder.
     pub cwd: Option<PathBuf>,
+    /// How long the handshake, and each listing of the server's tools, may take, in
+    /// milliseconds (default 30,000); a server that starts with the session is waited for
+    /// this long.
     #[serde(default = "default_startup_ms", alias = "startup_timeout_ms")]
     pub startup_timeout_ms: u64,
+    /// A call's deadline, in milliseconds (default 120,000); past it the request is
+    /// cancelled.
     #[serde(default = "default_call_ms", alias = "call_timeout_ms")]
     pub call_timeout_ms: u64,
+    /// Whether its calls may overlap with others (default `auto`).
     #[serde(default)]
     pub parallel: Parallel,
+    /// Whether the session waits for it (default `session`) or it connects in the
+    /// background (`lazy`).
     #[serde(default)]
     pub start: Start,
     /// Only these tools are offered, when given.
@@ -100,10 +113,12 @@ fn yes() -> bool {
 }
 
 impl ServerConfig {
+    /// `startup_timeout_ms` as a duration.
     pub fn startup_timeout(&self) -> Duration {
         Duration::from_millis(self.startup_timeout_ms)
     }
 
+    /// `call_timeout_ms` as a duration.
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms)
     }
@@ -122,7 +137,9 @@ impl ServerConfig {
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: {message}")]
 pub struct ConfigError {
+    /// The source, as the caller named it.
     pub file: String,
+    /// What is wrong: the parser's message, or which server lacks a name or a command.
     pub message: String,
 }
 

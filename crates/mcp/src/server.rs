@@ -32,10 +32,14 @@ use crate::tool::{Listed, McpTool, Remote};
 /// Where a server stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServerState {
+    /// Its first connection is being made: not yet connected, its tools not yet listed.
     Starting,
     /// Connected, its tools registered.
     Running {
+        /// The version the server gave in its handshake (`unknown` when it gave none),
+        /// recorded with every call of its tools.
         version: String,
+        /// Its offered tools, by their names in the session (`mcp__<server>__<tool>`).
         tools: Vec<String>,
     },
     /// Not started (disabled in the configuration).
@@ -43,11 +47,15 @@ pub enum ServerState {
     /// Its last connection failed (it could not be started, or it ended); it is started
     /// again after a pause.
     Restarting {
+        /// How the last connection failed or ended.
         why: String,
+        /// Restarts so far, this one included; the count starts again after a connection
+        /// that lasted a minute.
         restarts: u32,
     },
     /// Its tools withdrawn: it could not be started, or crashed past its restarts.
     Withdrawn {
+        /// How the last connection failed or ended, and after how many restarts.
         why: String,
     },
 }

@@ -27,11 +27,18 @@ pub(crate) trait Remote: Send + Sync {
 /// What a server said of one of its tools.
 #[derive(Clone, Debug)]
 pub struct Listed {
+    /// The tool's name on the server; the session calls it `mcp__<server>__<tool>`.
     pub name: String,
+    /// The server's description of it, as the model reads it (empty when it gave none).
     pub description: String,
+    /// Its `inputSchema` (`{"type": "object"}` when the server gave none).
     pub input_schema: Value,
+    /// `readOnlyHint`; counts only for a server whose annotations are trusted.
     pub read_only: bool,
+    /// `destructiveHint`, true when unset for a tool not marked read-only (MCP's default);
+    /// a destructive tool is of a kind the presets ask about.
     pub destructive: bool,
+    /// `idempotentHint`; counts only for a server whose annotations are trusted.
     pub idempotent: bool,
 }
 

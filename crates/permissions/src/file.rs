@@ -28,14 +28,20 @@ use crate::rule::{Rule, RuleEffect, RuleOrigin};
 pub struct RulesError {
     /// The file (or label) the rules came from.
     pub source_name: String,
+    /// The 1-based line of the problem, when it can be told.
     pub line: Option<usize>,
+    /// What is wrong, and what to do about it.
     pub why: String,
 }
 
 /// The rules of one file, with its preset if it names one.
 #[derive(Clone, Debug, Default)]
 pub struct RuleFile {
+    /// The file's `preset`; `None` when it names none, and the embedder's choice stands
+    /// ([`Permissions::from_file`](crate::Permissions::from_file)).
     pub preset: Option<Preset>,
+    /// The `allow`, then the `ask`, then the `deny` entries, each list in file order, each rule
+    /// with its origin (the file and line).
     pub rules: Vec<Rule>,
 }
 
@@ -115,6 +121,8 @@ impl RuleFile {
         }
     }
 
+    /// Reads rules from TOML text; `source_name` names the text in errors and in the rules'
+    /// origins.
     pub fn from_toml(text: &str, source_name: &str) -> Result<Self, RulesError> {
         let raw: RawFile = toml::from_str(text).map_err(|error| RulesError {
             source_name: source_name.to_owned(),
@@ -124,6 +132,8 @@ impl RuleFile {
         Self::from_raw(raw, text, source_name)
     }
 
+    /// Reads rules from JSON text; `source_name` names the text in errors and in the rules'
+    /// origins.
     pub fn from_json(text: &str, source_name: &str) -> Result<Self, RulesError> {
         let raw: RawFile = serde_json::from_str(text).map_err(|error| RulesError {
             source_name: source_name.to_owned(),

@@ -21,7 +21,11 @@ use crate::session::SessionApprovals;
 /// The outcome for one call, with why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
+    /// What happens to the call. Where nobody may be asked (`never-ask`, unattended), what
+    /// would ask is already a deny.
     pub effect: RuleEffect,
+    /// Why, naming the deciding rule (with its origin), the preset, or the session approval:
+    /// what the model or the approver reads.
     pub reason: String,
     /// For an ask: what an "approve for session" answer would cover.
     pub session_key: Option<String>,
@@ -126,10 +130,12 @@ impl Permissions {
         self
     }
 
+    /// The preset that decides what no rule covers.
     pub fn preset(&self) -> Preset {
         self.preset
     }
 
+    /// The "approve for session" keys it consults.
     pub fn session(&self) -> &SessionApprovals {
         &self.session
     }

@@ -26,6 +26,7 @@ pub enum Preset {
 }
 
 impl Preset {
+    /// Every preset.
     pub const ALL: [Preset; 4] = [
         Self::Untrusted,
         Self::Workspace,
@@ -33,6 +34,7 @@ impl Preset {
         Self::FullAuto,
     ];
 
+    /// The name written in rule files and configuration (`never-ask`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Untrusted => "untrusted",

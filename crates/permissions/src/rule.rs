@@ -11,12 +11,16 @@ use toolrail_policy_guards::{CallPattern, PatternError};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleEffect {
+    /// Run the call without asking.
     Allow,
+    /// Ask the approval service first.
     Ask,
+    /// Refuse the call (`POLICY_DENIED`); the deny-list guard enforces it a second time.
     Deny,
 }
 
 impl RuleEffect {
+    /// The word a rule starts with (`allow`, `ask`, `deny`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Allow => "allow",
@@ -37,6 +41,7 @@ impl fmt::Display for RuleEffect {
 pub struct RuleOrigin {
     /// A file name or another label (`preset`, `code`).
     pub source: String,
+    /// The 1-based line, when known.
     pub line: Option<usize>,
 }
 
@@ -52,10 +57,16 @@ impl fmt::Display for RuleOrigin {
 /// One rule.
 #[derive(Clone, Debug)]
 pub struct Rule {
+    /// What happens to the calls it covers; among matching rules the strongest effect wins.
     pub effect: RuleEffect,
+    /// The calls it covers, `tool` or `tool(subject)`. An allow rule reads a command line as
+    /// [`Reading::Permit`](toolrail_policy_guards::Reading::Permit) does, ask and deny rules as
+    /// [`Reading::Restrict`](toolrail_policy_guards::Reading::Restrict) does.
     pub pattern: CallPattern,
     /// Said to the model when the rule denies or asks.
     pub reason: Option<String>,
+    /// Where it was written, named in the reasons it gives; `None` for a rule made in code
+    /// without one.
     pub origin: Option<RuleOrigin>,
 }
 
@@ -90,11 +101,13 @@ impl Rule {
         Self::new(effect, pattern)
     }
 
+    /// Sets what the model is told when the rule denies or asks.
     pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
         self.reason = Some(reason.into());
         self
     }
 
+    /// Sets where the rule was written.
     pub fn with_origin(mut self, origin: RuleOrigin) -> Self {
         self.origin = Some(origin);
         self

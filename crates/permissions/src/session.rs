@@ -19,6 +19,7 @@ pub struct SessionApprovals {
 }
 
 impl SessionApprovals {
+    /// An empty memory.
     pub fn new() -> Self {
         Self::default()
     }
@@ -79,6 +80,7 @@ impl SessionApprovals {
             .map(|(key, _)| key.clone())
     }
 
+    /// The remembered keys, in the order they were first approved.
     pub fn keys(&self) -> Vec<String> {
         self.keys
             .read()
@@ -95,6 +97,9 @@ pub struct RememberApprovals<S> {
 }
 
 impl<S> RememberApprovals<S> {
+    /// Wraps `inner`, remembering the keys it approves in `session` (the memory
+    /// [`Permissions::with_session`](crate::Permissions::with_session) consults). An
+    /// `AllowedForSession` answer to a request that offered no key is passed on as `AllowedOnce`.
     pub fn new(inner: S, session: SessionApprovals) -> Self {
         Self { inner, session }
     }

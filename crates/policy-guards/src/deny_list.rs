@@ -12,7 +12,9 @@ use crate::subject::CallSubject;
 /// One entry: calls its pattern matches are refused with `reason`.
 #[derive(Clone, Debug)]
 pub struct DenyEntry {
+    /// The calls the entry refuses, read as [`Reading::Restrict`] reads a command line.
     pub pattern: CallPattern,
+    /// Why, for the model; the refusal quotes the pattern, then this.
     pub reason: String,
 }
 
@@ -25,10 +27,14 @@ pub struct DenyListGuard {
 }
 
 impl DenyListGuard {
+    /// A guard over `entries`, checked in order. `roots` are the canonical workspace roots
+    /// ([`WorkspaceRoots::as_slice`](crate::WorkspaceRoots::as_slice)), so absolute and symlinked
+    /// paths match relative patterns.
     pub fn new(entries: Vec<DenyEntry>, roots: Vec<PathBuf>) -> Self {
         Self { entries, roots }
     }
 
+    /// The entries, in the order they are checked.
     pub fn entries(&self) -> &[DenyEntry] {
         &self.entries
     }

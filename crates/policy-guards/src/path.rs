@@ -11,6 +11,7 @@ pub struct WorkspacePathGuard {
 }
 
 impl WorkspacePathGuard {
+    /// A guard confining path subjects to `roots`.
     pub fn new(roots: WorkspaceRoots) -> Self {
         Self { roots }
     }

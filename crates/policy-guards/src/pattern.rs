@@ -25,7 +25,9 @@ use crate::subject::CallSubject;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{pattern}` is not a valid pattern: {why}")]
 pub struct PatternError {
+    /// The text refused: a glob, a whole `tool(subject)` pattern, or a whole rule.
     pub pattern: String,
+    /// What is wrong with it, often with how to write it instead.
     pub why: String,
 }
 
@@ -50,6 +52,8 @@ pub struct ToolPattern {
 }
 
 impl ToolPattern {
+    /// Compiles a glob over tool names (`*` matches any run of characters); an empty pattern
+    /// is an error.
     pub fn new(pattern: &str) -> Result<Self, PatternError> {
         if pattern.trim().is_empty() {
             return Err(PatternError {
@@ -63,10 +67,12 @@ impl ToolPattern {
         })
     }
 
+    /// Whether the tool named `tool` matches.
     pub fn matches(&self, tool: &str) -> bool {
         self.matcher.is_match(tool)
     }
 
+    /// The pattern as written.
     pub fn as_str(&self) -> &str {
         &self.text
     }
@@ -113,6 +119,8 @@ pub struct SubjectPattern {
 }
 
 impl SubjectPattern {
+    /// Compiles a glob over subjects, once as a path pattern (a leading `./` ignored) and once
+    /// as plain text.
     pub fn new(pattern: &str) -> Result<Self, PatternError> {
         Ok(Self {
             text: pattern.to_owned(),
@@ -170,10 +178,13 @@ impl SubjectPattern {
         self.as_text.is_match(line.trim())
     }
 
+    /// The pattern as written.
     pub fn as_str(&self) -> &str {
         &self.text
     }
 
+    /// How many literal characters the pattern has: a subject named exactly is more specific
+    /// than one with wildcards.
     pub fn specificity(&self) -> usize {
         literal_len(&self.text)
     }
@@ -189,7 +200,9 @@ impl fmt::Display for SubjectPattern {
 /// `bash(git status*)`, `write(src/**)`, `mcp__github__*`.
 #[derive(Clone, Debug)]
 pub struct CallPattern {
+    /// The tools whose calls the pattern covers.
     pub tool: ToolPattern,
+    /// Which of their calls; `None` covers every call of those tools, with a subject or without.
     pub subject: Option<SubjectPattern>,
 }
 

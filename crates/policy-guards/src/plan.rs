@@ -12,6 +12,8 @@ pub struct PlanModeGuard {
 }
 
 impl PlanModeGuard {
+    /// A guard watching `switch`: a clone of the one that entering and leaving plan mode set
+    /// (clones share their state).
     pub fn new(switch: PlanModeSwitch) -> Self {
         Self { switch }
     }

@@ -14,6 +14,7 @@ pub struct CallSubject<'a> {
 }
 
 impl<'a> CallSubject<'a> {
+    /// `subject` as patterns read it; a command is parsed only when a pattern first needs it.
     pub fn new(subject: Subject<'a>) -> Self {
         Self {
             subject,
@@ -26,6 +27,7 @@ impl<'a> CallSubject<'a> {
         call.subject().map(Self::new)
     }
 
+    /// The subject as the call has it.
     pub fn subject(&self) -> &Subject<'a> {
         &self.subject
     }

@@ -9,18 +9,30 @@ use toolrail_session_log::details::Details;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CardKind {
+    /// Any call: its arguments as JSON and the text the model read. What a call gets when
+    /// its data fit no other shape.
     Generic,
+    /// A shell command and how it ended (`bash`).
     Terminal,
+    /// Files changed, each as a diff (`edit`, `write`).
     Diff,
+    /// What a search found (`grep`, `glob`).
     Search,
+    /// Which lines of a file were read (`read`).
     Read,
+    /// A fetched page; no shipped tool's name maps to it, only details of its shape.
     Web,
+    /// The task list (`todo_write`).
     Todo,
+    /// Questions to the user and their answers (`ask_user`).
     Question,
+    /// A program and the tool calls it made (`run_code`).
     CodeRun,
 }
 
 impl CardKind {
+    /// The kind as serialized: `generic`, `terminal`, …, `code-run`. The HTML card's class
+    /// is `kind-` followed by it.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Generic => "generic",
@@ -72,12 +84,16 @@ impl CardKind {
 /// One call, as shown.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Card {
+    /// The shape of `body`: a call whose data fit no shape is [`CardKind::Generic`],
+    /// whatever its tool.
     pub kind: CardKind,
     /// The tool's name.
     pub tool: String,
     /// One line saying what the call does: `$ cargo test`, `edit src/lib.rs`.
     pub title: String,
+    /// Whether a result came and how it ended: the mark (`·`, `✓`, `✗`) before the title.
     pub status: CardStatus,
+    /// What the call did, or before its result what it asks, in the shape `kind` names.
     pub body: CardBody,
     /// Confirmed changes to the world, one line each.
     pub effects: Vec<String>,
@@ -96,9 +112,13 @@ pub struct Card {
 pub enum CardStatus {
     /// Asked for, no result yet.
     Pending,
+    /// The result carries no error.
     Succeeded,
+    /// The result carries an error.
     Failed {
+        /// The error code as on the wire: `POLICY_DENIED`, `TOOL_OUTCOME_UNKNOWN`.
         code: String,
+        /// The error's whole message, often several lines (a violation list, a hint).
         message: String,
         /// The runtime wrote the result (the call produced none of its own).
         synthetic: bool,
@@ -109,55 +129,100 @@ pub enum CardStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum CardBody {
+    /// Any call as data, for what fits no other shape.
     Generic {
         /// The arguments, pretty JSON (or the raw text when it is not JSON).
         arguments: String,
         /// What the model read, if there is a result.
         output: Option<String>,
     },
+    /// A shell command (`bash`). Before the result only `command` and `description` are
+    /// known.
     Terminal {
+        /// The command line as the model sent it, perhaps several lines (the title shows the
+        /// first).
         command: String,
+        /// What the model said the command is for.
         description: Option<String>,
+        /// The process's exit code; `None` before the result and when the process did not
+        /// exit (a signal ended it, or it never started).
         exit_code: Option<i64>,
+        /// The number of the signal that ended the process, when one did.
         signal: Option<i64>,
+        /// The call's time limit ended the command.
         timed_out: bool,
         /// The output's end, as shown to the model (markers included).
         output: Option<String>,
+        /// Some output was left out of what the model read.
         truncated: bool,
     },
+    /// Files changed (`edit`, `write`). Before the result, and for a result without
+    /// details, the change the call proposes: a `write`'s content added, or for each edit an
+    /// `@@ replace @@` hunk with the old text removed and the new text added.
     Diff {
+        /// Each file, in the order the change touched them.
         files: Vec<DiffFile>,
     },
+    /// What a search found (`grep`, `glob`).
     Search {
+        /// The regex or glob searched for, as the call gave it.
         pattern: String,
+        /// The files shown; empty before the result.
         files: Vec<SearchFile>,
+        /// Files found but left out of `files`.
         omitted_files: u64,
+        /// Matches found but left out of `files`.
         omitted_matches: u64,
     },
+    /// Which lines of a file were read (`read`), shown as `lines 1–20 of 57 (more to read)`.
     Read {
+        /// The file as the tool shows it (relative to the workspace).
         path: String,
+        /// The first line read, from 1; before the result, the call's `offset`.
         start_line: Option<u64>,
+        /// The last line read; before the result, `offset + limit - 1` when the call gave
+        /// both.
         end_line: Option<u64>,
+        /// The file's length in lines; `None` until the result says it.
         total_lines: Option<u64>,
+        /// Some of the file was left to read.
         truncated: bool,
     },
+    /// A fetched page. Before the result only `url` is known.
     Web {
+        /// The address fetched.
         url: String,
+        /// The HTTP status (`200`, `404`).
         status: Option<u64>,
+        /// The page's title, when it has one.
         title: Option<String>,
+        /// The start of the page's text.
         excerpt: Option<String>,
     },
+    /// The task list (`todo_write`).
     Todo {
+        /// The whole list after the call, in order.
         items: Vec<TodoItem>,
     },
+    /// Questions to the user and what became of them (`ask_user`).
     Question {
+        /// Each question, in the order asked.
         questions: Vec<QuestionItem>,
     },
+    /// A program and the tool calls it made (`run_code`).
     CodeRun {
+        /// `javascript` or `python`; `javascript` when the call named none.
         language: String,
+        /// The program's source.
         program: String,
+        /// The tool calls the program made, in submission order. A card from
+        /// [`Presenters::record_in`](crate::Presenters::record_in) keeps only those that no
+        /// child card shows with an outcome.
         sub_calls: Vec<SubCall>,
+        /// What the program printed; `None` before the result.
         logs: Option<String>,
+        /// What the program returned, a string as itself and anything else as JSON; `None`
+        /// before the result and when it returned `null`.
         result: Option<String>,
     },
 }
@@ -181,65 +246,96 @@ impl CardBody {
     }
 }
 
+/// One file of a diff card.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiffFile {
+    /// The file as the tool shows it (relative to the workspace).
     pub path: String,
+    /// Lines added, as the tool counted them (shown `+3`).
     pub added: u64,
+    /// Lines removed, as the tool counted them (shown `−1`).
     pub removed: u64,
+    /// The diff's lines in order, without the `---`/`+++` file headers.
     pub lines: Vec<DiffLine>,
 }
 
+/// One line of a diff.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiffLine {
+    /// What the line is; renderers mark and colour it by this.
     pub kind: DiffLineKind,
+    /// The line without its leading `+`, `-` or space; a hunk header whole.
     pub text: String,
 }
 
+/// What a diff line is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DiffLineKind {
     /// `@@ -a,b +c,d @@`
     Hunk,
+    /// Unchanged, shown around a change.
     Context,
+    /// In the new text only.
     Added,
+    /// In the old text only.
     Removed,
 }
 
+/// One file a search card shows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SearchFile {
+    /// The file as the tool shows it.
     pub path: String,
     /// Matches in the file, when counted.
     pub count: Option<u64>,
+    /// The lines shown: matches and their context, as the tool gave them. Empty for a
+    /// `glob` hit and for `grep` in its `files` or `count` output.
     pub lines: Vec<SearchLine>,
 }
 
+/// One line a search card shows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SearchLine {
+    /// The line's number in the file, from 1.
     pub line: u64,
+    /// The line's text.
     pub text: String,
+    /// The line matched; otherwise it is context around a match.
     pub is_match: bool,
 }
 
+/// One entry of a task list.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TodoItem {
+    /// The task, as the model wrote it.
     pub content: String,
     /// `pending`, `in_progress` or `completed`.
     pub status: String,
 }
 
+/// One question to the user and what became of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuestionItem {
+    /// The question's id within the call; the answers are keyed by it.
     pub id: String,
+    /// The question as the user sees it.
     pub question: String,
+    /// The options offered; empty when none were.
     pub options: Vec<String>,
     /// `answered`, `cancelled`, `expired`; `None` while pending.
     pub state: Option<String>,
+    /// The answer, a string as itself and anything else as JSON; `None` until answered, and
+    /// for a question cancelled or expired.
     pub answer: Option<String>,
 }
 
+/// One tool call a program made, as its `run_code` details list it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubCall {
+    /// Its call id (`<program's call>:code:<n>`).
     pub call_id: String,
+    /// The tool it called.
     pub tool: String,
     /// The error code, if the sub-call failed.
     pub error: Option<String>,

@@ -73,8 +73,8 @@ pub fn sandbox_refusals(result: &ToolResultRecord) -> impl Iterator<Item = Strin
     })
 }
 
-/// The arguments' text as a JSON value: `Null` when it is not JSON (the generic card then
-/// shows the raw text).
+/// The arguments' text as a JSON value: an empty object for empty text, and the text itself
+/// as a JSON string when it is not JSON (the generic card then shows it raw).
 pub fn parse_arguments(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(serde_json::Map::new());

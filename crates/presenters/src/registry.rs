@@ -15,7 +15,11 @@ use crate::present::{parse_arguments, present_call, present_result};
 /// Makes the cards of one tool's calls. Implementations must be pure: the same arguments
 /// and result give the same card, live and on replay.
 pub trait Presenter: Send + Sync {
+    /// The card of a call with no result yet. `tool` is the name the call used, so one
+    /// presenter can show several tools.
     fn present_call(&self, tool: &str, args: &Value) -> Card;
+    /// The card of a call and its result; `args` are the effective arguments when a hook
+    /// rewrote them.
     fn present_result(&self, tool: &str, args: &Value, result: &ToolResultRecord) -> Card;
 }
 
@@ -26,6 +30,7 @@ pub struct Presenters {
 }
 
 impl Presenters {
+    /// The shipped cards only, chosen by tool name ([`CardKind::for_tool`]).
     pub fn new() -> Self {
         Self::default()
     }

@@ -11,21 +11,33 @@ use toolrail_session_log::CallRecord;
 /// One call's lane, in microseconds from the batch's first record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Lane {
+    /// The call's id, as the log has it (a lane's label and `data-call-id` on the page).
     pub call_id: String,
+    /// The tool called.
     pub tool: String,
+    /// When the call was recorded; the log's timestamps are milliseconds, so this is a
+    /// multiple of 1000.
     pub start_us: u64,
+    /// The phases the call went through, in order and end to end from `start_us`; empty
+    /// until it has a result. A phase that took no time has no segment.
     pub segments: Vec<Segment>,
     /// The error code of its result, if any.
     pub error: Option<String>,
 }
 
+/// One phase of a call, placed on the batch's clock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Segment {
+    /// What the call was doing.
     pub phase: Phase,
+    /// When the phase began, in microseconds from the batch's first record (not from the
+    /// lane's start).
     pub start_us: u64,
+    /// How long it lasted, in microseconds; never 0.
     pub length_us: u64,
 }
 
+/// What a call was doing during a segment, from the result's timings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
@@ -42,6 +54,8 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// The phase as serialized: `policy`, `approval`, `queued`, `run`, `commit`. The
+    /// page's segment class is this.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Policy => "policy",
@@ -56,6 +70,7 @@ impl Phase {
 /// One batch: the calls of one assistant message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BatchTimeline {
+    /// One lane per call, in model order.
     pub lanes: Vec<Lane>,
     /// From the first record to the last commit.
     pub span_us: u64,
@@ -211,12 +226,16 @@ pub fn batches(records: &[CallRecord]) -> Vec<Vec<&CallRecord>> {
 /// What a whole session came to.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
+    /// Every call the log records, a program's binding calls included.
     pub calls: usize,
+    /// Batches: the distinct (turn, step) pairs of the calls.
     pub batches: usize,
+    /// Groups of two or more calls whose bodies ran at the same time, over all batches.
     pub parallel_groups: usize,
     /// Run time of every body added up, minus the time at least one body was running: what
     /// running them side by side saved.
     pub saved_us: u64,
+    /// Failed calls by error code: `POLICY_DENIED` → 2.
     pub errors: BTreeMap<String, usize>,
     /// Calls the sandbox refused something (the call itself may have succeeded).
     pub sandbox_refusals: usize,
@@ -253,6 +272,7 @@ impl Summary {
         )
     }
 
+    /// The summary of a log's call records, batched by [`batches`].
     pub fn of(records: &[CallRecord]) -> Self {
         let mut summary = Self {
             calls: records.len(),

@@ -9,21 +9,36 @@ use toolrail_session_log::{AssistantBlock, CallRecord, ContentBlock, Event, Even
 /// One thing to show, in log order.
 #[derive(Debug)]
 pub enum SessionItem<'a> {
+    /// What the user said to start a turn: its text blocks, joined by newlines.
     User(String),
+    /// One text block of an assistant message.
     Assistant(String),
+    /// One thinking block of an assistant message (the page folds it, the CLI's replay
+    /// leaves it out).
     Thinking(String),
     /// The calls of one assistant message, in model order.
     Batch(Vec<&'a CallRecord>),
+    /// A message a hook added to the conversation.
     Context {
+        /// The hook that added it.
         source: String,
+        /// Its text blocks, joined by newlines.
         text: String,
     },
+    /// Recovery repaired the log after a crash.
     Recovery {
+        /// What recovery says it did.
         note: String,
+        /// How many calls it gave a synthetic result.
         calls: usize,
     },
+    /// A turn ended.
     TurnEnd {
+        /// How, as the log spells it: `completed`, `aborted`, `error`, `interrupted`,
+        /// `max_steps`, `truncated`.
         kind: String,
+        /// Why, when the loop said: an error's text, `the step limit was reached`, `a tool
+        /// concluded the turn`; `None` when the model ended the turn.
         message: Option<String>,
     },
 }

@@ -153,6 +153,8 @@ pub struct AnthropicStream {
 }
 
 impl AnthropicStream {
+    /// An answer of which nothing has arrived yet; give it each event, then
+    /// [`AnthropicStream::finish`] it.
     pub fn new() -> Self {
         Self::default()
     }

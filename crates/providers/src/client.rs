@@ -24,6 +24,8 @@ use crate::sse::{SseEvent, SseParser};
 /// Why a provider client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
+    /// TLS (the system's trust store, say) or the HTTP client could not be set up; the
+    /// text says why.
     #[error("the HTTP client could not be built: {0}")]
     Http(String),
 }
@@ -52,6 +54,8 @@ const ERROR_BODY_KEPT: usize = 4 << 10;
 const WHOLE_BODY_KEPT: usize = 64 << 20;
 
 impl ProviderClient {
+    /// A client for `config`'s server. Nothing is sent and the key is not read until a
+    /// request is made.
     pub fn new(config: ProviderConfig) -> Result<Self, ProviderError> {
         // ring, not reqwest's default aws-lc (a C build with cmake); the same provider for
         // every connection, installed nowhere globally.
@@ -76,6 +80,7 @@ impl ProviderClient {
         Ok(Self { config, http })
     }
 
+    /// The configuration the client was made with.
     pub fn config(&self) -> &ProviderConfig {
         &self.config
     }

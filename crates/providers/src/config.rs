@@ -14,6 +14,7 @@ pub enum Wire {
 }
 
 impl Wire {
+    /// The format's short name: `openai`, `anthropic`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::OpenAi => "openai",
@@ -49,6 +50,7 @@ pub enum ApiKey {
 pub struct Secret(String);
 
 impl Secret {
+    /// Holds `key` as it will be sent.
     pub fn new(key: impl Into<String>) -> Self {
         Self(key.into())
     }
@@ -69,6 +71,7 @@ pub struct RetryPolicy {
     /// The wait before the second try; it doubles each time, up to `max_delay`. A server's
     /// `Retry-After` wins when it asks for longer, up to `max_delay`.
     pub first_delay: Duration,
+    /// The longest wait between two tries, a server's `Retry-After` included.
     pub max_delay: Duration,
 }
 
@@ -123,14 +126,19 @@ impl ToolChoice {
 /// One model server and model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProviderConfig {
+    /// The format the server speaks.
     pub wire: Wire,
     /// `https://api.openai.com/v1`, `http://127.0.0.1:8080/v1`, `https://api.anthropic.com`.
     pub base_url: String,
+    /// The model's name as the server knows it, sent as the body's `model`.
     pub model: String,
+    /// Where the key comes from; by default the wire's usual variable, if it is set.
     pub api_key: ApiKey,
+    /// The longest wait for a connection to the server (default 10 s).
     pub connect_timeout: Duration,
     /// The longest silence allowed while waiting for the answer's first or next bytes.
     pub idle_timeout: Duration,
+    /// When a failed request is tried again, and how long the client waits first.
     pub retry: RetryPolicy,
     /// The answer's length limit (Anthropic requires one: 4096 when unset).
     pub max_tokens: Option<u32>,

@@ -261,6 +261,8 @@ pub struct OpenAiStream {
 }
 
 impl OpenAiStream {
+    /// An answer of which nothing has arrived yet; give it each event, then
+    /// [`OpenAiStream::finish`] it.
     pub fn new() -> Self {
         Self::default()
     }

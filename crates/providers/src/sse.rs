@@ -10,12 +10,15 @@
 pub struct SseEvent {
     /// The `event` field; `None` means the default type, `message`.
     pub event: Option<String>,
+    /// The event's `data` lines, joined with `\n`; an event without one is never
+    /// dispatched.
     pub data: String,
 }
 
 /// A stream that cannot be parsed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SseError {
+    /// A line, or an event's data, grew past the parser's limit (the bytes given).
     #[error("a server-sent event grew past {0} bytes")]
     TooLarge(usize),
 }

@@ -18,9 +18,14 @@ use toolrail_tools_core::{Tool, Typed};
 pub struct CatalogContext {
     /// The file tools' shared state (roots, protected paths, observed versions).
     pub files: FileTools,
+    /// What `bash` is made with: its sandbox, environment, deadline and output cap.
     pub shell: ShellConfig,
+    /// The session's todo list, which `todo_write` replaces.
     pub todo: TodoBoard,
+    /// Who answers `ask_user`; the runtime gives one that answers nothing (every question
+    /// expires) when the embedder gives none.
     pub questions: Arc<dyn QuestionService>,
+    /// The session's plan mode, which `exit_plan_mode` asks to leave.
     pub plan: PlanMode,
 }
 

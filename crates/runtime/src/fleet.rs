@@ -37,16 +37,27 @@ pub struct WorkerConfig {
 pub enum Outcome {
     /// Every turn ran; the session is `done` (or `failed` when it missed its expectations).
     Finished {
+        /// How each turn this worker drove ended, in order (after a takeover, only the
+        /// turns still to drive).
         turn_ends: Vec<TurnEndKind>,
+        /// Every way the run differed from the scenario's `expect`; any makes the session
+        /// `failed`.
         mismatches: Vec<String>,
         /// Events the session held when this worker took it (more than 0 after a takeover).
         earlier_events: usize,
     },
     /// The session could not be driven; it is marked `failed`.
-    Failed { why: String },
+    Failed {
+        /// What went wrong: the payload is not a scenario, the session could not be built
+        /// or a turn failed, or the session could not be marked finished.
+        why: String,
+    },
     /// Another worker holds the session now: this one stopped driving it (its calls were
     /// cancelled) and wrote nothing more to the log.
-    TakenOver { why: String },
+    TakenOver {
+        /// How the lease was lost, as the store refused this worker.
+        why: String,
+    },
 }
 
 /// What a running worker reports.
@@ -61,11 +72,13 @@ pub enum Report<'a> {
 /// One session a worker drove.
 #[derive(Debug)]
 pub struct Driven {
+    /// The session's id, in the store and its queue.
     pub session: SessionId,
     /// The lease's fencing token.
     pub token: i64,
     /// Claims before this one (more than 0 after a takeover).
     pub earlier_claims: i32,
+    /// How driving it ended.
     pub outcome: Outcome,
 }
 
@@ -106,6 +119,8 @@ impl std::fmt::Debug for Worker {
 }
 
 impl Worker {
+    /// A worker of `store`'s queue; nothing is claimed until [`Worker::drive_next`] or
+    /// [`Worker::run`].
     pub fn new(store: PostgresStore, config: WorkerConfig) -> Self {
         Self {
             store,

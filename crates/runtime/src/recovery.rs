@@ -10,6 +10,7 @@ use toolrail_session_log::{
 /// One call recovery answered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RepairedCall {
+    /// The call's id in the log.
     pub call_id: CallId,
     /// The tool's name, as the call named it.
     pub tool: String,
@@ -122,7 +123,7 @@ impl fmt::Display for Recovery {
     }
 }
 
-/// Whether [`Store::recover`] writes what it repairs.
+/// Whether [`Store::recover`](crate::Store::recover) writes what it repairs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecoverMode {
     /// Append the synthetic results, the repair note and the turn's end to the log.

@@ -79,7 +79,9 @@ pub enum StoreOpenError {
     /// session that does not exist or is held by another process.
     #[error("the store `{url}`: {source}")]
     Store {
+        /// The store's URL, as given.
         url: String,
+        /// What the store said.
         #[source]
         source: StoreError,
     },
@@ -90,7 +92,13 @@ pub enum StoreOpenError {
     #[error(
         "the store `{url}` needs the `{feature}` feature of toolrail-runtime, which this build does not have"
     )]
-    NotBuilt { url: String, feature: &'static str },
+    NotBuilt {
+        /// The store's URL, as given.
+        url: String,
+        /// The cargo feature of `toolrail-runtime` that builds the kind in (`sqlite`,
+        /// `postgres`).
+        feature: &'static str,
+    },
 }
 
 /// A store the runtime can create, open and read sessions in, whatever its kind.

@@ -8,11 +8,22 @@ use serde_json::Value;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
     /// Plain text.
-    Text { text: String },
+    Text {
+        /// What the model reads.
+        text: String,
+    },
     /// An image, base64-encoded, with its media type (`image/png`).
-    Image { media_type: String, data: String },
+    Image {
+        /// The MIME type of the decoded bytes, e.g. `image/png`.
+        media_type: String,
+        /// The image bytes, base64-encoded.
+        data: String,
+    },
     /// A JSON value shown to the model as data.
-    Json { value: Value },
+    Json {
+        /// Sent to the model as its compact JSON text.
+        value: Value,
+    },
 }
 
 impl ContentBlock {

@@ -1,5 +1,6 @@
-//! `sha256:<hex>`: the one form every digest in a session log takes (large values, file
-//! versions, workspace states).
+//! `sha256:<hex>`: the digests toolrail takes of what it keeps (large values beside the log,
+//! whole blocks cut for the model, workspace states). File versions are the file tools'
+//! own (`blake3:<hex>` from `fs-tools`).
 
 use sha2::{Digest, Sha256};
 
@@ -10,10 +11,12 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 pub struct DigestBuilder(Sha256);
 
 impl DigestBuilder {
+    /// A builder fed nothing yet.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Feeds in the next piece; pieces are hashed as if joined.
     pub fn update(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }

@@ -121,10 +121,12 @@ pub struct UnknownEvent {
 }
 
 impl UnknownEvent {
+    /// The kind string as the line wrote it.
     pub fn kind(&self) -> &str {
         &self.kind
     }
 
+    /// The line's `data`, verbatim (`null` when the line had none).
     pub fn data(&self) -> &Value {
         &self.data
     }
@@ -329,11 +331,18 @@ impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
 /// One tool of a tool set, as recorded in `session/start`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolManifestEntry {
+    /// The name the model calls the tool by, unique in the tool set.
     pub name: String,
+    /// Where the tool came from, written `builtin`, `runtime`, `extension(NAME)` or
+    /// `mcp(SERVER)`.
     pub source: ToolSource,
+    /// The tool's own version, also recorded with each of its calls.
     pub version: String,
+    /// The tool declares it does not change the world. Written only when `true`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub read_only: bool,
+    /// Running a call twice has the effect of running it once: recovery tells the model an
+    /// interrupted call of it is safe to retry. Written only when `true`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub idempotent: bool,
 }
@@ -341,9 +350,16 @@ pub struct ToolManifestEntry {
 /// Data of `session/start`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionStart {
+    /// The vocabulary version the session is written in; the stores write
+    /// [`FORMAT_VERSION`] whatever the caller put here, and refuse to open a newer one.
     pub format_version: u32,
+    /// The id the session is stored and resumed under.
     pub session_id: SessionId,
+    /// The tools offered to the model when the session was created.
     pub tools: Vec<ToolManifestEntry>,
+    /// Free-form JSON kept with the session: the runtime records its version and the
+    /// session's configuration here (MCP server environments blanked) and a resume reads it
+    /// back. A present `null` stays `Some(Null)`.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -355,12 +371,14 @@ pub struct SessionStart {
 /// Data of `turn/start`: the user's message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TurnStart {
+    /// The message's blocks, as the model will read them.
     pub user: Vec<ContentBlock>,
 }
 
 /// Data of `step/start`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepStart {
+    /// The model the request went to, when the writer named it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 }
@@ -369,12 +387,17 @@ pub struct StepStart {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
+    /// The model finished its answer (or hit a stop sequence).
     EndTurn,
+    /// The model stopped to have its tool calls run.
     ToolCalls,
     /// The output-length limit cut the message: its calls are never executed.
     Length,
+    /// The provider's content filter stopped the message.
     ContentFilter,
+    /// The model declined to answer.
     Refusal,
+    /// A reason this version has no variant for, as the provider wrote it.
     Other(String),
 }
 
@@ -382,15 +405,24 @@ pub enum StopReason {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AssistantBlock {
+    /// Text the model wrote as its answer.
     Text {
+        /// Shown to the user, and sent back to the model with the conversation.
         text: String,
     },
+    /// The model's reasoning: logged and shown, never sent back to the model.
     Thinking {
+        /// The reasoning text the provider returned.
         text: String,
     },
+    /// A request to run a tool.
     ToolCall {
+        /// The id the model gave the call. It may repeat within a message: readers take
+        /// calls from [`AssistantMessage::tool_calls`], which makes them unique.
         call_id: CallId,
+        /// The tool's name as the model wrote it, whether or not the tool set has it.
         name: String,
+        /// The argument text exactly as the model sent it, not necessarily JSON.
         arguments_raw: String,
     },
 }
@@ -398,7 +430,9 @@ pub enum AssistantBlock {
 /// Data of `assistant/message`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AssistantMessage {
+    /// Text, reasoning and tool calls, in the order the model wrote them.
     pub blocks: Vec<AssistantBlock>,
+    /// Why the model stopped; [`StopReason::Length`] means none of its calls runs.
     pub stop_reason: StopReason,
 }
 
@@ -418,12 +452,17 @@ impl AssistantMessage {
 /// Data of `tool/call`. `arguments_raw` is exactly what the model sent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
+    /// Position of the call among its message's calls, from 0 (for a code-mode sub-call,
+    /// among its program's calls, in submission order).
     pub index: u32,
+    /// The tool's name as the model sent it, whether or not the tool set has it.
     pub name: String,
+    /// The argument text, unparsed (an empty string is read as `{}`).
     pub arguments_raw: String,
     /// Absent when the name is not in the tool set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<ToolSource>,
+    /// The tool's version; absent when the name is not in the tool set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<Arc<str>>,
 }
@@ -431,15 +470,20 @@ pub struct ToolCall {
 /// Data of `tool/args-rewritten`: what the model asked for and what will run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ArgsRewritten {
+    /// The arguments as parsed from the model's text.
     pub original: Value,
+    /// The arguments the call runs with, validated again against the input schema.
     pub effective: Value,
+    /// The name of the pre-execute hook that rewrote them.
     pub by: String,
+    /// Why the hook rewrote them, in its own words.
     pub reason: String,
 }
 
 /// Data of `approval/asked`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalAsked {
+    /// Why the call needs approval, as the hook that asked put it.
     pub reason: String,
     /// The effective arguments the approver sees.
     pub arguments: Value,
@@ -454,24 +498,35 @@ pub struct ApprovalAsked {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "answer", rename_all = "snake_case")]
 pub enum ApprovalAnswer {
+    /// This call may run.
     AllowedOnce,
+    /// This call may run, and so may later calls of the session under the same key. Asked
+    /// without a `session_key`, such an answer is logged as [`ApprovalAnswer::AllowedOnce`].
     AllowedForSession {
+        /// The session key the answer covers (the asked `session_key`).
         key: String,
     },
+    /// The approver refused the call.
     Rejected {
+        /// Why, when the approver said.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The question was withdrawn before an answer, e.g. because the batch was cancelled.
     Cancelled,
+    /// No answer came in time.
     Expired,
+    /// No one could be asked: no approval service, none listening, or it failed.
     Unavailable,
 }
 
 /// Data of `approval/decided`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalDecided {
+    /// The answer, written flat in `data`: `{"answer":"rejected","reason":…,"waited_us":…}`.
     #[serde(flatten)]
     pub answer: ApprovalAnswer,
+    /// Microseconds from asking to the answer.
     pub waited_us: u64,
 }
 
@@ -486,8 +541,12 @@ pub struct ToolStart {
 /// Data of `tool/code-dispatch-start` (the envelope's `call_id` is the sub-call's).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CodeDispatchStart {
+    /// The `run_code` call whose program made the sub-call.
     pub parent_call_id: CallId,
+    /// The tool the program called.
     pub name: String,
+    /// The arguments the program passed, parsed; text that is not JSON is kept as a JSON
+    /// string.
     pub arguments: Value,
 }
 
@@ -495,8 +554,11 @@ pub struct CodeDispatchStart {
 /// intermediate values.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CodeDispatch {
+    /// The `run_code` call whose program made the sub-call.
     pub parent_call_id: CallId,
+    /// The tool the program called.
     pub name: String,
+    /// The sub-call's committed result, `value` included.
     pub result: ToolResultRecord,
 }
 
@@ -505,6 +567,7 @@ pub struct CodeDispatch {
 pub struct ContextMessage {
     /// The hook that added it.
     pub source: String,
+    /// What the model reads, after every result of the batch.
     pub content: Vec<ContentBlock>,
 }
 
@@ -512,8 +575,11 @@ pub struct ContextMessage {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TodoStatus {
+    /// Not started yet.
     Pending,
+    /// Being worked on.
     InProgress,
+    /// Done.
     Completed,
 }
 
@@ -531,21 +597,28 @@ impl TodoStatus {
 /// One todo item.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TodoItem {
+    /// The task, in the model's words.
     pub content: String,
+    /// Where the task stands.
     pub status: TodoStatus,
 }
 
 /// Data of `todo/write`: the whole new list.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TodoWrite {
+    /// Every item, in the model's order; the previous list is gone.
     pub items: Vec<TodoItem>,
 }
 
 /// Data of `question/asked`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QuestionAsked {
+    /// The model's name for the question (`db`), unique within its call; the
+    /// `question/answered` that settles it carries the same.
     pub question_id: String,
+    /// The question as put to the user.
     pub question: String,
+    /// The choices offered; empty for a free answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
     /// Several options may be chosen.
@@ -561,16 +634,23 @@ pub struct QuestionAsked {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QuestionState {
+    /// The user answered.
     Answered,
+    /// Withdrawn unanswered: the batch was cancelled, or on resume the question was not
+    /// asked again.
     Cancelled,
+    /// No answer came in time.
     Expired,
 }
 
 /// Data of `question/answered`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QuestionAnswered {
+    /// The `question_id` of the `question/asked` this settles.
     pub question_id: String,
+    /// How the question ended.
     pub state: QuestionState,
+    /// The user's answer; present only when `state` is `answered`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
 }
@@ -578,34 +658,44 @@ pub struct QuestionAnswered {
 /// Data of `fs/observed`: the version of a file a read saw.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FsObserved {
+    /// The file, symlinks resolved: the key the fs tools keep versions under.
     pub path: String,
+    /// The version seen: a digest of the content (`blake3:<hex>` from the fs tools).
     pub digest: String,
 }
 
 /// Data of `fs/write-intent`, appended before a write so recovery can probe it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FsWriteIntent {
+    /// The file about to be written, symlinks resolved.
     pub path: String,
+    /// The digest of its content now; absent when the file does not exist yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<String>,
+    /// The digest of the content the write puts there. Recovery compares the file with
+    /// this and with `before` to tell whether the write happened.
     pub after: String,
 }
 
 /// Data of `plan/mode`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanMode {
+    /// `true` when plan mode was entered, `false` when it was left.
     pub active: bool,
 }
 
 /// Data of `tools/loaded`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolsLoaded {
+    /// The deferred tools newly loaded; each is offered from the next model request.
     pub names: Vec<String>,
 }
 
 /// Data of `step/end`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepEnd {
+    /// The request's token usage, in the shape the provider reported it. A present `null`
+    /// stays `Some(Null)`.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -618,18 +708,27 @@ pub struct StepEnd {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnEndKind {
+    /// The model answered without calls, or a tool concluded the turn.
     Completed,
+    /// Cancelled, while the model answered or during a batch.
     Aborted,
+    /// The model request or the scheduler failed; recovery answers any call the failure
+    /// left without a result.
     Error,
+    /// The session stopped inside the turn; recovery wrote this end.
     Interrupted,
+    /// The step limit was reached with the model still calling tools.
     MaxSteps,
+    /// The output-length limit cut the model's message; its calls got `TRUNCATED_CALL`.
     Truncated,
 }
 
 /// Data of `turn/end`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TurnEnd {
+    /// How the turn ended, written `completed`, `max_steps`, ….
     pub kind: TurnEndKind,
+    /// Why, for people; absent when the turn simply completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
@@ -642,5 +741,7 @@ pub struct RecoveryRepaired {
     /// Bytes of a torn last line that were cut off.
     #[serde(default)]
     pub torn_bytes_dropped: u64,
+    /// What recovery did, for people: each repaired call with its outcome
+    /// (`c2: TOOL_NOT_STARTED`).
     pub note: String,
 }

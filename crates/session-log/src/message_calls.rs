@@ -17,7 +17,9 @@ pub struct MessageCall<'a> {
     /// Unique within the message: the id the model sent, or a new one when that id was
     /// already taken by an earlier call of the message.
     pub call_id: CallId,
+    /// The tool's name as the model sent it.
     pub name: &'a str,
+    /// The argument text exactly as the model sent it.
     pub arguments_raw: &'a str,
     /// The id the model sent, when an earlier call of the message already had it.
     pub repeated_id: Option<&'a CallId>,

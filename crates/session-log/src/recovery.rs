@@ -20,8 +20,13 @@ use crate::time::Timestamp;
 /// What recovery knows about a call that started and has no result.
 #[derive(Debug)]
 pub struct InterruptedCall<'a> {
+    /// The call's id, unique in its message (see [`AssistantMessage::tool_calls`]).
+    ///
+    /// [`AssistantMessage::tool_calls`]: crate::AssistantMessage::tool_calls
     pub call_id: &'a CallId,
+    /// The tool's name as the model sent it: what a probe tells its own calls by.
     pub name: &'a str,
+    /// The argument text exactly as the model sent it.
     pub arguments_raw: &'a str,
     /// Events the call recorded itself (`fs/write-intent`, `fs/observed`, …), in order.
     pub own_events: Vec<&'a Event>,
@@ -31,9 +36,16 @@ pub struct InterruptedCall<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProbeVerdict {
     /// The effect is in the world: the call completed.
-    Completed { evidence: String },
+    Completed {
+        /// What the probe saw, in a sentence; quoted in the synthetic result and in the
+        /// `recovery/repaired` note.
+        evidence: String,
+    },
     /// The world is as before the call: its effect did not happen.
-    DidNotHappen { evidence: String },
+    DidNotHappen {
+        /// What the probe saw, in a sentence; quoted as for `Completed`.
+        evidence: String,
+    },
 }
 
 /// Turns "outcome unknown" into a known outcome for a family of tools by checking the world
@@ -42,6 +54,8 @@ pub enum ProbeVerdict {
 /// Implementors guarantee: `probe` only reads; it answers `Ok(None)` for calls it does not
 /// understand, and `Err` when it cannot tell — the outcome then stays unknown.
 pub trait EffectProbe: Send + Sync {
+    /// Checks the world for `call`'s effect: a verdict, `Ok(None)` for a call this probe
+    /// does not know, or `Err` saying why it cannot tell.
     fn probe(&self, call: &InterruptedCall<'_>) -> Result<Option<ProbeVerdict>, String>;
 }
 

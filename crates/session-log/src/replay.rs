@@ -17,16 +17,22 @@ use crate::time::Timestamp;
 /// One item of the conversation sent to the model.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConversationItem {
+    /// The user's message of a turn (`turn/start`).
     User(Vec<ContentBlock>),
+    /// An assistant message as logged, calls under repeated ids included.
     Assistant(AssistantMessage),
     /// The answer to one tool call of the preceding assistant message.
     ToolResult {
+        /// The call answered, under its id from [`AssistantMessage::tool_calls`].
         call_id: CallId,
+        /// The call's committed result.
         record: Arc<ToolResultRecord>,
     },
     /// A message a hook added; it comes after every result of its batch.
     Context {
+        /// Who added it: a hook's name, or `user` for a message sent while the batch ran.
         source: String,
+        /// What the model reads.
         content: Vec<ContentBlock>,
     },
 }
@@ -112,20 +118,37 @@ impl Batch {
 /// Everything the log knows about one call, for presenters and timelines.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallRecord {
+    /// The call's id: unique in its message, or `<parent>:code:<n>` for a code-mode
+    /// sub-call.
     pub call_id: CallId,
+    /// The user turn the call was made in.
     pub turn: Option<TurnId>,
+    /// The model request that made the call.
     pub step: Option<StepId>,
+    /// Position among its message's calls, from 0 (a sub-call: among its program's calls).
     pub index: u32,
+    /// The tool's name as the model sent it.
     pub name: String,
+    /// The argument text exactly as the model sent it.
     pub arguments_raw: String,
+    /// Where the tool came from; `None` until `tool/call` names it, and when the tool set
+    /// had no such tool.
     pub source: Option<ToolSource>,
+    /// The tool's version; `None` when `source` is.
     pub version: Option<Arc<str>>,
+    /// When `tool/call` was logged (for a call that never got one, when its message was).
     pub recorded_at: Timestamp,
+    /// The arguments a pre-execute hook put in place of the model's, if one did.
     pub rewritten: Option<ArgsRewritten>,
+    /// The approval question, if the call needed one.
     pub approval_asked: Option<ApprovalAsked>,
+    /// The approval's answer, once logged.
     pub approval_decided: Option<ApprovalDecided>,
+    /// When `tool/start` was logged; `None` when the body never started.
     pub started_at: Option<Timestamp>,
+    /// The committed result; `None` when the log has none (it was not recovered).
     pub result: Option<Arc<ToolResultRecord>>,
+    /// When `tool/result` was logged.
     pub committed_at: Option<Timestamp>,
     /// Code-mode sub-calls: what the program asked, and what each one returned.
     pub dispatches: Vec<Dispatch>,
@@ -162,8 +185,12 @@ impl CallRecord {
 /// One code-mode sub-call of a `run_code` call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dispatch {
+    /// The sub-call's id, `<parent>:code:<n>` with `n` from 1.
     pub call_id: CallId,
+    /// What the program asked (`tool/code-dispatch-start`), once logged.
     pub started: Option<CodeDispatchStart>,
+    /// What the sub-call returned (`tool/code-dispatch`); `None` while it has no result, or
+    /// when its result could not be recorded.
     pub settled: Option<CodeDispatch>,
 }
 

@@ -310,19 +310,42 @@ pub struct ToolErrorInfo {
 pub enum Effect {
     /// A file was written; digests of the content before (absent: it did not exist) and after.
     FileWritten {
+        /// The file, as the tool resolved it (the fs tools: symlinks resolved).
         path: String,
+        /// Digest of the old content; absent when the file did not exist.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         before: Option<String>,
+        /// Digest of the new content.
         after: String,
     },
     /// A file was deleted; digest of its content before.
-    FileDeleted { path: String, before: String },
+    FileDeleted {
+        /// The file, as the tool resolved it.
+        path: String,
+        /// Digest of the content it had.
+        before: String,
+    },
     /// A file was moved.
-    FileMoved { from: String, to: String },
+    FileMoved {
+        /// The path it had.
+        from: String,
+        /// The path it has now.
+        to: String,
+    },
     /// A process was started (and may outlive the call).
-    ProcessSpawned { pid: u32, command: String },
+    ProcessSpawned {
+        /// The operating system's id of the process.
+        pid: u32,
+        /// The command it runs, as the tool shows it.
+        command: String,
+    },
     /// A tool-specific effect.
-    Other { name: String, data: Value },
+    Other {
+        /// What kind of effect, in the tool's own terms (shown as `name: data`).
+        name: String,
+        /// What the tool says about it, any JSON (`null` for nothing).
+        data: Value,
+    },
 }
 
 /// Where the time of a call went, in microseconds.
@@ -533,6 +556,7 @@ impl<'de> Deserialize<'de> for ToolResultRecord {
 pub struct BlobRef {
     /// `sha256:<hex>`.
     pub digest: String,
+    /// Length of the compact JSON text, in bytes.
     pub bytes: u64,
 }
 

@@ -17,10 +17,15 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// time (it usually has just read the clock anyway).
 #[derive(Clone, Debug, PartialEq)]
 pub struct EventDraft {
+    /// The event's time; the log keeps it as given.
     pub ts: Timestamp,
+    /// The user turn the event belongs to (`None` outside a turn).
     pub turn: Option<TurnId>,
+    /// The model request inside the turn, if any.
     pub step: Option<StepId>,
+    /// The tool call the event is about, if any.
     pub call_id: Option<CallId>,
+    /// The kind and its data.
     pub data: EventData,
 }
 
@@ -50,8 +55,11 @@ pub enum SinkError {
         "session `{session}` was taken over (its lease token is now {holder}, this log holds {held}): stop driving it; nothing more was written"
     )]
     TakenOver {
+        /// The id of the session taken over.
         session: String,
+        /// The token of the session's lease now (0 when no lease is left).
         holder: i64,
+        /// The lease token this log was opened under.
         held: i64,
     },
 }
@@ -67,7 +75,10 @@ impl SinkError {
 /// in-memory sinks and for stores that only enqueue a buffered event), or still waiting
 /// (for durability, a full queue, a network round trip).
 pub enum AppendFuture<'a> {
+    /// Settled on the spot (made with [`AppendFuture::done`]); the answer is taken when
+    /// polled, leaving `None`.
     Done(Option<Result<u64, SinkError>>),
+    /// Still to settle.
     Waiting(BoxFuture<'a, Result<u64, SinkError>>),
 }
 

@@ -18,7 +18,9 @@ pub struct Timestamp {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{text}` is not an RFC 3339 timestamp such as 2026-11-30T17:48:29.123Z: {why}")]
 pub struct InvalidTimestamp {
+    /// The rejected text.
     pub text: String,
+    /// What is wrong with it (`too short`, `before 1970`, …).
     pub why: &'static str,
 }
 
@@ -67,6 +69,7 @@ impl Timestamp {
         }
     }
 
+    /// Milliseconds since the Unix epoch.
     pub fn as_millis(self) -> u64 {
         self.millis
     }

@@ -91,52 +91,100 @@ pub enum Durability {
 /// Why a store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// A file operation failed.
     #[error("{action} {path}: {source}")]
     Io {
+        /// What was being done (`opening`, `syncing`, …), the message's first word.
         action: &'static str,
+        /// The file it was done to.
         path: PathBuf,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
+    /// A stored event cannot be read, or breaks the `seq` order (a gap or a repeat). A
+    /// torn last line of a file is cut instead.
     #[error(
         "{path}, line {line}: {why}. Nothing was changed; repair or move it before resuming the session"
     )]
     Corrupt {
+        /// The session file, or `<database>#<session>` for a database store.
         path: PathBuf,
+        /// The line, from 1 (for a database, the row in `seq` order).
         line: usize,
+        /// What is wrong with it.
         why: String,
     },
+    /// The session id was used already: a session is created once.
     #[error("{path} already exists: a session id is used once; open it to resume")]
-    Exists { path: PathBuf },
+    Exists {
+        /// The session file, or `<database>#<session>` for a database store.
+        path: PathBuf,
+    },
+    /// The id cannot be a file stem or key.
     #[error(
         "`{id}` cannot name a session: use letters, digits, `.`, `_` and `-`, not starting with `.`"
     )]
-    InvalidSessionId { id: String },
+    InvalidSessionId {
+        /// The id as given.
+        id: String,
+    },
+    /// The first event is not `session/start`.
     #[error("{path} is not a session log: its first event is `{kind}`, not `session/start`")]
-    NotASession { path: PathBuf, kind: String },
+    NotASession {
+        /// The session file, or `<database>#<session>` for a database store.
+        path: PathBuf,
+        /// The first event's kind, or `nothing` for a file without events.
+        kind: String,
+    },
+    /// The session was written in a format newer than [`FORMAT_VERSION`].
     #[error(
         "{path} was written by a newer toolrail (format {found}, this one reads up to {FORMAT_VERSION})"
     )]
-    NewerFormat { path: PathBuf, found: u32 },
+    NewerFormat {
+        /// The session file, or `<database>#<session>` for a database store.
+        path: PathBuf,
+        /// The `format_version` of its `session/start`.
+        found: u32,
+    },
+    /// The database failed or refused (including a schema newer than this toolrail).
     #[error("{path}: {message}")]
-    Database { path: PathBuf, message: String },
+    Database {
+        /// The SQLite file, or the PostgreSQL connection shown without its password.
+        path: PathBuf,
+        /// The database's error, with its causes.
+        message: String,
+    },
+    /// Another log has the session file open.
     #[error("{path} is locked by another log: {holder}")]
     Locked {
+        /// The session file.
         path: PathBuf,
+        /// Who holds the lock, as far as the system tells.
         holder: jsonl::LockHolder,
     },
+    /// Another holder's lease on the session still runs.
     #[error(
         "session `{session}` is leased to `{owner}` for {seconds_left:.1} s more; wait for it to expire or be released"
     )]
     Leased {
+        /// The id of the leased session.
         session: String,
+        /// The owner name of the lease's holder.
         owner: String,
+        /// Seconds until the lease expires, by the database's clock.
         seconds_left: f64,
     },
+    /// The lease was taken over: its token no longer holds the session.
     #[error(
         "session `{session}`: the lease with token {token} is no longer held (another worker took it over); stop driving the session"
     )]
-    Fenced { session: String, token: i64 },
+    Fenced {
+        /// The id of the session taken over.
+        session: String,
+        /// The token of the lease that lost it.
+        token: i64,
+    },
 }
 
 impl StoreError {
@@ -151,6 +199,7 @@ impl StoreError {
 
 /// A session reopened from its store.
 pub struct Opened<L> {
+    /// The session's log; its next append gets `seq` `events.len() + 1`.
     pub log: L,
     /// Every event, in `seq` order.
     pub events: Vec<Event>,
@@ -165,10 +214,16 @@ pub struct Opened<L> {
 /// cuts a torn tail (reporting it) and refuses anything else that is wrong with an error that
 /// names where; the returned log appends after the last event.
 pub trait SessionStore: Send + Sync {
+    /// The log one session of this store is appended through.
     type Log: SessionLog + 'static;
 
+    /// Creates the session `start` names, with `start` as its first event (its
+    /// `format_version` set to [`FORMAT_VERSION`]); [`StoreError::Exists`] when the id was
+    /// used before.
     fn create(&self, start: SessionStart) -> Result<Self::Log, StoreError>;
 
+    /// Reopens session `id` to go on with it: its events, checked, and a log that appends
+    /// after them.
     fn open(&self, id: &SessionId) -> Result<Opened<Self::Log>, StoreError>;
 }
 

@@ -20,6 +20,7 @@ pub enum ConfineError {
     /// The sandbox cannot be had here; nothing ran.
     #[error("the sandbox is unavailable, so nothing ran: {0}")]
     Unavailable(String),
+    /// The process could not be started (the program was not found, say); nothing ran.
     #[error("the program could not be started: {0}")]
     Spawn(#[from] std::io::Error),
 }
@@ -27,11 +28,15 @@ pub enum ConfineError {
 /// A program to run confined. Its environment is exactly `env`: nothing is inherited.
 #[derive(Clone, Debug)]
 pub struct ConfinedCommand {
+    /// The program: a path, or a name looked up on the `PATH` of `env`.
     pub program: OsString,
+    /// Its arguments, after the program's own name.
     pub args: Vec<OsString>,
     /// `read-only` or `workspace-write`; `full-access` is refused.
     pub mode: SandboxMode,
+    /// Whether the program may use the network.
     pub network: bool,
+    /// What confines it; where the tier cannot be had, the program never runs.
     pub tier: SandboxTier,
     /// The workspace roots: writable in `workspace-write` mode (but their `.git`).
     pub roots: Vec<PathBuf>,
@@ -40,8 +45,11 @@ pub struct ConfinedCommand {
     pub protected: ProtectedPaths,
     /// Writable in every mode; it must exist. Its parent folder is read-only to the program.
     pub private_tmp: PathBuf,
+    /// The folder the program starts in.
     pub workdir: PathBuf,
+    /// Every variable the program sees, and nothing else.
     pub env: Vec<(OsString, OsString)>,
+    /// Limits on the program and everything it starts.
     pub limits: ResourceLimits,
 }
 
@@ -127,14 +135,17 @@ pub struct ConfinedChild {
 }
 
 impl ConfinedChild {
+    /// The pipe to the program's stdin; `None` once taken.
     pub fn take_stdin(&mut self) -> Option<ChildStdin> {
         self.child.stdin.take()
     }
 
+    /// The pipe from the program's stdout; `None` once taken.
     pub fn take_stdout(&mut self) -> Option<ChildStdout> {
         self.child.stdout.take()
     }
 
+    /// The pipe from the program's stderr; `None` once taken.
     pub fn take_stderr(&mut self) -> Option<ChildStderr> {
         self.child.stderr.take()
     }

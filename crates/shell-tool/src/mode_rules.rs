@@ -22,7 +22,9 @@ pub struct ModeRule {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("sandbox rule `{command}`: {reason}; write a command glob such as `cargo test*`")]
 pub struct InvalidModeRule {
+    /// The glob, as written.
     pub command: String,
+    /// Why it does not compile, in the glob library's words.
     pub reason: String,
 }
 
@@ -50,6 +52,7 @@ impl ModeRule {
         &self.command
     }
 
+    /// The mode a command that takes this rule runs in.
     pub fn mode(&self) -> SandboxMode {
         self.mode
     }

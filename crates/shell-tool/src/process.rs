@@ -12,13 +12,17 @@ use toolrail_tools_core::CancellationToken;
 /// Why a command was stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stop {
+    /// It ran past its deadline.
     TimedOut,
+    /// Its call was cancelled.
     Cancelled,
 }
 
 /// How a command ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ended {
+    /// The exit status, as the sandbox's wrapper reports it (under bubblewrap, a command
+    /// killed by signal N exits with code 128 + N).
     pub status: ExitStatus,
     /// Why it was stopped, if it did not end by itself.
     pub stop: Option<Stop>,

@@ -31,6 +31,7 @@ pub enum SandboxMode {
 }
 
 impl SandboxMode {
+    /// The mode as configurations name it: `read-only`, `workspace-write`, `full-access`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ReadOnly => "read-only",
@@ -59,6 +60,7 @@ pub enum SandboxTier {
 }
 
 impl SandboxTier {
+    /// The tier as configurations name it: `namespaces`, `bubblewrap`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Namespaces => "namespaces",
@@ -84,6 +86,7 @@ pub enum Escalation {
 }
 
 impl Escalation {
+    /// The escalation as a call's `escalate` names it: `workspace-write`, `network`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::WorkspaceWrite => "workspace-write",
@@ -465,6 +468,7 @@ pub struct TierCheck {
 }
 
 impl TierCheck {
+    /// A check that has not seen any tier work yet.
     pub fn new() -> Self {
         Self::default()
     }

@@ -6,9 +6,13 @@ use serde_json::json;
 /// One row, in nanoseconds.
 #[derive(Clone, Debug)]
 pub struct BenchRow<'a> {
+    /// What is measured (`read of a 10 MB file (digest, line count, first 2000 lines)`).
     pub row: &'a str,
+    /// toolrail's median.
     pub ours_ns: f64,
+    /// What toolrail is compared with (`bash -c true, spawned and waited`).
     pub baseline_name: &'a str,
+    /// The baseline's median, measured in the same run.
     pub baseline_ns: f64,
     /// Said in words, e.g. `within 1.5× of rg`.
     pub goal: &'a str,
@@ -19,6 +23,7 @@ pub struct BenchRow<'a> {
 }
 
 impl BenchRow<'_> {
+    /// Prints the row as one `BENCH_ROW {json}` line on stdout, in nanoseconds.
     pub fn print(&self) {
         self.print_in("ns");
     }

@@ -32,7 +32,10 @@ pub fn read_request(socket: &mut TcpStream) -> String {
 /// One streamed answer: its server-sent-event chunks, and after which one (if any) the
 /// server waits for the test's gate before it sends the rest.
 pub struct Answer {
+    /// The server-sent-event chunks, in order (made with [`text_chunk`], [`call_chunk`],
+    /// [`finish_chunk`]).
     pub chunks: Vec<String>,
+    /// The chunk (from 0) after which the server waits for the gate; `None`: no wait.
     pub gate_after: Option<usize>,
 }
 

@@ -2,7 +2,7 @@
 //! toolrail's own, so any crate's tests may use it without building the layers above:
 //! a real PostgreSQL server for a test ([`pg`]), the process table ([`processes`]), a
 //! scripted model server ([`http`]), the benches' `BENCH_ROW` lines and statistics
-//! ([`bench`]), and a seeded generator for randomized tests ([`rng`]).
+//! ([`bench`](mod@bench)), and a seeded generator for randomized tests ([`rng`]).
 //!
 //! # Examples
 //!

@@ -8,7 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A running PostgreSQL server of one test's own, stopped and removed on drop.
 pub struct PgServer {
+    /// The server's `postgres` database, as user `toolrail` without a password
+    /// (`postgres://toolrail@127.0.0.1:PORT/postgres`); [`PgServer::fresh_database`] gives
+    /// one of a test's own.
     pub url: String,
     dir: tempfile::TempDir,
     bin: PathBuf,

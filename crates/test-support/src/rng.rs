@@ -15,6 +15,7 @@ impl SeededRng {
         })
     }
 
+    /// The next number of the sequence.
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;

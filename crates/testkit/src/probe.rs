@@ -35,6 +35,7 @@ pub struct ProbeArgs {
     pub panic: Option<bool>,
     /// `parallel` (default) or `exclusive`.
     pub concurrency: Option<String>,
+    /// Resources the call claims, in `parallel` mode.
     pub claims: Option<Vec<ProbeClaim>>,
     /// Write `<marker_dir>/<call_id>` when the body starts.
     pub marker: Option<bool>,

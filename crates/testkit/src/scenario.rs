@@ -31,7 +31,10 @@ impl Deref for Scenario {
 /// What a run produced, and where the probes' markers are.
 #[derive(Debug)]
 pub struct ScenarioReport {
+    /// The runtime's report of the run.
     pub report: runtime::ScenarioReport,
+    /// `<folder>/markers/`: a probe call asked for a marker writes `<call_id>` here when
+    /// its body starts.
     pub marker_dir: PathBuf,
 }
 

@@ -10,14 +10,21 @@ use serde_json::Value;
 pub enum ArgumentError {
     /// Not JSON.
     Syntax {
+        /// 1-based line of the error in the raw text.
         line: usize,
+        /// 1-based column of the error in that line.
         column: usize,
+        /// 0-based byte offset of the error in the raw text.
         byte: usize,
+        /// serde_json's description of the error, without its position.
         message: String,
     },
     /// JSON that breaks the schema (or the tool's extra checks); each entry is
     /// `<pointer>: <what is wrong>`.
-    Invalid { violations: Vec<String> },
+    Invalid {
+        /// Every violation found, not only the first, so the model can fix them all at once.
+        violations: Vec<String>,
+    },
 }
 
 impl ArgumentError {

@@ -16,21 +16,29 @@ use toolrail_session_log::{
 /// Who a call is: fixed when it is recorded, read-only afterwards.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallIdentity {
+    /// The id the call's events are recorded under.
     pub call_id: CallId,
     /// Position in the assistant message.
     pub index: u32,
+    /// The tool name the model called, as sent (it may name no tool in the set).
     pub name: String,
+    /// The user turn the call belongs to; `None` for a call made outside any turn.
     pub turn: Option<TurnId>,
+    /// The model request (step) within the turn that made the call; `None` outside any turn.
     pub step: Option<StepId>,
     /// Absent when the name was not in the tool set.
     pub source: Option<ToolSource>,
+    /// The tool's [`ToolSpec::version`](crate::ToolSpec::version); absent when the name was not in
+    /// the tool set.
     pub version: Option<Arc<str>>,
 }
 
 /// One progress update of a running call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProgressUpdate {
+    /// The call that reported the progress.
     pub call_id: CallId,
+    /// What the body passed to [`ToolContext::progress`]; its shape is the tool's own.
     pub data: Value,
 }
 

@@ -7,7 +7,10 @@ use crate::view::CallView;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GuardVerdict {
     /// Refuse the call: `GUARD_DENIED`.
-    Deny { reason: String },
+    Deny {
+        /// Why, for the model; the pipeline appends the guard's name.
+        reason: String,
+    },
     /// No objection.
     Abstain,
 }
@@ -17,7 +20,9 @@ pub enum GuardVerdict {
 /// Implementors guarantee: `check` is quick, has no side effects, and looks only at the
 /// call's effective arguments. A panic is caught and fails the call closed (`HOOK_FAILED`).
 pub trait Guard: Send + Sync {
+    /// A stable name, given in the refusals and failure messages the model reads.
     fn name(&self) -> &str;
 
+    /// Judges `call`, with its arguments as they stand after any rewrite.
     fn check(&self, call: &CallView<'_>) -> GuardVerdict;
 }

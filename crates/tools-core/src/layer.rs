@@ -16,8 +16,11 @@ use crate::tool::{Tool, ToolResult};
 /// that retries stops retrying once it is cancelled — and they report no effects of their
 /// own invention.
 pub trait ExecuteLayer: Send + Sync {
+    /// A stable name identifying the layer (`tracing`).
     fn name(&self) -> &str;
 
+    /// Wraps one run of the body: `next.run()` runs the remaining layers and the body, as
+    /// many times as the layer needs (once, or again for a retry).
     fn call<'a>(
         &'a self,
         ctx: &'a ToolContext,

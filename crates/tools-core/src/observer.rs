@@ -14,8 +14,11 @@ pub struct ObserverError(pub String);
 ///
 /// Implementors guarantee: `observe` is quick and does not block.
 pub trait ResultObserver: Send + Sync {
+    /// A stable name, given in the warning logged when the observer fails or panics.
     fn name(&self) -> &str;
 
+    /// Sees `result`, the record about to be committed for `identity`'s call, before its
+    /// `tool/result` is appended. An `Err` is logged and changes nothing.
     fn observe(
         &self,
         identity: &CallIdentity,

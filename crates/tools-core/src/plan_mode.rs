@@ -15,10 +15,13 @@ impl PlanModeSwitch {
         Self::default()
     }
 
+    /// Whether plan mode is on now.
     pub fn is_active(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 
+    /// Turns plan mode on or off, for every clone. Only the switch changes: logging the change
+    /// (`plan/mode`) is the caller's.
     pub fn set(&self, active: bool) {
         self.0.store(active, Ordering::SeqCst);
     }

@@ -15,18 +15,25 @@ pub enum PostExecuteAction {
     /// Replace the value; it is re-validated against the output schema.
     ReplaceValue(Value),
     /// Withhold the result from the model (`RESULT_BLOCKED`); the model reads the feedback.
-    Block { feedback: String },
+    Block {
+        /// What the model reads in place of the result.
+        feedback: String,
+    },
 }
 
 /// A post-execute decision, with context messages for the conversation (logged after the
 /// whole batch's results).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PostExecuteDecision {
+    /// What happens to the result.
     pub action: PostExecuteAction,
+    /// The content of one context message from this hook (its `source` is the hook's name);
+    /// empty for none.
     pub context: Vec<ContentBlock>,
 }
 
 impl PostExecuteDecision {
+    /// Keeps the result, with no context message.
     pub fn accept() -> Self {
         Self {
             action: PostExecuteAction::Accept,
@@ -34,6 +41,7 @@ impl PostExecuteDecision {
         }
     }
 
+    /// Takes `action`, with no context message.
     pub fn action(action: PostExecuteAction) -> Self {
         Self {
             action,
@@ -51,7 +59,11 @@ impl PostExecuteDecision {
 /// The result as post-execute hooks see it.
 #[derive(Debug)]
 pub struct ResultView<'a> {
+    /// The model-facing content as it stands: the body's, or what an earlier hook put in its
+    /// place. An error result's is its `Error: <message>` text.
     pub content: &'a [ContentBlock],
+    /// The value as it stands (an earlier hook may have replaced it); `None` for an error or
+    /// a tool that returned none.
     pub value: Option<&'a Value>,
     /// The failure, if the result is one.
     pub error: Option<&'a toolrail_session_log::ToolErrorInfo>,
@@ -76,8 +88,11 @@ impl ResultView<'_> {
 /// Implementors guarantee: the decision depends only on the call and its result; errors and
 /// panics are caught and turn the result into `HOOK_FAILED` (effects are kept).
 pub trait PostExecuteHook: Send + Sync {
+    /// A stable name, given as the `source` of its context messages and in failure messages.
     fn name(&self) -> &str;
 
+    /// Decides what the model sees of `result`, the outcome of `call`. Runs only for calls
+    /// whose body started; a refused call never reaches post-execute hooks.
     fn after<'a>(
         &'a self,
         call: &'a CallView<'a>,

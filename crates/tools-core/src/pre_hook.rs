@@ -27,16 +27,27 @@ pub enum PreExecuteDecision {
     /// Go on.
     Allow,
     /// Refuse: `POLICY_DENIED`.
-    Deny { reason: String },
+    Deny {
+        /// Why, for the model; the pipeline appends the hook's name.
+        reason: String,
+    },
     /// Ask the approval service; `session_key` is what an "approve for session" answer
     /// would cover.
     Ask {
+        /// Why the call needs an approval, shown to the approver.
         reason: String,
+        /// `None` when no "approve for session" answer may cover the call: the approver can
+        /// allow it once only.
         session_key: Option<String>,
     },
     /// Run with these arguments instead. They are re-validated against the input schema and
     /// logged as `tool/args-rewritten` before anything runs.
-    Rewrite { arguments: Value, reason: String },
+    Rewrite {
+        /// The whole new arguments object, in place of the model's.
+        arguments: Value,
+        /// Why, recorded in `tool/args-rewritten`.
+        reason: String,
+    },
 }
 
 /// A hook that runs before a call may start.

@@ -29,7 +29,9 @@ pub const CREDENTIAL_LOCATIONS: [&str; 11] = [
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("hidden path pattern `{pattern}` is not a valid glob: {why}")]
 pub struct ProtectedPatternError {
+    /// The glob, as given (a leading `./` removed).
     pub pattern: String,
+    /// What globset found wrong with it.
     pub why: String,
 }
 
@@ -170,6 +172,7 @@ impl ProtectedPaths {
         &self.globs
     }
 
+    /// Whether tools may write into `.git` folders ([`allow_git_writes`](Self::allow_git_writes)).
     pub fn git_writable(&self) -> bool {
         self.git_writable
     }

@@ -11,14 +11,23 @@ use serde_json::Value;
 /// What a tool does, for presenters and permission presets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ToolKind {
+    /// Reads files or other state without changing it.
     Read,
+    /// Creates or changes files.
     Edit,
+    /// Deletes things (an MCP tool its server calls destructive is of this kind).
     Delete,
+    /// Moves or renames files.
     Move,
+    /// Searches files or a catalog (`grep`, `glob`, `tool_search`).
     Search,
+    /// Runs commands or programs (`bash`, `run_code`).
     Execute,
+    /// Fetches from the network.
     Fetch,
+    /// Changes nothing outside the conversation: plans, todo lists, questions to the user.
     Think,
+    /// Anything else; the kind of a spec that names none.
     Other,
 }
 
@@ -53,7 +62,9 @@ pub enum Exposure {
 /// Whether a claim reads or writes its resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClaimMode {
+    /// Only reads the resource: read claims on one key may overlap.
     Read,
+    /// Changes the resource: conflicts with every other claim on its key.
     Write,
 }
 
@@ -71,7 +82,9 @@ pub enum ResourceKey {
 /// One resource a call touches, and how.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ResourceClaim {
+    /// The resource; claims can conflict only on equal keys.
     pub key: ResourceKey,
+    /// Whether the call reads or writes it.
     pub mode: ClaimMode,
 }
 
@@ -154,6 +167,7 @@ impl SubjectKind {
 pub struct SubjectField {
     /// A top-level property of the arguments holding a string.
     pub field: String,
+    /// How permission rules and guards match the field's text: as a path or as plain text.
     pub kind: SubjectKind,
 }
 
@@ -244,14 +258,21 @@ impl ToolSpec {
         }
     }
 
-    /// Like [`ToolSpec::builder`], with the input schema derived from the argument type
-    /// (doc comments become descriptions).
+    /// Like [`ToolSpec::builder`], with the input schema derived from the argument type:
+    /// the doc comments of its fields become their descriptions. What describes the Rust
+    /// type itself (its `$schema`, `title` and doc comment) is left out: the model reads the
+    /// tool's own description, and every key of a schema is sent with every request.
     pub fn for_args<A: JsonSchema>(
         name: impl Into<String>,
         description: impl Into<String>,
     ) -> ToolSpecBuilder {
-        let schema = schemars::schema_for!(A);
-        Self::builder(name, description, schema.to_value())
+        let mut schema = schemars::schema_for!(A).to_value();
+        if let Some(root) = schema.as_object_mut() {
+            for key in ["$schema", "title", "description"] {
+                root.remove(key);
+            }
+        }
+        Self::builder(name, description, schema)
     }
 
     /// This spec as a builder again, to derive another from it.
@@ -494,6 +515,27 @@ impl From<ToolSpecBuilder> for ToolSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The arguments of a tool (a doc the model must not be sent).
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Args {
+        /// Where to look.
+        path: String,
+    }
+
+    #[test]
+    fn a_derived_schema_keeps_the_fields_docs_and_drops_the_type_s() {
+        let spec = ToolSpec::for_args::<Args>("look", "Looks.").build();
+        let schema = spec.input_schema();
+        assert_eq!(
+            schema["properties"]["path"]["description"],
+            "Where to look."
+        );
+        for key in ["$schema", "title", "description"] {
+            assert!(schema.get(key).is_none(), "{key}: {schema}");
+        }
+    }
 
     fn path(p: &str) -> ResourceKey {
         ResourceKey::Path(PathBuf::from(p))

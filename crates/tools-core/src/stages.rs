@@ -33,10 +33,13 @@ pub struct StageInfo {
 /// One edge between two stages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StageEdge {
+    /// The `id` of the stage the edge leaves.
     pub from: &'static str,
+    /// The `id` of the stage the edge enters.
     pub to: &'static str,
     /// The condition, or the error codes that travel along a refusal or failure edge.
     pub label: &'static str,
+    /// Whether the call goes on along the edge, was refused, or failed.
     pub kind: EdgeKind,
 }
 

@@ -76,7 +76,7 @@ impl ToolOutput {
 /// The code a tool may fail with: `TOOL_FAILED`, `STALE_STATE`, or a code of the tool's own.
 /// The codes that say what the pipeline did (`POLICY_DENIED`, `NOT_EXECUTED`, `ABORTED`, …)
 /// have no `ToolCode`, so a tool cannot claim one. A tool's own code is named once, as a
-/// constant checked while the program compiles ([`tool_code!`]); a code only known at run
+/// constant checked while the program compiles ([`tool_code!`](crate::tool_code)); a code only known at run
 /// time (from a remote server) goes through [`ToolCode::parse`].
 ///
 /// ```
@@ -96,7 +96,7 @@ impl ToolCode {
     /// `STALE_STATE`: the state the call relied on changed.
     pub const STALE_STATE: Self = Self(ErrorCode::StaleState);
 
-    /// A tool's own code, checked while compiling; use it through [`tool_code!`].
+    /// A tool's own code, checked while compiling; use it through [`tool_code!`](crate::tool_code).
     #[doc(hidden)]
     pub const fn checked(text: &'static str) -> Self {
         Self(ErrorCode::Custom(CustomCode::checked(text)))
@@ -196,7 +196,7 @@ pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> &ToolSpec;
 
     /// What may overlap with this call. The default is what the spec declares
-    /// ([`ToolSpec::parallel_safe`], [`ToolSpec::parallel_with`]), and without a
+    /// ([`ToolSpecBuilder::parallel_safe`](crate::ToolSpecBuilder::parallel_safe), [`ToolSpecBuilder::parallel_with`](crate::ToolSpecBuilder::parallel_with)), and without a
     /// declaration the safe answer: `Exclusive`.
     fn concurrency(&self, _args: &Value) -> Concurrency {
         self.spec()
@@ -238,6 +238,8 @@ pub trait Tool: Send + Sync + 'static {
 /// What `finalize_content` may look at.
 #[derive(Debug)]
 pub struct FinalizeView<'a> {
+    /// The call's effective arguments; `null` when the call was refused before they were
+    /// validated.
     pub arguments: &'a Value,
     /// The failure, if the call ends as one.
     pub error: Option<&'a ToolErrorInfo>,
@@ -256,10 +258,10 @@ impl FinalizeView<'_> {
 /// **Concurrency.** By default every call is `Exclusive`: it runs alone, after every earlier
 /// call of its batch committed — the safe answer for a tool that may change the world. A tool
 /// whose calls never conflict says so with one builder call on its spec,
-/// [`ToolSpec::parallel_safe`] (or [`ToolSpec::parallel_with`] for calls that claim a
+/// [`ToolSpecBuilder::parallel_safe`](crate::ToolSpecBuilder::parallel_safe) (or [`ToolSpecBuilder::parallel_with`](crate::ToolSpecBuilder::parallel_with) for calls that claim a
 /// resource); one whose answer depends on the arguments overrides
 /// [`TypedTool::concurrency`]. `read_only` (what the user permits to run without asking) is
-/// a separate fact, set with [`ToolSpec::read_only`].
+/// a separate fact, set with [`ToolSpecBuilder::read_only`](crate::ToolSpecBuilder::read_only).
 ///
 /// ```
 /// use toolrail_tools_core::{ToolContext, ToolOutput, ToolResult, ToolSpec, Typed, TypedTool};

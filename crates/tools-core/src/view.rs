@@ -9,8 +9,11 @@ use crate::spec::{SubjectKind, ToolSpec};
 /// A call as policy stages see it: no setters, so no stage can change it in place.
 #[derive(Clone, Copy, Debug)]
 pub struct CallView<'a> {
+    /// The call's identity, fixed when it was recorded.
     pub identity: &'a CallIdentity,
+    /// The spec of the tool the call resolved to, as the registry offers it.
     pub spec: &'a ToolSpec,
+    /// Where that tool came from.
     pub source: &'a ToolSource,
     /// The arguments as they stand at this stage (after any rewrite).
     pub arguments: &'a Value,
@@ -32,7 +35,9 @@ impl<'a> CallView<'a> {
 /// The subject of one call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Subject<'a> {
+    /// How patterns match the text: as a path or as plain text.
     pub kind: SubjectKind,
+    /// The argument's string, as the model sent it or a rewrite left it.
     pub text: &'a str,
 }
 
@@ -42,6 +47,7 @@ pub struct Subject<'a> {
 pub struct HookError(pub String);
 
 impl HookError {
+    /// A failure saying `message`, which the refusal the model reads quotes.
     pub fn new(message: impl Into<String>) -> Self {
         Self(message.into())
     }

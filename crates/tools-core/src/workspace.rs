@@ -7,7 +7,9 @@ use std::path::{Component, Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[error("workspace root `{root}` cannot be used: {source}")]
 pub struct RootError {
+    /// The root as it was given.
     pub root: PathBuf,
+    /// Why it could not be resolved (it does not exist, or cannot be reached).
     #[source]
     pub source: std::io::Error,
 }
@@ -35,12 +37,14 @@ impl WorkspaceRoots {
         Ok(Self { roots })
     }
 
+    /// The roots, resolved, in the order given; the first is where relative paths start.
     pub fn as_slice(&self) -> &[PathBuf] {
         &self.roots
     }
 
-    /// Where `path` really leads (relative paths start at the first root), or `None` when that
-    /// is outside every root. With no roots at all nothing is inside.
+    /// Where `path` really leads (relative paths start at the first root), or `Err` with
+    /// where it really leads when that is outside every root. With no roots at all nothing
+    /// is inside.
     pub fn confine(&self, path: &str) -> Result<PathBuf, PathBuf> {
         let written = Path::new(path);
         let anchored = match (written.is_absolute(), self.roots.first()) {

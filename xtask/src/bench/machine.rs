@@ -21,6 +21,7 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// The facts of the machine this runs on; one that cannot be read is "unknown".
     pub fn detect() -> Self {
         let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
         Machine {

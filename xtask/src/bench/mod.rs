@@ -46,6 +46,8 @@ impl Options {
     }
 }
 
+/// Runs every bench target, prints the rows (a table, or JSON), and writes
+/// `docs/benchmarks.md`. Fails when a bench fails; an unmet goal is only reported.
 pub fn run(options: Options) -> Result<()> {
     let started = std::time::Instant::now();
     let root = workspace::root();

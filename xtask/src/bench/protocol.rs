@@ -37,6 +37,7 @@ pub struct BenchRow {
 /// A row with what xtask computes from it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AssessedRow {
+    /// The row as the bench reported it (its fields inline in the JSON).
     #[serde(flatten)]
     pub row: BenchRow,
     /// `ours / baseline`, absent when the baseline is not a positive number.
@@ -46,6 +47,7 @@ pub struct AssessedRow {
 }
 
 impl AssessedRow {
+    /// `row` with its ratio and whether its goals are met.
     pub fn new(row: BenchRow) -> Self {
         let ratio = (row.baseline > 0.0 && row.baseline.is_finite() && row.ours.is_finite())
             .then(|| row.ours / row.baseline);

@@ -27,9 +27,11 @@ const GUARDS_ROLE: &str = "guards";
 /// A rule broken at a place in the sources.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
+    /// The file the rule is broken in, or the directory for a finding about a whole crate.
     pub path: PathBuf,
     /// 1-based; `None` when the finding is about a whole directory.
     pub line: Option<usize>,
+    /// Which rule is broken, and how.
     pub message: String,
 }
 

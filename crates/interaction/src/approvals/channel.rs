@@ -15,6 +15,8 @@ pub type PendingApproval = Pending<ApprovalRequest, ApprovalAnswer>;
 /// Where a UI receives approval requests.
 pub type ApprovalInbox = Inbox<ApprovalRequest, ApprovalAnswer>;
 
+/// An approval service for UIs: each request waits in an [`ApprovalInbox`] until it is
+/// answered, withdrawn or expires.
 #[derive(Debug)]
 pub struct ChannelApprovals {
     outbox: Outbox<ApprovalRequest, ApprovalAnswer>,

@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use toolrail_tools_core::log::BoxFuture;
 use toolrail_tools_core::{ApprovalAnswer, ApprovalRequest, ApprovalService, CancellationToken};
 
+/// Answers approval requests from a list, in order, and keeps every request it was asked.
 #[derive(Debug, Default)]
 pub struct ScriptedApprovals {
     answers: Mutex<VecDeque<ApprovalAnswer>>,
@@ -16,6 +17,8 @@ pub struct ScriptedApprovals {
 }
 
 impl ScriptedApprovals {
+    /// A service giving `answers` in order; a request asked once the batch is cancelled is
+    /// `Cancelled` and uses none.
     pub fn new(answers: impl IntoIterator<Item = ApprovalAnswer>) -> Self {
         Self {
             answers: Mutex::new(answers.into_iter().collect()),

@@ -82,7 +82,9 @@ fn harmless(card: &Card) -> Card {
 /// character (text that must stay on one row).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Newlines {
+    /// Newlines and tabs stay: text shown on lines of its own.
     Keep,
+    /// Newlines and tabs become `\n` and `\t`.
     Escape,
 }
 

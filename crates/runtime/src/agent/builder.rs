@@ -23,6 +23,8 @@ pub enum BuildError {
     /// The configuration cannot be used; the error names the field and the fix.
     #[error("the configuration cannot be used: {0}")]
     Config(#[from] ConfigError),
+    /// The store could not be opened, or it refused the session (not there, or held by
+    /// another process).
     #[error(transparent)]
     Store(#[from] StoreOpenError),
     /// No model: neither `[model]` in the configuration nor a client given in code.
@@ -42,7 +44,9 @@ pub enum BuildError {
     /// The configuration asks for a part this build leaves out.
     #[error("{what} needs the `{feature}` feature of toolrail, which this build does not have")]
     NotBuilt {
+        /// The part of the configuration that asks for it (`` `[mcp_servers]` ``).
         what: &'static str,
+        /// The cargo feature that builds it in (`mcp`, `code-js`).
         feature: &'static str,
     },
 }
@@ -88,6 +92,8 @@ impl std::fmt::Debug for AgentBuilder {
 }
 
 impl AgentBuilder {
+    /// A builder with the default configuration and nothing added; the same as
+    /// [`Agent::builder`].
     pub fn new() -> Self {
         Self::default()
     }

@@ -24,60 +24,108 @@ use toolrail_session_log::{
 #[derive(Clone, Debug, PartialEq)]
 pub enum AgentEvent {
     /// A model request began (steps count from 1 in each turn).
-    StepStarted { step: u32 },
+    StepStarted {
+        /// The request's number in the turn, from 1.
+        step: u32,
+    },
     /// More of the answer's text, as the model writes it.
     TextDelta(String),
     /// More of the model's reasoning, from providers that send it.
     ReasoningDelta(String),
     /// The model began a tool call (its arguments follow as [`AgentEvent::ToolCallDelta`]).
     ToolCallStreaming {
+        /// The call's place among the message's calls, from 0; its deltas carry the same.
         index: u32,
+        /// The id the server gave the call; empty from servers that send none (the logged
+        /// message then names it `call_<n>`).
         call_id: String,
+        /// The tool the model is calling, as far as its name has arrived.
         name: String,
     },
     /// More of a tool call's raw argument text.
-    ToolCallDelta { index: u32, fragment: String },
+    ToolCallDelta {
+        /// The call's `index`, as [`AgentEvent::ToolCallStreaming`] gave it.
+        index: u32,
+        /// The next piece of the argument text, not yet parsed (it may end mid-token).
+        fragment: String,
+    },
     /// The request failed mid-answer and is tried again: drop what the deltas showed.
-    AnswerRestarted { why: String },
+    AnswerRestarted {
+        /// What broke the attempt, as the model client tells it.
+        why: String,
+    },
     /// The model's whole message, as logged (before any of its calls runs).
     Message(AssistantMessage),
     /// A call passed (or was refused by) the policy stages, in model order, with the
     /// arguments it is judged with.
     CallPrepared {
+        /// The call's id in the log.
         call_id: CallId,
+        /// The tool called.
         name: String,
+        /// The effective arguments: after any logged rewrite; for a call refused before its
+        /// arguments parsed, what could be read of them.
         arguments: Arc<Value>,
     },
     /// A call asks the person (or the approval service) first.
     ApprovalAsked {
+        /// The call waiting for the answer.
         call_id: CallId,
+        /// Why it asks, as the hook that asked says it (`` `bash` needs an approval: the
+        /// `untrusted` preset ``).
         reason: String,
+        /// The effective arguments the approver sees.
         arguments: Value,
+        /// What an "approve for session" answer would cover (`bash(git push origin)`);
+        /// `None` when no such answer could cover the call (a command known only at run
+        /// time, a line that redirects to a file).
         session_key: Option<String>,
     },
     /// The approval service answered.
     ApprovalDecided {
+        /// The call the answer is for.
         call_id: CallId,
+        /// What was answered, as the log records it; only `AllowedOnce` and
+        /// `AllowedForSession` let the call go on.
         answer: ApprovalAnswer,
     },
     /// The call's body started.
-    CallStarted { call_id: CallId },
+    CallStarted {
+        /// The call whose body started.
+        call_id: CallId,
+    },
     /// Progress the body reported.
-    CallProgress { call_id: CallId, data: Value },
+    CallProgress {
+        /// The call reporting.
+        call_id: CallId,
+        /// What the tool reported, in its own shape.
+        data: Value,
+    },
     /// The body settled (in completion order).
-    CallFinished { call_id: CallId },
+    CallFinished {
+        /// The call whose body settled; its result is committed later, in model order.
+        call_id: CallId,
+    },
     /// The call's result is in the log, durably (in model order): the record the model
     /// and every view read.
     CallCommitted {
+        /// The call whose result this is.
         call_id: CallId,
+        /// The tool called; empty for a call of a cut-off message, which is committed
+        /// without being prepared.
         name: String,
+        /// The arguments [`AgentEvent::CallPrepared`] showed; `null` for a call of a
+        /// cut-off message.
         arguments: Arc<Value>,
+        /// The result as the log holds it.
         record: Arc<ToolResultRecord>,
     },
     /// A message joined the conversation after a batch: steering from the user, or what
     /// a hook added.
     Context {
+        /// Who added it: `user` for steering, or the hook's name.
         source: String,
+        /// The message, as the model is given it.
         content: Vec<ContentBlock>,
     },
     /// The turn is over: the last event of [`AgentStream`](super::AgentStream).

@@ -132,6 +132,7 @@ impl Canceller {
 /// A session resumed: the agent, and what recovery repaired.
 #[derive(Debug)]
 pub struct Resumed {
+    /// The reopened session; its next prompt continues the conversation.
     pub agent: Agent,
     /// What recovery did, for the person: its `Display` names each call's outcome.
     pub recovery: Recovery,

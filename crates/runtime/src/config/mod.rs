@@ -48,8 +48,10 @@ pub type McpServerConfig = serde_json::Value;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionConfig {
+    /// `[workspace]`: the folders the session may touch.
     #[serde(default)]
     pub workspace: WorkspaceConfig,
+    /// `[tools]`: the shipped tools the session has, and their options.
     #[serde(default)]
     pub tools: ToolsConfig,
     /// Code mode (`run_code`): off unless languages are named.
@@ -58,15 +60,19 @@ pub struct SessionConfig {
     /// MCP servers, by name; their tools join the session as `mcp__<server>__<tool>`.
     #[serde(default, rename = "mcp_servers", alias = "mcpServers")]
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `[sandbox]`: how `bash` (and code mode's Python) is confined.
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    /// `[permissions]`: the preset and the rules that decide each call.
     #[serde(default)]
     pub permissions: PermissionsConfig,
     /// The model; without one, the embedder gives a `ModelClient` to the builder.
     #[serde(default)]
     pub model: Option<ModelConfig>,
+    /// `[store]`: where the session's log is kept, and how durably.
     #[serde(default)]
     pub store: StoreConfig,
+    /// `[limits]`: the scheduler's and the loop's bounds.
     #[serde(default)]
     pub limits: LimitsConfig,
 }
@@ -82,14 +88,26 @@ pub enum ConfigError {
         /// The field's path (`model.temperature`, `permissions.deny[1].rule`); `.` for the
         /// whole document.
         path: String,
+        /// What is wrong, on one line (the parser's source excerpt left out).
         message: String,
     },
     /// A value that parses but cannot be used.
     #[error("`{path}`: {message}")]
-    Invalid { path: String, message: String },
+    Invalid {
+        /// The field's path (`limits.max_parallel`), or the section's (`code`) when the
+        /// fault lies between its fields.
+        path: String,
+        /// Why the value cannot be used, and what to write instead.
+        message: String,
+    },
     /// The file could not be read.
     #[error("{path}: {message}")]
-    Read { path: PathBuf, message: String },
+    Read {
+        /// The file, as given to [`SessionConfig::from_file`].
+        path: PathBuf,
+        /// Why it could not be read (`cannot be read: No such file or directory …`).
+        message: String,
+    },
 }
 
 impl ConfigError {

@@ -219,6 +219,7 @@ fn default_bwrap() -> PathBuf {
 pub struct SandboxRuleConfig {
     /// A glob over a simple command (`cargo test*`).
     pub command: String,
+    /// The mode a line runs in when every simple command of it matches `command`.
     pub mode: SandboxModeName,
 }
 
@@ -248,10 +249,14 @@ pub struct PermissionsConfig {
     /// A rule file (TOML or JSON) whose rules come before the inline ones.
     #[serde(default)]
     pub file: Option<PathBuf>,
+    /// Rules whose calls run without asking (`"read"`, `"bash(git status*)"`), unless a
+    /// deny or ask rule also matches.
     #[serde(default)]
     pub allow: Vec<RuleEntry>,
+    /// Rules whose calls run only once the approval service allows them.
     #[serde(default)]
     pub ask: Vec<RuleEntry>,
+    /// Rules whose calls never run; a deny always holds, whatever else matches.
     #[serde(default)]
     pub deny: Vec<RuleEntry>,
     /// Start in plan mode: calls that are not read-only are denied until the person
@@ -269,9 +274,14 @@ pub struct PermissionsConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RuleEntry {
+    /// A bare pattern: `"bash(curl *)"`.
     Pattern(String),
+    /// A table: `{ rule = "bash(curl *)", reason = "no network from here" }`.
     WithReason {
+        /// The pattern (`TOOL` or `TOOL(SUBJECT)`, docs/rules.md).
         rule: String,
+        /// What the call is told when the rule denies or asks; `None`: it is told only the
+        /// rule and where it is written.
         #[serde(default)]
         reason: Option<String>,
     },
@@ -301,7 +311,9 @@ pub enum ProviderName {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
+    /// The wire format the server speaks: `openai` or `anthropic`.
     pub provider: ProviderName,
+    /// The model's name on the server (`gpt-4.1`, `claude-sonnet-4-5`, `qwen3`).
     pub model: String,
     /// Default: `https://api.openai.com/v1` or `https://api.anthropic.com`.
     #[serde(default)]

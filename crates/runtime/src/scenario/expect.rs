@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toolrail_session_log::{Event, EventData};
 
+/// A scenario's `expect`: what its run must produce. Each part left out is not checked.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expectations {

@@ -59,6 +59,7 @@ pub struct Scenario {
     /// says otherwise.
     #[serde(default)]
     pub config: SessionConfig,
+    /// What the workspace holds before the first turn.
     #[serde(default)]
     pub workspace: WorkspaceSpec,
     /// The approver's answers, in order: `allowed_once`, `allowed_for_session` (for the
@@ -70,11 +71,13 @@ pub struct Scenario {
     /// Answers for `ask_user`, in order: text, or `null` for a question that expires.
     #[serde(default)]
     pub questions: Vec<Option<String>>,
+    /// The session's turns, in order (required).
     pub turns: Vec<TurnSpec>,
     /// What the run must produce; a run that differs reports each difference.
     pub expect: Option<Expectations>,
 }
 
+/// A scenario's `workspace`: the files it is seeded with.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkspaceSpec {
@@ -83,9 +86,11 @@ pub struct WorkspaceSpec {
     pub files: BTreeMap<String, String>,
 }
 
+/// One turn of a scenario: the user's message and the model's scripted answers.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TurnSpec {
+    /// The user's message that starts the turn.
     pub user: String,
     /// Cancel the turn this long after it starts.
     pub cancel_after_ms: Option<u64>,
@@ -94,20 +99,27 @@ pub struct TurnSpec {
     pub model: Vec<ModelStep>,
 }
 
+/// One scripted answer of the model.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelStep {
+    /// The answer's tool calls, in order.
     #[serde(default)]
     pub tool_calls: Vec<ToolCallSpec>,
+    /// The answer's text, before its calls; `None`: the answer has no text.
     pub text: Option<String>,
     /// `end_turn`, `tool_use` or `length`.
     pub stop_reason: String,
 }
 
+/// One tool call of a scripted answer.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCallSpec {
+    /// The call's id: it names one call in the session, so two answers may not share it
+    /// (a repeat within one answer is the model's mistake the runtime handles).
     pub id: String,
+    /// The tool called, by its name in the session.
     pub name: String,
     /// The raw argument text, exactly as a model would send it.
     pub arguments: String,
@@ -120,11 +132,18 @@ pub enum ScenarioPlace {
     #[default]
     Folder,
     /// Session `id` of `store`: resumed from its log when the store holds it already.
-    Store { store: Store, id: SessionId },
+    Store {
+        /// The store that holds the session, or will.
+        store: Store,
+        /// The session's id in `store`.
+        id: SessionId,
+    },
     /// A session of a PostgreSQL store under a lease (the fleet's).
     #[cfg(feature = "postgres")]
     Leased {
+        /// The PostgreSQL store that holds the session.
         store: Store,
+        /// The lease the session is driven under; every append is fenced by its token.
         lease: toolrail_session_store::Lease,
     },
 }
@@ -165,6 +184,7 @@ pub enum ScenarioError {
     /// A turn failed inside (the model, the log); the log says how it ended.
     #[error(transparent)]
     Turn(#[from] AgentError),
+    /// The workspace, or one of its seed files, could not be written.
     #[error("writing the workspace: {0}")]
     Workspace(#[from] std::io::Error),
 }
@@ -178,6 +198,8 @@ pub struct ScenarioReport {
     pub log_path: Option<PathBuf>,
     /// How many events the session held before this run (0 for a new session).
     pub earlier_events: usize,
+    /// How each turn this run drove ended, in order. A resumed session's finished turns
+    /// are not driven again; an interrupted one goes on as a turn of its own.
     pub turn_ends: Vec<TurnEndKind>,
     /// Every way the run differed from the scenario's `expect` (empty when it matched or
     /// expected nothing).

@@ -35,6 +35,7 @@ pub struct ScriptedModel {
 }
 
 impl ScriptedModel {
+    /// A model that answers with `script`, one message per request.
     pub fn new(script: impl IntoIterator<Item = AssistantMessage>) -> Self {
         Self {
             script: Mutex::new(script.into_iter().collect()),

@@ -19,11 +19,19 @@ pub enum LockHolder {
     /// Another log in this process.
     ThisProcess,
     /// A live process.
-    Process { pid: u32, command: String },
+    Process {
+        /// Its process id.
+        pid: u32,
+        /// Its command name, as `/proc/<pid>/stat` gives it (at most 15 bytes).
+        command: String,
+    },
     /// A process that was exiting (killed) and still held the lock when the wait ran out.
     Exiting {
+        /// Its process id.
         pid: u32,
+        /// Its command name, as `/proc/<pid>/stat` gives it (at most 15 bytes).
         command: String,
+        /// How long opening waited for it to let go.
         waited: Duration,
     },
     /// The process that took the lock has ended, and processes that inherited its
@@ -31,7 +39,10 @@ pub enum LockHolder {
     Inherited {
         /// `None` when the system shows no pid (the process is outside this PID namespace).
         pid: Option<u32>,
+        /// Pids of the processes seen with the file open (at most 8; empty when none could
+        /// be seen).
         holders: Vec<u32>,
+        /// How long opening waited for them to let go.
         waited: Duration,
     },
     /// The system does not say.

@@ -6,10 +6,14 @@ use super::*;
 /// A worker's hold on a session: while its token is the session's, its appends go through.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
+    /// The session the lease is for.
     pub session: SessionId,
+    /// The worker's name, as given to [`PostgresStore::acquire`] or
+    /// [`PostgresStore::claim`]; one per worker process.
     pub owner: String,
     /// Larger for every new holder; appends carry it.
     pub token: i64,
+    /// How long the lease runs from each grant or renewal, by the database's clock.
     pub ttl: Duration,
 }
 

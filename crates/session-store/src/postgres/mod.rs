@@ -371,7 +371,9 @@ impl PostgresStore {
 /// One session as `toolrail sessions` lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SessionSummary {
+    /// The session's id.
     pub session: String,
+    /// How many events it has (its last `seq`); 0 for a session still waiting in the queue.
     pub events: u64,
     /// The kind of its last event (`turn/end`, `tool/result`, …).
     pub last_kind: String,
@@ -379,6 +381,7 @@ pub struct SessionSummary {
     pub ended: Option<String>,
     /// The lease holder, and whether the lease still runs.
     pub owner: Option<String>,
+    /// Whether the lease of `owner` has not expired yet.
     pub leased: bool,
     /// Where it stands in the work queue (`waiting`, `running`, `done`, `failed`), if it was
     /// put there.

@@ -6,6 +6,7 @@ use super::*;
 /// A session a worker claimed from the queue: its lease, and what it is to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claimed {
+    /// The lease the claim took; [`PostgresStore::finish`] ends it with the work.
     pub lease: Lease,
     /// What the enqueuer put there (a scenario, a prompt and settings).
     pub payload: String,

@@ -32,6 +32,8 @@ const OUTSIDE_WORKSPACE: ToolCode = tool_code!("FS_OUTSIDE_WORKSPACE");
 /// How the tool runs commands.
 #[derive(Clone, Debug)]
 pub struct ShellConfig {
+    /// The workspace roots: commands start in the first (or in `workdir`, inside them), and
+    /// write inside them in `workspace-write` mode.
     pub roots: WorkspaceRoots,
     /// Where full outputs are spilled (the session folder).
     pub spill_dir: PathBuf,
@@ -71,6 +73,10 @@ pub struct ShellConfig {
 }
 
 impl ShellConfig {
+    /// Commands in `roots`, full outputs spilled under `spill_dir`, and every other field at
+    /// its default: read-only mode on the namespaces tier, no network, a 120 s deadline,
+    /// 30 KiB of each stream shown, a 2 s grace, the home folder's credential locations
+    /// protected.
     pub fn new(roots: WorkspaceRoots, spill_dir: impl Into<PathBuf>) -> Self {
         Self {
             roots,
@@ -96,6 +102,7 @@ impl ShellConfig {
     }
 }
 
+/// The arguments of `bash`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BashArgs {
@@ -119,6 +126,8 @@ pub struct BashArgs {
     pub justification: Option<String>,
 }
 
+/// `bash`: a command line run by `bash -c` in the sandbox, with capped output and an
+/// enforced deadline; nothing it starts outlives the call.
 pub struct BashTool {
     spec: ToolSpec,
     config: ShellConfig,
@@ -130,8 +139,11 @@ pub struct BashTool {
 }
 
 impl BashTool {
+    /// The tool's name, as the model calls it and rules match it.
     pub const NAME: &'static str = "bash";
 
+    /// `bash` as `config` says; its description states the output cap and the default
+    /// deadline. Whether the sandbox can be had here is checked at the first call.
     pub fn new(mut config: ShellConfig) -> Self {
         // A relative folder would mean something else to every process started elsewhere.
         if let Ok(absolute) = std::path::absolute(&config.spill_dir) {

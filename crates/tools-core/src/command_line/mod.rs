@@ -84,12 +84,20 @@ pub enum UnknownProgram {
     /// Its name is a pattern or brace expansion the shell fills in (`/usr/bin/cu?l`, `{curl,x}`).
     Pattern,
     /// A wrapper option this reader does not know, so where the program starts is unknown.
-    WrapperOption { wrapper: String, option: String },
+    WrapperOption {
+        /// The wrapper's name (`env`, `nice`, `sudo`).
+        wrapper: String,
+        /// The option, as written.
+        option: String,
+    },
     /// A shell or `eval` runs commands that are read at run time (`curl … | sh`,
     /// `bash -c "$CMD"`).
     CommandsAtRunTime,
     /// The text could not be parsed.
-    Unparsable { error: String },
+    Unparsable {
+        /// The parser's message, or why the text was not handed to the parser.
+        error: String,
+    },
     /// Nested deeper than this reader follows (strings in strings, substitutions in
     /// substitutions), or longer than it parses.
     TooComplex,
@@ -194,6 +202,7 @@ pub struct CommandText {
 }
 
 impl CommandText {
+    /// The whole text, including any part known only at run time.
     pub fn as_str(&self) -> &str {
         &self.text
     }

@@ -44,6 +44,7 @@ impl SettledCall {
         }
     }
 
+    /// The call's identity, fixed when it was recorded.
     pub fn identity(&self) -> &CallIdentity {
         &self.core.identity
     }

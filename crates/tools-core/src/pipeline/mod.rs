@@ -46,10 +46,14 @@ use crate::view::CallView;
 /// runs and fabricates no result (DESIGN §5); recovery classifies the call later.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PipelineError {
+    /// The log refused or failed to append one of a call's events.
     #[error("call `{call_id}`: could not record `{kind}`: {source}")]
     Log {
+        /// The call whose event it was.
         call_id: CallId,
+        /// The event's kind (`tool/call`, `tool/result`).
         kind: &'static str,
+        /// What the sink reported.
         #[source]
         source: SinkError,
     },
@@ -61,13 +65,20 @@ pub enum PipelineError {
 /// One tool call as the model asked for it.
 #[derive(Clone, Debug)]
 pub struct CallRequest {
+    /// The id the model gave the call; its events are recorded under it.
     pub call_id: CallId,
+    /// Position in the assistant message, from 0.
     pub index: u32,
+    /// The tool name the model called, as sent; resolved against the request's tool set.
     pub name: String,
     /// Exactly what the model sent; recorded verbatim.
     pub arguments_raw: String,
+    /// The user turn the call belongs to; `None` outside any turn (see [`CallRequest::in_step`]).
     pub turn: Option<TurnId>,
+    /// The model request (step) within the turn; `None` outside any turn.
     pub step: Option<StepId>,
+    /// Who makes the call, which decides the tools its name may resolve to: `Model` unless
+    /// [`CallRequest::from_host`] or [`CallRequest::from_code`] says otherwise.
     pub origin: CallOrigin,
     /// Overrides the tool's default deadline.
     pub timeout: Option<Duration>,
@@ -134,7 +145,10 @@ impl CallRequest {
 /// Per-batch controls: the batch's cancellation token and where progress goes.
 #[derive(Clone, Debug, Default)]
 pub struct BatchControl {
+    /// Fires when the batch is cancelled: waiting hooks and approvals stop waiting, calls not
+    /// started yet are `NOT_EXECUTED`, and running bodies see it through their call's token.
     pub cancel: CancellationToken,
+    /// Where the progress updates of every call in the batch go.
     pub progress: ProgressSink,
 }
 
@@ -208,6 +222,8 @@ pub struct PipelineBuilder {
 }
 
 impl PipelineBuilder {
+    /// Adds a pre-execute hook (stage 3). The first added is the outermost of the waterfall,
+    /// asked first.
     pub fn pre_hook(mut self, hook: Arc<dyn PreExecuteHook>) -> Self {
         self.pipeline.pre_hooks.push(hook);
         self
@@ -219,6 +235,7 @@ impl PipelineBuilder {
         self
     }
 
+    /// Adds a guard (stage 5). Guards are asked in the order added; the first deny wins.
     pub fn guard(mut self, guard: Arc<dyn Guard>) -> Self {
         self.pipeline.guards.push(guard);
         self
@@ -230,21 +247,26 @@ impl PipelineBuilder {
         self
     }
 
+    /// Adds a post-execute hook (stage 8). Hooks run in the order added, each seeing the result
+    /// as the one before left it; a failure or a block ends the chain.
     pub fn post_hook(mut self, hook: Arc<dyn PostExecuteHook>) -> Self {
         self.pipeline.post_hooks.push(hook);
         self
     }
 
+    /// Adds a result observer (stage 10); observers are notified in the order added.
     pub fn observer(mut self, observer: Arc<dyn ResultObserver>) -> Self {
         self.pipeline.observers.push(observer);
         self
     }
 
+    /// Replaces the settings (by default [`PipelineConfig::default`]).
     pub fn config(mut self, config: PipelineConfig) -> Self {
         self.pipeline.config = config;
         self
     }
 
+    /// The finished pipeline.
     pub fn build(mut self) -> Pipeline {
         self.pipeline.layers = self.layers.into();
         self.pipeline
@@ -269,6 +291,7 @@ impl Pipeline {
         }
     }
 
+    /// The settings the pipeline runs with.
     pub fn config(&self) -> &PipelineConfig {
         &self.config
     }

@@ -49,6 +49,7 @@ pub struct ReadyCall {
 }
 
 impl ReadyCall {
+    /// The call's identity, fixed when it was recorded.
     pub fn identity(&self) -> &CallIdentity {
         &self.core.identity
     }
@@ -63,6 +64,7 @@ impl ReadyCall {
         Arc::clone(&self.core.arguments)
     }
 
+    /// The spec of the tool the call resolved to, as the registry offers it.
     pub fn spec(&self) -> &ToolSpec {
         self.entry().spec()
     }

@@ -30,8 +30,10 @@ pub enum ReservedName {
 }
 
 impl ReservedName {
+    /// Every reserved name.
     pub const ALL: [ReservedName; 2] = [Self::RunCode, Self::ToolSearch];
 
+    /// The tool name it reserves (`run_code`, `tool_search`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::RunCode => "run_code",
@@ -49,29 +51,54 @@ impl ReservedName {
 /// A configuration error: the registry cannot be built as asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
+    /// Two trusted tools (built-in or runtime) have the same name.
     #[error(
         "two built-in tools are named `{name}`; built-in names must be unique — rename one of them"
     )]
-    DuplicateBuiltin { name: String },
+    DuplicateBuiltin {
+        /// The name they share.
+        name: String,
+    },
+    /// A tool not installed as the runtime's own takes a reserved name.
     #[error("`{name}` is reserved for the toolrail runtime; choose another name")]
-    ReservedName { name: String },
+    ReservedName {
+        /// The reserved name it took.
+        name: String,
+    },
+    /// A name that is not 1–64 characters from `A-Z`, `a-z`, `0-9`, `_` and `-`.
     #[error(
         "`{name}` is not a valid tool name: use 1–64 characters from A-Z, a-z, 0-9, `_` and `-`"
     )]
-    InvalidName { name: String },
+    InvalidName {
+        /// The name, as the tool's spec gives it.
+        name: String,
+    },
+    /// A tool's input or output schema is not one the JSON Schema validator can compile.
     #[error("the {which} schema of `{name}` does not compile: {message}")]
     InvalidSchema {
+        /// The tool whose schema it is.
         name: String,
+        /// `"input"` or `"output"`.
         which: &'static str,
+        /// The validator's error.
         message: String,
     },
+    /// A tool installed under a reserved name has another name in its own spec.
     #[error("the tool installed as reserved `{expected}` is named `{actual}`")]
     ReservedMismatch {
+        /// The reserved name it was installed as.
         expected: &'static str,
+        /// The name its spec gives.
         actual: String,
     },
+    /// A tool registered where it may not be: a trusted tool at run time, or a scope's own
+    /// tool that shadows a name its parent lacks, adds one its parent has, or comes twice.
     #[error("scope: {message}")]
-    Scope { message: String },
+    Scope {
+        /// What was asked, and what to do instead.
+        message: String,
+    },
+    /// More than one problem: a build reports every one at once.
     #[error("several problems:\n{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Several(Vec<RegistryError>),
 }
@@ -79,10 +106,13 @@ pub enum RegistryError {
 /// A registration that was skipped. Also logged through `tracing`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryWarning {
+    /// The name of the tool that was skipped.
     pub name: String,
+    /// Where the skipped tool came from.
     pub skipped: ToolSource,
     /// The source that holds the name, when the skip was a name conflict.
     pub kept: Option<ToolSource>,
+    /// The whole warning as logged: the tool, its source and why it was skipped.
     pub message: String,
 }
 
@@ -96,6 +126,7 @@ pub struct RegistryBuilder {
 }
 
 impl RegistryBuilder {
+    /// A builder with no tools, overrides or deferrals.
     pub fn new() -> Self {
         Self::default()
     }

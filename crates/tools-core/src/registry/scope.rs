@@ -18,6 +18,7 @@ use crate::tool::Tool;
 pub struct NamePattern(String);
 
 impl NamePattern {
+    /// A pattern from its text; any text is valid, and one without `*` matches that name only.
     pub fn new(pattern: impl Into<String>) -> Self {
         Self(pattern.into())
     }
@@ -168,6 +169,7 @@ impl ScopeBuilder {
         self
     }
 
+    /// The scope, or every problem with the tools it was given at once.
     pub fn build(mut self) -> Result<ToolScope, RegistryError> {
         match self.errors.len() {
             0 => Ok(ToolScope {

@@ -51,6 +51,8 @@ impl ToolEntry {
         self
     }
 
+    /// The registered tool. Its own spec may differ from the offered one: see
+    /// [`ToolEntry::spec`].
     pub fn tool(&self) -> &Arc<dyn Tool> {
         &self.tool
     }
@@ -62,10 +64,12 @@ impl ToolEntry {
             .unwrap_or_else(|| self.tool.spec())
     }
 
+    /// The name the tool is registered and called by.
     pub fn name(&self) -> &str {
         self.tool.spec().name()
     }
 
+    /// Where the tool came from; recorded with each of its calls.
     pub fn source(&self) -> &ToolSource {
         &self.source
     }
@@ -257,10 +261,12 @@ impl ToolSet {
             .collect()
     }
 
+    /// How many tools are offered to the model (hidden and code-only tools are not counted).
     pub fn len(&self) -> usize {
         self.offered.len()
     }
 
+    /// Whether no tool is offered to the model (hidden and code-only tools may still resolve).
     pub fn is_empty(&self) -> bool {
         self.offered.is_empty()
     }
