@@ -22,13 +22,15 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec, TypedTool, violations,
+    ClaimMode, Concurrency, ToolContext, ToolFailure, ToolOutput, ToolResult, ToolSpec, TypedTool,
+    violations,
 };
 
 use crate::atomic::{Staged, stage};
 use crate::beneath::Creating;
-use crate::files::{BINARY, EDIT_FAILED, FileTools, NOT_FOUND, STALE_VERSION, blocking, failure};
+use crate::files::{
+    BINARY, EDIT_FAILED, FileTools, NOT_FOUND, STALE_VERSION, blocking, changing, failure,
+};
 use crate::target::{Existing, Target};
 use output::write_edited;
 use plan::{closest_lines, problems, survey, wanted_line};
@@ -77,17 +79,11 @@ impl EditTool {
 
     /// `edit` over `files`.
     pub fn new(files: FileTools) -> Self {
-        let spec = ToolSpec::for_args::<EditArgs>(
+        let spec = changing(ToolSpec::for_args::<EditArgs>(
             Self::NAME,
             "Replace exact text in a file. Each `old` must occur exactly once (or set replace_all), edits must not overlap, and all of them apply or none does. Read the file first in this session; if it changed since, read it again. Line endings and a byte-order mark are kept. Files inside any `.git` folder, and paths hidden or read-only to tools, cannot be edited.",
-        )
-        .kind(ToolKind::Edit)
-        .concurrency_note("shared: a write claim on the file")
-        .subject("path", SubjectKind::Path);
-        Self {
-            spec: spec.build(),
-            files,
-        }
+        ));
+        Self { spec, files }
     }
 }
 

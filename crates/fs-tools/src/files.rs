@@ -173,6 +173,15 @@ pub(crate) fn looking(spec: ToolSpecBuilder, kind: ToolKind, claimed: &str) -> T
         .build()
 }
 
+/// The spec of a tool that changes one file (`write`, `edit`): an edit, its `path` argument
+/// the subject rules match, holding a write claim on the file.
+pub(crate) fn changing(spec: ToolSpecBuilder) -> ToolSpec {
+    spec.kind(ToolKind::Edit)
+        .concurrency_note("shared: a write claim on the file")
+        .subject("path", SubjectKind::Path)
+        .build()
+}
+
 /// A failure with one of the file tools' own codes.
 pub(crate) fn failure(code: ToolCode, message: impl Into<String>) -> ToolFailure {
     ToolFailure::with_code(code, message)

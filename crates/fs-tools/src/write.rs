@@ -13,13 +13,12 @@ use serde::Deserialize;
 use serde_json::json;
 use toolrail_tools_core::log::{AppendUrgency, Effect, FsWriteIntent, ToolEvent};
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec, TypedTool,
+    ClaimMode, Concurrency, ToolContext, ToolFailure, ToolOutput, ToolResult, ToolSpec, TypedTool,
 };
 
 use crate::atomic::stage;
 use crate::beneath::Creating;
-use crate::files::{FileTools, blocking};
+use crate::files::{FileTools, blocking, changing};
 use crate::target::{Existing, Target};
 use crate::version::{digest_of, version_of};
 
@@ -46,17 +45,11 @@ impl WriteTool {
 
     /// `write` over `files`.
     pub fn new(files: FileTools) -> Self {
-        let spec = ToolSpec::for_args::<WriteArgs>(
+        let spec = changing(ToolSpec::for_args::<WriteArgs>(
             Self::NAME,
             "Write a file with the given content, creating missing folders; the file is replaced whole and atomically. To overwrite an existing file, read it first in this session; if it changed since, read it again. Prefer edit for changes to part of a file. Files inside any `.git` folder, and paths hidden or read-only to tools, cannot be written.",
-        )
-        .kind(ToolKind::Edit)
-        .concurrency_note("shared: a write claim on the file")
-        .subject("path", SubjectKind::Path);
-        Self {
-            spec: spec.build(),
-            files,
-        }
+        ));
+        Self { spec, files }
     }
 }
 

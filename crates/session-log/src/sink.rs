@@ -29,6 +29,20 @@ pub struct EventDraft {
     pub data: EventData,
 }
 
+impl EventDraft {
+    /// The event this draft becomes at `seq`: what every log appends.
+    pub fn into_event(self, seq: u64) -> Event {
+        Event {
+            seq,
+            ts: self.ts,
+            turn: self.turn,
+            step: self.step,
+            call_id: self.call_id,
+            data: self.data,
+        }
+    }
+}
+
 /// How durable an append must be before it returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AppendUrgency {
@@ -191,14 +205,7 @@ impl MemorySink {
             state.chunks.push(Vec::with_capacity(CHUNK));
         }
         state.len = seq;
-        let event = Event {
-            seq,
-            ts: draft.ts,
-            turn: draft.turn,
-            step: draft.step,
-            call_id: draft.call_id,
-            data: draft.data,
-        };
+        let event = draft.into_event(seq);
         if let Some(chunk) = state.chunks.last_mut() {
             chunk.push(event);
         }

@@ -11,7 +11,6 @@ use tokio::sync::oneshot;
 
 use super::Durability;
 use super::writer::{self, Command, Medium, Shared};
-use toolrail_session_log::Event;
 use toolrail_session_log::{
     AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, SessionLog, SinkError,
 };
@@ -108,14 +107,7 @@ impl EventSink for StoreLog {
             return AppendFuture::done(Err(refusal));
         }
         let seq = shared.next_seq;
-        let event = Box::new(Event {
-            seq,
-            ts: draft.ts,
-            turn: draft.turn,
-            step: draft.step,
-            call_id: draft.call_id,
-            data: draft.data,
-        });
+        let event = Box::new(draft.into_event(seq));
         let (ack, answer) = if wait {
             let (ack, answer) = oneshot::channel();
             (Some(ack), Some(answer))
