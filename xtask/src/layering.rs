@@ -90,7 +90,7 @@ const TEST_SUPPORT: &str = "test-support";
 /// the layers above them. Shrinking, never growing: what they use moves to the test support
 /// (issue 23), and a crate leaves this list when it no longer needs the kit. The test kit
 /// is for tests of whole sessions (the kit's own, the runtime's, the examples').
-const TESTKIT_IN_TESTS: &[&str] = &["code-mode", "mcp", "providers", "shell-tool"];
+const TESTKIT_IN_TESTS: &[&str] = &["code-mode", "mcp", "providers"];
 
 /// The stores, which any crate above them may use in its tests (a real log to check what a
 /// layer wrote) without using them in its code.
@@ -407,7 +407,7 @@ mod tests {
             &[("toolrail-test-support", DepKind::Dev)],
         )];
         assert_eq!(check(&leaf), vec![]);
-        let listed = [krate("shell-tool", &[("toolrail-testkit", DepKind::Dev)])];
+        let listed = [krate("code-mode", &[("toolrail-testkit", DepKind::Dev)])];
         assert_eq!(check(&listed), vec![]);
         // The bottom crate's tests build nothing above it.
         let up = [krate("session-log", &[("toolrail-testkit", DepKind::Dev)])];

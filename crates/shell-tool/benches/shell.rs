@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use toolrail_shell_tool::{BashTool, SandboxMode, SandboxTier, ShellConfig};
-use toolrail_testkit::bench::{BenchRow, median};
+use toolrail_test_support::bench::{BenchRow, median};
 use toolrail_tools_core::log::MemorySink;
 use toolrail_tools_core::{
     BatchControl, CallRequest, Pipeline, RegistryBuilder, ToolSet, Typed, WorkspaceRoots,

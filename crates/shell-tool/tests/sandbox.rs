@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolrail_shell_tool::{BashTool, ModeRule, SandboxMode, SandboxTier, ShellConfig};
-use toolrail_testkit::ScriptedApprovals;
 use toolrail_tools_core::log::MemorySink;
 use toolrail_tools_core::{
     ApprovalAnswer, BatchControl, CallRequest, CommittedResult, Pipeline, RegistryBuilder, ToolSet,
@@ -25,6 +24,39 @@ struct Sandboxed {
     dir: tempfile::TempDir,
     tools: ToolSet,
     pipeline: Pipeline,
+}
+
+/// An approver that gives its answers in order and keeps every request it was asked.
+struct ScriptedApprovals {
+    answers: std::sync::Mutex<std::collections::VecDeque<ApprovalAnswer>>,
+    asked: std::sync::Mutex<Vec<toolrail_tools_core::ApprovalRequest>>,
+}
+
+impl ScriptedApprovals {
+    fn new(answers: impl IntoIterator<Item = ApprovalAnswer>) -> Self {
+        Self {
+            answers: std::sync::Mutex::new(answers.into_iter().collect()),
+            asked: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn asked(&self) -> Vec<toolrail_tools_core::ApprovalRequest> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl toolrail_tools_core::ApprovalService for ScriptedApprovals {
+    fn request<'a>(
+        &'a self,
+        request: &'a toolrail_tools_core::ApprovalRequest,
+        _cancel: &'a toolrail_tools_core::CancellationToken,
+    ) -> toolrail_tools_core::log::BoxFuture<'a, ApprovalAnswer> {
+        self.asked.lock().unwrap().push(request.clone());
+        let answer = self.answers.lock().unwrap().pop_front();
+        Box::pin(std::future::ready(
+            answer.unwrap_or(ApprovalAnswer::Unavailable),
+        ))
+    }
 }
 
 fn sandboxed(mode: SandboxMode, tier: &SandboxTier) -> Sandboxed {
