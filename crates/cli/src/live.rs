@@ -163,9 +163,7 @@ impl View {
         while let Some(end) = self.partial.iter().position(|byte| *byte == b'\n') {
             let line: Vec<u8> = self.partial.drain(..=end).collect();
             // A value kept beside the log for its size is put back, as a replay would.
-            if let Ok(mut event) = serde_json::from_slice::<Event>(&line)
-                && self.store.load_spilled(&self.id, &mut event).is_ok()
-            {
+            if let Ok(event) = self.store.decode_line(&self.id, &line) {
                 self.events.push(event);
             }
         }

@@ -435,11 +435,6 @@ pub struct ToolResultRecord {
     /// The blocks of `content` that were cut to keep the model's text under its cap, each
     /// with the whole block it was cut from (never sent to the model; kept beside the log).
     pub elided: Vec<ElidedBlock>,
-    /// Where a stored `value` over the size cap was put instead of the line (only in stored
-    /// form: reading a session loads the value back and clears this).
-    pub value_blob: Option<BlobRef>,
-    /// Like `value_blob`, for `details`.
-    pub details_blob: Option<BlobRef>,
 }
 
 /// The stored shape of a record, field for field as it has always been written.
@@ -460,10 +455,6 @@ struct WireRef<'a> {
     synthetic: bool,
     #[serde(skip_serializing_if = "is_false")]
     concludes_turn: bool,
-    #[serde(skip_serializing_if = "absent")]
-    value_blob: &'a Option<BlobRef>,
-    #[serde(skip_serializing_if = "absent")]
-    details_blob: &'a Option<BlobRef>,
     #[serde(skip_serializing_if = "empty")]
     elided: &'a [ElidedBlock],
 }
@@ -496,10 +487,6 @@ struct Wire {
     #[serde(default)]
     concludes_turn: bool,
     #[serde(default)]
-    value_blob: Option<BlobRef>,
-    #[serde(default)]
-    details_blob: Option<BlobRef>,
-    #[serde(default)]
     elided: Vec<ElidedBlock>,
 }
 
@@ -515,8 +502,6 @@ impl Serialize for ToolResultRecord {
             timing: &self.timing,
             synthetic: self.synthetic,
             concludes_turn: self.concludes_turn,
-            value_blob: &self.value_blob,
-            details_blob: &self.details_blob,
             elided: &self.elided,
         }
         .serialize(serializer)
@@ -536,8 +521,6 @@ impl<'de> Deserialize<'de> for ToolResultRecord {
             synthetic: wire.synthetic,
             concludes_turn: wire.concludes_turn,
             elided: wire.elided,
-            value_blob: wire.value_blob,
-            details_blob: wire.details_blob,
         };
         // A writer that marked a failure without saying which: the one place that names it,
         // so no reader has to guess a code of its own.
@@ -573,8 +556,6 @@ impl ToolResultRecord {
             synthetic: false,
             concludes_turn: false,
             elided: Vec::new(),
-            value_blob: None,
-            details_blob: None,
         }
     }
 
@@ -591,8 +572,6 @@ impl ToolResultRecord {
             synthetic: false,
             concludes_turn: false,
             elided: Vec::new(),
-            value_blob: None,
-            details_blob: None,
         }
     }
 

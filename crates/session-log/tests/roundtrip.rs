@@ -101,11 +101,6 @@ fn result_record() -> impl Strategy<Value = ToolResultRecord> {
                 },
                 synthetic,
                 concludes_turn: t[4] % 2 == 0,
-                value_blob: (t[0] % 3 == 0).then(|| BlobRef {
-                    digest: format!("sha256:{:064x}", t[1]),
-                    bytes: t[2].into(),
-                }),
-                details_blob: None,
                 elided: elided
                     .into_iter()
                     .map(|(index, whole)| ElidedBlock::new(index, whole))

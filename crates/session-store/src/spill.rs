@@ -5,7 +5,6 @@
 //! Reading a session puts every value and block back, checking its digest, so the events a
 //! reader gets are the events that were appended.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -40,9 +39,8 @@ pub(crate) fn encode_stored(
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
     if carries_whole_blocks(event) {
-        let stored = stored_form(event, cap, shelf)?;
-        return serde_json::to_writer(&mut *out, stored.as_ref())
-            .map_err(|error| format!("an event could not be encoded: {error}"));
+        out.extend_from_slice(&stored_form(event, cap, shelf)?);
+        return Ok(());
     }
     let start = out.len();
     serde_json::to_writer(&mut *out, event)
@@ -51,9 +49,8 @@ pub(crate) fn encode_stored(
         return Ok(());
     }
     out.truncate(start);
-    let stored = stored_form(event, cap, shelf)?;
-    serde_json::to_writer(&mut *out, stored.as_ref())
-        .map_err(|error| format!("an event could not be encoded: {error}"))
+    out.extend_from_slice(&stored_form(event, cap, shelf)?);
+    Ok(())
 }
 
 fn carries_whole_blocks(event: &Event) -> bool {
@@ -68,37 +65,130 @@ fn carries_whole_blocks(event: &Event) -> bool {
     }
 }
 
-/// The event as it is stored: large values and whole blocks moved to the shelf.
-fn stored_form<'a>(
-    event: &'a Event,
-    cap: usize,
-    shelf: &mut dyn BlobShelf,
-) -> Result<Cow<'a, Event>, String> {
-    let replaced = if let EventData::ToolResult(record) = &event.data {
-        spill_record(record, cap, shelf)?.map(|record| EventData::ToolResult(Arc::new(record)))
-    } else if let EventData::CodeDispatch(dispatch) = &event.data {
-        spill_record(&dispatch.result, cap, shelf)?.map(|result| {
-            let mut dispatch = dispatch.as_ref().clone();
-            dispatch.result = result;
-            EventData::CodeDispatch(Box::new(dispatch))
-        })
-    } else {
-        None
-    };
-    Ok(match replaced {
-        None => Cow::Borrowed(event),
-        Some(data) => Cow::Owned(Event {
-            data,
-            ..event.clone()
-        }),
-    })
+/// Where a stored record's large values went: written into its stored line beside the
+/// record's own fields (`value_blob`, `details_blob`), never part of the record itself.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ShelfRefs {
+    #[serde(default)]
+    value_blob: Option<BlobRef>,
+    #[serde(default)]
+    details_blob: Option<BlobRef>,
 }
 
+impl ShelfRefs {
+    fn is_empty(&self) -> bool {
+        self.value_blob.is_none() && self.details_blob.is_none()
+    }
+}
+
+/// The refs a stored line holds, if it holds any: a `tool/result`'s own, or a code-mode
+/// dispatch's result's. Most lines hold none, and only a line that names one is parsed again.
+pub(crate) fn refs_in(line: &[u8]) -> Result<Option<ShelfRefs>, String> {
+    let names = |key: &[u8]| line.windows(key.len()).any(|window| window == key);
+    if !names(b"\"value_blob\"") && !names(b"\"details_blob\"") {
+        return Ok(None);
+    }
+    #[derive(serde::Deserialize)]
+    struct Line {
+        data: Data,
+    }
+    #[derive(serde::Deserialize)]
+    struct Data {
+        #[serde(flatten)]
+        own: ShelfRefs,
+        #[serde(default)]
+        result: Option<ShelfRefs>,
+    }
+    let parsed: Line = serde_json::from_slice(line).map_err(|error| {
+        format!("the line's references to large values are not readable: {error}")
+    })?;
+    let refs = match parsed.data.result {
+        Some(result) if parsed.data.own.is_empty() => result,
+        _ => parsed.data.own,
+    };
+    Ok((!refs.is_empty()).then_some(refs))
+}
+
+/// The event as it is stored: large values and whole blocks moved to the shelf, the
+/// references to them written first in the record's object of the line (the envelope keeps
+/// its order: a stored line reads like any other).
+fn stored_form(event: &Event, cap: usize, shelf: &mut dyn BlobShelf) -> Result<Vec<u8>, String> {
+    let encode = |event: &Event| {
+        serde_json::to_vec(event).map_err(|error| format!("an event could not be encoded: {error}"))
+    };
+    let (stored, refs, record_key): (Event, ShelfRefs, &[u8]) =
+        if let EventData::ToolResult(record) = &event.data {
+            match spill_record(record, cap, shelf)? {
+                Some((record, refs)) => (
+                    Event {
+                        data: EventData::ToolResult(Arc::new(record)),
+                        ..event.clone()
+                    },
+                    refs,
+                    b"\"data\":{",
+                ),
+                None => return encode(event),
+            }
+        } else if let EventData::CodeDispatch(dispatch) = &event.data {
+            match spill_record(&dispatch.result, cap, shelf)? {
+                Some((result, refs)) => {
+                    let mut dispatch = dispatch.as_ref().clone();
+                    dispatch.result = result;
+                    (
+                        Event {
+                            data: EventData::CodeDispatch(Box::new(dispatch)),
+                            ..event.clone()
+                        },
+                        refs,
+                        b"\"result\":{",
+                    )
+                }
+                None => return encode(event),
+            }
+        } else {
+            return encode(event);
+        };
+    let mut line = encode(&stored)?;
+    if refs.is_empty() {
+        return Ok(line);
+    }
+    // Quotes inside strings are escaped, so the first bare `"data":{` (or, after it,
+    // `"result":{`) is the record's own object; a record always has `content` after it.
+    let data_at = find(&line, b"\"data\":{", 0).ok_or("a stored event has no data")?;
+    let open =
+        find(&line, record_key, data_at).ok_or("a stored record has no object")? + record_key.len();
+    let mut inserted = Vec::new();
+    for (key, blob) in [
+        ("value_blob", &refs.value_blob),
+        ("details_blob", &refs.details_blob),
+    ] {
+        if let Some(blob) = blob {
+            inserted.extend_from_slice(format!("\"{key}\":").as_bytes());
+            serde_json::to_writer(&mut inserted, blob)
+                .map_err(|error| format!("a blob reference could not be encoded: {error}"))?;
+            inserted.push(b',');
+        }
+    }
+    line.splice(open..open, inserted);
+    Ok(line)
+}
+
+/// Where `needle` first stands in `bytes` at or after `from`.
+fn find(bytes: &[u8], needle: &[u8], from: usize) -> Option<usize> {
+    bytes
+        .get(from..)?
+        .windows(needle.len())
+        .position(|window| window == needle)
+        .map(|at| at + from)
+}
+
+/// The stored record, with what went to the shelf taken out, and where it went; `None`
+/// when nothing had to go.
 fn spill_record(
     record: &ToolResultRecord,
     cap: usize,
     shelf: &mut dyn BlobShelf,
-) -> Result<Option<ToolResultRecord>, String> {
+) -> Result<Option<(ToolResultRecord, ShelfRefs)>, String> {
     let large_value = record
         .value
         .as_ref()
@@ -123,34 +213,40 @@ fn spill_record(
         synthetic,
         concludes_turn,
         elided,
-        value_blob,
-        details_blob,
     } = record;
-    let (value, value_blob) = match value {
-        Some(value) if large_value => (None, Some(shelve(value, shelf)?)),
-        _ => (value.clone(), value_blob.clone()),
+    let mut refs = ShelfRefs::default();
+    let value = match value {
+        Some(value) if large_value => {
+            refs.value_blob = Some(shelve(value, shelf)?);
+            None
+        }
+        _ => value.clone(),
     };
-    let (details, details_blob) = match details {
-        Some(details) if large_details => (None, Some(shelve(details, shelf)?)),
-        _ => (details.clone(), details_blob.clone()),
+    let details = match details {
+        Some(details) if large_details => {
+            refs.details_blob = Some(shelve(details, shelf)?);
+            None
+        }
+        _ => details.clone(),
     };
     let elided = elided
         .iter()
         .map(|elided| shelve_block(elided, shelf))
         .collect::<Result<Vec<_>, String>>()?;
-    Ok(Some(ToolResultRecord {
-        content: content.clone(),
-        value,
-        details,
-        effects: effects.clone(),
-        error: error.clone(),
-        timing: *timing,
-        synthetic: *synthetic,
-        concludes_turn: *concludes_turn,
-        elided,
-        value_blob,
-        details_blob,
-    }))
+    Ok(Some((
+        ToolResultRecord {
+            content: content.clone(),
+            value,
+            details,
+            effects: effects.clone(),
+            error: error.clone(),
+            timing: *timing,
+            synthetic: *synthetic,
+            concludes_turn: *concludes_turn,
+            elided,
+        },
+        refs,
+    )))
 }
 
 /// The length of a value's compact JSON text.
@@ -191,33 +287,49 @@ fn shelve(value: &impl Serialize, shelf: &mut dyn BlobShelf) -> Result<BlobRef, 
     })
 }
 
-/// Puts shelved values back into a stored event, checking their digests.
-pub(crate) fn load_form(event: &mut Event, shelf: &dyn BlobShelf) -> Result<(), String> {
+/// Puts shelved values back into a stored event, checking their digests: those its line
+/// referred to (`refs`, from [`refs_in`]) and the whole blocks its content was cut from.
+pub(crate) fn load_form(
+    event: &mut Event,
+    refs: Option<ShelfRefs>,
+    shelf: &dyn BlobShelf,
+) -> Result<(), String> {
+    let refs = refs.unwrap_or_default();
     if let EventData::ToolResult(record) = &mut event.data
-        && has_blobs(record)
+        && (!refs.is_empty() || has_blobs(record))
     {
         let mut loaded = record.as_ref().clone();
-        unshelve_record(&mut loaded, shelf)?;
+        unshelve_record(&mut loaded, refs, shelf)?;
         *record = Arc::new(loaded);
     } else if let EventData::CodeDispatch(dispatch) = &mut event.data
-        && has_blobs(&dispatch.result)
+        && (!refs.is_empty() || has_blobs(&dispatch.result))
     {
-        unshelve_record(&mut dispatch.result, shelf)?;
+        unshelve_record(&mut dispatch.result, refs, shelf)?;
     }
     Ok(())
 }
 
-fn has_blobs(record: &ToolResultRecord) -> bool {
-    record.value_blob.is_some()
-        || record.details_blob.is_some()
-        || record.elided.iter().any(|elided| elided.whole.is_none())
+/// Decodes one stored line (a JSONL line, a database row) and puts back what it keeps on the
+/// shelf.
+pub(crate) fn decode_stored(line: &[u8], shelf: &dyn BlobShelf) -> Result<Event, String> {
+    let mut event: Event = serde_json::from_slice(line).map_err(|error| error.to_string())?;
+    load_form(&mut event, refs_in(line)?, shelf)?;
+    Ok(event)
 }
 
-fn unshelve_record(record: &mut ToolResultRecord, shelf: &dyn BlobShelf) -> Result<(), String> {
-    if let Some(blob) = record.value_blob.take() {
+fn has_blobs(record: &ToolResultRecord) -> bool {
+    record.elided.iter().any(|elided| elided.whole.is_none())
+}
+
+fn unshelve_record(
+    record: &mut ToolResultRecord,
+    refs: ShelfRefs,
+    shelf: &dyn BlobShelf,
+) -> Result<(), String> {
+    if let Some(blob) = refs.value_blob {
         record.value = Some(unshelve(&blob, shelf)?);
     }
-    if let Some(blob) = record.details_blob.take() {
+    if let Some(blob) = refs.details_blob {
         record.details = Some(Details::from_value(unshelve(&blob, shelf)?));
     }
     for elided in &mut record.elided {

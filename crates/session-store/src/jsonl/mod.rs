@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
+use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, decode_stored, encode_stored, load_form};
 use super::writer::Medium;
 use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
 use toolrail_session_log::SessionId;
@@ -122,9 +122,7 @@ impl JsonlStore {
         let path = self.path_of(id)?;
         let mut read = reader::read_log(&path)?;
         check_first(&path, &read.events)?;
-        for event in &mut read.events {
-            self.load_spilled(id, event)?;
-        }
+        load_all(&mut read, &path, &self.shelf(id))?;
         Ok(SessionRead {
             events: read.events,
             torn_bytes: read.torn_bytes,
@@ -133,15 +131,33 @@ impl JsonlStore {
 }
 
 impl JsonlStore {
-    /// Puts back into `event` (read from session `id`'s file by hand, as a live view reads
-    /// new lines) the values that were kept beside the log for their size.
-    pub fn load_spilled(&self, id: &SessionId, event: &mut Event) -> Result<(), StoreError> {
-        load_form(event, &self.shelf(id)).map_err(|why| StoreError::Corrupt {
+    /// The event one line of session `id`'s file holds (read by hand, as a live view reads
+    /// new lines), with the values that were kept beside the log for their size put back.
+    pub fn decode_line(&self, id: &SessionId, line: &[u8]) -> Result<Event, StoreError> {
+        decode_stored(line, &self.shelf(id)).map_err(|why| StoreError::Corrupt {
             path: self.dir.join(format!("{}.jsonl", id.as_str())),
-            line: usize::try_from(event.seq).unwrap_or(usize::MAX),
+            line: 0,
             why,
         })
     }
+}
+
+/// Puts back what every event read from `path` keeps on the shelf.
+fn load_all(
+    read: &mut reader::ReadLog,
+    path: &Path,
+    shelf: &dyn BlobShelf,
+) -> Result<(), StoreError> {
+    let mut refs = std::mem::take(&mut read.shelf_refs).into_iter().peekable();
+    for (index, event) in read.events.iter_mut().enumerate() {
+        let own = refs.next_if(|(at, _)| *at == index).map(|(_, refs)| refs);
+        load_form(event, own, shelf).map_err(|why| StoreError::Corrupt {
+            path: path.to_path_buf(),
+            line: usize::try_from(event.seq).unwrap_or(usize::MAX),
+            why,
+        })?;
+    }
+    Ok(())
 }
 
 /// A session as read, without a log to append to.
@@ -184,13 +200,7 @@ impl SessionStore for JsonlStore {
         let mut read = reader::read_log(&path)?;
         check_first(&path, &read.events)?;
         let shelf = self.shelf(id);
-        for event in &mut read.events {
-            load_form(event, &shelf).map_err(|why| StoreError::Corrupt {
-                path: path.clone(),
-                line: usize::try_from(event.seq).unwrap_or(usize::MAX),
-                why,
-            })?;
-        }
+        load_all(&mut read, &path, &shelf)?;
         if read.torn_bytes > 0 {
             file.set_len(read.good_len)
                 .map_err(|source| StoreError::io("truncating", &path, source))?;

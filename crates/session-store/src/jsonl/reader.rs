@@ -9,9 +9,14 @@ use std::path::Path;
 use crate::StoreError;
 use toolrail_session_log::Event;
 
+use crate::spill::{ShelfRefs, refs_in};
+
 /// What reading a file found.
 pub(crate) struct ReadLog {
     pub events: Vec<Event>,
+    /// For the events whose lines refer to values kept beside the log: the event's index
+    /// and the references.
+    pub shelf_refs: Vec<(usize, ShelfRefs)>,
     /// Byte length of the good prefix (where the next append goes).
     pub good_len: u64,
     /// Bytes of a torn last line, if there was one.
@@ -29,6 +34,7 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
     let file = File::open(path).map_err(|source| StoreError::io("opening", path, source))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut events = Vec::new();
+    let mut shelf_refs = Vec::new();
     let mut line = Vec::new();
     let mut good_len = 0u64;
     let mut number = 0usize;
@@ -40,6 +46,7 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
         if read == 0 {
             return Ok(ReadLog {
                 events,
+                shelf_refs,
                 good_len,
                 torn_bytes: 0,
                 unterminated: false,
@@ -58,9 +65,11 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
                 .filter(|event| event.seq == events.len() as u64 + 1);
             return Ok(match whole {
                 Some(event) => {
+                    note_refs(&line, events.len(), &mut shelf_refs, path, number)?;
                     events.push(event);
                     ReadLog {
                         events,
+                        shelf_refs,
                         good_len: good_len + read as u64,
                         torn_bytes: 0,
                         unterminated: true,
@@ -68,6 +77,7 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
                 }
                 None => ReadLog {
                     events,
+                    shelf_refs,
                     good_len,
                     torn_bytes: read as u64,
                     unterminated: false,
@@ -87,6 +97,7 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
                 if last {
                     return Ok(ReadLog {
                         events,
+                        shelf_refs,
                         good_len,
                         torn_bytes: read as u64,
                         unterminated: false,
@@ -110,9 +121,29 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
                 ),
             });
         }
+        note_refs(&line, events.len(), &mut shelf_refs, path, number)?;
         events.push(event);
         good_len += read as u64;
     }
+}
+
+/// Keeps what `line` (the event at `index`) refers to on the shelf, if anything.
+fn note_refs(
+    line: &[u8],
+    index: usize,
+    shelf_refs: &mut Vec<(usize, ShelfRefs)>,
+    path: &Path,
+    number: usize,
+) -> Result<(), StoreError> {
+    let refs = refs_in(trim_newline(line)).map_err(|why| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        line: number,
+        why,
+    })?;
+    if let Some(refs) = refs {
+        shelf_refs.push((index, refs));
+    }
+    Ok(())
 }
 
 fn trim_newline(line: &[u8]) -> &[u8] {

@@ -27,7 +27,7 @@ pub use queue::Claimed;
 use session::*;
 
 use crate::jsonl::first_event;
-use crate::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form};
+use crate::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form, refs_in};
 use crate::writer::Medium;
 use crate::{
     Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id, checked_rows,
@@ -311,21 +311,18 @@ impl PostgresStore {
             .map_err(|error| self.failed(&error))?;
         let mut events: Vec<Event> = Vec::with_capacity(rows.len());
         for (number, row) in rows.iter().enumerate() {
-            let mut event = row_event(
-                &name,
-                number,
-                row.get(0),
-                row.get::<_, &str>(1),
-                events.len() as u64 + 1,
-            )?;
+            let line = row.get::<_, &str>(1);
+            let mut event = row_event(&name, number, row.get(0), line, events.len() as u64 + 1)?;
             let shelf = ReadShelf {
                 client: std::cell::RefCell::new(&mut *client),
             };
-            load_form(&mut event, &shelf).map_err(|why| StoreError::Corrupt {
-                path: name.clone(),
-                line: number + 1,
-                why,
-            })?;
+            refs_in(line.as_bytes())
+                .and_then(|refs| load_form(&mut event, refs, &shelf))
+                .map_err(|why| StoreError::Corrupt {
+                    path: name.clone(),
+                    line: number + 1,
+                    why,
+                })?;
             events.push(event);
         }
         Ok(events)

@@ -224,8 +224,6 @@ impl Pipeline {
             timing,
             synthetic,
             concludes_turn,
-            value_blob: None,
-            details_blob: None,
             elided,
         });
         for observer in &self.observers {
