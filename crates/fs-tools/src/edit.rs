@@ -28,9 +28,7 @@ use toolrail_tools_core::{
 
 use crate::atomic::{Staged, stage};
 use crate::beneath::Creating;
-use crate::files::{
-    BINARY, EDIT_FAILED, FileTools, NOT_FOUND, STALE_VERSION, blocking, changing, failure,
-};
+use crate::files::{BINARY, EDIT_FAILED, FileTools, NOT_FOUND, STALE_VERSION, blocking, changing};
 use crate::target::{Existing, Target};
 use output::write_edited;
 use plan::{closest_lines, problems, survey, wanted_line};
@@ -128,7 +126,7 @@ impl TypedTool for EditTool {
         let (files, editing) = (self.files.clone(), target.clone());
         let prepared = blocking("editing", move || prepare(&files, &editing, &args.edits)).await?;
         if prepared.after == prepared.before {
-            return Err(failure(
+            return Err(ToolFailure::with_code(
                 EDIT_FAILED,
                 format!(
                     "the edits leave `{}` as it is; nothing was written",
@@ -211,7 +209,7 @@ fn prepare(
     })
     .map_err(|error| target.io_failure("writing the edited copy of", &error))?;
     if changed_since(&file, &metadata) {
-        return Err(failure(
+        return Err(ToolFailure::with_code(
             STALE_VERSION,
             format!(
                 "`{}` changed while it was being edited; nothing was written. Read it again and redo the edit against what is there now",
@@ -256,7 +254,7 @@ fn preview(target: &Target, edits: &[Replacement]) -> String {
 fn open_to_edit(target: &Target) -> Result<(File, Metadata), ToolFailure> {
     match target.open_existing()? {
         Existing::File(file, metadata) => Ok((file, metadata)),
-        Existing::Missing => Err(failure(
+        Existing::Missing => Err(ToolFailure::with_code(
             NOT_FOUND,
             format!("`{}` does not exist; create it with write", target.shown),
         )),
@@ -270,7 +268,7 @@ fn open_to_edit(target: &Target) -> Result<(File, Metadata), ToolFailure> {
 /// The file's version and spelling: refused when it is not UTF-8 text.
 fn shape_to_edit(file: &mut File, target: &Target) -> Result<Shape, ToolFailure> {
     shape_of(file, CHUNK).map_err(|error| match error {
-        ShapeError::NotUtf8 => failure(
+        ShapeError::NotUtf8 => ToolFailure::with_code(
             BINARY,
             format!(
                 "`{}` is not UTF-8 text; edit changes text files only",
@@ -292,7 +290,7 @@ fn plan_to_edit(
     plan(file, shape, edits, size)
         .map_err(|error| target.io_failure("reading", &error))?
         .map_err(|problems| {
-            failure(
+            ToolFailure::with_code(
                 EDIT_FAILED,
                 format!(
                     "no edit was applied to `{}`:\n{}",

@@ -182,11 +182,6 @@ pub(crate) fn changing(spec: ToolSpecBuilder) -> ToolSpec {
         .build()
 }
 
-/// A failure with one of the file tools' own codes.
-pub(crate) fn failure(code: ToolCode, message: impl Into<String>) -> ToolFailure {
-    ToolFailure::with_code(code, message)
-}
-
 /// Said beside a name holding U+FFFD: listings show a name that is not UTF-8 with U+FFFD
 /// for its bad bytes, and JSON arguments cannot carry those bytes back.
 pub(crate) const LOSSY_NAME_NOTE: &str = "a `\u{fffd}` in a name may stand for bytes that are not UTF-8, and such a file cannot be opened by the name shown; rename it with bash to work on it";

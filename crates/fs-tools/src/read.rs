@@ -15,7 +15,7 @@ use toolrail_tools_core::{
     TypedTool,
 };
 
-use crate::files::{BINARY, FileTools, blocking, failure, looking};
+use crate::files::{BINARY, FileTools, blocking, looking};
 use crate::target::{Existing, Target};
 use crate::version::VersionDigest;
 
@@ -140,7 +140,7 @@ fn read_window(
         }
     };
     let binary = || {
-        failure(
+        ToolFailure::with_code(
             BINARY,
             format!(
                 "`{}` looks binary (a NUL byte in its first 8 KiB; {} bytes in all); read shows text files only",

@@ -13,7 +13,7 @@ use toolrail_tools_core::ToolFailure;
 use crate::beneath::{self, Creating, Kind, Opened};
 use crate::files::{
     FileTools, LOSSY_NAME_NOTE, NOT_A_REGULAR_FILE, NOT_FOUND, OUTSIDE_WORKSPACE, PATH_CHANGED,
-    PROTECTED, failure, maybe_lossy,
+    PROTECTED, maybe_lossy,
 };
 
 /// A path argument resolved inside the workspace.
@@ -41,7 +41,7 @@ impl FileTools {
     /// Resolves a path argument; anything leading outside the roots is refused, untouched.
     pub(crate) fn target(&self, path: &str) -> Result<Target, ToolFailure> {
         let outside = |real: &Path| {
-            failure(
+            ToolFailure::with_code(
                 OUTSIDE_WORKSPACE,
                 format!(
                     "`{path}` leads to `{}`, outside the workspace; nothing was touched. Use a path inside {}",
@@ -77,7 +77,7 @@ impl FileTools {
         let target = self.target(path)?;
         match self.protected.read_refusal(&target.real, &self.roots) {
             None => Ok(target),
-            Some(why) => Err(failure(
+            Some(why) => Err(ToolFailure::with_code(
                 PROTECTED,
                 format!(
                     "`{}` cannot be read: {why}; nothing was read. If you need what it holds, ask the user",
@@ -92,7 +92,7 @@ impl FileTools {
         let target = self.target(path)?;
         match self.protected.write_refusal(&target.real, &self.roots) {
             None => Ok(target),
-            Some(why) => Err(failure(
+            Some(why) => Err(ToolFailure::with_code(
                 PROTECTED,
                 format!(
                     "`{}` cannot be changed: {why}; nothing was written. If the change is needed, ask the user to make it (an embedder can allow `.git` writes with `ProtectedPaths::allow_git_writes`)",
@@ -165,7 +165,7 @@ impl Target {
 
     /// `FS_NOT_A_REGULAR_FILE` for what stands here.
     pub(crate) fn not_regular(&self, kind: Kind) -> ToolFailure {
-        failure(
+        ToolFailure::with_code(
             NOT_A_REGULAR_FILE,
             format!(
                 "`{}` is {}, not a regular file; the file tools read and write regular files only (nothing was opened)",
@@ -177,7 +177,7 @@ impl Target {
 
     /// `FS_PATH_CHANGED`: what stands at the path changed while it was being used.
     pub(crate) fn changed(&self) -> ToolFailure {
-        failure(
+        ToolFailure::with_code(
             PATH_CHANGED,
             format!(
                 "`{}` changed while it was being opened (a symlink or another file appeared in its path after it was resolved, or it is a symlink that leads nowhere); nothing was touched. Try again; if it keeps happening, something else is changing the workspace",
@@ -194,13 +194,16 @@ impl Target {
             } else {
                 String::new()
             };
-            return failure(NOT_FOUND, format!("`{}` does not exist{hint}", self.shown));
+            return ToolFailure::with_code(
+                NOT_FOUND,
+                format!("`{}` does not exist{hint}", self.shown),
+            );
         }
         if beneath::is_symlink_in_the_way(error) {
             return self.changed();
         }
         if beneath::is_escape(error) {
-            return failure(
+            return ToolFailure::with_code(
                 OUTSIDE_WORKSPACE,
                 format!(
                     "`{}` leads outside the workspace; nothing was touched",

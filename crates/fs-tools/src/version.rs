@@ -12,7 +12,7 @@ use rustix::io::Errno;
 use toolrail_tools_core::log::{AppendUrgency, FsObserved, ToolEvent};
 use toolrail_tools_core::{ToolContext, ToolFailure};
 
-use crate::files::{FileTools, NOT_OBSERVED, STALE_VERSION, failure};
+use crate::files::{FileTools, NOT_OBSERVED, STALE_VERSION};
 use crate::target::Target;
 
 /// The digest of a file's content; `None` when it does not exist. A path whose last
@@ -98,7 +98,7 @@ impl FileTools {
     /// The version of an existing file the session last saw: refused when it saw none.
     pub(crate) fn require_observed(&self, target: &Target) -> Result<String, ToolFailure> {
         self.observed.get(&target.real).ok_or_else(|| {
-            failure(
+            ToolFailure::with_code(
                 NOT_OBSERVED,
                 format!(
                     "`{}` exists and this session has not read it; read it first, then change it",
@@ -120,7 +120,7 @@ impl FileTools {
         if self.require_observed(target)? == current {
             return Ok(());
         }
-        Err(failure(
+        Err(ToolFailure::with_code(
             STALE_VERSION,
             format!(
                 "`{}` changed since you last read it; read it again and redo the change against what is there now",

@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::event::TodoItem;
+use crate::result::is_zero;
 
 /// A result's details, in one of the shapes a card is drawn from, or a tool's own. Each
 /// shape is boxed, so details cost a result no more room than a JSON value did; make them
@@ -318,10 +319,6 @@ impl Custom {
     pub fn value(&self) -> &Value {
         &self.value
     }
-}
-
-fn is_zero(value: &u64) -> bool {
-    *value == 0
 }
 
 /// The known shapes as stored: an object tagged by `type`.

@@ -364,8 +364,9 @@ pub struct Timing {
     pub total_us: u64,
 }
 
-/// The length of a value's compact JSON text, without building the text.
-pub fn json_len(value: &Value) -> usize {
+/// The length of a value's compact JSON text (a `Value`, or anything serializable), without
+/// building the text.
+pub fn json_len(value: &impl Serialize) -> usize {
     struct Counter(usize);
     impl std::io::Write for Counter {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -399,7 +400,7 @@ pub(crate) fn present_details<'de, D: Deserializer<'de>>(
     Details::deserialize(deserializer).map(Some)
 }
 
-fn is_zero(value: &u64) -> bool {
+pub(crate) fn is_zero(value: &u64) -> bool {
     *value == 0
 }
 

@@ -81,11 +81,19 @@ impl ShelfRefs {
     }
 }
 
-/// The refs a stored line holds, if it holds any: a `tool/result`'s own, or a code-mode
-/// dispatch's result's. Most lines hold none, and only a line that names one is parsed again.
-pub(crate) fn refs_in(line: &[u8]) -> Result<Option<ShelfRefs>, String> {
-    let names = |key: &[u8]| line.windows(key.len()).any(|window| window == key);
-    if !names(b"\"value_blob\"") && !names(b"\"details_blob\"") {
+/// The refs `line` holds for `event`, decoded from it, if any: a `tool/result`'s own, or a
+/// code-mode dispatch's result's. Only a record that lacks its value or its details can have
+/// one, and only a line that names one is parsed again.
+pub(crate) fn refs_in(event: &Event, line: &[u8]) -> Result<Option<ShelfRefs>, String> {
+    let record = if let EventData::ToolResult(record) = &event.data {
+        record.as_ref()
+    } else if let EventData::CodeDispatch(dispatch) = &event.data {
+        &dispatch.result
+    } else {
+        return Ok(None);
+    };
+    if (record.value.is_some() && record.details.is_some()) || find(line, b"_blob\":", 0).is_none()
+    {
         return Ok(None);
     }
     #[derive(serde::Deserialize)]
@@ -196,7 +204,7 @@ fn spill_record(
     let large_details = record
         .details
         .as_ref()
-        .is_some_and(|details| encoded_len(details) > cap);
+        .is_some_and(|details| json_len(details) > cap);
     let whole_blocks = record.elided.iter().any(|elided| elided.whole.is_some());
     if !large_value && !large_details && !whole_blocks {
         return Ok(None);
@@ -247,11 +255,6 @@ fn spill_record(
         },
         refs,
     )))
-}
-
-/// The length of a value's compact JSON text.
-fn encoded_len(details: &Details) -> usize {
-    serde_json::to_value(details).map_or(usize::MAX, |value| json_len(&value))
 }
 
 /// The stored form of an elided block: its whole block on the shelf under its digest, which
@@ -313,8 +316,18 @@ pub(crate) fn load_form(
 /// shelf.
 pub(crate) fn decode_stored(line: &[u8], shelf: &dyn BlobShelf) -> Result<Event, String> {
     let mut event: Event = serde_json::from_slice(line).map_err(|error| error.to_string())?;
-    load_form(&mut event, refs_in(line)?, shelf)?;
+    load_stored(&mut event, line, shelf)?;
     Ok(event)
+}
+
+/// [`load_form`] for an event decoded from `line`, with the refs the line holds.
+pub(crate) fn load_stored(
+    event: &mut Event,
+    line: &[u8],
+    shelf: &dyn BlobShelf,
+) -> Result<(), String> {
+    let refs = refs_in(event, line)?;
+    load_form(event, refs, shelf)
 }
 
 fn has_blobs(record: &ToolResultRecord) -> bool {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, params};
 
 use super::jsonl::first_event;
-use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form, refs_in};
+use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_stored};
 use super::writer::Medium;
 use super::{
     Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id, checked_rows,
@@ -157,13 +157,13 @@ impl SessionStore for SqliteStore {
             for (number, row) in rows.enumerate() {
                 let (seq, line) = row.map_err(|error| database(&self.path, &error))?;
                 let mut event = row_event(&name, number, seq, &line, events.len() as u64 + 1)?;
-                refs_in(line.as_bytes())
-                    .and_then(|refs| load_form(&mut event, refs, &TableShelf { conn: &conn }))
-                    .map_err(|why| StoreError::Corrupt {
+                load_stored(&mut event, line.as_bytes(), &TableShelf { conn: &conn }).map_err(
+                    |why| StoreError::Corrupt {
                         path: name.clone(),
                         line: number + 1,
                         why,
-                    })?;
+                    },
+                )?;
                 events.push(event);
             }
             events

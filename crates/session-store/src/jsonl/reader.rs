@@ -65,7 +65,7 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
                 .filter(|event| event.seq == events.len() as u64 + 1);
             return Ok(match whole {
                 Some(event) => {
-                    note_refs(&line, events.len(), &mut shelf_refs, path, number)?;
+                    note_refs(&event, &line, events.len(), &mut shelf_refs, path, number)?;
                     events.push(event);
                     ReadLog {
                         events,
@@ -121,7 +121,7 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
                 ),
             });
         }
-        note_refs(&line, events.len(), &mut shelf_refs, path, number)?;
+        note_refs(&event, &line, events.len(), &mut shelf_refs, path, number)?;
         events.push(event);
         good_len += read as u64;
     }
@@ -129,13 +129,14 @@ pub(crate) fn read_log(path: &Path) -> Result<ReadLog, StoreError> {
 
 /// Keeps what `line` (the event at `index`) refers to on the shelf, if anything.
 fn note_refs(
+    event: &Event,
     line: &[u8],
     index: usize,
     shelf_refs: &mut Vec<(usize, ShelfRefs)>,
     path: &Path,
     number: usize,
 ) -> Result<(), StoreError> {
-    let refs = refs_in(trim_newline(line)).map_err(|why| StoreError::Corrupt {
+    let refs = refs_in(event, trim_newline(line)).map_err(|why| StoreError::Corrupt {
         path: path.to_path_buf(),
         line: number,
         why,

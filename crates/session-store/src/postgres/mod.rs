@@ -27,7 +27,7 @@ pub use queue::Claimed;
 use session::*;
 
 use crate::jsonl::first_event;
-use crate::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_form, refs_in};
+use crate::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_stored};
 use crate::writer::Medium;
 use crate::{
     Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id, checked_rows,
@@ -316,13 +316,13 @@ impl PostgresStore {
             let shelf = ReadShelf {
                 client: std::cell::RefCell::new(&mut *client),
             };
-            refs_in(line.as_bytes())
-                .and_then(|refs| load_form(&mut event, refs, &shelf))
-                .map_err(|why| StoreError::Corrupt {
+            load_stored(&mut event, line.as_bytes(), &shelf).map_err(|why| {
+                StoreError::Corrupt {
                     path: name.clone(),
                     line: number + 1,
                     why,
-                })?;
+                }
+            })?;
             events.push(event);
         }
         Ok(events)
