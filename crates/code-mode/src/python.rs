@@ -116,37 +116,46 @@ fn default_python() -> OsString {
         .into()
 }
 
-/// Runs `program` with the `sdk` (Python source defining the binding functions) in a
-/// fresh interpreter; `run_id` names its temp folder.
-pub(crate) async fn run(
-    program: &str,
-    sdk: String,
-    bindings: &Arc<Bindings>,
-    limits: &Limits,
-    cancel: &CancellationToken,
-    runtime: &PythonRuntime,
-    run_id: &str,
-) -> RunOutcome {
-    // Unique to this run even where call ids repeat across sessions sharing `scratch`.
-    static RUNS: AtomicU64 = AtomicU64::new(0);
-    let private_tmp = runtime.scratch.join(format!(
-        "{run_id}.{}.{}.py.tmp",
-        std::process::id(),
-        RUNS.fetch_add(1, Ordering::Relaxed)
-    ));
-    if let Err(error) =
-        std::fs::create_dir_all(&runtime.scratch).and_then(|()| std::fs::create_dir(&private_tmp))
-    {
-        return broke(format!(
-            "the temp folder {} could not be made: {error}",
-            private_tmp.display()
+/// One program to run, with all it runs with.
+pub(crate) struct PythonRun<'a> {
+    /// The program's source.
+    pub program: &'a str,
+    /// Python source defining the binding functions.
+    pub sdk: String,
+    /// What the binding functions call.
+    pub bindings: &'a Arc<Bindings>,
+    pub limits: &'a Limits,
+    /// The caller's cancel: firing it stops the run.
+    pub cancel: &'a CancellationToken,
+    pub runtime: &'a PythonRuntime,
+}
+
+impl PythonRun<'_> {
+    /// Runs the program with its SDK in a fresh interpreter; `run_id` names its temp
+    /// folder.
+    pub(crate) async fn run(self, run_id: &str) -> RunOutcome {
+        // Unique to this run even where call ids repeat across sessions sharing `scratch`.
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        let scratch = &self.runtime.scratch;
+        let private_tmp = scratch.join(format!(
+            "{run_id}.{}.{}.py.tmp",
+            std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed)
         ));
+        if let Err(error) =
+            std::fs::create_dir_all(scratch).and_then(|()| std::fs::create_dir(&private_tmp))
+        {
+            return broke(format!(
+                "the temp folder {} could not be made: {error}",
+                private_tmp.display()
+            ));
+        }
+        // Removed however the run ends, the caller's future dropped included.
+        let folder = TempFolder(private_tmp.clone());
+        let outcome = run_in(self, private_tmp).await;
+        drop(folder);
+        outcome
     }
-    // Removed however the run ends, the caller's future dropped included.
-    let folder = TempFolder(private_tmp.clone());
-    let outcome = run_in(program, sdk, bindings, limits, cancel, runtime, private_tmp).await;
-    drop(folder);
-    outcome
 }
 
 /// A run's temp folder, removed on drop; folders the program made unreadable are opened up
@@ -175,15 +184,15 @@ fn open_up(dir: &std::path::Path) {
     }
 }
 
-async fn run_in(
-    program: &str,
-    sdk: String,
-    bindings: &Arc<Bindings>,
-    limits: &Limits,
-    cancel: &CancellationToken,
-    runtime: &PythonRuntime,
-    private_tmp: PathBuf,
-) -> RunOutcome {
+async fn run_in(job: PythonRun<'_>, private_tmp: PathBuf) -> RunOutcome {
+    let PythonRun {
+        program,
+        sdk,
+        bindings,
+        limits,
+        cancel,
+        runtime,
+    } = job;
     let command = runtime.command(private_tmp, limits);
     if let Err(why) = runtime.tier_usable.ensure(&command.tier).await {
         return broke(format!(

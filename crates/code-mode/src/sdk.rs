@@ -2,8 +2,12 @@
 //! by name, so an unchanged tool set gives byte-identical text: for JavaScript an async
 //! function per tool with a JSDoc type from its input schema, for Python typed stubs.
 
+mod types;
+
 use serde_json::Value;
-use toolrail_tools_core::{ToolEntry, ToolSet};
+use toolrail_tools_core::{ToolSet, ToolSpec};
+
+use types::{JAVASCRIPT, PYTHON, required_names};
 
 /// Python's docstring quotes.
 const TRIPLE_QUOTE: &str = "\"\"\"";
@@ -139,11 +143,18 @@ fn comment_safe(text: &str) -> String {
     text.replace("*/", "*\\/")
 }
 
-fn bound(tools: &ToolSet) -> Vec<&std::sync::Arc<ToolEntry>> {
-    tools
+/// The tools a program may call, in name order, each with the identifier it is bound to.
+fn bound(tools: &ToolSet) -> Vec<(&ToolSpec, String)> {
+    let entries: Vec<_> = tools
         .for_programs()
         .into_iter()
         .filter(|entry| entry.name() != RUN_CODE)
+        .collect();
+    let ids = identifiers(entries.iter().map(|entry| entry.name()));
+    entries
+        .into_iter()
+        .map(|entry| entry.spec())
+        .zip(ids)
         .collect()
 }
 
@@ -152,10 +163,7 @@ pub fn javascript(tools: &ToolSet) -> String {
     let mut out = String::from(
         "// Tools, as async functions. Each takes one object of arguments and returns the\n// tool's value; a refused or failed call throws an Error with `code` and `message`.\n",
     );
-    let entries = bound(tools);
-    let ids = identifiers(entries.iter().map(|entry| entry.name()));
-    for (entry, id) in entries.iter().zip(ids) {
-        let spec = entry.spec();
+    for (spec, id) in bound(tools) {
         let schema = spec.input_schema();
         out.push_str("\n/**\n");
         for line in spec.description().lines() {
@@ -163,7 +171,7 @@ pub fn javascript(tools: &ToolSet) -> String {
         }
         out.push_str(&format!(
             " * @param {{{}}} args\n * @returns {{Promise<any>}}\n */\n",
-            comment_safe(&js_type(schema, schema, 0))
+            comment_safe(&JAVASCRIPT.type_of(schema, schema, 0))
         ));
         let literal = serde_json::to_string(spec.name()).unwrap_or_default();
         out.push_str(&format!(
@@ -195,16 +203,9 @@ fn python_sdk(tools: &ToolSet, bodies: PythonBodies) -> String {
     let mut out = String::from(
         "# Tools, as async functions taking keyword arguments and returning the tool's value;\n# a refused or failed call raises ToolError (with .code and .message).\nfrom typing import Any, Literal\n",
     );
-    let entries = bound(tools);
-    let ids = identifiers(entries.iter().map(|entry| entry.name()));
-    for (entry, id) in entries.iter().zip(ids) {
-        let spec = entry.spec();
+    for (spec, id) in bound(tools) {
         let schema = spec.input_schema();
-        let required: Vec<&str> = schema
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|names| names.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required = required_names(schema);
         let mut params = Vec::new();
         let mut optional = Vec::new();
         let mut passed = Vec::new();
@@ -213,7 +214,7 @@ fn python_sdk(tools: &ToolSet, bodies: PythonBodies) -> String {
             names.sort();
             let params_ids = identifiers(names.iter().map(|name| name.as_str()));
             for (name, param) in names.into_iter().zip(params_ids) {
-                let ty = py_type(&properties[name], schema, 0);
+                let ty = PYTHON.type_of(&properties[name], schema, 0);
                 let key = serde_json::to_string(name).unwrap_or_default();
                 passed.push(format!("{key}: {param}"));
                 if required.contains(&name.as_str()) {
@@ -256,150 +257,4 @@ fn python_sdk(tools: &ToolSet, bodies: PythonBodies) -> String {
         ));
     }
     out
-}
-
-/// Follows `#/$defs/Name` (and `#/definitions/Name`) within the tool's own schema.
-fn resolve<'a>(schema: &'a Value, root: &'a Value) -> &'a Value {
-    match schema.get("$ref").and_then(Value::as_str) {
-        Some(reference) => reference
-            .strip_prefix("#/")
-            .and_then(|path| path.split('/').try_fold(root, |at, part| at.get(part)))
-            .unwrap_or(schema),
-        None => schema,
-    }
-}
-
-fn types_of(schema: &Value) -> Vec<&str> {
-    match schema.get("type") {
-        Some(Value::String(one)) => vec![one.as_str()],
-        Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// A JSDoc type for a schema; nesting beyond a few levels is `any`.
-fn js_type(schema: &Value, root: &Value, depth: usize) -> String {
-    let schema = resolve(schema, root);
-    if depth > 4 {
-        return "any".to_owned();
-    }
-    if let Some(choices) = schema.get("enum").and_then(Value::as_array) {
-        return choices
-            .iter()
-            .map(Value::to_string)
-            .collect::<Vec<_>>()
-            .join("|");
-    }
-    for union in ["anyOf", "oneOf"] {
-        if let Some(options) = schema.get(union).and_then(Value::as_array) {
-            return options
-                .iter()
-                .map(|option| js_type(option, root, depth + 1))
-                .collect::<Vec<_>>()
-                .join("|");
-        }
-    }
-    let kinds: Vec<String> = types_of(schema)
-        .into_iter()
-        .map(|kind| match kind {
-            "string" => "string".to_owned(),
-            "integer" | "number" => "number".to_owned(),
-            "boolean" => "boolean".to_owned(),
-            "null" => "null".to_owned(),
-            "array" => {
-                let items = schema
-                    .get("items")
-                    .map_or_else(|| "any".to_owned(), |items| js_type(items, root, depth + 1));
-                format!("Array<{items}>")
-            }
-            "object" => js_object(schema, root, depth),
-            _ => "any".to_owned(),
-        })
-        .collect();
-    if kinds.is_empty() {
-        "any".to_owned()
-    } else {
-        kinds.join("|")
-    }
-}
-
-fn js_object(schema: &Value, root: &Value, depth: usize) -> String {
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
-        return "Object".to_owned();
-    };
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|names| names.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let mut names: Vec<&String> = properties.keys().collect();
-    names.sort();
-    let fields: Vec<String> = names
-        .into_iter()
-        .map(|name| {
-            let optional = if required.contains(&name.as_str()) {
-                ""
-            } else {
-                "?"
-            };
-            format!(
-                "{name}{optional}: {}",
-                js_type(&properties[name], root, depth + 1)
-            )
-        })
-        .collect();
-    format!("{{{}}}", fields.join(", "))
-}
-
-/// A Python type for a schema.
-fn py_type(schema: &Value, root: &Value, depth: usize) -> String {
-    let schema = resolve(schema, root);
-    if depth > 4 {
-        return "Any".to_owned();
-    }
-    if let Some(choices) = schema.get("enum").and_then(Value::as_array) {
-        let literals: Vec<String> = choices
-            .iter()
-            .map(|choice| match choice {
-                Value::Bool(true) => "True".to_owned(),
-                Value::Bool(false) => "False".to_owned(),
-                Value::Null => "None".to_owned(),
-                Value::Number(_) | Value::String(_) | Value::Array(_) | Value::Object(_) => {
-                    choice.to_string()
-                }
-            })
-            .collect();
-        return format!("Literal[{}]", literals.join(", "));
-    }
-    for union in ["anyOf", "oneOf"] {
-        if let Some(options) = schema.get(union).and_then(Value::as_array) {
-            return options
-                .iter()
-                .map(|option| py_type(option, root, depth + 1))
-                .collect::<Vec<_>>()
-                .join(" | ");
-        }
-    }
-    let kinds: Vec<String> = types_of(schema)
-        .into_iter()
-        .map(|kind| match kind {
-            "string" => "str".to_owned(),
-            "integer" => "int".to_owned(),
-            "number" => "float".to_owned(),
-            "boolean" => "bool".to_owned(),
-            "null" => "None".to_owned(),
-            "array" => {
-                let items = schema
-                    .get("items")
-                    .map_or_else(|| "Any".to_owned(), |items| py_type(items, root, depth + 1));
-                format!("list[{items}]")
-            }
-            _ => "dict[str, Any]".to_owned(),
-        })
-        .collect();
-    if kinds.is_empty() {
-        "Any".to_owned()
-    } else {
-        kinds.join(" | ")
-    }
 }

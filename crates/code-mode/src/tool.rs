@@ -18,7 +18,7 @@ use toolrail_tools_core::{
 use crate::bindings::Bindings;
 use crate::language::Language;
 use crate::mode::PresentationMode;
-use crate::python::{self, PythonRuntime};
+use crate::python::{PythonRun, PythonRuntime};
 use crate::run::Limits;
 use crate::sdk::{self, RUN_CODE};
 
@@ -186,15 +186,15 @@ impl TypedTool for RunCodeTool {
             }
             (Language::Python, Some(runtime)) => {
                 let run_id = ctx.identity().call_id.as_str().replace(['/', ':'], "_");
-                python::run(
-                    &args.code,
-                    sdk::python_runtime(&tools),
-                    &bindings,
-                    &self.mode.limits,
-                    &cancel,
+                PythonRun {
+                    program: &args.code,
+                    sdk: sdk::python_runtime(&tools),
+                    bindings: &bindings,
+                    limits: &self.mode.limits,
+                    cancel: &cancel,
                     runtime,
-                    &run_id,
-                )
+                }
+                .run(&run_id)
                 .await
             }
             // Refused by `check` before the call started.

@@ -267,6 +267,10 @@ mod tests {
 
     use super::*;
 
+    fn open_dir(path: &std::path::Path) -> OwnedFd {
+        rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap()
+    }
+
     fn names_in(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
@@ -293,14 +297,7 @@ mod tests {
     fn staged_content_appears_only_on_commit() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f.txt"), "old").unwrap();
-        let open = || {
-            rustix::fs::open(
-                dir.path(),
-                OFlags::RDONLY | OFlags::DIRECTORY,
-                Mode::empty(),
-            )
-            .unwrap()
-        };
+        let open = || open_dir(dir.path());
         let (staged, ()) = stage(open(), OsStr::new("f.txt"), Some(0o640), |file| {
             file.write_all(b"new")
         })
@@ -338,33 +335,23 @@ mod tests {
     #[test]
     fn the_named_and_proc_routes_work_too() {
         let dir = tempfile::tempdir().unwrap();
-        let open = || {
-            rustix::fs::open(
-                dir.path(),
-                OFlags::RDONLY | OFlags::DIRECTORY,
-                Mode::empty(),
+        let open = || open_dir(dir.path());
+        let stage_named = || {
+            stage_as(
+                Temporary::Named,
+                open(),
+                OsStr::new("f.txt"),
+                None,
+                |file| file.write_all(b"named"),
             )
             .unwrap()
+            .0
         };
-        let (named, ()) = stage_as(
-            Temporary::Named,
-            open(),
-            OsStr::new("f.txt"),
-            None,
-            |file| file.write_all(b"named"),
-        )
-        .unwrap();
+        let named = stage_named();
         assert_eq!(names_in(dir.path()).len(), 1, "named while staged");
         drop(named);
         assert!(names_in(dir.path()).is_empty(), "removed when discarded");
-        let (named, ()) = stage_as(
-            Temporary::Named,
-            open(),
-            OsStr::new("f.txt"),
-            None,
-            |file| file.write_all(b"named"),
-        )
-        .unwrap();
+        let named = stage_named();
         named.commit().unwrap();
         assert_eq!(names_in(dir.path()), ["f.txt"]);
         assert_eq!(

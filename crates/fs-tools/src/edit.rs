@@ -67,7 +67,6 @@ pub struct Replacement {
 /// `edit`: exact, unique replacements in a file the session read, applied all together or
 /// not at all.
 pub struct EditTool {
-    spec: ToolSpec,
     files: FileTools,
 }
 
@@ -77,11 +76,7 @@ impl EditTool {
 
     /// `edit` over `files`.
     pub fn new(files: FileTools) -> Self {
-        let spec = changing(ToolSpec::for_args::<EditArgs>(
-            Self::NAME,
-            "Replace exact text in a file. Each `old` must occur exactly once (or set replace_all), edits must not overlap, and all of them apply or none does. Read the file first in this session; if it changed since, read it again. Line endings and a byte-order mark are kept. Files inside any `.git` folder, and paths hidden or read-only to tools, cannot be edited.",
-        ));
-        Self { spec, files }
+        Self { files }
     }
 }
 
@@ -89,7 +84,10 @@ impl TypedTool for EditTool {
     type Args = EditArgs;
 
     fn spec(&self) -> ToolSpec {
-        self.spec.clone()
+        changing(ToolSpec::for_args::<EditArgs>(
+            Self::NAME,
+            "Replace exact text in a file. Each `old` must occur exactly once (or set replace_all), edits must not overlap, and all of them apply or none does. Read the file first in this session; if it changed since, read it again. Line endings and a byte-order mark are kept. Files inside any `.git` folder, and paths hidden or read-only to tools, cannot be edited.",
+        ))
     }
 
     fn concurrency(&self, args: &EditArgs) -> Concurrency {

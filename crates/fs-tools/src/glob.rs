@@ -39,7 +39,6 @@ pub struct GlobArgs {
 /// `glob`: the files under a folder whose relative path matches, `.gitignore` honoured,
 /// newest first.
 pub struct GlobTool {
-    spec: ToolSpec,
     files: FileTools,
 }
 
@@ -49,16 +48,7 @@ impl GlobTool {
 
     /// `glob` over `files`, whose result cap its description states.
     pub fn new(files: FileTools) -> Self {
-        let description = format!(
-            "List files whose path (relative to `path`, default the workspace root) matches a glob: `*` stays in one folder, `**` crosses folders. Files ignored by .gitignore are left out; paths hidden from tools are left out (and counted); newest first; at most {} paths, with a count of the rest.",
-            files.limits.glob_results
-        );
-        let spec = looking(
-            ToolSpec::for_args::<GlobArgs>(Self::NAME, description),
-            ToolKind::Search,
-            "the folder searched",
-        );
-        Self { spec, files }
+        Self { files }
     }
 }
 
@@ -110,7 +100,15 @@ impl TypedTool for GlobTool {
     type Args = GlobArgs;
 
     fn spec(&self) -> ToolSpec {
-        self.spec.clone()
+        let description = format!(
+            "List files whose path (relative to `path`, default the workspace root) matches a glob: `*` stays in one folder, `**` crosses folders. Files ignored by .gitignore are left out; paths hidden from tools are left out (and counted); newest first; at most {} paths, with a count of the rest.",
+            self.files.limits.glob_results
+        );
+        looking(
+            ToolSpec::for_args::<GlobArgs>(Self::NAME, description),
+            ToolKind::Search,
+            "the folder searched",
+        )
     }
 
     fn concurrency(&self, args: &GlobArgs) -> Concurrency {

@@ -66,7 +66,6 @@ pub struct GrepArgs {
 
 /// `grep`: a regular-expression search of file contents with ripgrep's engine, in-process.
 pub struct GrepTool {
-    spec: ToolSpec,
     files: FileTools,
 }
 
@@ -76,16 +75,7 @@ impl GrepTool {
 
     /// `grep` over `files`, whose result cap its description states.
     pub fn new(files: FileTools) -> Self {
-        let description = format!(
-            "Search file contents with a regular expression (ripgrep's engine and rules): files ignored by .gitignore, binary files and paths hidden from tools are skipped. `output` is content (matching lines with numbers, grouped by file; `context` adds lines around them), files (the matching files) or count (matching lines per file). At most {} results, with counts of what was left out.",
-            files.limits.grep_results
-        );
-        let spec = looking(
-            ToolSpec::for_args::<GrepArgs>(Self::NAME, description),
-            ToolKind::Search,
-            "the folder searched",
-        );
-        Self { spec, files }
+        Self { files }
     }
 }
 
@@ -129,7 +119,15 @@ impl TypedTool for GrepTool {
     type Args = GrepArgs;
 
     fn spec(&self) -> ToolSpec {
-        self.spec.clone()
+        let description = format!(
+            "Search file contents with a regular expression (ripgrep's engine and rules): files ignored by .gitignore, binary files and paths hidden from tools are skipped. `output` is content (matching lines with numbers, grouped by file; `context` adds lines around them), files (the matching files) or count (matching lines per file). At most {} results, with counts of what was left out.",
+            self.files.limits.grep_results
+        );
+        looking(
+            ToolSpec::for_args::<GrepArgs>(Self::NAME, description),
+            ToolKind::Search,
+            "the folder searched",
+        )
     }
 
     fn concurrency(&self, args: &GrepArgs) -> Concurrency {

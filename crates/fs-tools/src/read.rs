@@ -39,7 +39,6 @@ pub struct ReadArgs {
 /// `read`: a window of a text file's numbered lines. What it shows becomes the version
 /// `write` and `edit` may change.
 pub struct ReadTool {
-    spec: ToolSpec,
     files: FileTools,
 }
 
@@ -49,19 +48,7 @@ impl ReadTool {
 
     /// `read` over `files`, whose limits its description states.
     pub fn new(files: FileTools) -> Self {
-        let limits = &files.limits;
-        let description = format!(
-            "Read a text file as numbered lines (`number<TAB>line`, from 1). Shows {} lines from `offset` (default 1) unless `limit` says otherwise; lines over {} characters are cut, and at most {} KiB are returned. The result says how many lines the file has and how to read on. Binary files are refused, and so are FIFOs, sockets, devices and paths hidden from tools. Reading a file is what allows editing or overwriting it later.",
-            limits.read_lines,
-            limits.line_chars,
-            limits.read_bytes / 1024
-        );
-        let spec = looking(
-            ToolSpec::for_args::<ReadArgs>(Self::NAME, description),
-            ToolKind::Read,
-            "the file",
-        );
-        Self { spec, files }
+        Self { files }
     }
 }
 
@@ -69,7 +56,18 @@ impl TypedTool for ReadTool {
     type Args = ReadArgs;
 
     fn spec(&self) -> ToolSpec {
-        self.spec.clone()
+        let limits = &self.files.limits;
+        let description = format!(
+            "Read a text file as numbered lines (`number<TAB>line`, from 1). Shows {} lines from `offset` (default 1) unless `limit` says otherwise; lines over {} characters are cut, and at most {} KiB are returned. The result says how many lines the file has and how to read on. Binary files are refused, and so are FIFOs, sockets, devices and paths hidden from tools. Reading a file is what allows editing or overwriting it later.",
+            limits.read_lines,
+            limits.line_chars,
+            limits.read_bytes / 1024
+        );
+        looking(
+            ToolSpec::for_args::<ReadArgs>(Self::NAME, description),
+            ToolKind::Read,
+            "the file",
+        )
     }
 
     fn concurrency(&self, args: &ReadArgs) -> Concurrency {

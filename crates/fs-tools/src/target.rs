@@ -75,31 +75,23 @@ impl FileTools {
     /// [`target`](Self::target), refused when the path is hidden from tools.
     pub(crate) fn target_to_read(&self, path: &str) -> Result<Target, ToolFailure> {
         let target = self.target(path)?;
-        match self.protected.read_refusal(&target.real, &self.roots) {
-            None => Ok(target),
-            Some(why) => Err(ToolFailure::with_code(
-                PROTECTED,
-                format!(
-                    "`{}` cannot be read: {why}; nothing was read. If you need what it holds, ask the user",
-                    target.shown
-                ),
-            )),
-        }
+        let refusal = self.protected.read_refusal(&target.real, &self.roots);
+        refused(target, refusal, |shown, why| {
+            format!(
+                "`{shown}` cannot be read: {why}; nothing was read. If you need what it holds, ask the user"
+            )
+        })
     }
 
     /// [`target`](Self::target), refused when the path is hidden, read-only or in `.git`.
     pub(crate) fn target_to_write(&self, path: &str) -> Result<Target, ToolFailure> {
         let target = self.target(path)?;
-        match self.protected.write_refusal(&target.real, &self.roots) {
-            None => Ok(target),
-            Some(why) => Err(ToolFailure::with_code(
-                PROTECTED,
-                format!(
-                    "`{}` cannot be changed: {why}; nothing was written. If the change is needed, ask the user to make it (an embedder can allow `.git` writes with `ProtectedPaths::allow_git_writes`)",
-                    target.shown
-                ),
-            )),
-        }
+        let refusal = self.protected.write_refusal(&target.real, &self.roots);
+        refused(target, refusal, |shown, why| {
+            format!(
+                "`{shown}` cannot be changed: {why}; nothing was written. If the change is needed, ask the user to make it (an embedder can allow `.git` writes with `ProtectedPaths::allow_git_writes`)"
+            )
+        })
     }
 
     /// Whether `grep` and `glob` must leave `target` out: it is hidden from tools.
@@ -212,5 +204,20 @@ impl Target {
             );
         }
         ToolFailure::new(format!("{what} `{}` failed: {error}", self.shown))
+    }
+}
+
+/// `target`, or the `PROTECTED` failure `message` words when a refusal stands.
+fn refused(
+    target: Target,
+    refusal: Option<String>,
+    message: impl FnOnce(&str, String) -> String,
+) -> Result<Target, ToolFailure> {
+    match refusal {
+        None => Ok(target),
+        Some(why) => Err(ToolFailure::with_code(
+            PROTECTED,
+            message(&target.shown, why),
+        )),
     }
 }

@@ -35,7 +35,6 @@ pub struct WriteArgs {
 /// `write`: a whole file, created or replaced atomically; an existing file only over the
 /// version the session read.
 pub struct WriteTool {
-    spec: ToolSpec,
     files: FileTools,
 }
 
@@ -45,11 +44,7 @@ impl WriteTool {
 
     /// `write` over `files`.
     pub fn new(files: FileTools) -> Self {
-        let spec = changing(ToolSpec::for_args::<WriteArgs>(
-            Self::NAME,
-            "Write a file with the given content, creating missing folders; the file is replaced whole and atomically. To overwrite an existing file, read it first in this session; if it changed since, read it again. Prefer edit for changes to part of a file. Files inside any `.git` folder, and paths hidden or read-only to tools, cannot be written.",
-        ));
-        Self { spec, files }
+        Self { files }
     }
 }
 
@@ -57,7 +52,10 @@ impl TypedTool for WriteTool {
     type Args = WriteArgs;
 
     fn spec(&self) -> ToolSpec {
-        self.spec.clone()
+        changing(ToolSpec::for_args::<WriteArgs>(
+            Self::NAME,
+            "Write a file with the given content, creating missing folders; the file is replaced whole and atomically. To overwrite an existing file, read it first in this session; if it changed since, read it again. Prefer edit for changes to part of a file. Files inside any `.git` folder, and paths hidden or read-only to tools, cannot be written.",
+        ))
     }
 
     fn concurrency(&self, args: &WriteArgs) -> Concurrency {

@@ -53,6 +53,7 @@ mod digest;
 mod pending;
 mod plan;
 mod questions;
+mod script;
 mod todo;
 
 pub use approvals::{

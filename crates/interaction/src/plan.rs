@@ -78,7 +78,6 @@ pub struct ExitPlanModeArgs {
 
 /// `exit_plan_mode {plan}`.
 pub struct ExitPlanMode {
-    spec: ToolSpec,
     switch: PlanModeSwitch,
 }
 
@@ -87,18 +86,7 @@ impl ExitPlanMode {
     pub const NAME: &'static str = "exit_plan_mode";
 
     fn new(switch: PlanModeSwitch) -> Self {
-        let spec = ToolSpec::for_args::<ExitPlanModeArgs>(
-            Self::NAME,
-            "Present your plan and ask the user to approve it. Only an approval ends plan mode; after that, tools that change things may run. If the plan is rejected, plan mode stays on: revise the plan or ask what to change.",
-        )
-        .kind(ToolKind::Think)
-        // Reading the plan back changes nothing: the plan-mode guard lets this one through.
-        .read_only()
-        .always_ask("leaving plan mode: approve this plan before anything that changes the workspace runs");
-        Self {
-            spec: spec.build(),
-            switch,
-        }
+        Self { switch }
     }
 }
 
@@ -106,7 +94,15 @@ impl TypedTool for ExitPlanMode {
     type Args = ExitPlanModeArgs;
 
     fn spec(&self) -> ToolSpec {
-        self.spec.clone()
+        ToolSpec::for_args::<ExitPlanModeArgs>(
+            Self::NAME,
+            "Present your plan and ask the user to approve it. Only an approval ends plan mode; after that, tools that change things may run. If the plan is rejected, plan mode stays on: revise the plan or ask what to change.",
+        )
+        .kind(ToolKind::Think)
+        // Reading the plan back changes nothing: the plan-mode guard lets this one through.
+        .read_only()
+        .always_ask("leaving plan mode: approve this plan before anything that changes the workspace runs")
+        .build()
     }
 
     fn check(&self, args: &ExitPlanModeArgs) -> Result<(), Vec<String>> {

@@ -4,12 +4,11 @@
 //! A question is `pending` until it is `answered`, `cancelled` or `expired`; each state is
 //! logged (`question/asked`, `question/answered`), and expiry never makes up an answer.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 use toolrail_tools_core::log::details;
 
-use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -24,6 +23,7 @@ use toolrail_tools_core::{
 
 use crate::digest::workspace_digest;
 use crate::pending::{Inbox, Outbox, Pending, Waited};
+use crate::script::{Cue, Script};
 
 /// One question as the user sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -109,8 +109,7 @@ impl QuestionService for ChannelQuestions {
 /// expire (a script never makes up an answer).
 #[derive(Debug, Default)]
 pub struct ScriptedQuestions {
-    outcomes: Mutex<VecDeque<QuestionOutcome>>,
-    asked: Mutex<Vec<Question>>,
+    script: Script<Question, QuestionOutcome>,
 }
 
 impl ScriptedQuestions {
@@ -118,14 +117,13 @@ impl ScriptedQuestions {
     /// `Cancelled` and uses none.
     pub fn new(outcomes: impl IntoIterator<Item = QuestionOutcome>) -> Self {
         Self {
-            outcomes: Mutex::new(outcomes.into_iter().collect()),
-            asked: Mutex::new(Vec::new()),
+            script: Script::new(outcomes),
         }
     }
 
     /// Every question so far, in the order asked.
     pub fn asked(&self) -> Vec<Question> {
-        self.asked.lock().clone()
+        self.script.asked()
     }
 }
 
@@ -135,14 +133,10 @@ impl QuestionService for ScriptedQuestions {
         question: &'a Question,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, QuestionOutcome> {
-        self.asked.lock().push(question.clone());
-        let outcome = if cancel.is_cancelled() {
-            QuestionOutcome::Cancelled
-        } else {
-            self.outcomes
-                .lock()
-                .pop_front()
-                .unwrap_or(QuestionOutcome::Expired)
+        let outcome = match self.script.cue(question, cancel) {
+            Cue::Answer(outcome) => outcome,
+            Cue::Cancelled => QuestionOutcome::Cancelled,
+            Cue::RanOut => QuestionOutcome::Expired,
         };
         Box::pin(std::future::ready(outcome))
     }
@@ -158,7 +152,6 @@ pub struct AskUserArgs {
 
 /// `ask_user {questions: [{id, question, options?, multi_select?}]}`.
 pub struct AskUser {
-    spec: ToolSpec,
     service: std::sync::Arc<dyn QuestionService>,
 }
 
@@ -168,19 +161,7 @@ impl AskUser {
 
     /// The tool, putting its questions to `service`.
     pub fn new(service: std::sync::Arc<dyn QuestionService>) -> Self {
-        let spec = ToolSpec::for_args::<AskUserArgs>(
-            Self::NAME,
-            "Ask the user one or more questions and wait for the answers. Use it when a decision is the user's to make or the task is ambiguous. Each question has an id, the question, and optionally options (with multi_select to allow several). A question that expires or is cancelled has no answer: decide without it or ask again.",
-        )
-        .kind(ToolKind::Think)
-        // It changes nothing in the workspace, so plan mode lets it through, and asking
-        // again after a crash is safe.
-        .read_only()
-        .idempotent();
-        Self {
-            spec: spec.build(),
-            service,
-        }
+        Self { service }
     }
 }
 
@@ -188,7 +169,16 @@ impl TypedTool for AskUser {
     type Args = AskUserArgs;
 
     fn spec(&self) -> ToolSpec {
-        self.spec.clone()
+        ToolSpec::for_args::<AskUserArgs>(
+            Self::NAME,
+            "Ask the user one or more questions and wait for the answers. Use it when a decision is the user's to make or the task is ambiguous. Each question has an id, the question, and optionally options (with multi_select to allow several). A question that expires or is cancelled has no answer: decide without it or ask again.",
+        )
+        .kind(ToolKind::Think)
+        // It changes nothing in the workspace, so plan mode lets it through, and asking
+        // again after a crash is safe.
+        .read_only()
+        .idempotent()
+        .build()
     }
 
     // Concurrency stays the default, exclusive: questions go to one person one at a time.

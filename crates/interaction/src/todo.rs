@@ -91,7 +91,6 @@ impl From<StatusArg> for TodoStatus {
 
 /// `todo_write {todos: [{content, status}]}`.
 pub struct TodoWriteTool {
-    spec: ToolSpec,
     board: TodoBoard,
 }
 
@@ -101,17 +100,7 @@ impl TodoWriteTool {
 
     /// The tool, writing to `board` (share it with whatever shows the list).
     pub fn new(board: TodoBoard) -> Self {
-        let spec = ToolSpec::for_args::<TodoWriteArgs>(
-            Self::NAME,
-            "Replace the todo list with the given items (the whole list, in order). Each item has content and a status: pending, in_progress or completed. Keep at most one item in_progress; items must be non-empty and distinct. Use it to plan multi-step work and show progress.",
-        )
-        .kind(ToolKind::Think)
-        // It changes nothing in the workspace, so plan mode lets it through.
-        .read_only();
-        Self {
-            spec: spec.build(),
-            board,
-        }
+        Self { board }
     }
 }
 
@@ -119,7 +108,14 @@ impl TypedTool for TodoWriteTool {
     type Args = TodoWriteArgs;
 
     fn spec(&self) -> ToolSpec {
-        self.spec.clone()
+        ToolSpec::for_args::<TodoWriteArgs>(
+            Self::NAME,
+            "Replace the todo list with the given items (the whole list, in order). Each item has content and a status: pending, in_progress or completed. Keep at most one item in_progress; items must be non-empty and distinct. Use it to plan multi-step work and show progress.",
+        )
+        .kind(ToolKind::Think)
+        // It changes nothing in the workspace, so plan mode lets it through.
+        .read_only()
+        .build()
     }
 
     fn check(&self, args: &TodoWriteArgs) -> Result<(), Vec<String>> {

@@ -146,27 +146,25 @@ pub struct ConfigError {
 impl McpConfig {
     /// Reads JSON; `file` names the source in errors.
     pub fn from_json(text: &str, file: &str) -> Result<Self, ConfigError> {
-        serde_json::from_str::<Self>(text)
-            .map_err(|error| ConfigError {
-                file: file.to_owned(),
-                message: error.to_string(),
-            })
-            .and_then(|config| config.checked(file))
+        Self::checked(serde_json::from_str(text), file)
     }
 
     /// Reads TOML; `file` names the source in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Self, ConfigError> {
-        toml::from_str::<Self>(text)
-            .map_err(|error| ConfigError {
-                file: file.to_owned(),
-                message: error.to_string(),
-            })
-            .and_then(|config| config.checked(file))
+        Self::checked(toml::from_str(text), file)
     }
 
-    fn checked(self, file: &str) -> Result<Self, ConfigError> {
-        self.check(file)?;
-        Ok(self)
+    /// A parsed configuration, checked; either format's parser error becomes the message.
+    fn checked(
+        parsed: Result<Self, impl std::fmt::Display>,
+        file: &str,
+    ) -> Result<Self, ConfigError> {
+        let config = parsed.map_err(|error| ConfigError {
+            file: file.to_owned(),
+            message: error.to_string(),
+        })?;
+        config.check(file)?;
+        Ok(config)
     }
 
     /// Checks what parsing cannot (every server has a name and a command); `file` names

@@ -44,12 +44,39 @@ fn compile(pattern: &str, literal_separator: bool) -> Result<GlobMatcher, Patter
         })
 }
 
-/// A glob over tool names.
+/// A glob over plain text, kept with the text it was written as: what a tool pattern is,
+/// and how a subject pattern reads commands, URLs and text.
 #[derive(Clone, Debug)]
-pub struct ToolPattern {
+struct TextGlob {
     text: String,
     matcher: GlobMatcher,
 }
+
+impl TextGlob {
+    fn new(pattern: &str) -> Result<Self, PatternError> {
+        Ok(Self {
+            text: pattern.to_owned(),
+            matcher: compile(pattern, false)?,
+        })
+    }
+
+    fn is_match(&self, text: &str) -> bool {
+        self.matcher.is_match(text)
+    }
+
+    fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// How many literal characters the pattern has.
+    fn specificity(&self) -> usize {
+        literal_len(&self.text)
+    }
+}
+
+/// A glob over tool names.
+#[derive(Clone, Debug)]
+pub struct ToolPattern(TextGlob);
 
 impl ToolPattern {
     /// Compiles a glob over tool names (`*` matches any run of characters); an empty pattern
@@ -61,32 +88,29 @@ impl ToolPattern {
                 why: "a tool pattern cannot be empty (use `*` for every tool)".to_owned(),
             });
         }
-        Ok(Self {
-            text: pattern.to_owned(),
-            matcher: compile(pattern, false)?,
-        })
+        TextGlob::new(pattern).map(Self)
     }
 
     /// Whether the tool named `tool` matches.
     pub fn matches(&self, tool: &str) -> bool {
-        self.matcher.is_match(tool)
+        self.0.is_match(tool)
     }
 
     /// The pattern as written.
     pub fn as_str(&self) -> &str {
-        &self.text
+        self.0.as_str()
     }
 
     /// How many literal characters the pattern has: a pattern naming a tool exactly is more
     /// specific than one with wildcards.
     pub fn specificity(&self) -> usize {
-        literal_len(&self.text)
+        self.0.specificity()
     }
 }
 
 impl fmt::Display for ToolPattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(self.as_str())
     }
 }
 
@@ -110,9 +134,8 @@ pub enum Reading {
 /// separator) and plain text.
 #[derive(Clone, Debug)]
 pub struct SubjectPattern {
-    text: String,
+    as_text: TextGlob,
     as_path: GlobMatcher,
-    as_text: GlobMatcher,
     /// The literal text before the first wildcard: what a partly unknown command's known
     /// prefix is compared with.
     literal_prefix: String,
@@ -123,9 +146,8 @@ impl SubjectPattern {
     /// as plain text.
     pub fn new(pattern: &str) -> Result<Self, PatternError> {
         Ok(Self {
-            text: pattern.to_owned(),
             as_path: compile(&normalize_path_pattern(pattern), true)?,
-            as_text: compile(pattern, false)?,
+            as_text: TextGlob::new(pattern)?,
             literal_prefix: literal_prefix(pattern),
         })
     }
@@ -180,19 +202,19 @@ impl SubjectPattern {
 
     /// The pattern as written.
     pub fn as_str(&self) -> &str {
-        &self.text
+        self.as_text.as_str()
     }
 
     /// How many literal characters the pattern has: a subject named exactly is more specific
     /// than one with wildcards.
     pub fn specificity(&self) -> usize {
-        literal_len(&self.text)
+        self.as_text.specificity()
     }
 }
 
 impl fmt::Display for SubjectPattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(self.as_str())
     }
 }
 

@@ -228,21 +228,95 @@ pub enum CardBody {
 }
 
 impl CardBody {
-    /// A read window in words: `lines 1–20 of 57 (more to read)`.
-    pub(crate) fn window_words(
-        start_line: Option<u64>,
-        end_line: Option<u64>,
-        total_lines: Option<u64>,
-        truncated: bool,
-    ) -> String {
+    /// A read card's window in words: `lines 1–20 of 57 (more to read)`; empty for other
+    /// kinds.
+    pub(crate) fn window_words(&self) -> String {
+        let Self::Read {
+            start_line,
+            end_line,
+            total_lines,
+            truncated,
+            ..
+        } = self
+        else {
+            return String::new();
+        };
         let window = match (start_line, end_line, total_lines) {
             (Some(start), Some(end), Some(total)) => format!("lines {start}–{end} of {total}"),
             (Some(start), Some(end), None) => format!("lines {start}–{end}"),
             (_, _, Some(total)) => format!("{total} lines"),
             _ => "whole file".to_owned(),
         };
-        let cut = if truncated { " (more to read)" } else { "" };
+        let cut = if *truncated { " (more to read)" } else { "" };
         format!("{window}{cut}")
+    }
+
+    /// A terminal card's facts in the order they are shown: how the process ended, then
+    /// what was cut. Empty for other kinds and before the result.
+    pub(crate) fn terminal_facts(&self) -> Vec<TerminalFact> {
+        let Self::Terminal {
+            exit_code,
+            signal,
+            timed_out,
+            truncated,
+            ..
+        } = self
+        else {
+            return Vec::new();
+        };
+        let ended = match (exit_code, signal) {
+            (Some(code), _) => Some(TerminalFact::Exit(*code)),
+            (None, Some(signal)) => Some(TerminalFact::Signal(*signal)),
+            (None, None) => None,
+        };
+        let timed_out = timed_out.then_some(TerminalFact::TimedOut);
+        let cut = truncated.then_some(TerminalFact::OutputCut);
+        [ended, timed_out, cut].into_iter().flatten().collect()
+    }
+}
+
+/// One fact a terminal card states under the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TerminalFact {
+    /// The process exited with this code.
+    Exit(i64),
+    /// This signal ended the process.
+    Signal(i64),
+    /// The call's time limit ended the command.
+    TimedOut,
+    /// Some output was left out of what the model read; all of it was saved.
+    OutputCut,
+}
+
+/// How a [`TerminalFact`] reads, for its colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FactTone {
+    /// The command succeeded.
+    Good,
+    /// The command failed, or was stopped.
+    Bad,
+    /// Worth knowing, neither good nor bad.
+    Note,
+}
+
+impl TerminalFact {
+    /// The fact in words: `exit 1`, `signal 9`, `timed out`.
+    pub(crate) fn words(self) -> String {
+        match self {
+            Self::Exit(code) => format!("exit {code}"),
+            Self::Signal(signal) => format!("signal {signal}"),
+            Self::TimedOut => "timed out".to_owned(),
+            Self::OutputCut => "output cut, full output saved".to_owned(),
+        }
+    }
+
+    /// How the fact reads: good news, bad news, or a note.
+    pub(crate) fn tone(self) -> FactTone {
+        match self {
+            Self::Exit(0) => FactTone::Good,
+            Self::Exit(_) | Self::Signal(_) | Self::TimedOut => FactTone::Bad,
+            Self::OutputCut => FactTone::Note,
+        }
     }
 }
 

@@ -146,46 +146,40 @@ impl BatchTimeline {
 
     /// Groups of two or more calls whose bodies ran at the same time.
     pub fn parallel_groups(&self) -> usize {
-        let mut runs: Vec<(u64, u64)> = self.runs().collect();
-        runs.sort_unstable();
-        let mut groups = 0;
-        let mut current: Option<(u64, usize)> = None;
-        for (start, end) in runs {
-            current = match current {
-                Some((group_end, size)) if start < group_end => {
-                    Some((group_end.max(end), size + 1))
-                }
-                previous => {
-                    if previous.is_some_and(|(_, size)| size >= 2) {
-                        groups += 1;
-                    }
-                    Some((end, 1))
-                }
-            };
-        }
-        if current.is_some_and(|(_, size)| size >= 2) {
-            groups += 1;
-        }
-        groups
+        self.clusters()
+            .iter()
+            .filter(|cluster| cluster.calls >= 2)
+            .count()
     }
 
     /// How long at least one body was running: what the bodies took side by side.
     pub fn running_us(&self) -> u64 {
+        self.clusters()
+            .iter()
+            .map(|cluster| cluster.to - cluster.from)
+            .fold(0, u64::saturating_add)
+    }
+
+    /// The bodies' runs merged where they overlap (runs that only touch stay apart), in
+    /// time order.
+    fn clusters(&self) -> Vec<Cluster> {
         let mut runs: Vec<(u64, u64)> = self.runs().collect();
         runs.sort_unstable();
-        let mut total = 0;
-        let mut current: Option<(u64, u64)> = None;
+        let mut clusters: Vec<Cluster> = Vec::new();
         for (start, end) in runs {
-            current = match current {
-                Some((from, to)) if start <= to => Some((from, to.max(end))),
-                Some((from, to)) => {
-                    total = u64::saturating_add(total, to - from);
-                    Some((start, end))
+            match clusters.last_mut() {
+                Some(last) if start < last.to => {
+                    last.to = last.to.max(end);
+                    last.calls += 1;
                 }
-                None => Some((start, end)),
-            };
+                _ => clusters.push(Cluster {
+                    from: start,
+                    to: end,
+                    calls: 1,
+                }),
+            }
         }
-        total.saturating_add(current.map_or(0, |(from, to)| to - from))
+        clusters
     }
 
     fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
@@ -313,6 +307,13 @@ pub fn duration(us: u64) -> String {
         1_000..1_000_000 => format!("{:.1} ms", us as f64 / 1_000.0),
         _ => format!("{:.2} s", us as f64 / 1_000_000.0),
     }
+}
+
+/// Overlapping runs taken together: from the first start to the last end.
+struct Cluster {
+    from: u64,
+    to: u64,
+    calls: usize,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use toolrail_session_log::{AssistantBlock, CallRecord, ContentBlock, Event, EventData};
+use toolrail_session_log::{AssistantBlock, CallRecord, ContentBlock, Event, Narrative};
 
 /// One thing to show, in log order.
 #[derive(Debug)]
@@ -59,9 +59,9 @@ pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<Ses
     let mut shown = vec![false; records.len()];
     let mut items = Vec::new();
     for event in events {
-        match &event.data {
-            EventData::TurnStart(turn) => items.push(SessionItem::User(text_of(&turn.user))),
-            EventData::AssistantMessage(message) => {
+        match event.data.narrative() {
+            Some(Narrative::User(turn)) => items.push(SessionItem::User(text_of(&turn.user))),
+            Some(Narrative::Assistant(message)) => {
                 let mut calls = Vec::new();
                 // The calls under their distinct ids, the ones their records have.
                 let mut distinct = message.tool_calls().into_iter();
@@ -90,41 +90,23 @@ pub fn session_items<'a>(events: &[Event], records: &'a [CallRecord]) -> Vec<Ses
                     items.push(SessionItem::Batch(calls));
                 }
             }
-            EventData::ContextMessage(message) => items.push(SessionItem::Context {
+            Some(Narrative::Context(message)) => items.push(SessionItem::Context {
                 source: message.source.clone(),
                 text: text_of(&message.content),
             }),
-            EventData::RecoveryRepaired(repaired) => items.push(SessionItem::Recovery {
+            Some(Narrative::Recovery(repaired)) => items.push(SessionItem::Recovery {
                 note: repaired.note.clone(),
                 calls: repaired.calls.len(),
             }),
-            EventData::TurnEnd(end) => items.push(SessionItem::TurnEnd {
+            Some(Narrative::TurnEnd(end)) => items.push(SessionItem::TurnEnd {
                 kind: serde_json::to_value(end.kind)
                     .ok()
                     .and_then(|kind| kind.as_str().map(str::to_owned))
                     .unwrap_or_default(),
                 message: end.message.clone(),
             }),
-            // Shown through the call records, or not shown at all.
-            EventData::SessionStart(_)
-            | EventData::StepStart(_)
-            | EventData::ToolCall(_)
-            | EventData::ArgsRewritten(_)
-            | EventData::ApprovalAsked(_)
-            | EventData::ApprovalDecided(_)
-            | EventData::ToolStart(_)
-            | EventData::CodeDispatchStart(_)
-            | EventData::CodeDispatch(_)
-            | EventData::ToolResult(_)
-            | EventData::TodoWrite(_)
-            | EventData::QuestionAsked(_)
-            | EventData::QuestionAnswered(_)
-            | EventData::FsObserved(_)
-            | EventData::FsWriteIntent(_)
-            | EventData::PlanMode(_)
-            | EventData::ToolsLoaded(_)
-            | EventData::StepEnd(_)
-            | EventData::Unknown(_) => {}
+            // Shown through the call records.
+            Some(Narrative::Result(_)) | None => {}
         }
     }
     // A code-mode sub-call belongs to its program's card: the log names it as a dispatch
@@ -159,8 +141,8 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::wildcard_enum_match_arm)]
 
     use toolrail_session_log::{
-        AssistantMessage, CallId, ContentBlock, StopReason, Timestamp, ToolCall, ToolResultRecord,
-        TurnId, TurnStart, call_records,
+        AssistantMessage, CallId, ContentBlock, EventData, StopReason, Timestamp, ToolCall,
+        ToolResultRecord, TurnId, TurnStart, call_records,
     };
 
     use super::*;

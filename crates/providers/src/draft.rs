@@ -25,13 +25,36 @@ pub enum StreamError {
 
 #[derive(Debug)]
 enum Block {
-    Text(String),
-    Thinking(String),
+    Prose(Prose, String),
     ToolCall {
         id: String,
         name: String,
         arguments: String,
     },
+}
+
+/// The blocks that grow by plain text: what the model says, and what it thinks first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Prose {
+    Text,
+    Thinking,
+}
+
+impl Prose {
+    fn delta(self, fragment: &str) -> ModelDelta {
+        let fragment = fragment.to_owned();
+        match self {
+            Self::Text => ModelDelta::Text(fragment),
+            Self::Thinking => ModelDelta::Reasoning(fragment),
+        }
+    }
+
+    fn block(self, text: String) -> AssistantBlock {
+        match self {
+            Self::Text => AssistantBlock::Text { text },
+            Self::Thinking => AssistantBlock::Thinking { text },
+        }
+    }
 }
 
 /// Whether an error type a server names mid-stream passes, so the request may be tried
@@ -76,28 +99,24 @@ impl Draft {
 
     /// Appends text, to the last block if it is text.
     pub(crate) fn text(&mut self, fragment: &str) {
-        if fragment.is_empty() {
-            return;
-        }
-        self.deltas.push(ModelDelta::Text(fragment.to_owned()));
-        match self.blocks.last_mut() {
-            Some(Block::Text(text)) => text.push_str(fragment),
-            Some(Block::Thinking(_) | Block::ToolCall { .. }) | None => {
-                self.blocks.push(Block::Text(fragment.to_owned()));
-            }
-        }
+        self.prose(Prose::Text, fragment);
     }
 
     /// Appends reasoning, to the last block if it is reasoning.
     pub(crate) fn thinking(&mut self, fragment: &str) {
+        self.prose(Prose::Thinking, fragment);
+    }
+
+    /// Appends a fragment of `kind`, to the last block if it is of that kind.
+    fn prose(&mut self, kind: Prose, fragment: &str) {
         if fragment.is_empty() {
             return;
         }
-        self.deltas.push(ModelDelta::Reasoning(fragment.to_owned()));
+        self.deltas.push(kind.delta(fragment));
         match self.blocks.last_mut() {
-            Some(Block::Thinking(text)) => text.push_str(fragment),
-            Some(Block::Text(_) | Block::ToolCall { .. }) | None => {
-                self.blocks.push(Block::Thinking(fragment.to_owned()));
+            Some(Block::Prose(last, text)) if *last == kind => text.push_str(fragment),
+            Some(Block::Prose(..) | Block::ToolCall { .. }) | None => {
+                self.blocks.push(Block::Prose(kind, fragment.to_owned()));
             }
         }
     }
@@ -165,7 +184,7 @@ impl Draft {
     pub(crate) fn call_id(&self, slot: usize) -> Option<&str> {
         match self.blocks.get(slot) {
             Some(Block::ToolCall { id, .. }) => Some(id),
-            Some(Block::Text(_) | Block::Thinking(_)) | None => None,
+            Some(Block::Prose(..)) | None => None,
         }
     }
 
@@ -189,8 +208,7 @@ impl Draft {
             .into_iter()
             .enumerate()
             .map(|(n, block)| match block {
-                Block::Text(text) => AssistantBlock::Text { text },
-                Block::Thinking(text) => AssistantBlock::Thinking { text },
+                Block::Prose(kind, text) => kind.block(text),
                 Block::ToolCall {
                     id,
                     name,

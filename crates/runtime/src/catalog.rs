@@ -12,7 +12,7 @@ use std::sync::Arc;
 use toolrail_fs_tools::FileTools;
 use toolrail_interaction::{AskUser, PlanMode, QuestionService, TodoBoard, TodoWriteTool};
 use toolrail_shell_tool::{BashTool, ShellConfig};
-use toolrail_tools_core::{Tool, Typed};
+use toolrail_tools_core::{Tool, Typed, TypedTool};
 
 /// The session's shared pieces a shipped tool is made from.
 pub struct CatalogContext {
@@ -35,8 +35,11 @@ impl std::fmt::Debug for CatalogContext {
     }
 }
 
+/// How a shipped tool is made: from the session's pieces and its own name.
+type Make = fn(&CatalogContext, &'static str) -> Option<Arc<dyn Tool>>;
+
 /// One shipped tool.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct CatalogEntry {
     /// The name configurations use, which is also the tool's name.
     pub name: &'static str,
@@ -45,25 +48,33 @@ pub struct CatalogEntry {
     /// On only when named: it needs a person to answer (`ask_user`) or a mode to mean
     /// anything (`exit_plan_mode`).
     pub on_request: bool,
-    make: fn(&CatalogContext) -> Option<Arc<dyn Tool>>,
-}
-
-impl std::fmt::Debug for CatalogEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CatalogEntry")
-            .field("name", &self.name)
-            .finish()
-    }
+    make: Make,
 }
 
 impl CatalogEntry {
     /// The tool, made from the session's pieces.
     pub fn make(&self, context: &CatalogContext) -> Option<Arc<dyn Tool>> {
-        (self.make)(context)
+        (self.make)(context, self.name)
+    }
+
+    const fn on(name: &'static str, summary: &'static str, make: Make) -> Self {
+        Self {
+            name,
+            summary,
+            on_request: false,
+            make,
+        }
+    }
+
+    const fn when_named(self) -> Self {
+        Self {
+            on_request: true,
+            ..self
+        }
     }
 }
 
-fn file_tool(context: &CatalogContext, name: &str) -> Option<Arc<dyn Tool>> {
+fn file_tool(context: &CatalogContext, name: &'static str) -> Option<Arc<dyn Tool>> {
     context
         .files
         .tools()
@@ -71,73 +82,62 @@ fn file_tool(context: &CatalogContext, name: &str) -> Option<Arc<dyn Tool>> {
         .find(|tool| tool.spec().name() == name)
 }
 
+fn typed<T: TypedTool>(tool: T) -> Option<Arc<dyn Tool>> {
+    Some(Arc::new(Typed::new(tool)))
+}
+
 /// The name of the tool that leaves plan mode (it joins every session in plan mode).
 pub const EXIT_PLAN_MODE: &str = "exit_plan_mode";
 
 /// Every shipped tool, in the order listings show them.
 pub const CATALOG: &[CatalogEntry] = &[
-    CatalogEntry {
-        name: "read",
-        summary: "read a file: a numbered window, read-before-edit observed",
-        on_request: false,
-        make: |context| file_tool(context, "read"),
-    },
-    CatalogEntry {
-        name: "write",
-        summary: "write a whole file, only over the version the session read",
-        on_request: false,
-        make: |context| file_tool(context, "write"),
-    },
-    CatalogEntry {
-        name: "edit",
-        summary: "replace exact strings in a file, all or nothing",
-        on_request: false,
-        make: |context| file_tool(context, "edit"),
-    },
-    CatalogEntry {
-        name: "glob",
-        summary: "list files by glob, .gitignore honoured, newest first",
-        on_request: false,
-        make: |context| file_tool(context, "glob"),
-    },
-    CatalogEntry {
-        name: "grep",
-        summary: "search file contents with ripgrep's engine",
-        on_request: false,
-        make: |context| file_tool(context, "grep"),
-    },
-    CatalogEntry {
-        name: "bash",
-        summary: "run a command in the sandbox: bash -c, capped output, enforced timeout",
-        on_request: false,
-        make: |context| Some(Arc::new(Typed::new(BashTool::new(context.shell.clone())))),
-    },
-    CatalogEntry {
-        name: "todo_write",
-        summary: "replace the session's todo list",
-        on_request: false,
-        make: |context| {
-            Some(Arc::new(Typed::new(TodoWriteTool::new(
-                context.todo.clone(),
-            ))))
-        },
-    },
-    CatalogEntry {
-        name: "ask_user",
-        summary: "ask the person a question (needs a question service)",
-        on_request: true,
-        make: |context| {
-            Some(Arc::new(Typed::new(AskUser::new(Arc::clone(
-                &context.questions,
-            )))))
-        },
-    },
-    CatalogEntry {
-        name: EXIT_PLAN_MODE,
-        summary: "propose the plan and ask to leave plan mode (with plan mode on)",
-        on_request: true,
-        make: |context| Some(Arc::new(context.plan.exit_tool())),
-    },
+    CatalogEntry::on(
+        "read",
+        "read a file: a numbered window, read-before-edit observed",
+        file_tool,
+    ),
+    CatalogEntry::on(
+        "write",
+        "write a whole file, only over the version the session read",
+        file_tool,
+    ),
+    CatalogEntry::on(
+        "edit",
+        "replace exact strings in a file, all or nothing",
+        file_tool,
+    ),
+    CatalogEntry::on(
+        "glob",
+        "list files by glob, .gitignore honoured, newest first",
+        file_tool,
+    ),
+    CatalogEntry::on(
+        "grep",
+        "search file contents with ripgrep's engine",
+        file_tool,
+    ),
+    CatalogEntry::on(
+        "bash",
+        "run a command in the sandbox: bash -c, capped output, enforced timeout",
+        |context, _| typed(BashTool::new(context.shell.clone())),
+    ),
+    CatalogEntry::on(
+        "todo_write",
+        "replace the session's todo list",
+        |context, _| typed(TodoWriteTool::new(context.todo.clone())),
+    ),
+    CatalogEntry::on(
+        "ask_user",
+        "ask the person a question (needs a question service)",
+        |context, _| typed(AskUser::new(Arc::clone(&context.questions))),
+    )
+    .when_named(),
+    CatalogEntry::on(
+        EXIT_PLAN_MODE,
+        "propose the plan and ask to leave plan mode (with plan mode on)",
+        |context, _| Some(Arc::new(context.plan.exit_tool())),
+    )
+    .when_named(),
 ];
 
 /// The entry named `name`.

@@ -88,19 +88,15 @@ pub struct Terminal {
     /// The command line as the model sent it.
     pub command: String,
     /// What the model said the command is for.
-    #[serde(default)]
     pub description: Option<String>,
     /// The exit code, when the process exited.
-    #[serde(default)]
     pub exit_code: Option<i64>,
     /// The signal that ended it, when one did.
-    #[serde(default)]
     pub signal: Option<i64>,
     /// The call's time limit ended it.
     #[serde(default)]
     pub timed_out: bool,
     /// The output's end, as the model read it (markers included).
-    #[serde(default)]
     pub output_tail: Option<String>,
     /// Some output was left out of what the model read.
     #[serde(default)]
@@ -185,10 +181,8 @@ pub struct Read {
     /// The file as the tool shows it.
     pub path: String,
     /// The first line read, from 1 (`None` when nothing was).
-    #[serde(default)]
     pub start_line: Option<u64>,
     /// The last line read.
-    #[serde(default)]
     pub end_line: Option<u64>,
     /// The file's lines.
     #[serde(default)]
@@ -233,7 +227,6 @@ pub struct QuestionAnswer {
     /// `answered`, `cancelled` or `expired`.
     pub state: String,
     /// The answer, when there is one.
-    #[serde(default)]
     pub answer: Option<Value>,
 }
 
@@ -249,7 +242,6 @@ pub struct CodeRun {
     #[serde(default)]
     pub sub_calls: Vec<SubCall>,
     /// What it printed.
-    #[serde(default)]
     pub logs: Option<String>,
     /// What it returned (`null` for nothing).
     #[serde(default)]
@@ -264,7 +256,6 @@ pub struct SubCall {
     /// The tool it called.
     pub tool: String,
     /// Its error code, when it failed.
-    #[serde(default)]
     pub error: Option<String>,
 }
 
@@ -274,13 +265,10 @@ pub struct Web {
     /// The address fetched.
     pub url: String,
     /// The HTTP status.
-    #[serde(default)]
     pub status: Option<u64>,
     /// The page's title.
-    #[serde(default)]
     pub title: Option<String>,
     /// The start of its text.
-    #[serde(default)]
     pub excerpt: Option<String>,
 }
 

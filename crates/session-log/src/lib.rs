@@ -69,7 +69,7 @@ pub use event::{
 pub use ids::{CallId, SessionId, StepId, TurnId};
 pub use message_calls::{MessageCall, repeated_call_id_refusal};
 pub use recovery::{EffectProbe, InterruptedCall, ProbeVerdict, RecoveryReport, recover};
-pub use replay::{CallRecord, ConversationItem, Dispatch, call_records, conversation};
+pub use replay::{CallRecord, ConversationItem, Dispatch, Narrative, call_records, conversation};
 pub use result::{
     BlobRef, CustomCode, Effect, ErrorCode, InvalidErrorCode, Timing, ToolErrorInfo,
     ToolResultRecord, ToolSource, json_len,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::content::ContentBlock;
 use crate::event::{
     ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantMessage, CodeDispatch,
-    CodeDispatchStart, Event, EventData,
+    CodeDispatchStart, ContextMessage, Event, EventData, RecoveryRepaired, TurnEnd, TurnStart,
 };
 use crate::ids::{CallId, StepId, TurnId};
 use crate::result::{ToolResultRecord, ToolSource};
@@ -44,12 +44,12 @@ pub fn conversation(events: &[Event]) -> Vec<ConversationItem> {
     let mut items = Vec::new();
     let mut batch = Batch::default();
     for event in events {
-        match &event.data {
-            EventData::TurnStart(turn) => {
+        match event.data.narrative() {
+            Some(Narrative::User(turn)) => {
                 batch.flush(&mut items);
                 items.push(ConversationItem::User(turn.user.clone()));
             }
-            EventData::AssistantMessage(message) => {
+            Some(Narrative::Assistant(message)) => {
                 batch.flush(&mut items);
                 items.push(ConversationItem::Assistant(message.clone()));
                 batch.calls = message
@@ -58,41 +58,41 @@ pub fn conversation(events: &[Event]) -> Vec<ConversationItem> {
                     .map(|call| call.call_id)
                     .collect();
             }
-            EventData::ToolResult(record) => {
+            Some(Narrative::Result(record)) => {
                 if let Some(call_id) = &event.call_id {
                     batch.results.insert(call_id.clone(), Arc::clone(record));
                 }
             }
-            EventData::ContextMessage(message) => {
+            Some(Narrative::Context(message)) => {
                 batch.context.push(ConversationItem::Context {
                     source: message.source.clone(),
                     content: message.content.clone(),
                 });
             }
-            EventData::SessionStart(_)
-            | EventData::StepStart(_)
-            | EventData::ToolCall(_)
-            | EventData::ArgsRewritten(_)
-            | EventData::ApprovalAsked(_)
-            | EventData::ApprovalDecided(_)
-            | EventData::ToolStart(_)
-            | EventData::CodeDispatchStart(_)
-            | EventData::CodeDispatch(_)
-            | EventData::TodoWrite(_)
-            | EventData::QuestionAsked(_)
-            | EventData::QuestionAnswered(_)
-            | EventData::FsObserved(_)
-            | EventData::FsWriteIntent(_)
-            | EventData::PlanMode(_)
-            | EventData::ToolsLoaded(_)
-            | EventData::StepEnd(_)
-            | EventData::TurnEnd(_)
-            | EventData::RecoveryRepaired(_)
-            | EventData::Unknown(_) => {}
+            Some(Narrative::TurnEnd(_) | Narrative::Recovery(_)) | None => {}
         }
     }
     batch.flush(&mut items);
     items
+}
+
+/// An event that tells the session's story: what the user and the model said, the results
+/// the model read, and how turns ended. The rest of the log is the calls' bookkeeping,
+/// which readers reach through the call records.
+#[derive(Clone, Copy, Debug)]
+pub enum Narrative<'a> {
+    /// A user turn began (`turn/start`).
+    User(&'a TurnStart),
+    /// The model answered (`assistant/message`).
+    Assistant(&'a AssistantMessage),
+    /// A call's committed result (`tool/result`).
+    Result(&'a Arc<ToolResultRecord>),
+    /// A hook added a message (`context/message`).
+    Context(&'a ContextMessage),
+    /// A turn ended (`turn/end`).
+    TurnEnd(&'a TurnEnd),
+    /// Recovery answered calls a crash had left open (`recovery/repaired`).
+    Recovery(&'a RecoveryRepaired),
 }
 
 /// The results and context messages of the latest assistant message's calls.

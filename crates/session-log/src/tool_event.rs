@@ -7,6 +7,7 @@ use crate::event::{
     CodeDispatch, CodeDispatchStart, EventData, FsObserved, FsWriteIntent, PlanMode,
     QuestionAnswered, QuestionAsked, TodoWrite, ToolsLoaded, UnknownEvent,
 };
+use crate::replay::Narrative;
 
 /// An event a tool may record about its own call.
 ///
@@ -86,11 +87,26 @@ impl From<CodeDispatch> for ToolEvent {
     }
 }
 
+/// Who writes an event kind, and whether it tells the session's story: every kind is
+/// placed here, once, for the pipeline, recovery and every reader.
+pub(crate) enum Class<'a> {
+    /// The user, the model and the runtime speaking: see [`Narrative`].
+    Story(Narrative<'a>),
+    /// What a tool may write about its own call (an unknown kind is kept as one).
+    Tool,
+    /// The pipeline's and the loop's own bookkeeping.
+    Pipeline,
+}
+
 impl EventData {
-    /// Whether a tool may have written this event about its own call — the one answer the
-    /// pipeline (what a tool may record) and recovery (what a call left behind) share.
-    pub fn is_tool_owned(&self) -> bool {
+    pub(crate) fn class(&self) -> Class<'_> {
         match self {
+            Self::TurnStart(turn) => Class::Story(Narrative::User(turn)),
+            Self::AssistantMessage(message) => Class::Story(Narrative::Assistant(message)),
+            Self::ToolResult(record) => Class::Story(Narrative::Result(record)),
+            Self::ContextMessage(message) => Class::Story(Narrative::Context(message)),
+            Self::TurnEnd(end) => Class::Story(Narrative::TurnEnd(end)),
+            Self::RecoveryRepaired(repaired) => Class::Story(Narrative::Recovery(repaired)),
             Self::FsObserved(_)
             | Self::FsWriteIntent(_)
             | Self::TodoWrite(_)
@@ -100,21 +116,30 @@ impl EventData {
             | Self::ToolsLoaded(_)
             | Self::CodeDispatchStart(_)
             | Self::CodeDispatch(_)
-            | Self::Unknown(_) => true,
+            | Self::Unknown(_) => Class::Tool,
             Self::SessionStart(_)
-            | Self::TurnStart(_)
             | Self::StepStart(_)
-            | Self::AssistantMessage(_)
             | Self::ToolCall(_)
             | Self::ArgsRewritten(_)
             | Self::ApprovalAsked(_)
             | Self::ApprovalDecided(_)
             | Self::ToolStart(_)
-            | Self::ToolResult(_)
-            | Self::ContextMessage(_)
-            | Self::StepEnd(_)
-            | Self::TurnEnd(_)
-            | Self::RecoveryRepaired(_) => false,
+            | Self::StepEnd(_) => Class::Pipeline,
+        }
+    }
+
+    /// Whether a tool may have written this event about its own call — the one answer the
+    /// pipeline (what a tool may record) and recovery (what a call left behind) share.
+    pub fn is_tool_owned(&self) -> bool {
+        matches!(self.class(), Class::Tool)
+    }
+
+    /// The event as part of the session's story, or `None` for bookkeeping (and for kinds
+    /// this version does not know).
+    pub fn narrative(&self) -> Option<Narrative<'_>> {
+        match self.class() {
+            Class::Story(narrative) => Some(narrative),
+            Class::Tool | Class::Pipeline => None,
         }
     }
 }

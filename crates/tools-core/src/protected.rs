@@ -335,11 +335,16 @@ mod tests {
 
     use super::*;
 
+    /// The temp folder as the one workspace root, and that root.
+    fn temp_root() -> (WorkspaceRoots, PathBuf) {
+        let roots = WorkspaceRoots::new([std::env::temp_dir()]).unwrap();
+        let root = roots.as_slice()[0].clone();
+        (roots, root)
+    }
+
     #[test]
     fn credentials_are_hidden_and_git_is_read_only() {
-        let dir = std::env::temp_dir();
-        let roots = WorkspaceRoots::new([&dir]).unwrap();
-        let root = roots.as_slice()[0].clone();
+        let (roots, root) = temp_root();
         let protected = ProtectedPaths::for_home(&root);
         let key = root.join(".ssh/id_ed25519");
         assert!(protected.read_refusal(&key, &roots).is_some());
@@ -360,9 +365,7 @@ mod tests {
 
     #[test]
     fn globs_hide_relative_to_a_root_and_readable_folders_show_through() {
-        let dir = std::env::temp_dir();
-        let roots = WorkspaceRoots::new([&dir]).unwrap();
-        let root = roots.as_slice()[0].clone();
+        let (roots, root) = temp_root();
         let protected = ProtectedPaths::none()
             .hide_matching("**/.env")
             .unwrap()
@@ -406,9 +409,7 @@ mod tests {
     /// `hides_entry` looks at the entry alone, for walks that skip the folder itself.
     #[test]
     fn a_glob_naming_a_folder_hides_its_contents() {
-        let dir = std::env::temp_dir();
-        let roots = WorkspaceRoots::new([&dir]).unwrap();
-        let root = roots.as_slice()[0].clone();
+        let (roots, root) = temp_root();
         let protected = ProtectedPaths::none().hide_matching("**/secrets").unwrap();
         let inside = root.join("app/secrets/deep/key.pem");
         assert!(protected.hides(&root.join("app/secrets"), &roots));

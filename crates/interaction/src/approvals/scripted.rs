@@ -3,17 +3,15 @@
 //! scripted `AllowedForSession` with an empty key stands for the key the request offers (or
 //! for `AllowedOnce`, when it offers none).
 
-use std::collections::VecDeque;
-
-use parking_lot::Mutex;
 use toolrail_tools_core::log::BoxFuture;
 use toolrail_tools_core::{ApprovalAnswer, ApprovalRequest, ApprovalService, CancellationToken};
+
+use crate::script::{Cue, Script};
 
 /// Answers approval requests from a list, in order, and keeps every request it was asked.
 #[derive(Debug, Default)]
 pub struct ScriptedApprovals {
-    answers: Mutex<VecDeque<ApprovalAnswer>>,
-    asked: Mutex<Vec<ApprovalRequest>>,
+    script: Script<ApprovalRequest, ApprovalAnswer>,
 }
 
 impl ScriptedApprovals {
@@ -21,19 +19,18 @@ impl ScriptedApprovals {
     /// `Cancelled` and uses none.
     pub fn new(answers: impl IntoIterator<Item = ApprovalAnswer>) -> Self {
         Self {
-            answers: Mutex::new(answers.into_iter().collect()),
-            asked: Mutex::new(Vec::new()),
+            script: Script::new(answers),
         }
     }
 
     /// Every request so far, in the order asked.
     pub fn asked(&self) -> Vec<ApprovalRequest> {
-        self.asked.lock().clone()
+        self.script.asked()
     }
 
     /// The answers not used yet.
     pub fn remaining(&self) -> usize {
-        self.answers.lock().len()
+        self.script.remaining()
     }
 }
 
@@ -43,23 +40,19 @@ impl ApprovalService for ScriptedApprovals {
         request: &'a ApprovalRequest,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ApprovalAnswer> {
-        self.asked.lock().push(request.clone());
-        let answer = if cancel.is_cancelled() {
-            ApprovalAnswer::Cancelled
-        } else {
-            match self.answers.lock().pop_front() {
-                Some(ApprovalAnswer::AllowedForSession { key }) if key.is_empty() => {
-                    match &request.session_key {
-                        Some(offered) => ApprovalAnswer::AllowedForSession {
-                            key: offered.clone(),
-                        },
-                        // Nothing offered for the session: it is allowed once.
-                        None => ApprovalAnswer::AllowedOnce,
-                    }
+        let answer = match self.script.cue(request, cancel) {
+            Cue::Answer(ApprovalAnswer::AllowedForSession { key }) if key.is_empty() => {
+                match &request.session_key {
+                    Some(offered) => ApprovalAnswer::AllowedForSession {
+                        key: offered.clone(),
+                    },
+                    // Nothing offered for the session: it is allowed once.
+                    None => ApprovalAnswer::AllowedOnce,
                 }
-                Some(answer) => answer,
-                None => ApprovalAnswer::Unavailable,
             }
+            Cue::Answer(answer) => answer,
+            Cue::Cancelled => ApprovalAnswer::Cancelled,
+            Cue::RanOut => ApprovalAnswer::Unavailable,
         };
         Box::pin(std::future::ready(answer))
     }

@@ -1,7 +1,7 @@
 //! Cards as HTML fragments for the session page: every text escaped, long outputs collapsed
 //! into `<details>` (expandable without script). The classes are styled by the page's CSS.
 
-use crate::card::{Card, CardBody, CardStatus, DiffLineKind};
+use crate::card::{Card, CardBody, CardStatus, DiffLineKind, FactTone};
 
 /// Lines shown open; longer texts are collapsed.
 const OPEN_LINES: usize = 12;
@@ -155,11 +155,7 @@ fn body(body: &CardBody, children_of: &[Card], out: &mut String) {
         }
         CardBody::Terminal {
             description,
-            exit_code,
-            signal,
-            timed_out,
             output,
-            truncated,
             ..
         } => {
             if let Some(description) = description {
@@ -171,23 +167,18 @@ fn body(body: &CardBody, children_of: &[Card], out: &mut String) {
             if let Some(output) = output {
                 block(out, "output terminal", output);
             }
-            let mut facts = Vec::new();
-            match (exit_code, signal) {
-                (Some(code), _) => facts.push(format!(
-                    "<span class=\"exit {}\">exit {code}</span>",
-                    if *code == 0 { "ok" } else { "bad" }
-                )),
-                (None, Some(signal)) => {
-                    facts.push(format!("<span class=\"exit bad\">signal {signal}</span>"));
-                }
-                (None, None) => {}
-            }
-            if *timed_out {
-                facts.push("<span class=\"exit bad\">timed out</span>".to_owned());
-            }
-            if *truncated {
-                facts.push("<span class=\"cut\">output cut, full output saved</span>".to_owned());
-            }
+            let facts: Vec<String> = body
+                .terminal_facts()
+                .into_iter()
+                .map(|fact| {
+                    let class = match fact.tone() {
+                        FactTone::Note => "cut",
+                        FactTone::Bad => "exit bad",
+                        FactTone::Good => "exit ok",
+                    };
+                    format!("<span class=\"{class}\">{}</span>", fact.words())
+                })
+                .collect();
             if !facts.is_empty() {
                 out.push_str(&format!("<p class=\"facts\">{}</p>\n", facts.join(" ")));
             }
@@ -258,14 +249,8 @@ fn body(body: &CardBody, children_of: &[Card], out: &mut String) {
                 ));
             }
         }
-        CardBody::Read {
-            start_line,
-            end_line,
-            total_lines,
-            truncated,
-            ..
-        } => {
-            let words = CardBody::window_words(*start_line, *end_line, *total_lines, *truncated);
+        CardBody::Read { .. } => {
+            let words = body.window_words();
             out.push_str(&format!("<p class=\"window\">{}</p>\n", escape(&words)));
         }
         CardBody::Web {

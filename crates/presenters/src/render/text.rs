@@ -1,7 +1,7 @@
 //! Cards as terminal text: plain, or with ANSI colours. One layout for both; colour only
 //! paints it, so the plain text is the ANSI text with the escapes taken out.
 
-use crate::card::{Card, CardBody, CardStatus, DiffLineKind};
+use crate::card::{Card, CardBody, CardStatus, DiffLineKind, FactTone};
 
 /// Lines of a terminal output, diff or program shown before the rest is summarised.
 const TAIL_LINES: usize = 12;
@@ -219,11 +219,7 @@ impl Text {
             }
             CardBody::Terminal {
                 description,
-                exit_code,
-                signal,
-                timed_out,
                 output,
-                truncated,
                 ..
             } => {
                 if let Some(description) = description {
@@ -232,21 +228,18 @@ impl Text {
                 if let Some(output) = output {
                     self.tail(out, "  │ ", output, TAIL_LINES);
                 }
-                let mut facts = Vec::new();
-                match (exit_code, signal) {
-                    (Some(0), _) => facts.push(self.paint(Paint::Green, "exit 0")),
-                    (Some(code), _) => facts.push(self.paint(Paint::Red, &format!("exit {code}"))),
-                    (None, Some(signal)) => {
-                        facts.push(self.paint(Paint::Red, &format!("signal {signal}")));
-                    }
-                    (None, None) => {}
-                }
-                if *timed_out {
-                    facts.push(self.paint(Paint::Red, "timed out"));
-                }
-                if *truncated {
-                    facts.push(self.paint(Paint::Yellow, "output cut, full output saved"));
-                }
+                let facts: Vec<String> = body
+                    .terminal_facts()
+                    .into_iter()
+                    .map(|fact| {
+                        let paint = match fact.tone() {
+                            FactTone::Note => Paint::Yellow,
+                            FactTone::Bad => Paint::Red,
+                            FactTone::Good => Paint::Green,
+                        };
+                        self.paint(paint, &fact.words())
+                    })
+                    .collect();
                 if !facts.is_empty() {
                     out.push_str(&format!("  {}\n", facts.join(" · ")));
                 }
@@ -315,15 +308,8 @@ impl Text {
                     ));
                 }
             }
-            CardBody::Read {
-                start_line,
-                end_line,
-                total_lines,
-                truncated,
-                ..
-            } => {
-                let words =
-                    CardBody::window_words(*start_line, *end_line, *total_lines, *truncated);
+            CardBody::Read { .. } => {
+                let words = body.window_words();
                 out.push_str(&format!("  {}\n", self.paint(Paint::Dim, &words)));
             }
             CardBody::Web {

@@ -9,49 +9,40 @@ use super::ConfigError;
 
 /// `[workspace]`: the folders the session may touch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct WorkspaceConfig {
     /// The workspace roots; the first is where relative paths start. Default: `["."]`.
-    #[serde(default = "current_folder")]
     pub roots: Vec<PathBuf>,
 }
 
 impl Default for WorkspaceConfig {
     fn default() -> Self {
         Self {
-            roots: current_folder(),
+            roots: vec![PathBuf::from(".")],
         }
     }
-}
-
-fn current_folder() -> Vec<PathBuf> {
-    vec![PathBuf::from(".")]
 }
 
 /// `[tools]`: which shipped tools the session has (names from the tool catalog), which of
 /// them wait behind `tool_search`, and their options.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ToolsConfig {
     /// Default: every tool of the catalog but the interactive ones: `read`, `write`,
     /// `edit`, `glob`, `grep`, `bash`, `todo_write`.
-    #[serde(default = "default_tools")]
     pub enabled: Vec<String>,
     /// Tools offered only through `tool_search` (from the next request once found).
-    #[serde(default)]
     pub deferred: Vec<String>,
     /// `[tools.bash]`.
-    #[serde(default)]
     pub bash: BashConfig,
     /// `[tools.files]`: bounds of `read`, `glob` and `grep`.
-    #[serde(default)]
     pub files: FilesConfig,
 }
 
 impl Default for ToolsConfig {
     fn default() -> Self {
         Self {
-            enabled: default_tools(),
+            enabled: DEFAULT_TOOLS.map(str::to_owned).to_vec(),
             deferred: Vec::new(),
             bash: BashConfig::default(),
             files: FilesConfig::default(),
@@ -70,52 +61,35 @@ pub const DEFAULT_TOOLS: [&str; 7] = [
     "todo_write",
 ];
 
-fn default_tools() -> Vec<String> {
-    DEFAULT_TOOLS.map(str::to_owned).to_vec()
-}
-
 /// `[tools.bash]`: the shell tool's own options (its sandbox is `[sandbox]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct BashConfig {
     /// A command's deadline when the call sets none, in milliseconds (default 120,000).
-    #[serde(default = "default_bash_timeout_ms")]
     pub timeout_ms: u64,
     /// Bytes of each of a command's streams shown to the model (default 30,720); the rest is
     /// kept in a file the result names.
-    #[serde(default = "default_output_cap")]
     pub output_cap_bytes: usize,
     /// Commands that only read and may run beside other calls (`git status*`, `ls*`),
     /// judged as a shell parses the line: every simple command must match one.
-    #[serde(default)]
     pub read_only_commands: Vec<String>,
     /// Variables of this process a command sees (default: `PATH`, `HOME`, `LANG`,
     /// `LC_ALL`, `LC_CTYPE`, `USER`, `LOGNAME`, `TZ`).
-    #[serde(default)]
     pub env_allow: Option<Vec<String>>,
     /// Variables set for every command, over the allowed ones.
-    #[serde(default)]
     pub env: BTreeMap<String, String>,
 }
 
 impl Default for BashConfig {
     fn default() -> Self {
         Self {
-            timeout_ms: default_bash_timeout_ms(),
-            output_cap_bytes: default_output_cap(),
+            timeout_ms: 120_000,
+            output_cap_bytes: 30 * 1024,
             read_only_commands: Vec::new(),
             env_allow: None,
             env: BTreeMap::new(),
         }
     }
-}
-
-fn default_bash_timeout_ms() -> u64 {
-    120_000
-}
-
-fn default_output_cap() -> usize {
-    30 * 1024
 }
 
 /// `[tools.files]`: how much `read`, `glob` and `grep` return at most (unset: the tools'
@@ -124,16 +98,12 @@ fn default_output_cap() -> usize {
 #[serde(deny_unknown_fields)]
 pub struct FilesConfig {
     /// Lines of one `read` window.
-    #[serde(default)]
     pub read_lines: Option<usize>,
     /// Bytes of one `read` window.
-    #[serde(default)]
     pub read_bytes: Option<usize>,
     /// Paths one `glob` lists.
-    #[serde(default)]
     pub glob_results: Option<usize>,
     /// Matches one `grep` reports.
-    #[serde(default)]
     pub grep_results: Option<usize>,
 }
 
@@ -163,34 +133,26 @@ pub enum SandboxTierName {
 
 /// `[sandbox]`: how `bash` (and code mode's Python) is confined.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct SandboxConfig {
     /// `read-only` (default), `workspace-write` or `full-access`.
-    #[serde(default)]
     pub mode: SandboxModeName,
     /// `namespaces` (default, built in) or `bubblewrap`.
-    #[serde(default)]
     pub tier: SandboxTierName,
     /// Where bubblewrap is (default `/usr/bin/bwrap`).
-    #[serde(default = "default_bwrap")]
     pub bwrap: PathBuf,
     /// Whether commands may use the network outside full-access mode (default false).
-    #[serde(default)]
     pub network: bool,
     /// Per command: the first rule whose `command` glob matches every simple command of
     /// the line runs it in the rule's `mode`.
-    #[serde(default)]
     pub rules: Vec<SandboxRuleConfig>,
     /// Credential locations of the home folder shown to tools after all (`.npmrc`, `.ssh`):
     /// relative to the home folder, or absolute.
-    #[serde(default)]
     pub unhide: Vec<PathBuf>,
     /// More paths hidden from every tool and command.
-    #[serde(default)]
     pub hide: Vec<PathBuf>,
     /// Let tools and commands write into `.git` folders (default false: a hook written
     /// there runs on the user's next `git` command).
-    #[serde(default)]
     pub allow_git_writes: bool,
 }
 
@@ -199,7 +161,7 @@ impl Default for SandboxConfig {
         Self {
             mode: SandboxModeName::default(),
             tier: SandboxTierName::default(),
-            bwrap: default_bwrap(),
+            bwrap: PathBuf::from("/usr/bin/bwrap"),
             network: false,
             rules: Vec::new(),
             unhide: Vec::new(),
@@ -207,10 +169,6 @@ impl Default for SandboxConfig {
             allow_git_writes: false,
         }
     }
-}
-
-fn default_bwrap() -> PathBuf {
-    PathBuf::from("/usr/bin/bwrap")
 }
 
 /// One entry of `[sandbox].rules`.
@@ -240,32 +198,25 @@ pub enum PresetName {
 
 /// `[permissions]`: a preset and rules, inline or from a rule file (docs/rules.md).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct PermissionsConfig {
     /// `untrusted` (default), `workspace`, `never-ask` or `full-auto`; a rule file's own
     /// preset is used when this is unset.
-    #[serde(default)]
     pub preset: Option<PresetName>,
     /// A rule file (TOML or JSON) whose rules come before the inline ones.
-    #[serde(default)]
     pub file: Option<PathBuf>,
     /// Rules whose calls run without asking (`"read"`, `"bash(git status*)"`), unless a
     /// deny or ask rule also matches.
-    #[serde(default)]
     pub allow: Vec<RuleEntry>,
     /// Rules whose calls run only once the approval service allows them.
-    #[serde(default)]
     pub ask: Vec<RuleEntry>,
     /// Rules whose calls never run; a deny always holds, whatever else matches.
-    #[serde(default)]
     pub deny: Vec<RuleEntry>,
     /// Start in plan mode: calls that are not read-only are denied until the person
     /// approves the plan (`exit_plan_mode` joins the tools).
-    #[serde(default)]
     pub plan_mode: bool,
     /// Nobody is there to answer: a call that would ask is denied instead, whatever the
     /// preset (what the rules and the preset allow still runs).
-    #[serde(default)]
     pub unattended: bool,
 }
 
@@ -316,26 +267,19 @@ pub struct ModelConfig {
     /// The model's name on the server (`gpt-4.1`, `claude-sonnet-4-5`, `qwen3`).
     pub model: String,
     /// Default: `https://api.openai.com/v1` or `https://api.anthropic.com`.
-    #[serde(default)]
     pub base_url: Option<String>,
     /// The variable holding the key; it must be set. Unset: `OPENAI_API_KEY` or
     /// `ANTHROPIC_API_KEY`, used when set. The key itself never goes in the file.
-    #[serde(default)]
     pub api_key_env: Option<String>,
     /// The system prompt.
-    #[serde(default)]
     pub system: Option<String>,
     /// 0 to 2 (unset: the server's default).
-    #[serde(default)]
     pub temperature: Option<f64>,
     /// 0 to 1 (unset: the server's default).
-    #[serde(default)]
     pub top_p: Option<f64>,
     /// The answer's length limit (Anthropic needs one: 4096 when unset).
-    #[serde(default)]
     pub max_tokens: Option<u32>,
     /// `auto` (default), `none`, `required`, or a tool's name.
-    #[serde(default)]
     pub tool_choice: Option<String>,
     /// Merged into every request body last: the escape hatch for a server's own fields.
     #[serde(default)]
@@ -354,39 +298,24 @@ pub struct ModelConfig {
 /// `[model.retry]`: tries on 429, 5xx, broken connections and streams, never on other
 /// 4xx answers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct RetryConfig {
     /// Tries in all, the first included (default 4; 1 means no retry).
-    #[serde(default = "default_attempts")]
     pub attempts: u32,
     /// The wait before the second try, doubled each time (default 500 ms).
-    #[serde(default = "default_first_delay_ms")]
     pub first_delay_ms: u64,
     /// The longest wait between tries (default 8,000 ms).
-    #[serde(default = "default_max_delay_ms")]
     pub max_delay_ms: u64,
 }
 
 impl Default for RetryConfig {
     fn default() -> Self {
         Self {
-            attempts: default_attempts(),
-            first_delay_ms: default_first_delay_ms(),
-            max_delay_ms: default_max_delay_ms(),
+            attempts: 4,
+            first_delay_ms: 500,
+            max_delay_ms: 8_000,
         }
     }
-}
-
-fn default_attempts() -> u32 {
-    4
-}
-
-fn default_first_delay_ms() -> u64 {
-    500
-}
-
-fn default_max_delay_ms() -> u64 {
-    8_000
 }
 
 fn default_idle_ms() -> u64 {
@@ -487,28 +416,22 @@ pub enum DurabilityName {
 
 /// `[store]`: where sessions are kept.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
     /// `jsonl:DIR` (default `jsonl:.toolrail/sessions`), `sqlite:FILE`, or
     /// `postgres://user@host/db`.
-    #[serde(default = "default_store")]
     pub url: String,
     /// `strict` (default), `batched` or `none`.
-    #[serde(default)]
     pub durability: DurabilityName,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
-            url: default_store(),
+            url: "jsonl:.toolrail/sessions".to_owned(),
             durability: DurabilityName::default(),
         }
     }
-}
-
-fn default_store() -> String {
-    "jsonl:.toolrail/sessions".to_owned()
 }
 
 impl StoreConfig {
@@ -552,25 +475,19 @@ pub enum CodePresentation {
 /// `[code]`: code mode, where the model writes a program whose tool calls re-enter the
 /// pipeline one by one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct CodeConfig {
     /// The languages programs may use; empty (the default) turns code mode off.
-    #[serde(default)]
     pub languages: Vec<CodeLanguage>,
     /// `both` (default) or `code`.
-    #[serde(default)]
     pub presentation: CodePresentation,
     /// A program's wall time, in milliseconds (default 30,000).
-    #[serde(default = "default_code_wall_ms")]
     pub wall_ms: u64,
     /// JavaScript's heap, in MiB (default 64).
-    #[serde(default = "default_code_memory_mb")]
     pub memory_mb: usize,
     /// Bytes of one tool call's reply a program may receive (default 262,144).
-    #[serde(default = "default_binding_bytes")]
     pub binding_bytes: usize,
     /// Bytes of printed output and returned value kept (default 65,536).
-    #[serde(default = "default_code_output_bytes")]
     pub output_bytes: usize,
 }
 
@@ -579,28 +496,12 @@ impl Default for CodeConfig {
         Self {
             languages: Vec::new(),
             presentation: CodePresentation::default(),
-            wall_ms: default_code_wall_ms(),
-            memory_mb: default_code_memory_mb(),
-            binding_bytes: default_binding_bytes(),
-            output_bytes: default_code_output_bytes(),
+            wall_ms: 30_000,
+            memory_mb: 64,
+            binding_bytes: 256 << 10,
+            output_bytes: 64 << 10,
         }
     }
-}
-
-fn default_code_wall_ms() -> u64 {
-    30_000
-}
-
-fn default_code_memory_mb() -> usize {
-    64
-}
-
-fn default_binding_bytes() -> usize {
-    256 << 10
-}
-
-fn default_code_output_bytes() -> usize {
-    64 << 10
 }
 
 impl CodeConfig {
@@ -623,57 +524,35 @@ impl CodeConfig {
 
 /// `[limits]`: the scheduler's and the loop's bounds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
     /// Calls running at once (default 8; 1 is strict serial; 0 is refused).
-    #[serde(default = "default_parallel")]
     pub max_parallel: usize,
     /// Model requests per turn (default 50).
-    #[serde(default = "default_steps")]
     pub max_steps: u32,
     /// A call's deadline when its tool sets none, in milliseconds (default: none).
-    #[serde(default)]
     pub call_timeout_ms: Option<u64>,
     /// How long a cancelled call may take to settle before it is abandoned (default 5,000
     /// ms).
-    #[serde(default = "default_grace")]
     pub cancel_grace_ms: u64,
     /// How long an approval may wait for its answer before it is `APPROVAL_EXPIRED`
     /// (default: as long as the service takes).
-    #[serde(default)]
     pub approval_timeout_ms: Option<u64>,
     /// A rejected approval stops the rest of its batch (default true).
-    #[serde(default = "yes")]
     pub stop_batch_on_reject: bool,
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
-            max_parallel: default_parallel(),
-            max_steps: default_steps(),
+            max_parallel: 8,
+            max_steps: 50,
             call_timeout_ms: None,
-            cancel_grace_ms: default_grace(),
+            cancel_grace_ms: 5_000,
             approval_timeout_ms: None,
             stop_batch_on_reject: true,
         }
     }
-}
-
-fn default_parallel() -> usize {
-    8
-}
-
-fn default_steps() -> u32 {
-    50
-}
-
-fn default_grace() -> u64 {
-    5_000
-}
-
-fn yes() -> bool {
-    true
 }
 
 impl LimitsConfig {

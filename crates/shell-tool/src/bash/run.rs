@@ -223,23 +223,18 @@ impl BashTool {
 
     /// The sandbox the command ran in, in the value programs read.
     fn record_sandbox(&self, output: &mut ToolOutput, admitted: &Admitted<'_>) {
-        if let Some(value) = output
-            .value
-            .as_mut()
-            .and_then(|value| value.as_object_mut())
-        {
-            value.insert(
-                "sandbox".to_owned(),
-                json!({
-                    "mode": admitted.mode.as_str(),
-                    "network": admitted.network,
-                    "tier": self.config.tier.as_str(),
-                    "escalated": admitted.granted.iter().map(|granted| granted.as_str()).collect::<Vec<_>>(),
-                    "rule": admitted.rule.map(ModeRule::command),
-                    "limits": self.config.limits.to_json(),
-                }),
-            );
-        }
+        set_field(
+            output,
+            "sandbox",
+            json!({
+                "mode": admitted.mode.as_str(),
+                "network": admitted.network,
+                "tier": self.config.tier.as_str(),
+                "escalated": admitted.granted.iter().map(|granted| granted.as_str()).collect::<Vec<_>>(),
+                "rule": admitted.rule.map(ModeRule::command),
+                "limits": self.config.limits.to_json(),
+            }),
+        );
     }
 
     /// The resource limits the command ran into: in the value, and a line each for the model.
@@ -253,22 +248,28 @@ impl BashTool {
         if hits.is_empty() {
             return;
         }
-        if let Some(value) = output
-            .value
-            .as_mut()
-            .and_then(|value| value.as_object_mut())
-        {
-            value.insert(
-                "limits_hit".to_owned(),
-                json!(hits.iter().map(|hit| hit.as_str()).collect::<Vec<_>>()),
-            );
-        }
+        set_field(
+            output,
+            "limits_hit",
+            json!(hits.iter().map(|hit| hit.as_str()).collect::<Vec<_>>()),
+        );
         if let Some(ContentBlock::Text { text }) = output.content.first_mut() {
             for hit in &hits {
                 text.push('\n');
                 text.push_str(&hit.note(&self.config.limits, self.config.spill_cap));
             }
         }
+    }
+}
+
+/// Sets `key` in the result's value, when the value is an object.
+fn set_field(output: &mut ToolOutput, key: &str, field: serde_json::Value) {
+    if let Some(value) = output
+        .value
+        .as_mut()
+        .and_then(|value| value.as_object_mut())
+    {
+        value.insert(key.to_owned(), field);
     }
 }
 

@@ -215,6 +215,24 @@ struct RegistryState {
 }
 
 impl RegistryState {
+    /// Removes every tool of `source`, bringing back the built-ins they had displaced;
+    /// returns the names removed.
+    fn withdraw(&mut self, source: &ToolSource) -> Vec<String> {
+        let names: Vec<String> = self
+            .tools
+            .iter()
+            .filter(|(_, entry)| entry.source() == source)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &names {
+            self.tools.remove(name);
+            if let Some(builtin) = self.displaced.remove(name) {
+                self.tools.insert(name.clone(), builtin);
+            }
+        }
+        names
+    }
+
     /// Adds a tool. A trusted tool that breaks a rule is a configuration error; any other
     /// tool that breaks one (a reserved or invalid name, a schema that does not compile, a
     /// taken name) is skipped with a warning, so one bad MCP server cannot stop the rest.
@@ -375,18 +393,7 @@ impl Registry {
     /// that one of them had overridden comes back.
     pub fn remove_source(&self, source: &ToolSource) -> Vec<String> {
         let removed = self.mutate(|state| {
-            let names: Vec<String> = state
-                .tools
-                .iter()
-                .filter(|(_, entry)| entry.source() == source)
-                .map(|(name, _)| name.clone())
-                .collect();
-            for name in &names {
-                state.tools.remove(name);
-                if let Some(builtin) = state.displaced.remove(name) {
-                    state.tools.insert(name.clone(), builtin);
-                }
-            }
+            let names = state.withdraw(source);
             Ok::<_, RegistryError>(names)
         });
         removed.unwrap_or_default()
@@ -409,18 +416,7 @@ impl Registry {
             });
         }
         self.mutate(|state| {
-            let old: Vec<String> = state
-                .tools
-                .iter()
-                .filter(|(_, entry)| entry.source() == source)
-                .map(|(name, _)| name.clone())
-                .collect();
-            for name in &old {
-                state.tools.remove(name);
-                if let Some(builtin) = state.displaced.remove(name) {
-                    state.tools.insert(name.clone(), builtin);
-                }
-            }
+            state.withdraw(source);
             let taken: BTreeSet<String> = state.tools.keys().cloned().collect();
             let mut registered = Vec::new();
             let mut skipped = Vec::new();
