@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use toolrail_session_log::{EffectProbe, SessionId, SessionLog, recover};
+use toolrail_session_log::{SessionId, SessionLog, recover, recovery::EffectProbe};
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 
 fuzz_target!(|data: &[u8]| {

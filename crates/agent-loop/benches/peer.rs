@@ -23,8 +23,8 @@ use toolrail_agent_loop::{
     SchedulerConfig,
 };
 use toolrail_session_log::{
-    AssistantBlock, AssistantMessage, BoxFuture, CallId, ContentBlock, MemorySink, SessionLog,
-    StopReason, ToolSource, TurnEndKind,
+    BoxFuture, CallId, ContentBlock, MemorySink, SessionLog, ToolSource,
+    event::{AssistantBlock, AssistantMessage, StopReason, TurnEndKind},
 };
 use toolrail_test_support::bench::{BenchRow, growth_exponent, median};
 use toolrail_tools_core::{

@@ -16,7 +16,8 @@ use tokio::io::unix::AsyncFd;
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{Scheduler, SchedulerConfig};
 use toolrail_session_log::{
-    BoxFuture, EventSink, FORMAT_VERSION, MemorySink, SessionId, SessionStart, ToolSource,
+    BoxFuture, EventSink, MemorySink, SessionId, ToolSource,
+    event::{FORMAT_VERSION, SessionStart},
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_test_support::bench::{BenchRow, growth_exponent, median};

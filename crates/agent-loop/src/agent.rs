@@ -8,9 +8,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendUrgency, ContentBlock, ContextMessage, ConversationItem, EventData, EventDraft,
-    SessionLog, SinkError, StepEnd, StepId, StepStart, StopReason, Timestamp, TurnEnd, TurnEndKind,
-    TurnId, TurnStart,
+    AppendUrgency, ContentBlock, ConversationItem, EventData, EventDraft, SessionLog, SinkError,
+    StepId, Timestamp, TurnId,
+    event::{ContextMessage, StepEnd, StepStart, StopReason, TurnEnd, TurnEndKind, TurnStart},
 };
 use toolrail_tools_core::{CallRequest, PipelineError, Registry, ToolSet};
 

@@ -19,8 +19,8 @@
 //!     SchedulerConfig,
 //! };
 //! use toolrail_session_log::{
-//!     AssistantBlock, AssistantMessage, BoxFuture, CallId, ContentBlock, ConversationItem,
-//!     MemorySink, StopReason, TurnEndKind,
+//!     BoxFuture, CallId, ContentBlock, ConversationItem, MemorySink,
+//!     event::{AssistantBlock, AssistantMessage, StopReason, TurnEndKind},
 //! };
 //! use toolrail_tools_core::{
 //!     CancellationToken, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult,

@@ -4,7 +4,10 @@
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolrail_session_log::{AssistantBlock, AssistantMessage, BoxFuture, ConversationItem};
+use toolrail_session_log::{
+    BoxFuture, ConversationItem,
+    event::{AssistantBlock, AssistantMessage},
+};
 
 /// A tool as the model is told about it.
 #[derive(Clone, Debug, PartialEq)]

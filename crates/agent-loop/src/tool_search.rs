@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use toolrail_session_log::{AppendUrgency, ToolEvent, ToolsLoaded};
+use toolrail_session_log::{AppendUrgency, ToolEvent, event::ToolsLoaded};
 use toolrail_tools_core::{
     Concurrency, Registry, ResourceClaim, ResourceKey, ToolContext, ToolFailure, ToolKind,
     ToolOutput, ToolResult, ToolSpec, TypedTool,

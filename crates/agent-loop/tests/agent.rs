@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::*;
+use toolrail_session_log::event::*;
 use toolrail_session_log::*;
 use toolrail_tools_core::{
     Pipeline, Registry, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec,

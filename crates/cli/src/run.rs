@@ -326,7 +326,7 @@ pub(crate) fn writable_target(out: &Path) -> Result<()> {
 /// A run's outcome: how its turns ended, how it differed from what was expected, the log's
 /// events, and the cards shown.
 pub(crate) struct Finished {
-    pub turn_ends: Vec<toolrail_session_log::TurnEndKind>,
+    pub turn_ends: Vec<toolrail_session_log::event::TurnEndKind>,
     pub mismatches: Vec<String>,
     /// The session log's file.
     pub log: PathBuf,
@@ -334,7 +334,7 @@ pub(crate) struct Finished {
 }
 
 /// What driving a session came to: its turns' ends, and how it differed from expectations.
-pub(crate) type Driven = (Vec<toolrail_session_log::TurnEndKind>, Vec<String>);
+pub(crate) type Driven = (Vec<toolrail_session_log::event::TurnEndKind>, Vec<String>);
 
 /// Drives the session `drive` makes (it is given the live view's sink; its log must be
 /// `<session_dir>/scenario.jsonl`), with the live view (quiet when `machine`), then reads

@@ -5,7 +5,7 @@
 
 use anyhow::Result;
 use toolrail_runtime::{Store, StoreUrl};
-use toolrail_session_log::{Event, EventData, SessionId, TurnEndKind};
+use toolrail_session_log::{Event, EventData, SessionId, event::TurnEndKind};
 
 use crate::bad_input;
 use crate::places::open_store;

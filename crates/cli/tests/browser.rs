@@ -238,9 +238,12 @@ fn a_model_session_page_names_its_model_start_and_tokens_per_step() {
 #[test]
 fn a_five_megabyte_output_is_collapsed_and_kept_out_of_the_page() {
     use toolrail_session_log::{
-        AppendUrgency, AssistantBlock, AssistantMessage, CallId, ContentBlock, EventData,
-        EventDraft, EventSink, FORMAT_VERSION, SessionId, SessionLog, SessionStart, StepId,
-        StopReason, Timestamp, ToolCall, ToolResultRecord, TurnEnd, TurnEndKind, TurnId, TurnStart,
+        AppendUrgency, CallId, ContentBlock, EventData, EventDraft, EventSink, SessionId,
+        SessionLog, StepId, Timestamp, ToolResultRecord, TurnId,
+        event::{
+            AssistantBlock, AssistantMessage, FORMAT_VERSION, SessionStart, StopReason, ToolCall,
+            TurnEnd, TurnEndKind, TurnStart,
+        },
     };
     use toolrail_session_store::{Durability, JsonlStore, SessionStore};
     let Some(chromium) = chromium() else {

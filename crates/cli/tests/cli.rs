@@ -10,9 +10,12 @@ use std::process::Output;
 use assert_cmd::Command;
 use serde_json::Value;
 use toolrail_session_log::{
-    AppendUrgency, AssistantBlock, AssistantMessage, CallId, EventData, EventDraft, EventSink,
-    FORMAT_VERSION, SessionId, SessionLog, SessionStart, StepId, StopReason, Timestamp, ToolCall,
-    ToolStart, TurnId, TurnStart,
+    AppendUrgency, CallId, EventData, EventDraft, EventSink, SessionId, SessionLog, StepId,
+    Timestamp, TurnId,
+    event::{
+        AssistantBlock, AssistantMessage, FORMAT_VERSION, SessionStart, StopReason, ToolCall,
+        ToolStart, TurnStart,
+    },
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolrail_runtime::scenario::RESUME_MESSAGE;
-use toolrail_session_log::{Event, EventData, SessionId, TurnEndKind};
+use toolrail_session_log::{Event, EventData, SessionId, event::TurnEndKind};
 use toolrail_session_store::{Durability, PostgresStore};
 use toolrail_test_support::pg::PgServer;
 

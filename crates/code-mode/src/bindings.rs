@@ -13,8 +13,8 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
 use toolrail_session_log::{
-    AppendUrgency, CodeDispatch, CodeDispatchStart, EventData, EventDraft, EventSink, Timestamp,
-    ToolResultRecord,
+    AppendUrgency, EventData, EventDraft, EventSink, Timestamp, ToolResultRecord,
+    event::{CodeDispatch, CodeDispatchStart},
 };
 use toolrail_tools_core::{
     BatchControl, CallIdentity, CallRequest, CommittedResult, Pipeline, Preparation, SettledCall,

@@ -454,7 +454,10 @@ async fn output_and_the_returned_value_are_capped() {
 async fn an_agent_in_code_mode_offers_run_code_with_its_sdk_and_refuses_direct_calls() {
     use toolrail_agent_loop::{AgentLoop, LoopConfig, Scheduler, SchedulerConfig};
     use toolrail_code_mode::PresentationMode;
-    use toolrail_session_log::{AssistantBlock, AssistantMessage, ContentBlock, StopReason};
+    use toolrail_session_log::{
+        ContentBlock,
+        event::{AssistantBlock, AssistantMessage, StopReason},
+    };
     use toolrail_testkit::ScriptedModel;
 
     let h = harness(limits());

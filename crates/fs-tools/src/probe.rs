@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use toolrail_tools_core::log::{EffectProbe, EventData, InterruptedCall, ProbeVerdict};
+use toolrail_tools_core::log::{
+    EventData,
+    recovery::{EffectProbe, InterruptedCall, ProbeVerdict},
+};
 
 use crate::version::file_digest;
 

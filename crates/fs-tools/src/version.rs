@@ -9,7 +9,7 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use toolrail_tools_core::log::{AppendUrgency, FsObserved, ToolEvent};
+use toolrail_tools_core::log::{AppendUrgency, ToolEvent, event::FsObserved};
 use toolrail_tools_core::{ToolContext, ToolFailure};
 
 use crate::files::{FileTools, NOT_OBSERVED, STALE_VERSION};

@@ -11,7 +11,7 @@ use toolrail_tools_core::log::details;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use toolrail_tools_core::log::{AppendUrgency, Effect, FsWriteIntent, ToolEvent};
+use toolrail_tools_core::log::{AppendUrgency, Effect, ToolEvent, event::FsWriteIntent};
 use toolrail_tools_core::{
     ClaimMode, Concurrency, ToolContext, ToolFailure, ToolOutput, ToolResult, ToolSpec, TypedTool,
 };

@@ -21,9 +21,11 @@ use support::bench;
 use toolrail_fs_tools::{FsEffectProbe, atomic_replace};
 use toolrail_test_support::rng::SeededRng;
 use toolrail_tools_core::log::{
-    AppendUrgency, AssistantBlock, AssistantMessage, CallId, EffectProbe, ErrorCode, EventData,
-    EventDraft, EventSink, MemorySink, StepId, StepStart, StopReason, Timestamp, TurnId, TurnStart,
+    AppendUrgency, CallId, ErrorCode, EventData, EventDraft, EventSink, MemorySink, StepId,
+    Timestamp, TurnId,
+    event::{AssistantBlock, AssistantMessage, StepStart, StopReason, TurnStart},
     recover,
+    recovery::EffectProbe,
 };
 use toolrail_tools_core::{BatchControl, CallRequest};
 

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use toolrail_tools_core::log::DigestBuilder;
+use toolrail_tools_core::log::digest::DigestBuilder;
 
 /// Folders that are not the project's own files.
 const SKIPPED: &[&str] = &[".git", "target", "node_modules", ".toolrail"];

@@ -5,8 +5,8 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use toolrail_tools_core::log::{
-    AppendUrgency, Event, EventData, EventDraft, EventSink, PlanMode as PlanModeEvent, SinkError,
-    Timestamp, ToolEvent,
+    AppendUrgency, Event, EventData, EventDraft, EventSink, SinkError, Timestamp, ToolEvent,
+    event::PlanMode as PlanModeEvent,
 };
 use toolrail_tools_core::{
     PlanModeSwitch, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec, Typed,

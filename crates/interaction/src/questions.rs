@@ -13,8 +13,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolrail_tools_core::log::{
-    AppendUrgency, BoxFuture, CallId, Event, EventData, EventDraft, EventSink, QuestionAnswered,
-    QuestionAsked, QuestionState, SinkError, Timestamp, ToolEvent,
+    AppendUrgency, BoxFuture, CallId, Event, EventData, EventDraft, EventSink, SinkError,
+    Timestamp, ToolEvent,
+    event::{QuestionAnswered, QuestionAsked, QuestionState},
 };
 use toolrail_tools_core::{
     CancellationToken, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,

@@ -10,7 +10,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolrail_tools_core::log::{
-    AppendUrgency, Event, EventData, TodoItem, TodoStatus, TodoWrite as TodoWriteEvent, ToolEvent,
+    AppendUrgency, Event, EventData, ToolEvent,
+    event::{TodoItem, TodoStatus, TodoWrite as TodoWriteEvent},
 };
 use toolrail_tools_core::{
     ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec, TypedTool, violations,

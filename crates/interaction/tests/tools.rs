@@ -17,7 +17,8 @@ use toolrail_interaction::{
     unanswered_questions,
 };
 use toolrail_tools_core::log::{
-    ErrorCode, EventData, MemorySink, QuestionState, TodoItem, TodoStatus,
+    ErrorCode, EventData, MemorySink,
+    event::{QuestionState, TodoItem, TodoStatus},
 };
 use toolrail_tools_core::{
     BatchControl, CallRequest, CancellationToken, CommittedResult, Pipeline, PipelineBuilder,

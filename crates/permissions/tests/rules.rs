@@ -9,7 +9,7 @@ use serde_json::json;
 use support::{decide, harness, rules, workspace};
 use toolrail_permissions::{Permissions, Preset, RuleEffect, RuleFile, SessionApprovals};
 use toolrail_tools_core::ApprovalAnswer;
-use toolrail_tools_core::log::{ApprovalDecided, ErrorCode, Event, EventData, Timestamp};
+use toolrail_tools_core::log::{ErrorCode, Event, EventData, Timestamp, event::ApprovalDecided};
 
 #[test]
 fn deny_beats_ask_beats_allow_and_the_most_specific_rule_is_named() {

@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolrail_session_log::{ApprovalAnswer, CallId, CallRecord, ToolResultRecord};
+use toolrail_session_log::{CallId, CallRecord, ToolResultRecord, event::ApprovalAnswer};
 
 use crate::card::{Card, CardBody, CardKind, CardStatus};
 use crate::present::{parse_arguments, present_call, present_result};

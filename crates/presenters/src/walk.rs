@@ -4,7 +4,9 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use toolrail_session_log::{AssistantBlock, CallRecord, ContentBlock, Event, Narrative};
+use toolrail_session_log::{
+    CallRecord, ContentBlock, Event, event::AssistantBlock, replay::Narrative,
+};
 
 /// One thing to show, in log order.
 #[derive(Debug)]
@@ -141,8 +143,8 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::wildcard_enum_match_arm)]
 
     use toolrail_session_log::{
-        AssistantMessage, CallId, ContentBlock, EventData, StopReason, Timestamp, ToolCall,
-        ToolResultRecord, TurnId, TurnStart, call_records,
+        CallId, ContentBlock, EventData, Timestamp, ToolResultRecord, TurnId, call_records,
+        event::{AssistantMessage, StopReason, ToolCall, TurnStart},
     };
 
     use super::*;

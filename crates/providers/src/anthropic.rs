@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use toolrail_agent_loop::{ModelDelta, ModelRequest, ModelResponse};
-use toolrail_session_log::{AssistantBlock, ContentBlock, ConversationItem, StopReason};
+use toolrail_session_log::{
+    ContentBlock, ConversationItem,
+    event::{AssistantBlock, StopReason},
+};
 
 use crate::config::{ProviderConfig, ToolChoice};
 use crate::draft::{Draft, StreamError};

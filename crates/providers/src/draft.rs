@@ -3,7 +3,10 @@
 
 use serde_json::Value;
 use toolrail_agent_loop::{ModelDelta, ModelResponse};
-use toolrail_session_log::{AssistantBlock, AssistantMessage, CallId, StopReason};
+use toolrail_session_log::{
+    CallId,
+    event::{AssistantBlock, AssistantMessage, StopReason},
+};
 
 /// Why a stream could not be made into a message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use toolrail_agent_loop::{ModelDelta, ModelRequest, ModelResponse};
-use toolrail_session_log::{ContentBlock, ConversationItem, StopReason};
+use toolrail_session_log::{ContentBlock, ConversationItem, event::StopReason};
 
 use crate::config::{ProviderConfig, ToolChoice};
 use crate::draft::{Draft, StreamError};

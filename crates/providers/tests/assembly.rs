@@ -12,7 +12,7 @@ use support::fixture;
 use toolrail_agent_loop::ModelResponse;
 use toolrail_providers::sse::{SseEvent, SseParser};
 use toolrail_providers::{AnthropicStream, OpenAiStream, StreamError};
-use toolrail_session_log::{AssistantBlock, StopReason};
+use toolrail_session_log::event::{AssistantBlock, StopReason};
 
 #[derive(Clone, Copy, Debug)]
 enum Format {

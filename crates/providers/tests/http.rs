@@ -15,8 +15,9 @@ use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{ModelClient, ModelError, ModelRequest, ToolDefinition};
 use toolrail_providers::{ApiKey, ProviderClient, ProviderConfig, RetryPolicy, Secret, Wire};
 use toolrail_session_log::{
-    AssistantBlock, AssistantMessage, ContentBlock, ConversationItem, MessageCall, StopReason,
-    ToolResultRecord,
+    ContentBlock, ConversationItem, ToolResultRecord,
+    event::{AssistantBlock, AssistantMessage, StopReason},
+    message_calls::MessageCall,
 };
 
 fn config(wire: Wire, server: &FakeServer) -> ProviderConfig {

@@ -18,7 +18,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toolrail_providers::{ApiKey, ProviderClient, ProviderConfig, Secret, Wire};
-use toolrail_session_log::{EventData, SessionId, StopReason, TurnEndKind};
+use toolrail_session_log::{
+    EventData, SessionId,
+    event::{StopReason, TurnEndKind},
+};
 use toolrail_session_store::JsonlStore;
 use toolrail_testkit::{RunOptions, Scenario};
 

@@ -19,7 +19,7 @@ use support::{FakeServer, Reply, fixture};
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{ModelClient, ModelDelta, ModelRequest, ToolDefinition};
 use toolrail_providers::{ApiKey, ProviderClient, ProviderConfig, RetryPolicy, ToolChoice, Wire};
-use toolrail_session_log::{AssistantBlock, ContentBlock, ConversationItem};
+use toolrail_session_log::{ContentBlock, ConversationItem, event::AssistantBlock};
 
 fn config(wire: Wire, server: &FakeServer) -> ProviderConfig {
     let base = match wire {
@@ -192,7 +192,7 @@ async fn the_first_delta_arrives_while_the_server_is_still_sending() {
     assert_eq!(texts, ["Hel", "lo, ", "wor", "ld."]);
     assert_eq!(
         response.message.stop_reason,
-        toolrail_session_log::StopReason::EndTurn
+        toolrail_session_log::event::StopReason::EndTurn
     );
 }
 

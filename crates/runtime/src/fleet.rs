@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use toolrail_session_log::{SessionId, TurnEndKind};
+use toolrail_session_log::{SessionId, event::TurnEndKind};
 use toolrail_session_store::{Claimed, Lease, PostgresStore, StoreError};
 use toolrail_tools_core::{CancellationToken, Tool};
 

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use toolrail_session_log::{
-    CallId, ErrorCode, Event, EventData, RecoveryReport, TurnId, call_records,
+    CallId, ErrorCode, Event, EventData, TurnId, call_records, recovery::RecoveryReport,
 };
 
 /// One call recovery answered.

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use toolrail_session_log::{Event, SessionId, SessionLog, SessionStart};
+use toolrail_session_log::{Event, SessionId, SessionLog, event::SessionStart};
 use toolrail_session_store::{Durability, JsonlStore, SessionStore, StoreError};
 
 use crate::config::{ConfigError, DurabilityName, StoreConfig};

@@ -16,8 +16,8 @@ use std::time::Duration;
 use toolrail_runtime::scenario::ScriptedModel;
 use toolrail_runtime::{Agent, AgentBuilder, AgentEvent, PresetName, Store};
 use toolrail_session_log::{
-    AssistantBlock, AssistantMessage, BoxFuture, CallId, ErrorCode, EventData, StopReason,
-    TurnEndKind,
+    BoxFuture, CallId, ErrorCode, EventData,
+    event::{AssistantBlock, AssistantMessage, StopReason, TurnEndKind},
 };
 use toolrail_tools_core::{
     CallView, HookError, PreExecuteDecision, PreExecuteHook, PreNext, ToolContext, ToolOutput,

@@ -15,7 +15,7 @@
 //! ```
 //! use toolrail_session_log::{
 //!     AppendUrgency, ContentBlock, EventData, EventDraft, EventSink, MemorySink, Timestamp,
-//!     TurnId, TurnStart, recover,
+//!     TurnId, recover, event::TurnStart,
 //! };
 //!
 //! # tokio::runtime::Runtime::new()?.block_on(async {
@@ -40,36 +40,26 @@
 
 mod content;
 pub mod details;
-mod digest;
-mod elided;
+pub mod digest;
+pub mod elided;
 mod error_text;
-mod event;
+pub mod event;
 mod ids;
-mod message_calls;
+pub mod message_calls;
 pub mod outcome;
-mod recovery;
-mod replay;
+pub mod recovery;
+pub mod replay;
 mod result;
 mod sink;
-mod time;
+pub mod time;
 mod tool_event;
 
 pub use content::ContentBlock;
-pub use digest::{DigestBuilder, digest_of};
-pub use elided::{ElidedBlock, model_text_len, stored_bytes};
 pub use error_text::error_chain;
-pub use event::{
-    ApprovalAnswer, ApprovalAsked, ApprovalDecided, ArgsRewritten, AssistantBlock,
-    AssistantMessage, CodeDispatch, CodeDispatchStart, ContextMessage, Event, EventData,
-    EventDecodeError, FORMAT_VERSION, FsObserved, FsWriteIntent, PlanMode, QuestionAnswered,
-    QuestionAsked, QuestionState, RecoveryRepaired, SessionStart, StepEnd, StepStart, StopReason,
-    TodoItem, TodoStatus, TodoWrite, ToolCall, ToolManifestEntry, ToolStart, ToolsLoaded, TurnEnd,
-    TurnEndKind, TurnStart, UnknownEvent,
-};
+pub use event::{Event, EventData};
 pub use ids::{CallId, SessionId, StepId, TurnId};
-pub use message_calls::{MessageCall, repeated_call_id_refusal};
-pub use recovery::{EffectProbe, InterruptedCall, ProbeVerdict, RecoveryReport, recover};
-pub use replay::{CallRecord, ConversationItem, Dispatch, Narrative, call_records, conversation};
+pub use recovery::recover;
+pub use replay::{CallRecord, ConversationItem, call_records, conversation};
 pub use result::{
     BlobRef, CustomCode, Effect, ErrorCode, InvalidErrorCode, Timing, ToolErrorInfo,
     ToolResultRecord, ToolSource, json_len,
@@ -78,5 +68,5 @@ pub use sink::{
     AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SessionLog,
     SinkError,
 };
-pub use time::{InvalidTimestamp, Timestamp, format_rfc3339_utc};
+pub use time::Timestamp;
 pub use tool_event::ToolEvent;

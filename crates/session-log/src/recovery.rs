@@ -92,9 +92,9 @@ impl RecoveryReport {
 ///
 /// ```
 /// use toolrail_session_log::{
-///     AppendUrgency, AssistantBlock, AssistantMessage, CallId, ContentBlock, ErrorCode,
-///     EventData, EventDraft, EventSink, MemorySink, StepId, StopReason, Timestamp, ToolStart,
-///     TurnId, TurnStart, recover,
+///     AppendUrgency, CallId, ContentBlock, ErrorCode, EventData, EventDraft, EventSink,
+///     MemorySink, StepId, Timestamp, TurnId, recover,
+///     event::{AssistantBlock, AssistantMessage, StopReason, ToolStart, TurnStart},
 /// };
 ///
 /// let draft = |call: Option<&str>, data| EventDraft {

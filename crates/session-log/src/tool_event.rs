@@ -12,7 +12,7 @@ use crate::replay::Narrative;
 /// An event a tool may record about its own call.
 ///
 /// ```
-/// use toolrail_session_log::{EventData, TodoWrite, ToolEvent};
+/// use toolrail_session_log::{EventData, ToolEvent, event::TodoWrite};
 ///
 /// let event = ToolEvent::from(TodoWrite { items: vec![] });
 /// let data = EventData::from(event);

@@ -9,6 +9,8 @@
 
 use std::sync::Arc;
 
+use toolrail_session_log::event::*;
+use toolrail_session_log::recovery::*;
 use toolrail_session_log::*;
 
 /// Builds a session in memory, event by event.

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use toolrail_session_log::event::*;
 use toolrail_session_log::*;
 
 fn event(seq: u64, call: Option<&str>, data: EventData) -> Event {

@@ -11,6 +11,8 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use serde_json::{Value, json};
 use toolrail_session_log::details::Details;
+use toolrail_session_log::elided::ElidedBlock;
+use toolrail_session_log::event::*;
 use toolrail_session_log::*;
 
 fn text() -> impl Strategy<Value = String> {

@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::sync::Arc;
 use std::time::Instant;
 
+use toolrail_session_log::event::*;
 use toolrail_session_log::*;
 use toolrail_session_store::*;
 use toolrail_test_support::bench::{BenchRow, growth_exponent};

@@ -12,8 +12,8 @@
 //!
 //! ```
 //! use toolrail_session_log::{
-//!     AppendUrgency, ContentBlock, EventData, EventDraft, EventSink, SessionId, SessionStart,
-//!     Timestamp, TurnId, TurnStart, recover,
+//!     AppendUrgency, ContentBlock, EventData, EventDraft, EventSink, SessionId, Timestamp,
+//!     TurnId, recover, event::{SessionStart, TurnStart},
 //! };
 //! use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 //!
@@ -73,7 +73,10 @@ pub use sqlite::{SqliteLog, SqliteStore};
 pub use toolrail_session_log::SessionLog;
 
 use toolrail_session_log::SessionId;
-use toolrail_session_log::{Event, FORMAT_VERSION, SessionStart};
+use toolrail_session_log::{
+    Event,
+    event::{FORMAT_VERSION, SessionStart},
+};
 
 /// When appends are made durable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -8,13 +8,13 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolrail_session_log::digest_of;
+use toolrail_session_log::digest::digest_of;
 
 use serde::Serialize;
 use toolrail_session_log::ContentBlock;
 use toolrail_session_log::details::Details;
+use toolrail_session_log::elided::{ElidedBlock, stored_bytes};
 use toolrail_session_log::{BlobRef, ToolResultRecord, json_len};
-use toolrail_session_log::{ElidedBlock, stored_bytes};
 use toolrail_session_log::{Event, EventData};
 
 /// Default cap: values up to 1 MiB stay in the line.

@@ -17,7 +17,7 @@ use super::{
 };
 use toolrail_session_log::SessionId;
 use toolrail_session_log::SinkError;
-use toolrail_session_log::{Event, SessionStart};
+use toolrail_session_log::{Event, event::SessionStart};
 
 const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS events (

@@ -10,6 +10,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
+use toolrail_session_log::event::*;
 use toolrail_session_log::*;
 use toolrail_session_store::*;
 

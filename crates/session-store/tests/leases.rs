@@ -12,6 +12,7 @@ use toolrail_test_support::pg;
 
 use std::time::Duration;
 
+use toolrail_session_log::event::*;
 use toolrail_session_log::*;
 use toolrail_session_store::*;
 

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
+use toolrail_session_log::event::*;
 use toolrail_session_log::*;
 use toolrail_session_store::*;
 

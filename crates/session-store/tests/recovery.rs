@@ -1,6 +1,7 @@
 //! Recovery of a session kept in a JSONL file: a crash mid-turn is repaired durably, once.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use toolrail_session_log::event::*;
 use toolrail_session_log::*;
 use toolrail_session_store::*;
 

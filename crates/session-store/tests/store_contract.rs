@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use toolrail_session_log::details::Details;
+use toolrail_session_log::elided::ElidedBlock;
+use toolrail_session_log::event::*;
 use toolrail_session_log::*;
 use toolrail_session_store::*;
 

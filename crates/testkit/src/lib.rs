@@ -11,7 +11,7 @@
 //! own `expect`, and the markers prove which body ran.
 //!
 //! ```
-//! use toolrail_session_log::TurnEndKind;
+//! use toolrail_session_log::event::TurnEndKind;
 //! use toolrail_testkit::Scenario;
 //!
 //! let scenario = Scenario::from_json(

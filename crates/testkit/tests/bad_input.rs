@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde_json::json;
 use toolrail_session_log::{
-    AssistantBlock, ConversationItem, Event, EventData, SessionId, conversation,
+    ConversationItem, Event, EventData, SessionId, conversation, event::AssistantBlock,
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_testkit::Scenario;

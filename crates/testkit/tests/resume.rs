@@ -12,9 +12,12 @@ use std::path::Path;
 
 use toolrail_runtime::Store;
 use toolrail_session_log::{
-    AppendUrgency, AssistantBlock, AssistantMessage, CallId, ContentBlock, Event, EventData,
-    EventDraft, EventSink, FORMAT_VERSION, PlanMode, SessionId, SessionStart, StepId, StepStart,
-    StopReason, Timestamp, TurnId, TurnStart,
+    AppendUrgency, CallId, ContentBlock, Event, EventData, EventDraft, EventSink, SessionId,
+    StepId, Timestamp, TurnId,
+    event::{
+        AssistantBlock, AssistantMessage, FORMAT_VERSION, PlanMode, SessionStart, StepStart,
+        StopReason, TurnStart,
+    },
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_testkit::{RESUME_MESSAGE, RunOptions, Scenario, ScenarioPlace};

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use toolrail_session_log::{ErrorCode, EventData, SessionId, TurnEndKind};
+use toolrail_session_log::{ErrorCode, EventData, SessionId, event::TurnEndKind};
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_testkit::{Scenario, ScenarioError};
 

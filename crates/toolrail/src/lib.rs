@@ -91,7 +91,8 @@ pub use toolrail_interaction::{
 };
 pub use toolrail_permissions::{Permissions, Preset, Rule, RuleEffect, RuleFile};
 pub use toolrail_session_log::{
-    ContentBlock, ErrorCode, Event, EventData, SessionId, ToolResultRecord, TurnEndKind, recover,
+    ContentBlock, ErrorCode, Event, EventData, SessionId, ToolResultRecord, event::TurnEndKind,
+    recover,
 };
 pub use toolrail_session_store::{Durability, JsonlStore};
 pub use toolrail_tools_core::{

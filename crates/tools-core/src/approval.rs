@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-pub use toolrail_session_log::ApprovalAnswer;
 use toolrail_session_log::BoxFuture;
+pub use toolrail_session_log::event::ApprovalAnswer;
 
 use crate::context::CallIdentity;
 

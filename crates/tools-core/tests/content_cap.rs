@@ -12,8 +12,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolrail_session_log::{
-    BoxFuture, ContentBlock, Effect, ElidedBlock, ErrorCode, EventData, EventSink, FORMAT_VERSION,
-    SessionId, SessionLog, SessionStart, ToolErrorInfo, ToolResultRecord, ToolSource, digest_of,
+    BoxFuture, ContentBlock, Effect, ErrorCode, EventData, EventSink, SessionId, SessionLog,
+    ToolErrorInfo, ToolResultRecord, ToolSource,
+    digest::digest_of,
+    elided::ElidedBlock,
+    event::{FORMAT_VERSION, SessionStart},
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_tools_core::{

@@ -487,7 +487,7 @@ impl Tool for Observer {
         _args: &'a serde_json::Value,
     ) -> toolrail_session_log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
         Box::pin(async move {
-            let observed = toolrail_session_log::FsObserved {
+            let observed = toolrail_session_log::event::FsObserved {
                 path: "/w/a".into(),
                 digest: "d".into(),
             };

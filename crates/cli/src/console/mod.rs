@@ -17,7 +17,7 @@ use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 use serde_json::{Value, json};
 use toolrail_presenters::{Presenters, approval_note, duration, parse_arguments};
 use toolrail_runtime::AgentEvent;
-use toolrail_session_log::{ApprovalAnswer, CallId};
+use toolrail_session_log::{CallId, event::ApprovalAnswer};
 
 pub(crate) use keyboard::{Keyboard, Line};
 pub(crate) use turn::{Interrupts, TurnOutcome, drive};

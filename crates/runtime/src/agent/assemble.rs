@@ -18,7 +18,10 @@ use toolrail_permissions::{
 };
 use toolrail_policy_guards::{PlanModeGuard, WorkspacePathGuard};
 use toolrail_session_log::{
-    EffectProbe, Event, FORMAT_VERSION, SessionId, SessionLog, SessionStart, recover,
+    Event, SessionId, SessionLog,
+    event::{FORMAT_VERSION, SessionStart},
+    recover,
+    recovery::EffectProbe,
 };
 use toolrail_session_store::Durability;
 use toolrail_shell_tool::{ModeRule, SandboxMode, SandboxTier, ShellConfig};

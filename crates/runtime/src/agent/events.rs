@@ -16,8 +16,9 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use toolrail_agent_loop::{Live, LiveEvent, LiveSink, ModelDelta};
 use toolrail_session_log::{
-    AppendFuture, AppendUrgency, ApprovalAnswer, AssistantMessage, BoxFuture, CallId, ContentBlock,
-    EventData, EventDraft, EventSink, SessionLog, SinkError, ToolResultRecord,
+    AppendFuture, AppendUrgency, BoxFuture, CallId, ContentBlock, EventData, EventDraft, EventSink,
+    SessionLog, SinkError, ToolResultRecord,
+    event::{ApprovalAnswer, AssistantMessage},
 };
 
 /// One thing that happened in a running turn, in the order it happened.

@@ -17,7 +17,8 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use toolrail_agent_loop::{AgentLoop, Live, LoopError, Steering};
 use toolrail_session_log::{
-    AssistantMessage, ContentBlock, SessionId, ToolResultRecord, TurnEndKind,
+    ContentBlock, SessionId, ToolResultRecord,
+    event::{AssistantMessage, TurnEndKind},
 };
 use toolrail_tools_core::{CancellationToken, Registry};
 

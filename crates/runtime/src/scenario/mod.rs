@@ -36,8 +36,8 @@ use serde::Deserialize;
 use toolrail_agent_loop::{Live, ModelClient};
 use toolrail_interaction::{QuestionOutcome, ScriptedApprovals, ScriptedQuestions};
 use toolrail_session_log::{
-    AssistantBlock, AssistantMessage, CallId, ContentBlock, Event, EventData, SessionId,
-    StopReason, TurnEndKind,
+    CallId, ContentBlock, Event, EventData, SessionId,
+    event::{AssistantBlock, AssistantMessage, StopReason, TurnEndKind},
 };
 use toolrail_tools_core::{ApprovalAnswer, ApprovalService, CancellationToken, Tool};
 

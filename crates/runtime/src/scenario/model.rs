@@ -4,7 +4,10 @@ use std::collections::VecDeque;
 
 use parking_lot::Mutex;
 use toolrail_agent_loop::{ModelClient, ModelError, ModelRequest, ModelResponse};
-use toolrail_session_log::{AssistantBlock, AssistantMessage, BoxFuture, StopReason};
+use toolrail_session_log::{
+    BoxFuture,
+    event::{AssistantBlock, AssistantMessage, StopReason},
+};
 use toolrail_tools_core::CancellationToken;
 
 /// Answers with its scripted messages in order; once they run out, it ends the turn with

@@ -3,7 +3,10 @@
 //! turns that ended are done, and an interrupted turn goes on with the model's next
 //! scripted step after a message saying the session was resumed.
 
-use toolrail_session_log::{AssistantMessage, ContentBlock, Event, EventData, TurnEndKind};
+use toolrail_session_log::{
+    ContentBlock, Event, EventData,
+    event::{AssistantMessage, TurnEndKind},
+};
 
 use super::TurnSpec;
 
@@ -89,13 +92,16 @@ fn is_resume(user: &[ContentBlock]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use toolrail_session_log::{StopReason, Timestamp, TurnEnd, TurnStart};
+    use toolrail_session_log::{
+        Timestamp,
+        event::{StopReason, TurnEnd, TurnStart},
+    };
 
     use super::*;
 
     fn message(text: &str) -> AssistantMessage {
         AssistantMessage {
-            blocks: vec![toolrail_session_log::AssistantBlock::Text {
+            blocks: vec![toolrail_session_log::event::AssistantBlock::Text {
                 text: text.to_owned(),
             }],
             stop_reason: StopReason::EndTurn,
@@ -157,7 +163,9 @@ mod tests {
                     .script
                     .iter()
                     .map(|message| match message.blocks.first() {
-                        Some(toolrail_session_log::AssistantBlock::Text { text }) => text.clone(),
+                        Some(toolrail_session_log::event::AssistantBlock::Text { text }) => {
+                            text.clone()
+                        }
                         Some(_) | None => String::new(),
                     })
                     .collect();

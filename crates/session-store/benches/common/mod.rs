@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use toolrail_session_log::event::*;
 use toolrail_session_log::*;
 
 /// A `tool/result` of a typical size (a read's summary), numbered.

@@ -16,7 +16,10 @@ use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_sessio
 use toolrail_session_log::SessionId;
 use toolrail_session_log::SinkError;
 use toolrail_session_log::Timestamp;
-use toolrail_session_log::{Event, EventData, FORMAT_VERSION, SessionStart};
+use toolrail_session_log::{
+    Event, EventData,
+    event::{FORMAT_VERSION, SessionStart},
+};
 
 /// A folder of session files.
 ///
@@ -27,8 +30,8 @@ use toolrail_session_log::{Event, EventData, FORMAT_VERSION, SessionStart};
 ///
 /// ```
 /// use toolrail_session_log::{
-///     AppendUrgency, ContentBlock, EventData, EventDraft, EventSink, SessionId, SessionStart,
-///     Timestamp, TurnId, TurnStart,
+///     AppendUrgency, ContentBlock, EventData, EventDraft, EventSink, SessionId, Timestamp,
+///     TurnId, event::{SessionStart, TurnStart},
 /// };
 /// use toolrail_session_store::{Durability, JsonlStore, SessionStore, StoreError};
 ///

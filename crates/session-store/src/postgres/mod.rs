@@ -36,7 +36,7 @@ use crate::{
 use toolrail_session_log::SessionId;
 use toolrail_session_log::SinkError;
 use toolrail_session_log::error_chain;
-use toolrail_session_log::{Event, SessionStart};
+use toolrail_session_log::{Event, event::SessionStart};
 
 /// A database of sessions.
 #[derive(Clone)]

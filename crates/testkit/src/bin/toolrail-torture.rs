@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 use toolrail_agent_loop::LiveEvent;
 use toolrail_fs_tools::FsEffectProbe;
 use toolrail_session_log::{
-    ConversationItem, EffectProbe, Event, EventData, SessionId, SessionLog, conversation, recover,
+    ConversationItem, Event, EventData, SessionId, SessionLog, conversation, recover,
+    recovery::EffectProbe,
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_testkit::processes::live_with;

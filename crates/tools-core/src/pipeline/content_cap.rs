@@ -4,7 +4,10 @@
 //! whole block is kept beside the log. One cut, before the record is made, so the model, the
 //! log line and the UI see the same content (invariant 10).
 
-use toolrail_session_log::{ContentBlock, ElidedBlock, model_text_len};
+use toolrail_session_log::{
+    ContentBlock,
+    elided::{ElidedBlock, model_text_len},
+};
 
 /// The default cap on a result's model-facing text: 64 KiB.
 pub const DEFAULT_CONTENT_TEXT_CAP: usize = 64 * 1024;

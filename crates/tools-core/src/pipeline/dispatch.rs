@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use toolrail_session_log::{
-    AppendUrgency, BoxFuture, ErrorCode, EventData, ToolErrorInfo, ToolStart,
+    AppendUrgency, BoxFuture, ErrorCode, EventData, ToolErrorInfo, event::ToolStart,
 };
 
 use super::prepare::{ReadyCall, info};

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::details::Details;
 use toolrail_session_log::{
-    AppendFuture, AppendUrgency, ContentBlock, ContextMessage, Effect, ElidedBlock, ErrorCode,
-    EventData, Timing, ToolErrorInfo, ToolResultRecord,
+    AppendFuture, AppendUrgency, ContentBlock, Effect, ErrorCode, EventData, Timing, ToolErrorInfo,
+    ToolResultRecord, elided::ElidedBlock, event::ContextMessage,
 };
 
 use super::content_cap::{cap_content, cut_text};

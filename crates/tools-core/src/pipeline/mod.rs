@@ -22,8 +22,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendFuture, AppendUrgency, CallId, ContextMessage, EventData, EventDraft, EventSink,
-    SinkError, StepId, Timestamp, ToolErrorInfo, ToolResultRecord, TurnId,
+    AppendFuture, AppendUrgency, CallId, EventData, EventDraft, EventSink, SinkError, StepId,
+    Timestamp, ToolErrorInfo, ToolResultRecord, TurnId, event::ContextMessage,
 };
 
 pub use content_cap::DEFAULT_CONTENT_TEXT_CAP;

@@ -11,8 +11,8 @@ use std::task::{Context, Waker};
 use serde_json::Value;
 use tokio::time::Instant;
 use toolrail_session_log::{
-    AppendUrgency, ApprovalAsked, ApprovalDecided, ArgsRewritten, ErrorCode, EventData,
-    ToolErrorInfo,
+    AppendUrgency, ErrorCode, EventData, ToolErrorInfo,
+    event::{ApprovalAsked, ApprovalDecided, ArgsRewritten},
 };
 
 use super::prepare::{info, micros};

@@ -9,7 +9,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendUrgency, ErrorCode, EventData, ToolCall, ToolErrorInfo, repeated_call_id_refusal,
+    AppendUrgency, ErrorCode, EventData, ToolErrorInfo, event::ToolCall,
+    message_calls::repeated_call_id_refusal,
 };
 
 use super::policy::Stop;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jsonschema::Validator;
-use toolrail_session_log::{ToolManifestEntry, ToolSource};
+use toolrail_session_log::{ToolSource, event::ToolManifestEntry};
 
 use crate::ReservedName;
 use crate::spec::{Exposure, ToolSpec};
