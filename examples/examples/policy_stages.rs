@@ -11,10 +11,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toolrail_session_log::{BoxFuture, MemorySink};
 use toolrail_tools_core::{
-    ApprovalAnswer, ApprovalRequest, ApprovalService, BatchControl, CallRequest, CallView,
-    CancellationToken, Guard, GuardVerdict, HookError, Pipeline, PreExecuteDecision,
-    PreExecuteHook, PreNext, RegistryBuilder, ToolContext, ToolOutput, ToolResult, ToolSpec, Typed,
-    TypedTool,
+    ApprovalAnswer, ApprovalRequest, ApprovalService, CallRequest, CallView, CancellationToken,
+    Guard, GuardVerdict, HookError, Pipeline, PreExecuteDecision, PreExecuteHook, PreNext,
+    RegistryBuilder, ToolContext, ToolOutput, ToolResult, ToolSpec, Typed, TypedTool,
+    pipeline::BatchControl,
 };
 
 /// Arguments of `deploy`.

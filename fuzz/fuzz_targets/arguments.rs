@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;
-use toolrail_tools_core::{check_schema, parse_arguments};
+use toolrail_tools_core::{arguments::{check_schema, parse_arguments}};
 
 static VALIDATOR: LazyLock<jsonschema::Validator> = LazyLock::new(|| {
     let schema = json!({

@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use toolrail_tools_core::CommandLine;
+use toolrail_tools_core::command_line::CommandLine;
 
 static QUIET_CAUGHT_PANICS: std::sync::Once = std::sync::Once::new();
 

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use toolrail_session_log::{CallId, ErrorCode};
 use toolrail_tools_core::{
-    CallRequest, CommittedResult, Concurrency, PendingCommit, PipelineError, Preparation,
-    ProgressUpdate, ReadyCall, SettledCall,
+    CallRequest, CommittedResult, Concurrency, PipelineError,
+    context::ProgressUpdate,
+    pipeline::{PendingCommit, Preparation, ReadyCall, SettledCall},
 };
 
 use crate::admission;

@@ -114,4 +114,4 @@ pub use scheduler::{
     BatchOutcome, DEFAULT_MAX_PARALLEL, Live, LiveEvent, LiveSink, Scheduler, SchedulerConfig,
     SchedulerConfigError,
 };
-pub use tool_search::{ToolSearch, ToolSearchArgs};
+pub use tool_search::{TOOL_SEARCH, ToolSearch, ToolSearchArgs};

@@ -23,8 +23,9 @@ use toolrail_session_log::{CallId, ToolResultRecord};
 
 use crate::model::ModelDelta;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, PendingCommit, Pipeline, PipelineError,
-    Preparation, ProgressSink, ProgressUpdate, SettledCall, ToolSet,
+    CallRequest, CommittedResult, Pipeline, PipelineError, ToolSet,
+    context::{ProgressSink, ProgressUpdate},
+    pipeline::{BatchControl, PendingCommit, Preparation, SettledCall},
 };
 
 /// How a batch runs.

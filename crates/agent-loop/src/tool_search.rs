@@ -61,12 +61,15 @@ fn rank<'a>(
     scored
 }
 
+/// The name of the tool that finds deferred tools; a runtime reserves it.
+pub const TOOL_SEARCH: &str = "tool_search";
+
 impl TypedTool for ToolSearch {
     type Args = ToolSearchArgs;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec::for_args::<ToolSearchArgs>(
-            "tool_search",
+            TOOL_SEARCH,
             "Finds more tools by what they do. The tools found can be called from your next message on.",
         )
         .kind(ToolKind::Search).build()

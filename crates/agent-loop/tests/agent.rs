@@ -472,7 +472,7 @@ async fn steering_sent_during_a_batch_arrives_after_its_results() {
 
 #[tokio::test]
 async fn tool_search_makes_a_deferred_tool_callable_from_the_next_request() {
-    use toolrail_tools_core::{Exposure, ReservedName, Typed};
+    use toolrail_tools_core::{Exposure, Typed};
     let deploy = Arc::new(Echo(
         ToolSpec::builder(
             "deploy",
@@ -484,14 +484,12 @@ async fn tool_search_makes_a_deferred_tool_callable_from_the_next_request() {
         Mutex::new(0),
     ));
     let (registry, _) = RegistryBuilder::new()
+        .reserve(TOOL_SEARCH)
         .builtin(deploy.clone())
         .build()
         .unwrap();
     registry
-        .install_runtime_tool(
-            ReservedName::ToolSearch,
-            Arc::new(Typed::new(ToolSearch::new(registry.clone()))),
-        )
+        .install_runtime_tool(Arc::new(Typed::new(ToolSearch::new(registry.clone()))))
         .unwrap();
     let log = Arc::new(MemorySink::new());
     let model = ScriptedModel::new(vec![

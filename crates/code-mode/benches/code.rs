@@ -12,12 +12,12 @@ use std::time::Instant;
 
 use serde_json::json;
 use toolrail_agent_loop::{Scheduler, SchedulerConfig};
-use toolrail_code_mode::{CodeMode, Limits, PythonRuntime};
+use toolrail_code_mode::{CodeMode, Limits, PythonRuntime, RUN_CODE};
 use toolrail_session_log::MemorySink;
 use toolrail_testkit::Probe;
 use toolrail_testkit::bench::{BenchRow, median};
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CancellationToken, Pipeline, RegistryBuilder, ReservedName, Typed,
+    CallRequest, CancellationToken, Pipeline, RegistryBuilder, Typed, pipeline::BatchControl,
 };
 
 fn main() {
@@ -35,7 +35,8 @@ fn main() {
     let mode = CodeMode::new(Limits::default()).with_python(python_runtime);
     let (registry, _) = RegistryBuilder::new()
         .builtin(Probe::new(None))
-        .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
+        .reserve(RUN_CODE)
+        .runtime_tool(Arc::new(Typed::new(mode.tool())))
         .build()
         .unwrap();
     let program = format!(

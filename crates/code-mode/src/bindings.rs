@@ -17,8 +17,9 @@ use toolrail_session_log::{
     event::{CodeDispatch, CodeDispatchStart},
 };
 use toolrail_tools_core::{
-    BatchControl, CallIdentity, CallRequest, CommittedResult, Pipeline, Preparation, SettledCall,
-    ToolSet,
+    CallRequest, CommittedResult, Pipeline, ToolSet,
+    context::CallIdentity,
+    pipeline::{BatchControl, Preparation, SettledCall},
 };
 
 use crate::gate::Gate;

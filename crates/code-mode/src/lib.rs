@@ -27,8 +27,8 @@
 //! use toolrail_code_mode::{CodeMode, Limits, RUN_CODE, javascript};
 //! use toolrail_session_log::MemorySink;
 //! use toolrail_tools_core::{
-//!     BatchControl, CallRequest, Pipeline, RegistryBuilder, ReservedName, ToolContext, ToolOutput,
-//!     ToolResult, ToolSpec, Typed, TypedTool,
+//!     CallRequest, Pipeline, RegistryBuilder, ToolContext, ToolOutput, ToolResult, ToolSpec,
+//!     Typed, TypedTool, pipeline::BatchControl,
 //! };
 //!
 //! #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -56,7 +56,8 @@
 //! let code_mode = CodeMode::new(Limits::default());
 //! let (registry, _warnings) = RegistryBuilder::new()
 //!     .builtin(Typed::new(Add))
-//!     .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(code_mode.tool())))
+//!     .reserve(RUN_CODE)
+//!     .runtime_tool(Arc::new(Typed::new(code_mode.tool())))
 //!     .build()?;
 //! let log = Arc::new(MemorySink::new());
 //! let pipeline = Arc::new(Pipeline::builder(log.clone()).build());

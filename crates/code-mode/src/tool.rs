@@ -11,8 +11,8 @@ use serde::Deserialize;
 use toolrail_agent_loop::ToolPresentation;
 use toolrail_session_log::EventSink;
 use toolrail_tools_core::{
-    BatchControl, Pipeline, ProgressSink, Registry, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec, TypedTool,
+    Pipeline, Registry, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
+    TypedTool, context::ProgressSink, pipeline::BatchControl,
 };
 
 use crate::bindings::Bindings;
@@ -132,6 +132,8 @@ impl TypedTool for RunCodeTool {
         };
         ToolSpec::for_args::<RunCodeArgs>(RUN_CODE, description)
             .kind(ToolKind::Execute)
+            // A program cannot start another program.
+            .model_only()
             .concurrency_note("exclusive: its tool calls follow the scheduler's rules inside")
             .build()
     }

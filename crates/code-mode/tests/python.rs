@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolrail_code_mode::{CodeMode, Limits, PythonRuntime};
-use toolrail_tools_core::BatchControl;
+use toolrail_tools_core::pipeline::BatchControl;
 
 mod support;
 

@@ -17,8 +17,8 @@ use toolrail_code_mode::{CodeMode, Limits};
 use toolrail_session_log::BoxFuture;
 use toolrail_session_log::{ContentBlock, EventData};
 use toolrail_tools_core::{
-    BatchControl, CallView, DEFAULT_CONTENT_TEXT_CAP, HookError, PreExecuteDecision,
-    PreExecuteHook, PreNext,
+    CallView, HookError, PreExecuteDecision, PreExecuteHook, PreNext,
+    pipeline::{BatchControl, DEFAULT_CONTENT_TEXT_CAP},
 };
 
 mod support;

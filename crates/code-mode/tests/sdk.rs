@@ -6,11 +6,10 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use toolrail_code_mode::{CodeMode, Limits, javascript, python};
+use toolrail_code_mode::{CodeMode, Limits, RUN_CODE, javascript, python};
 use toolrail_testkit::Probe;
 use toolrail_tools_core::{
-    RegistryBuilder, ReservedName, Tool, ToolContext, ToolOutput, ToolResult, ToolSet, ToolSpec,
-    Typed,
+    RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSet, ToolSpec, Typed,
 };
 
 /// A tool with a hand-written schema that uses what the generators must handle.
@@ -61,7 +60,8 @@ fn tools() -> ToolSet {
         .builtin(Arc::new(Deploy(deploy.build())))
         .builtin(Arc::new(Deploy(twin.build())))
         .builtin(Arc::new(Deploy(reserved.build())))
-        .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
+        .reserve(RUN_CODE)
+        .runtime_tool(Arc::new(Typed::new(mode.tool())))
         .build()
         .unwrap();
     registry.snapshot().for_code_mode("run_code")
@@ -103,7 +103,8 @@ fn presentation_modes_offer_what_they_say() {
         let mode = CodeMode::new(Limits::default());
         RegistryBuilder::new()
             .builtin(Probe::new(None))
-            .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
+            .reserve(RUN_CODE)
+            .runtime_tool(Arc::new(Typed::new(mode.tool())))
             .build()
             .unwrap()
     };

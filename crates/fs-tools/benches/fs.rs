@@ -14,7 +14,7 @@ use toolrail_fs_tools::FileTools;
 use toolrail_test_support::bench::{BenchRow, median};
 use toolrail_tools_core::log::{MemorySink, ToolSource};
 use toolrail_tools_core::{
-    BatchControl, CallRequest, Pipeline, RegistryBuilder, ToolSet, WorkspaceRoots,
+    CallRequest, Pipeline, RegistryBuilder, ToolSet, WorkspaceRoots, pipeline::BatchControl,
 };
 
 /// A large tree of source files: the toolchain's library sources when installed, else the

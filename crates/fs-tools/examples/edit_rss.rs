@@ -12,7 +12,9 @@ use std::sync::Arc;
 use serde_json::json;
 use toolrail_fs_tools::FileTools;
 use toolrail_tools_core::log::{MemorySink, ToolSource};
-use toolrail_tools_core::{BatchControl, CallRequest, Pipeline, RegistryBuilder, WorkspaceRoots};
+use toolrail_tools_core::{
+    CallRequest, Pipeline, RegistryBuilder, WorkspaceRoots, pipeline::BatchControl,
+};
 
 fn status(field: &str) -> String {
     std::fs::read_to_string("/proc/self/status")

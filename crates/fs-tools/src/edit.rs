@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::json;
 use toolrail_tools_core::{
     ClaimMode, Concurrency, ToolContext, ToolFailure, ToolOutput, ToolResult, ToolSpec, TypedTool,
-    violations,
+    arguments::violations,
 };
 
 use crate::atomic::{Staged, stage};

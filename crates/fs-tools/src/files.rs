@@ -9,8 +9,9 @@ use toolrail_tools_core::{ToolCode, tool_code};
 use parking_lot::Mutex;
 use toolrail_tools_core::log::{Event, EventData};
 use toolrail_tools_core::{
-    ClaimMode, Concurrency, ProtectedPaths, ResourceClaim, ResourceKey, SubjectKind, ToolFailure,
-    ToolKind, ToolSpec, ToolSpecBuilder, WorkspaceRoots,
+    ClaimMode, Concurrency, ProtectedPaths, ResourceClaim, ResourceKey, ToolFailure, ToolKind,
+    ToolSpec, WorkspaceRoots,
+    spec::{SubjectKind, ToolSpecBuilder},
 };
 
 /// Output caps, stated in the tools' descriptions.

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::json;
 use toolrail_tools_core::{
     CancellationToken, ClaimMode, Concurrency, ToolContext, ToolFailure, ToolKind, ToolOutput,
-    ToolResult, ToolSpec, TypedTool, violations,
+    ToolResult, ToolSpec, TypedTool, arguments::violations,
 };
 
 use crate::beneath::{self, Kind, Opened};

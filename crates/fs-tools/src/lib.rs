@@ -27,7 +27,7 @@
 //! use serde_json::json;
 //! use toolrail_fs_tools::FileTools;
 //! use toolrail_tools_core::log::MemorySink;
-//! use toolrail_tools_core::{BatchControl, CallRequest, Pipeline, RegistryBuilder, WorkspaceRoots};
+//! use toolrail_tools_core::{CallRequest, Pipeline, RegistryBuilder, WorkspaceRoots, pipeline::BatchControl};
 //!
 //! let workspace = tempfile::tempdir()?;
 //! std::fs::write(workspace.path().join("notes.txt"), "alpha\nbeta\n")?;

@@ -27,7 +27,7 @@ use toolrail_tools_core::log::{
     recover,
     recovery::EffectProbe,
 };
-use toolrail_tools_core::{BatchControl, CallRequest};
+use toolrail_tools_core::{CallRequest, pipeline::BatchControl};
 
 /// Runs `write` until its `fs/write-intent` is logged and its result is refused (the session
 /// "dies" there); returns the events as a reopened log would show them.

@@ -16,7 +16,8 @@
 //! use toolrail_interaction::{PlanMode, ScriptedApprovals};
 //! use toolrail_tools_core::log::{ErrorCode, MemorySink};
 //! use toolrail_tools_core::{
-//!     ApprovalAnswer, BatchControl, CallRequest, Pipeline, PlanModeSwitch, RegistryBuilder,
+//!     ApprovalAnswer, CallRequest, Pipeline, PlanModeSwitch, RegistryBuilder,
+//!     pipeline::BatchControl,
 //! };
 //!
 //! let plan_mode = PlanMode::new(PlanModeSwitch::default());

@@ -19,7 +19,7 @@ use toolrail_tools_core::log::{
 };
 use toolrail_tools_core::{
     CancellationToken, ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec,
-    TypedTool, violations,
+    TypedTool, arguments::violations,
 };
 
 use crate::digest::workspace_digest;

@@ -14,7 +14,8 @@ use toolrail_tools_core::log::{
     event::{TodoItem, TodoStatus, TodoWrite as TodoWriteEvent},
 };
 use toolrail_tools_core::{
-    ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec, TypedTool, violations,
+    ToolContext, ToolFailure, ToolKind, ToolOutput, ToolResult, ToolSpec, TypedTool,
+    arguments::violations,
 };
 
 /// The current list. Clones share it.

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 use toolrail_interaction::{ChannelApprovals, ScriptedApprovals, TerminalApprovals};
 use toolrail_tools_core::{
-    ApprovalAnswer, ApprovalRequest, ApprovalService, CallIdentity, CancellationToken,
+    ApprovalAnswer, ApprovalRequest, ApprovalService, CancellationToken, context::CallIdentity,
 };
 
 fn request(call_id: &str, session_key: Option<&str>) -> ApprovalRequest {

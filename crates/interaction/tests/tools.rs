@@ -21,8 +21,8 @@ use toolrail_tools_core::log::{
     event::{QuestionState, TodoItem, TodoStatus},
 };
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CancellationToken, CommittedResult, Pipeline, PipelineBuilder,
-    PipelineConfig, RegistryBuilder, Tool, ToolSet, Typed,
+    CallRequest, CancellationToken, CommittedResult, Pipeline, PipelineBuilder, PipelineConfig,
+    RegistryBuilder, Tool, ToolSet, Typed, pipeline::BatchControl,
 };
 
 struct Setup {

@@ -20,8 +20,8 @@ use toolrail_mcp::{McpConfig, McpServers, ServerState};
 use toolrail_session_log::{ContentBlock, EventData, MemorySink, ToolSource};
 use toolrail_testkit::Probe;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Pipeline, PipelineConfig, ProgressSink, Registry,
-    RegistryBuilder,
+    CallRequest, CommittedResult, Pipeline, PipelineConfig, Registry, RegistryBuilder,
+    context::ProgressSink, pipeline::BatchControl,
 };
 
 /// Where `.ci/run` installs the servers, relative to the workspace root.
@@ -123,7 +123,7 @@ async fn server_everything_tools_are_called_through_the_pipeline() {
     let echo = snapshot
         .resolve(
             "mcp__everything__echo",
-            toolrail_tools_core::CallOrigin::Model,
+            toolrail_tools_core::registry::CallOrigin::Model,
         )
         .expect("echo is registered under its MCP name");
     assert_eq!(echo.source(), &ToolSource::Mcp(Arc::from("everything")));
@@ -527,7 +527,10 @@ async fn a_lazy_server_does_not_hold_up_the_session_and_joins_when_listed() {
     // presets would let run unasked), nor shared.
     let snapshot = registry.snapshot();
     let echo = snapshot
-        .resolve("mcp__later__echo", toolrail_tools_core::CallOrigin::Model)
+        .resolve(
+            "mcp__later__echo",
+            toolrail_tools_core::registry::CallOrigin::Model,
+        )
         .unwrap();
     assert!(!echo.spec().is_read_only());
     assert_eq!(echo.spec().concurrency_summary(), Some("exclusive"));

@@ -28,7 +28,7 @@
 //! use toolrail_permissions::{Permissions, Preset, RuleEffect, RuleFile};
 //! use toolrail_tools_core::log::ToolSource;
 //! use toolrail_tools_core::{
-//!     CallIdentity, CallView, SubjectKind, ToolKind, ToolSpec, WorkspaceRoots,
+//!     CallView, ToolKind, ToolSpec, WorkspaceRoots, context::CallIdentity, spec::SubjectKind,
 //! };
 //!
 //! let file = RuleFile::from_toml(

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use toolrail_policy_guards::{CallSubject, DenyEntry, DenyListGuard, Reading, WorkspaceRoots};
 use toolrail_tools_core::log::BoxFuture;
 use toolrail_tools_core::{
-    CallView, CommandLine, HookError, PreExecuteDecision, PreExecuteHook, PreNext, ProtectedPaths,
-    ProtectedPatternError, SimpleCommand,
+    CallView, HookError, PreExecuteDecision, PreExecuteHook, PreNext, ProtectedPaths,
+    command_line::{CommandLine, SimpleCommand},
+    protected::ProtectedPatternError,
 };
 
 use crate::file::RuleFile;
@@ -43,7 +44,7 @@ pub struct Verdict {
 /// use toolrail_permissions::{Permissions, Preset, Rule, RuleEffect};
 /// use toolrail_tools_core::log::ToolSource;
 /// use toolrail_tools_core::{
-///     CallIdentity, CallView, SubjectKind, ToolKind, ToolSpec, WorkspaceRoots,
+///     CallView, ToolKind, ToolSpec, WorkspaceRoots, context::CallIdentity, spec::SubjectKind,
 /// };
 ///
 /// let workspace = tempfile::tempdir()?;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer};
-use toolrail_tools_core::{SubjectKind, ToolKind, ToolSpec};
+use toolrail_tools_core::{ToolKind, ToolSpec, spec::SubjectKind};
 
 use crate::rule::RuleEffect;
 

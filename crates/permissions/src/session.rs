@@ -9,7 +9,8 @@ use parking_lot::RwLock;
 use toolrail_policy_guards::{CallPattern, CallSubject, Reading};
 use toolrail_tools_core::log::{BoxFuture, Event, EventData};
 use toolrail_tools_core::{
-    ApprovalAnswer, ApprovalRequest, ApprovalService, CallView, CancellationToken, SimpleCommand,
+    ApprovalAnswer, ApprovalRequest, ApprovalService, CallView, CancellationToken,
+    command_line::SimpleCommand,
 };
 
 /// The keys approved for this session. Clones share the memory.

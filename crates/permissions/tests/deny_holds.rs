@@ -196,7 +196,7 @@ fn without_the_deny_guard_an_early_allow_would_run_a_denied_call() {
         .block_on(pipeline.execute_one(
             &registry.snapshot(),
             request,
-            &toolrail_tools_core::BatchControl::default(),
+            &toolrail_tools_core::pipeline::BatchControl::default(),
         ))
         .unwrap();
     assert!(

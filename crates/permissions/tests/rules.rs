@@ -472,7 +472,7 @@ async fn a_session_answer_where_none_was_offered_counts_once() {
         session.clone(),
     );
     let request = toolrail_tools_core::ApprovalRequest {
-        identity: toolrail_tools_core::CallIdentity {
+        identity: toolrail_tools_core::context::CallIdentity {
             call_id: "c1".into(),
             index: 0,
             name: "exit_plan_mode".to_owned(),

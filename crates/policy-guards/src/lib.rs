@@ -21,7 +21,7 @@
 //!     CallPattern, DenyEntry, DenyListGuard, WorkspacePathGuard, WorkspaceRoots,
 //! };
 //! use toolrail_tools_core::log::ToolSource;
-//! use toolrail_tools_core::{CallIdentity, CallView, Guard, GuardVerdict, SubjectKind, ToolSpec};
+//! use toolrail_tools_core::{CallView, Guard, GuardVerdict, ToolSpec, context::CallIdentity, spec::SubjectKind};
 //!
 //! let workspace = tempfile::tempdir()?;
 //! let roots = WorkspaceRoots::new([workspace.path()])?;
@@ -77,4 +77,4 @@ pub use pattern::{
 pub use plan::{EXIT_PLAN_MODE, PlanModeGuard};
 pub use subject::CallSubject;
 /// Where the roots live (tools-core), re-exported for users of the guards.
-pub use toolrail_tools_core::{RootError, WorkspaceRoots};
+pub use toolrail_tools_core::{WorkspaceRoots, workspace::RootError};

@@ -17,7 +17,12 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
-use toolrail_tools_core::{CallView, SimpleCommand, SubjectKind, lexical_clean, resolve};
+use toolrail_tools_core::{
+    CallView,
+    command_line::SimpleCommand,
+    spec::SubjectKind,
+    workspace::{lexical_clean, resolve},
+};
 
 use crate::subject::CallSubject;
 

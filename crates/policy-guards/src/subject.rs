@@ -3,7 +3,7 @@
 
 use std::cell::OnceCell;
 
-use toolrail_tools_core::{CallView, CommandLine, Subject, SubjectKind};
+use toolrail_tools_core::{CallView, Subject, command_line::CommandLine, spec::SubjectKind};
 
 /// A call's subject as patterns read it: a command is parsed once, when a pattern first
 /// needs it, however many patterns look at it.

@@ -13,9 +13,9 @@ use toolrail_policy_guards::{
 };
 use toolrail_tools_core::log::{BoxFuture, ErrorCode, MemorySink, ToolSource};
 use toolrail_tools_core::{
-    BatchControl, CallIdentity, CallRequest, CallView, Guard, GuardVerdict, Pipeline,
-    PlanModeSwitch, RegistryBuilder, SubjectKind, Tool, ToolContext, ToolOutput, ToolResult,
-    ToolSpec,
+    CallRequest, CallView, Guard, GuardVerdict, Pipeline, PlanModeSwitch, RegistryBuilder, Tool,
+    ToolContext, ToolOutput, ToolResult, ToolSpec, context::CallIdentity, pipeline::BatchControl,
+    spec::SubjectKind,
 };
 
 fn spec(name: &str, subject: SubjectKind) -> ToolSpec {

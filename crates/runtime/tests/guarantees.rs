@@ -512,7 +512,7 @@ async fn a_tool_of_the_embedders_never_silently_replaces_a_shipped_one() {
         .unwrap();
     let read = agent.tools().snapshot();
     assert_eq!(
-        read.resolve("read", toolrail_tools_core::CallOrigin::Host)
+        read.resolve("read", toolrail_tools_core::registry::CallOrigin::Host)
             .map(|entry| entry.spec().description().to_owned())
             .as_deref(),
         Some("Mine.")

@@ -14,7 +14,7 @@ use toolrail_shell_tool::{BashTool, SandboxMode, SandboxTier, ShellConfig};
 use toolrail_test_support::bench::{BenchRow, median};
 use toolrail_tools_core::log::MemorySink;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, Pipeline, RegistryBuilder, ToolSet, Typed, WorkspaceRoots,
+    CallRequest, Pipeline, RegistryBuilder, ToolSet, Typed, WorkspaceRoots, pipeline::BatchControl,
 };
 
 struct Variant {

@@ -64,7 +64,7 @@ impl ViewPlan<'_> {
             if glob.starts_with('/') && !glob.contains(['*', '?', '[', '{', '\\']) {
                 hide_around_roots(
                     &mut hidden,
-                    &toolrail_tools_core::resolve(Path::new(glob)),
+                    &toolrail_tools_core::workspace::resolve(Path::new(glob)),
                     self.roots,
                 );
             }

@@ -39,7 +39,7 @@
 //! use toolrail_shell_tool::{BashTool, SandboxMode, ShellConfig, diagnose};
 //! use toolrail_tools_core::log::MemorySink;
 //! use toolrail_tools_core::{
-//!     BatchControl, CallRequest, Pipeline, RegistryBuilder, Typed, WorkspaceRoots,
+//!     CallRequest, Pipeline, RegistryBuilder, Typed, WorkspaceRoots, pipeline::BatchControl,
 //! };
 //!
 //! let workspace = tempfile::tempdir()?;

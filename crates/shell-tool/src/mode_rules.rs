@@ -6,7 +6,7 @@
 //! borrows `cargo test*`'s mode: it runs in the configured one.
 
 use globset::{GlobBuilder, GlobMatcher};
-use toolrail_tools_core::CommandLine;
+use toolrail_tools_core::command_line::CommandLine;
 
 use crate::sandbox::SandboxMode;
 

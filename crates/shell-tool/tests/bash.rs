@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use toolrail_shell_tool::{BashTool, SandboxMode, ShellConfig};
 use toolrail_tools_core::log::MemorySink;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CancellationToken, CommittedResult, Pipeline, RegistryBuilder,
-    ToolSet, Typed, WorkspaceRoots,
+    CallRequest, CancellationToken, CommittedResult, Pipeline, RegistryBuilder, ToolSet, Typed,
+    WorkspaceRoots, pipeline::BatchControl,
 };
 
 struct Shell {

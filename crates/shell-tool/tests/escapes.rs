@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use toolrail_shell_tool::{BashTool, ResourceLimits, SandboxMode, SandboxTier, ShellConfig};
 use toolrail_tools_core::log::MemorySink;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Pipeline, ProtectedPaths, RegistryBuilder, Typed,
-    WorkspaceRoots,
+    CallRequest, CommittedResult, Pipeline, ProtectedPaths, RegistryBuilder, Typed, WorkspaceRoots,
+    pipeline::BatchControl,
 };
 
 /// A workspace with a repository (and one nested), a folder outside, a home with

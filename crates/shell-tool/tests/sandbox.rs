@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use toolrail_shell_tool::{BashTool, ModeRule, SandboxMode, SandboxTier, ShellConfig};
 use toolrail_tools_core::log::MemorySink;
 use toolrail_tools_core::{
-    ApprovalAnswer, BatchControl, CallRequest, CommittedResult, Pipeline, RegistryBuilder, ToolSet,
-    Typed, WorkspaceRoots,
+    ApprovalAnswer, CallRequest, CommittedResult, Pipeline, RegistryBuilder, ToolSet, Typed,
+    WorkspaceRoots, pipeline::BatchControl,
 };
 
 struct Sandboxed {

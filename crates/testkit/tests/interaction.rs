@@ -16,8 +16,9 @@ use toolrail_interaction::{ChannelApprovals, PlanMode, ScriptedApprovals};
 use toolrail_policy_guards::PlanModeGuard;
 use toolrail_session_log::{ErrorCode, EventData, MemorySink, ToolSource};
 use toolrail_tools_core::{
-    ApprovalAnswer, BatchControl, CallRequest, CallView, CommittedResult, HookError, Pipeline,
-    PlanModeSwitch, PreExecuteDecision, PreExecuteHook, PreNext, RegistryBuilder, Tool, ToolSet,
+    ApprovalAnswer, CallRequest, CallView, CommittedResult, HookError, Pipeline, PlanModeSwitch,
+    PreExecuteDecision, PreExecuteHook, PreNext, RegistryBuilder, Tool, ToolSet,
+    pipeline::BatchControl,
 };
 
 struct Setup {

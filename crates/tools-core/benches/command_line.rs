@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use toolrail_test_support::bench::{BenchRow, median};
-use toolrail_tools_core::CommandLine;
+use toolrail_tools_core::command_line::CommandLine;
 
 const TYPICAL: &str = "git status --short && cargo test -p toolrail-tools-core 2>&1 | tail -20";
 

@@ -15,9 +15,10 @@ use serde_json::{Value, json};
 use toolrail_session_log::{BoxFuture, MemorySink, ToolResultRecord, ToolSource};
 use toolrail_test_support::bench::{BenchRow, median};
 use toolrail_tools_core::{
-    BatchControl, CallIdentity, CallRequest, CallView, Concurrency, ExecNext, ExecuteLayer, Guard,
-    GuardVerdict, HookError, ObserverError, Pipeline, PreExecuteDecision, PreExecuteHook, PreNext,
-    RegistryBuilder, ResultObserver, Tool, ToolContext, ToolOutput, ToolResult, ToolSet, ToolSpec,
+    CallRequest, CallView, Concurrency, ExecNext, ExecuteLayer, Guard, GuardVerdict, HookError,
+    ObserverError, Pipeline, PreExecuteDecision, PreExecuteHook, PreNext, RegistryBuilder,
+    ResultObserver, Tool, ToolContext, ToolOutput, ToolResult, ToolSet, ToolSpec,
+    context::CallIdentity, pipeline::BatchControl,
 };
 
 /// A tool that does nothing and may overlap with anything: the runtime's own cost per

@@ -173,7 +173,7 @@ impl ToolContext {
     /// ```
     /// # use toolrail_tools_core::ToolContext;
     /// # use toolrail_tools_core::log::{AppendUrgency, event::FsObserved};
-    /// # async fn observe(ctx: &ToolContext) -> Result<(), toolrail_tools_core::RecordError> {
+    /// # async fn observe(ctx: &ToolContext) -> Result<(), toolrail_tools_core::context::RecordError> {
     /// let seen = FsObserved { path: "/w/a".into(), digest: "sha256:…".into() };
     /// ctx.record(seen, AppendUrgency::Buffered).await?;
     /// # Ok(())

@@ -17,8 +17,8 @@
 //!
 //! use toolrail_tools_core::log::{ErrorCode, MemorySink};
 //! use toolrail_tools_core::{
-//!     BatchControl, CallRequest, Pipeline, RegistryBuilder, ToolContext, ToolOutput, ToolResult,
-//!     ToolSpec, Typed, TypedTool,
+//!     CallRequest, Pipeline, RegistryBuilder, ToolContext, ToolOutput, ToolResult, ToolSpec,
+//!     Typed, TypedTool, pipeline::BatchControl,
 //! };
 //!
 //! #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -62,56 +62,46 @@
 //! ```
 
 mod approval;
-mod arguments;
-mod command_line;
-mod context;
+pub mod arguments;
+pub mod command_line;
+pub mod context;
 mod guard;
 mod layer;
 mod observer;
-mod pipeline;
+pub mod pipeline;
 mod plan_mode;
 mod post_hook;
 mod pre_hook;
-mod protected;
-mod registry;
-mod spec;
+pub mod protected;
+pub mod registry;
+pub mod spec;
 pub mod stages;
 mod tool;
 mod tracing_layer;
 mod unwind;
 mod view;
-mod workspace;
+pub mod workspace;
 
 pub use approval::{ApprovalAnswer, ApprovalRequest, ApprovalService};
-pub use arguments::{ArgumentError, check_schema, parse_arguments, violations};
-pub use command_line::{CommandLine, CommandText, SimpleCommand, UnknownProgram};
-pub use context::{CallIdentity, ProgressSink, ProgressUpdate, RecordError, ToolContext};
+pub use context::ToolContext;
 pub use guard::{Guard, GuardVerdict};
 pub use layer::{ExecNext, ExecuteLayer};
 pub use observer::{ObserverError, ResultObserver};
 pub use pipeline::{
-    BatchControl, BodyExecution, CallRequest, CommittedResult, DEFAULT_CONTENT_TEXT_CAP,
-    PendingCommit, Pipeline, PipelineBuilder, PipelineConfig, PipelineError, Preparation,
-    ReadyCall, SettledCall,
+    CallRequest, CommittedResult, Pipeline, PipelineBuilder, PipelineConfig, PipelineError,
 };
 pub use plan_mode::PlanModeSwitch;
 pub use post_hook::{PostExecuteAction, PostExecuteDecision, PostExecuteHook, ResultView};
 pub use pre_hook::{PreExecuteDecision, PreExecuteHook, PreNext, PreNextFuture};
-pub use protected::{CREDENTIAL_LOCATIONS, ProtectedPaths, ProtectedPatternError, in_git_folder};
-pub use registry::{
-    CallOrigin, CodeOnlyRefusal, NamePattern, Registry, RegistryBuilder, RegistryError,
-    RegistryWarning, ReservedName, ScopeBuilder, SnapshotSource, ToolEntry, ToolScope, ToolSet,
-};
-pub use spec::{
-    ClaimMode, Concurrency, Exposure, ResourceClaim, ResourceKey, SubjectField, SubjectKind,
-    ToolKind, ToolSpec, ToolSpecBuilder,
-};
+pub use protected::ProtectedPaths;
+pub use registry::{Registry, RegistryBuilder, ToolSet};
+pub use spec::{ClaimMode, Concurrency, Exposure, ResourceClaim, ResourceKey, ToolKind, ToolSpec};
 pub use tool::{
     FinalizeView, Tool, ToolCode, ToolFailure, ToolOutput, ToolResult, Typed, TypedTool,
 };
 pub use tracing_layer::TracingLayer;
 pub use view::{CallView, HookError, Subject};
-pub use workspace::{RootError, WorkspaceRoots, lexical_clean, resolve};
+pub use workspace::WorkspaceRoots;
 
 /// The cancellation token of batches and calls (approval services and tools watch it).
 pub use tokio_util::sync::CancellationToken;

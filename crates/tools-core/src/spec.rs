@@ -180,7 +180,7 @@ pub struct SubjectField {
 /// use std::time::Duration;
 ///
 /// use serde_json::json;
-/// use toolrail_tools_core::{SubjectKind, ToolKind, ToolSpec};
+/// use toolrail_tools_core::{ToolKind, ToolSpec, spec::SubjectKind};
 ///
 /// #[derive(serde::Deserialize, schemars::JsonSchema)]
 /// struct FetchArgs {
@@ -215,6 +215,7 @@ pub struct ToolSpec {
     version: Arc<str>,
     read_only: bool,
     idempotent: bool,
+    model_only: bool,
     default_timeout: Option<Duration>,
     exposure: Exposure,
     max_value_bytes: Option<usize>,
@@ -246,6 +247,7 @@ impl ToolSpec {
                 version: Arc::from("1"),
                 read_only: false,
                 idempotent: false,
+                model_only: false,
                 default_timeout: None,
                 exposure: Exposure::Direct,
                 max_value_bytes: None,
@@ -325,6 +327,11 @@ impl ToolSpec {
         self.idempotent
     }
 
+    /// Only the model may call it: a code-mode program's call finds no such tool.
+    pub fn is_model_only(&self) -> bool {
+        self.model_only
+    }
+
     /// The default deadline of a call, if any.
     pub fn timeout(&self) -> Option<Duration> {
         self.default_timeout
@@ -401,6 +408,13 @@ impl ToolSpecBuilder {
     /// Marks the tool idempotent: running it twice has the effect of running it once.
     pub fn idempotent(mut self) -> Self {
         self.spec.idempotent = true;
+        self
+    }
+
+    /// Keeps the tool from code-mode programs: only the model may call it (code mode's
+    /// own entry point, so a program cannot start another program).
+    pub fn model_only(mut self) -> Self {
+        self.spec.model_only = true;
         self
     }
 

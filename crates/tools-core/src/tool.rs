@@ -196,7 +196,7 @@ pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> &ToolSpec;
 
     /// What may overlap with this call. The default is what the spec declares
-    /// ([`ToolSpecBuilder::parallel_safe`](crate::ToolSpecBuilder::parallel_safe), [`ToolSpecBuilder::parallel_with`](crate::ToolSpecBuilder::parallel_with)), and without a
+    /// ([`ToolSpecBuilder::parallel_safe`](crate::spec::ToolSpecBuilder::parallel_safe), [`ToolSpecBuilder::parallel_with`](crate::spec::ToolSpecBuilder::parallel_with)), and without a
     /// declaration the safe answer: `Exclusive`.
     fn concurrency(&self, _args: &Value) -> Concurrency {
         self.spec()
@@ -258,10 +258,10 @@ impl FinalizeView<'_> {
 /// **Concurrency.** By default every call is `Exclusive`: it runs alone, after every earlier
 /// call of its batch committed — the safe answer for a tool that may change the world. A tool
 /// whose calls never conflict says so with one builder call on its spec,
-/// [`ToolSpecBuilder::parallel_safe`](crate::ToolSpecBuilder::parallel_safe) (or [`ToolSpecBuilder::parallel_with`](crate::ToolSpecBuilder::parallel_with) for calls that claim a
+/// [`ToolSpecBuilder::parallel_safe`](crate::spec::ToolSpecBuilder::parallel_safe) (or [`ToolSpecBuilder::parallel_with`](crate::spec::ToolSpecBuilder::parallel_with) for calls that claim a
 /// resource); one whose answer depends on the arguments overrides
 /// [`TypedTool::concurrency`]. `read_only` (what the user permits to run without asking) is
-/// a separate fact, set with [`ToolSpecBuilder::read_only`](crate::ToolSpecBuilder::read_only).
+/// a separate fact, set with [`ToolSpecBuilder::read_only`](crate::spec::ToolSpecBuilder::read_only).
 ///
 /// ```
 /// use toolrail_tools_core::{ToolContext, ToolOutput, ToolResult, ToolSpec, Typed, TypedTool};

@@ -20,8 +20,9 @@ use toolrail_session_log::{
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, DEFAULT_CONTENT_TEXT_CAP, Pipeline, PipelineConfig,
-    RegistryBuilder, Tool, ToolContext, ToolFailure, ToolOutput, ToolResult, ToolSpec,
+    CallRequest, CommittedResult, Pipeline, PipelineConfig, RegistryBuilder, Tool, ToolContext,
+    ToolFailure, ToolOutput, ToolResult, ToolSpec,
+    pipeline::{BatchControl, DEFAULT_CONTENT_TEXT_CAP},
 };
 
 /// What `loud` answers with.

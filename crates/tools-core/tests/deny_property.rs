@@ -19,8 +19,8 @@ use proptest::prelude::*;
 use support::{Behaviour, FixedApprover, Probe, sink};
 use toolrail_session_log::{BoxFuture, ToolSource};
 use toolrail_tools_core::{
-    ApprovalAnswer, BatchControl, CallRequest, CallView, Guard, GuardVerdict, HookError, Pipeline,
-    PreExecuteDecision, PreExecuteHook, PreNext, RegistryBuilder,
+    ApprovalAnswer, CallRequest, CallView, Guard, GuardVerdict, HookError, Pipeline,
+    PreExecuteDecision, PreExecuteHook, PreNext, RegistryBuilder, pipeline::BatchControl,
 };
 
 #[derive(Clone, Copy, Debug)]

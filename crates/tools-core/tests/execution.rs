@@ -371,7 +371,7 @@ async fn a_task_body_that_blocks_its_thread_is_abandoned_on_time() {
     );
     let h = Harness::new(vec![tool.clone()]);
     let config = PipelineConfig {
-        execution: toolrail_tools_core::BodyExecution::Task,
+        execution: toolrail_tools_core::pipeline::BodyExecution::Task,
         cancel_grace: Duration::from_millis(50),
         ..PipelineConfig::default()
     };
@@ -391,7 +391,7 @@ async fn a_task_body_runs_and_keeps_its_result_and_effects() {
     let probe = Probe::new("probe", Behaviour::EffectThenFail);
     let h = Harness::new(vec![probe.clone()]);
     let config = PipelineConfig {
-        execution: toolrail_tools_core::BodyExecution::Task,
+        execution: toolrail_tools_core::pipeline::BodyExecution::Task,
         ..PipelineConfig::default()
     };
     let result = h

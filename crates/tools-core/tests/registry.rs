@@ -13,7 +13,8 @@ use std::sync::Arc;
 use support::{Behaviour, Probe, object_schema};
 use toolrail_session_log::ToolSource;
 use toolrail_tools_core::{
-    CallOrigin, Exposure, NamePattern, RegistryBuilder, RegistryError, ReservedName, ToolSpec,
+    Exposure, RegistryBuilder, ToolSpec,
+    registry::{CallOrigin, NamePattern, RegistryError},
 };
 
 fn probe(name: &str) -> Arc<Probe> {
@@ -105,12 +106,23 @@ fn a_second_external_tool_with_a_taken_name_is_skipped_not_swapped() {
     );
 }
 
+/// The names a runtime keeps for its own tools: whoever composes the registry says which.
+const RESERVED: [&str; 2] = ["run_code", "tool_search"];
+
+fn reserving() -> RegistryBuilder {
+    RESERVED
+        .iter()
+        .fold(RegistryBuilder::new(), |builder, name| {
+            builder.reserve(*name)
+        })
+}
+
 #[test]
 fn reserved_names_are_refused_to_ordinary_registration() {
-    for reserved in ReservedName::ALL {
+    for reserved in RESERVED {
         // From an untrusted source: skipped, so one bad MCP server cannot stop the rest.
-        let (registry, warnings) = RegistryBuilder::new()
-            .external(ext("x"), probe(reserved.as_str()))
+        let (registry, warnings) = reserving()
+            .external(ext("x"), probe(reserved))
             .external(ext("x"), probe("fine"))
             .build()
             .unwrap();
@@ -122,30 +134,42 @@ fn reserved_names_are_refused_to_ordinary_registration() {
             warnings[0].message
         );
         // From a trusted source: a configuration error.
-        let error = RegistryBuilder::new()
-            .builtin(probe(reserved.as_str()))
-            .build()
-            .err()
-            .unwrap();
+        let error = reserving().builtin(probe(reserved)).build().err().unwrap();
         assert_eq!(
             error,
             RegistryError::ReservedName {
-                name: reserved.as_str().into()
+                name: reserved.into()
             }
         );
+        // Without the reservation the name is an ordinary one.
+        let (free, _) = RegistryBuilder::new()
+            .builtin(probe(reserved))
+            .build()
+            .unwrap();
+        assert_eq!(free.snapshot().names(), [reserved]);
     }
-    // Only the runtime installs them, under the matching name.
-    let (registry, _) = RegistryBuilder::new()
-        .runtime_tool(ReservedName::RunCode, probe("run_code"))
-        .build()
-        .unwrap();
+    // Only the runtime installs them, and only under a reserved name.
+    let (registry, _) = reserving().runtime_tool(probe("run_code")).build().unwrap();
     assert_eq!(source_of(&registry, "run_code"), Some(ToolSource::Runtime));
-    let mismatch = RegistryBuilder::new()
-        .runtime_tool(ReservedName::ToolSearch, probe("search"))
+    let unreserved = reserving()
+        .runtime_tool(probe("search"))
         .build()
         .err()
         .unwrap();
-    assert!(matches!(mismatch, RegistryError::ReservedMismatch { .. }));
+    assert_eq!(
+        unreserved,
+        RegistryError::NotReserved {
+            name: "search".into()
+        }
+    );
+    let late = registry.install_runtime_tool(probe("other")).err();
+    assert_eq!(
+        late,
+        Some(RegistryError::NotReserved {
+            name: "other".into()
+        })
+    );
+    assert!(registry.install_runtime_tool(probe("tool_search")).is_ok());
 }
 
 #[test]
@@ -192,7 +216,7 @@ fn invalid_names_and_schemas_are_configuration_errors_for_trusted_tools() {
 
 #[test]
 fn several_problems_are_reported_at_once() {
-    let error = RegistryBuilder::new()
+    let error = reserving()
         .builtin(probe("run_code"))
         .builtin(probe("bad name"))
         .build()
@@ -369,10 +393,7 @@ fn scopes_shadow_explicitly_and_restrict_what_they_inherit() {
 
 #[test]
 fn scopes_refuse_implicit_replacement_and_reserved_names() {
-    let (registry, _) = RegistryBuilder::new()
-        .builtin(probe("read"))
-        .build()
-        .unwrap();
+    let (registry, _) = reserving().builtin(probe("read")).build().unwrap();
     let implicit = registry
         .scope()
         .add(ext("x"), probe("read"))
@@ -480,15 +501,17 @@ fn a_scope_loads_deferred_tools_for_itself_only() {
 
 #[tokio::test]
 async fn in_code_mode_the_model_sees_run_code_alone_and_programs_see_the_rest() {
-    use toolrail_tools_core::{BatchControl, CallRequest, Pipeline};
+    use toolrail_tools_core::{CallRequest, Pipeline, pipeline::BatchControl};
     let run_code = Probe::with_spec(
-        ToolSpec::builder("run_code", "runs a program", object_schema()).build(),
+        ToolSpec::builder("run_code", "runs a program", object_schema())
+            .model_only()
+            .build(),
         Behaviour::Succeed,
     );
-    let (registry, _) = RegistryBuilder::new()
+    let (registry, _) = reserving()
         .builtin(probe("read"))
         .builtin(probe("grep"))
-        .runtime_tool(ReservedName::RunCode, run_code)
+        .runtime_tool(run_code)
         .build()
         .unwrap();
     let tools = registry.snapshot().for_code_mode("run_code");

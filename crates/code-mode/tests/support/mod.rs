@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use toolrail_code_mode::CodeMode;
+use toolrail_code_mode::{CodeMode, RUN_CODE};
 use toolrail_session_log::MemorySink;
 use toolrail_testkit::Probe;
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Pipeline, PreExecuteHook, Registry,
-    RegistryBuilder, ReservedName, Typed,
+    CallRequest, CommittedResult, Pipeline, PreExecuteHook, Registry, RegistryBuilder, Typed,
+    pipeline::BatchControl,
 };
 
 pub(crate) struct Harness {
@@ -29,7 +29,8 @@ pub(crate) fn session(
 ) -> Harness {
     let (registry, _) = RegistryBuilder::new()
         .builtin(Probe::new(None))
-        .runtime_tool(ReservedName::RunCode, Arc::new(Typed::new(mode.tool())))
+        .reserve(RUN_CODE)
+        .runtime_tool(Arc::new(Typed::new(mode.tool())))
         .build()
         .unwrap();
     let log = Arc::new(MemorySink::new());

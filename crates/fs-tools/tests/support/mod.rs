@@ -10,8 +10,8 @@ use serde_json::Value;
 use toolrail_fs_tools::FileTools;
 use toolrail_tools_core::log::{ErrorCode, Event, MemorySink};
 use toolrail_tools_core::{
-    BatchControl, CallRequest, CommittedResult, Pipeline, PipelineConfig, RegistryBuilder, ToolSet,
-    WorkspaceRoots,
+    CallRequest, CommittedResult, Pipeline, PipelineConfig, RegistryBuilder, ToolSet,
+    WorkspaceRoots, pipeline::BatchControl,
 };
 
 pub(crate) struct Bench {

@@ -11,9 +11,10 @@ use toolrail_permissions::{Permissions, Preset, RememberApprovals, Rule, Session
 use toolrail_policy_guards::WorkspaceRoots;
 use toolrail_tools_core::log::{BoxFuture, ErrorCode, MemorySink};
 use toolrail_tools_core::{
-    ApprovalAnswer, ApprovalRequest, ApprovalService, BatchControl, CallIdentity, CallRequest,
-    CallView, CancellationToken, Guard, GuardVerdict, Pipeline, PreExecuteHook, RegistryBuilder,
-    SubjectKind, Tool, ToolContext, ToolKind, ToolOutput, ToolResult, ToolSet, ToolSpec,
+    ApprovalAnswer, ApprovalRequest, ApprovalService, CallRequest, CallView, CancellationToken,
+    Guard, GuardVerdict, Pipeline, PreExecuteHook, RegistryBuilder, Tool, ToolContext, ToolKind,
+    ToolOutput, ToolResult, ToolSet, ToolSpec, context::CallIdentity, pipeline::BatchControl,
+    spec::SubjectKind,
 };
 
 /// A shipped tool: name, kind, subject (field and kind), read-only.

@@ -28,7 +28,7 @@ use toolrail_shell_tool::{ModeRule, SandboxMode, SandboxTier, ShellConfig};
 use toolrail_tools_core::{
     ApprovalService, CancellationToken, ExecuteLayer, Guard, Pipeline, PipelineConfig,
     PlanModeSwitch, PostExecuteHook, PreExecuteHook, ProtectedPaths, Registry, RegistryBuilder,
-    ReservedName, ResultObserver, Tool, Typed, WorkspaceRoots,
+    ResultObserver, Tool, Typed, WorkspaceRoots,
 };
 
 use super::builder::BuildError;
@@ -331,7 +331,11 @@ impl Pieces {
             .iter()
             .map(|tool| tool.spec().name().to_owned())
             .collect();
-        let mut builder = RegistryBuilder::new();
+        let mut builder = RESERVED
+            .iter()
+            .fold(RegistryBuilder::new(), |builder, name| {
+                builder.reserve(*name)
+            });
         for name in &config.tools.deferred {
             builder = builder.defer(name.clone());
         }
@@ -370,7 +374,7 @@ impl Pieces {
             builder = builder.builtin(tool);
         }
         if let Some(code) = &self.code {
-            builder = builder.runtime_tool(ReservedName::RunCode, code.tool());
+            builder = builder.runtime_tool(code.tool());
         }
         let (registry, warnings) = builder
             .build()
@@ -380,15 +384,17 @@ impl Pieces {
         }
         if !config.tools.deferred.is_empty() {
             registry
-                .install_runtime_tool(
-                    ReservedName::ToolSearch,
-                    Arc::new(Typed::new(ToolSearch::new(registry.clone()))),
-                )
+                .install_runtime_tool(Arc::new(Typed::new(ToolSearch::new(registry.clone()))))
                 .map_err(|error| BuildError::Registry(error.to_string()))?;
         }
         Ok(registry)
     }
 }
+
+/// The names kept for the runtime's own tools, whether or not a session has them: code
+/// mode's entry point and `tool_search`. No other tool (an MCP server's, an extension's)
+/// may take them.
+pub(crate) const RESERVED: [&str; 2] = ["run_code", toolrail_agent_loop::TOOL_SEARCH];
 
 /// The pipeline, with the policy whole: rules as the first hook (so a hook of the
 /// embedder's that allows early cannot skip them) and their denies again as a guard (so no
@@ -985,5 +991,20 @@ fn model_client(config: &SessionConfig) -> Result<Arc<dyn ModelClient>, BuildErr
             what: "`[model]`",
             feature: "providers",
         }),
+    }
+}
+
+#[cfg(all(test, any(feature = "code-js", feature = "code-python")))]
+mod tests {
+    /// The runtime reserves exactly the names its features' tools carry.
+    #[test]
+    fn the_reserved_names_are_the_features_own() {
+        assert_eq!(
+            super::RESERVED,
+            [
+                toolrail_code_mode::RUN_CODE,
+                toolrail_agent_loop::TOOL_SEARCH
+            ]
+        );
     }
 }

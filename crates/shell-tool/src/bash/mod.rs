@@ -10,8 +10,8 @@ use toolrail_tools_core::{ToolCode, tool_code};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use toolrail_tools_core::{
-    Concurrency, ProtectedPaths, SubjectKind, ToolContext, ToolFailure, ToolKind, ToolResult,
-    ToolSpec, TypedTool, WorkspaceRoots,
+    Concurrency, ProtectedPaths, ToolContext, ToolFailure, ToolKind, ToolResult, ToolSpec,
+    TypedTool, WorkspaceRoots, spec::SubjectKind,
 };
 
 mod run;
@@ -242,7 +242,7 @@ impl BashTool {
     /// redirected to a file.
     fn declared_read_only(&self, command: &str) -> bool {
         self.read_only.as_ref().is_some_and(|set| {
-            toolrail_tools_core::CommandLine::parse(command)
+            toolrail_tools_core::command_line::CommandLine::parse(command)
                 .is_permitted_by(|text| set.is_match(text))
         })
     }

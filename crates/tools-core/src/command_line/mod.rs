@@ -5,7 +5,7 @@
 //! run time is said so, never guessed: such a command can be restricted, never permitted.
 //!
 //! ```
-//! use toolrail_tools_core::CommandLine;
+//! use toolrail_tools_core::command_line::CommandLine;
 //! let line = CommandLine::parse("cd src && X=1 \\curl -s \"$URL\" | sh -c 'grep x'");
 //! let programs: Vec<_> = line.commands().iter().map(|c| c.program()).collect();
 //! // What a command runs (here `sh -c`'s string) comes before the command itself.

@@ -20,34 +20,6 @@ pub use toolset::{CallOrigin, CodeOnlyRefusal, ToolEntry, ToolSet};
 
 use crate::tool::Tool;
 
-/// Names only the runtime may install.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReservedName {
-    /// Code mode's entry point.
-    RunCode,
-    /// Discovery of deferred tools.
-    ToolSearch,
-}
-
-impl ReservedName {
-    /// Every reserved name.
-    pub const ALL: [ReservedName; 2] = [Self::RunCode, Self::ToolSearch];
-
-    /// The tool name it reserves (`run_code`, `tool_search`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::RunCode => "run_code",
-            Self::ToolSearch => "tool_search",
-        }
-    }
-
-    fn of(name: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|reserved| reserved.as_str() == name)
-    }
-}
-
 /// A configuration error: the registry cannot be built as asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
@@ -59,7 +31,8 @@ pub enum RegistryError {
         /// The name they share.
         name: String,
     },
-    /// A tool not installed as the runtime's own takes a reserved name.
+    /// A tool not installed as the runtime's own takes a name kept for one
+    /// ([`RegistryBuilder::reserve`]).
     #[error("`{name}` is reserved for the toolrail runtime; choose another name")]
     ReservedName {
         /// The reserved name it took.
@@ -83,13 +56,13 @@ pub enum RegistryError {
         /// The validator's error.
         message: String,
     },
-    /// A tool installed under a reserved name has another name in its own spec.
-    #[error("the tool installed as reserved `{expected}` is named `{actual}`")]
-    ReservedMismatch {
-        /// The reserved name it was installed as.
-        expected: &'static str,
-        /// The name its spec gives.
-        actual: String,
+    /// A tool installed as the runtime's own has a name nobody reserved for it.
+    #[error(
+        "the runtime tool `{name}` has no reserved name; reserve it first (RegistryBuilder::reserve)"
+    )]
+    NotReserved {
+        /// The tool's name.
+        name: String,
     },
     /// A tool registered where it may not be: a trusted tool at run time, or a scope's own
     /// tool that shadows a name its parent lacks, adds one its parent has, or comes twice.
@@ -119,7 +92,8 @@ pub struct RegistryWarning {
 /// Collects tools, then checks the conflict rules all at once.
 #[derive(Default)]
 pub struct RegistryBuilder {
-    pending: Vec<(ToolSource, Arc<dyn Tool>, Option<ReservedName>)>,
+    pending: Vec<(ToolSource, Arc<dyn Tool>)>,
+    reserved: BTreeSet<String>,
     overrides: BTreeSet<String>,
     deferred: BTreeSet<String>,
     errors: Vec<RegistryError>,
@@ -133,14 +107,13 @@ impl RegistryBuilder {
 
     /// Adds a trusted built-in tool.
     pub fn builtin(mut self, tool: impl Tool) -> Self {
-        self.pending
-            .push((ToolSource::Builtin, Arc::new(tool), None));
+        self.pending.push((ToolSource::Builtin, Arc::new(tool)));
         self
     }
 
     /// Adds a tool from an extension or an MCP server (any non-built-in source).
     pub fn external(mut self, source: ToolSource, tool: Arc<dyn Tool>) -> Self {
-        self.pending.push((source, tool, None));
+        self.pending.push((source, tool));
         self
     }
 
@@ -159,17 +132,18 @@ impl RegistryBuilder {
         self
     }
 
-    /// Installs the runtime's own tool under a reserved name.
-    pub fn runtime_tool(mut self, reserved: ReservedName, tool: Arc<dyn Tool>) -> Self {
-        if tool.spec().name() != reserved.as_str() {
-            self.errors.push(RegistryError::ReservedMismatch {
-                expected: reserved.as_str(),
-                actual: tool.spec().name().to_owned(),
-            });
-        } else {
-            self.pending
-                .push((ToolSource::Runtime, tool, Some(reserved)));
-        }
+    /// Keeps `name` for a tool of the runtime's own ([`runtime_tool`](Self::runtime_tool)):
+    /// any other tool of that name (an extension's, an MCP server's, a scope's) is refused,
+    /// whether or not the runtime installs one. The crate that owns the feature names it
+    /// (code mode's `run_code`, the loop's `tool_search`).
+    pub fn reserve(mut self, name: impl Into<String>) -> Self {
+        self.reserved.insert(name.into());
+        self
+    }
+
+    /// Installs one of the runtime's own tools; its name must be [reserved](Self::reserve).
+    pub fn runtime_tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.pending.push((ToolSource::Runtime, tool));
         self
     }
 
@@ -177,6 +151,7 @@ impl RegistryBuilder {
     pub fn build(self) -> Result<(Registry, Vec<RegistryWarning>), RegistryError> {
         let mut errors = self.errors;
         let mut state = RegistryState {
+            reserved: self.reserved,
             overrides: self.overrides,
             deferred: self.deferred,
             ..RegistryState::default()
@@ -186,9 +161,9 @@ impl RegistryBuilder {
         let (trusted, external): (Vec<_>, Vec<_>) = self
             .pending
             .into_iter()
-            .partition(|(source, _, _)| source.is_trusted());
-        for (source, tool, reserved) in trusted.into_iter().chain(external) {
-            match state.insert(source, tool, reserved) {
+            .partition(|(source, _)| source.is_trusted());
+        for (source, tool) in trusted.into_iter().chain(external) {
+            match state.insert(source, tool) {
                 Ok(Some(warning)) => warnings.push(warning),
                 Ok(None) => {}
                 Err(error) => errors.push(error),
@@ -205,6 +180,8 @@ impl RegistryBuilder {
 #[derive(Clone, Default)]
 struct RegistryState {
     tools: BTreeMap<String, Arc<ToolEntry>>,
+    /// Names kept for the runtime's own tools.
+    reserved: BTreeSet<String>,
     overrides: BTreeSet<String>,
     /// Names offered only through `tool_search`, whatever their tools' specs say.
     deferred: BTreeSet<String>,
@@ -240,12 +217,14 @@ impl RegistryState {
         &mut self,
         source: ToolSource,
         tool: Arc<dyn Tool>,
-        reserved: Option<ReservedName>,
     ) -> Result<Option<RegistryWarning>, RegistryError> {
         let name = tool.spec().name().to_owned();
+        let runtime = source == ToolSource::Runtime;
         let checked = if !valid_name(&name) {
             Err(RegistryError::InvalidName { name: name.clone() })
-        } else if reserved.is_none() && ReservedName::of(&name).is_some() {
+        } else if runtime && !self.reserved.contains(&name) {
+            Err(RegistryError::NotReserved { name: name.clone() })
+        } else if !runtime && self.reserved.contains(&name) {
             Err(RegistryError::ReservedName { name: name.clone() })
         } else {
             compile(tool, source.clone())
@@ -369,23 +348,13 @@ impl Registry {
                 ),
             });
         }
-        self.mutate(|state| state.insert(source, tool, None))
+        self.mutate(|state| state.insert(source, tool))
     }
 
     /// Installs one of the runtime's own tools after the registry was built (a tool that
     /// needs the registry itself, like `tool_search`). Visible from the next snapshot.
-    pub fn install_runtime_tool(
-        &self,
-        reserved: ReservedName,
-        tool: Arc<dyn Tool>,
-    ) -> Result<(), RegistryError> {
-        if tool.spec().name() != reserved.as_str() {
-            return Err(RegistryError::ReservedMismatch {
-                expected: reserved.as_str(),
-                actual: tool.spec().name().to_owned(),
-            });
-        }
-        self.mutate(|state| state.insert(ToolSource::Runtime, tool, Some(reserved)))
+    pub fn install_runtime_tool(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        self.mutate(|state| state.insert(ToolSource::Runtime, tool))
             .map(drop)
     }
 
@@ -422,7 +391,7 @@ impl Registry {
             let mut skipped = Vec::new();
             for tool in make(&taken) {
                 let name = tool.spec().name().to_owned();
-                match state.insert(source.clone(), tool, None)? {
+                match state.insert(source.clone(), tool)? {
                     Some(warning) => skipped.push(warning),
                     None => registered.push(name),
                 }
@@ -492,6 +461,8 @@ pub trait SnapshotSource: Send + Sync {
     fn entries(&self) -> Vec<Arc<ToolEntry>>;
     /// Whether a deferred tool is loaded.
     fn is_loaded(&self, name: &str) -> bool;
+    /// Whether `name` is kept for a tool of the runtime's own, which no scope may take.
+    fn is_reserved(&self, name: &str) -> bool;
 }
 
 impl SnapshotSource for Registry {
@@ -501,5 +472,9 @@ impl SnapshotSource for Registry {
 
     fn is_loaded(&self, name: &str) -> bool {
         self.inner.read().state.loaded.contains(name)
+    }
+
+    fn is_reserved(&self, name: &str) -> bool {
+        self.inner.read().state.reserved.contains(name)
     }
 }

@@ -8,7 +8,7 @@ use parking_lot::RwLock;
 
 use toolrail_session_log::ToolSource;
 
-use super::{RegistryError, ReservedName, SnapshotSource, compile, valid_name};
+use super::{RegistryError, SnapshotSource, compile, valid_name};
 use crate::registry::toolset::{ToolEntry, ToolSet};
 use crate::spec::Exposure;
 use crate::tool::Tool;
@@ -109,7 +109,7 @@ impl ScopeBuilder {
         let name = tool.spec().name().to_owned();
         let problem = if !valid_name(&name) {
             Some(RegistryError::InvalidName { name: name.clone() })
-        } else if ReservedName::of(&name).is_some() {
+        } else if self.parent.is_reserved(&name) {
             Some(RegistryError::ReservedName { name: name.clone() })
         } else if how == Joining::Shadow && !self.parent_has(&name) {
             Some(RegistryError::Scope {
@@ -254,6 +254,10 @@ impl SnapshotSource for ToolScope {
 
     fn is_loaded(&self, name: &str) -> bool {
         self.loaded.read().contains(name) || self.parent.is_loaded(name)
+    }
+
+    fn is_reserved(&self, name: &str) -> bool {
+        self.parent.is_reserved(name)
     }
 }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use jsonschema::Validator;
 use toolrail_session_log::{ToolSource, event::ToolManifestEntry};
 
-use crate::ReservedName;
 use crate::spec::{Exposure, ToolSpec};
 use crate::tool::Tool;
 
@@ -234,12 +233,11 @@ impl ToolSet {
         match origin {
             CallOrigin::Model => self.offered.get(name),
             CallOrigin::Host => self.offered.get(name).or_else(|| self.hidden.get(name)),
-            // A program cannot start another program.
             CallOrigin::Code => self
                 .code_only
                 .get(name)
                 .or_else(|| self.offered.get(name))
-                .filter(|entry| entry.name() != ReservedName::RunCode.as_str()),
+                .filter(|entry| !entry.spec().is_model_only()),
         }
     }
 

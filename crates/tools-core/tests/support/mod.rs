@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{BoxFuture, ContentBlock, Effect, MemorySink};
 use toolrail_tools_core::{
-    ApprovalAnswer, ApprovalRequest, ApprovalService, CallIdentity, CallView, Concurrency,
-    ExecNext, ExecuteLayer, FinalizeView, Guard, GuardVerdict, HookError, ObserverError,
-    PostExecuteDecision, PostExecuteHook, PreExecuteDecision, PreExecuteHook, PreNext,
-    ResultObserver, ResultView, Tool, ToolContext, ToolFailure, ToolOutput, ToolResult, ToolSpec,
+    ApprovalAnswer, ApprovalRequest, ApprovalService, CallView, Concurrency, ExecNext,
+    ExecuteLayer, FinalizeView, Guard, GuardVerdict, HookError, ObserverError, PostExecuteDecision,
+    PostExecuteHook, PreExecuteDecision, PreExecuteHook, PreNext, ResultObserver, ResultView, Tool,
+    ToolContext, ToolFailure, ToolOutput, ToolResult, ToolSpec, context::CallIdentity,
 };
 
 /// What a probe tool's body does.
@@ -393,9 +393,9 @@ pub(crate) mod prelude {
         ContentBlock, ErrorCode, EventData, MemorySink, ToolResultRecord,
     };
     pub(crate) use toolrail_tools_core::{
-        ApprovalAnswer, BatchControl, CallRequest, CommittedResult, GuardVerdict, Pipeline,
-        PipelineBuilder, PipelineConfig, PostExecuteAction, PostExecuteDecision,
-        PreExecuteDecision, Registry, RegistryBuilder, Tool, ToolSpec,
+        ApprovalAnswer, CallRequest, CommittedResult, GuardVerdict, Pipeline, PipelineBuilder,
+        PipelineConfig, PostExecuteAction, PostExecuteDecision, PreExecuteDecision, Registry,
+        RegistryBuilder, Tool, ToolSpec, pipeline::BatchControl,
     };
 }
 
