@@ -49,6 +49,8 @@ pub const LAYERS: &[(&str, Allowed)] = &[
     // The stores keep the vocabulary's events; nothing of the tools.
     ("session-store", Allowed::Only(&["session-log"])),
     ("tools-core", Allowed::Only(&["session-log"])),
+    // The probe tool, for the tests of every layer above that runs tools.
+    ("tool-probe", Allowed::Only(&["tools-core", "session-log"])),
     (
         "policy-guards",
         Allowed::Only(&["tools-core", "session-log"]),
@@ -86,11 +88,8 @@ pub const LAYERS: &[(&str, Allowed)] = &[
 /// test support, which depends on no toolrail crate.
 const TEST_SUPPORT: &str = "test-support";
 
-/// The crates whose tests still use the test kit, which sits above them: their tests build
-/// the layers above them. Shrinking, never growing: what they use moves to the test support
-/// (issue 23), and a crate leaves this list when it no longer needs the kit. The test kit
-/// is for tests of whole sessions (the kit's own, the runtime's, the examples').
-const TESTKIT_IN_TESTS: &[&str] = &["code-mode", "mcp", "providers"];
+/// The probe tool, which any crate above it may use in its tests; the product never does.
+const TOOL_PROBE: &str = "tool-probe";
 
 /// The stores, which any crate above them may use in its tests (a real log to check what a
 /// layer wrote) without using them in its code.
@@ -215,20 +214,20 @@ fn may_depend(dir: &str, allowed: Allowed, dep_dir: &str, kind: DepKind) -> bool
     let by_layer = match allowed {
         Allowed::Only(list) => list.contains(&dep_dir),
         Allowed::EveryLibrary => known && dep_dir != "cli",
-        Allowed::Product => known && dep_dir != TESTKIT && dep_dir != dir,
+        Allowed::Product => known && dep_dir != TESTKIT && dep_dir != TOOL_PROBE && dep_dir != dir,
         Allowed::Through(inner) => {
             dep_dir == inner
                 || allowed_for(inner)
                     .is_some_and(|below| may_depend(inner, below, dep_dir, DepKind::Normal))
         }
     };
-    // A crate's own tests may use the test support (but not test it with itself), the stores
-    // when they sit below it, and the test kit only where the list above still allows it.
+    // A crate's own tests may use the test support (but not test it with itself), and the
+    // stores and the probe tool when they sit below it. The test kit sits above every
+    // library: only whole-session tests (the kit's own, the runtime's, the examples') use it.
     let dev_extra = kind == DepKind::Dev
         && dep_dir != dir
         && (dep_dir == TEST_SUPPORT
-            || (dep_dir == STORES && layer_of(dep_dir) < layer_of(dir))
-            || (dep_dir == TESTKIT && TESTKIT_IN_TESTS.contains(&dir)));
+            || ([STORES, TOOL_PROBE].contains(&dep_dir) && layer_of(dep_dir) < layer_of(dir)));
     by_layer || dev_extra
 }
 
@@ -250,11 +249,13 @@ fn describe(allowed: Allowed, kind: DepKind) -> String {
         Allowed::Only([]) => "nothing".to_owned(),
         Allowed::Only(list) => list.join(", "),
         Allowed::EveryLibrary => "every crate of the table except cli".to_owned(),
-        Allowed::Product => "every library of the table but testkit".to_owned(),
+        Allowed::Product => "every library of the table but testkit and tool-probe".to_owned(),
         Allowed::Through(inner) => format!("{inner} and what {inner} may depend on"),
     };
     if kind == DepKind::Dev {
-        text.push_str(", plus test-support (and session-store, if below) in dev-dependencies");
+        text.push_str(
+            ", plus test-support (and session-store and tool-probe, if below) in dev-dependencies",
+        );
     }
     text
 }
@@ -330,7 +331,7 @@ mod tests {
             assert!(
                 violations[0]
                     .0
-                    .contains("every library of the table but testkit"),
+                    .contains("every library of the table but testkit and tool-probe"),
                 "{violations:?}"
             );
         }
@@ -401,21 +402,28 @@ mod tests {
     }
 
     #[test]
-    fn tests_use_the_test_support_and_the_testkit_only_where_still_listed() {
+    fn tests_use_the_test_support_and_the_probe_below_them_never_the_testkit() {
         let leaf = [krate(
             "session-log",
             &[("toolrail-test-support", DepKind::Dev)],
         )];
         assert_eq!(check(&leaf), vec![]);
-        let listed = [krate("code-mode", &[("toolrail-testkit", DepKind::Dev)])];
-        assert_eq!(check(&listed), vec![]);
+        let probed = [krate("code-mode", &[("toolrail-tool-probe", DepKind::Dev)])];
+        assert_eq!(check(&probed), vec![]);
+        let kit = [krate("code-mode", &[("toolrail-testkit", DepKind::Dev)])];
+        assert_eq!(check(&kit).len(), 1, "the kit is above every library");
+        let under = [krate(
+            "tools-core",
+            &[("toolrail-tool-probe", DepKind::Dev)],
+        )];
+        assert_eq!(check(&under).len(), 1, "the probe is above tools-core");
         // The bottom crate's tests build nothing above it.
         let up = [krate("session-log", &[("toolrail-testkit", DepKind::Dev)])];
         assert_eq!(
             check(&up),
             vec![Violation(
                 "toolrail-session-log -> toolrail-testkit (dev-dependency) is not allowed \
-                 (session-log may depend on: nothing, plus test-support (and session-store, if below) in dev-dependencies)"
+                 (session-log may depend on: nothing, plus test-support (and session-store and tool-probe, if below) in dev-dependencies)"
                     .to_owned()
             )]
         );
@@ -435,7 +443,7 @@ mod tests {
             check(&dev_up),
             vec![Violation(
                 "toolrail-tools-core -> toolrail-agent-loop (dev-dependency) is not allowed \
-                 (tools-core may depend on: session-log, plus test-support (and session-store, if below) in dev-dependencies)"
+                 (tools-core may depend on: session-log, plus test-support (and session-store and tool-probe, if below) in dev-dependencies)"
                     .to_owned()
             )]
         );

@@ -102,6 +102,7 @@ mod agent;
 mod batch;
 mod model;
 mod scheduler;
+mod scripted;
 mod tool_search;
 mod window;
 
@@ -114,4 +115,5 @@ pub use scheduler::{
     BatchOutcome, DEFAULT_MAX_PARALLEL, Live, LiveEvent, LiveSink, Scheduler, SchedulerConfig,
     SchedulerConfigError,
 };
+pub use scripted::ScriptedModel;
 pub use tool_search::{TOOL_SEARCH, ToolSearch, ToolSearchArgs};

@@ -14,8 +14,8 @@ use serde_json::json;
 use toolrail_agent_loop::{Scheduler, SchedulerConfig};
 use toolrail_code_mode::{CodeMode, Limits, PythonRuntime, RUN_CODE};
 use toolrail_session_log::MemorySink;
-use toolrail_testkit::Probe;
-use toolrail_testkit::bench::{BenchRow, median};
+use toolrail_test_support::bench::{BenchRow, median};
+use toolrail_tool_probe::Probe;
 use toolrail_tools_core::{
     CallRequest, CancellationToken, Pipeline, RegistryBuilder, Typed, pipeline::BatchControl,
 };

@@ -452,13 +452,12 @@ async fn output_and_the_returned_value_are_capped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_in_code_mode_offers_run_code_with_its_sdk_and_refuses_direct_calls() {
-    use toolrail_agent_loop::{AgentLoop, LoopConfig, Scheduler, SchedulerConfig};
+    use toolrail_agent_loop::{AgentLoop, LoopConfig, Scheduler, SchedulerConfig, ScriptedModel};
     use toolrail_code_mode::PresentationMode;
     use toolrail_session_log::{
         ContentBlock,
         event::{AssistantBlock, AssistantMessage, StopReason},
     };
-    use toolrail_testkit::ScriptedModel;
 
     let h = harness(limits());
     let call = |id: &str, name: &str, args: serde_json::Value| AssistantBlock::ToolCall {

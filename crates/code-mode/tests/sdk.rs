@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use toolrail_code_mode::{CodeMode, Limits, RUN_CODE, javascript, python};
-use toolrail_testkit::Probe;
+use toolrail_tool_probe::Probe;
 use toolrail_tools_core::{
     RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSet, ToolSpec, Typed,
 };

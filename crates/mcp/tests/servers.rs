@@ -18,10 +18,10 @@ use std::time::Duration;
 use serde_json::json;
 use toolrail_mcp::{McpConfig, McpServers, ServerState};
 use toolrail_session_log::{ContentBlock, EventData, MemorySink, ToolSource};
-use toolrail_testkit::Probe;
+use toolrail_tool_probe::Probe;
 use toolrail_tools_core::{
-    CallRequest, CommittedResult, Pipeline, PipelineConfig, Registry, RegistryBuilder,
-    context::ProgressSink, pipeline::BatchControl,
+    CallRequest, CommittedResult, Concurrency, Pipeline, PipelineConfig, Registry, RegistryBuilder,
+    context::ProgressSink, pipeline::BatchControl, registry::CallOrigin,
 };
 
 /// Where `.ci/run` installs the servers, relative to the workspace root.
@@ -353,8 +353,7 @@ fn alive(pid: u32) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filesystem_reads_are_structured_and_run_in_parallel() {
-    use toolrail_testkit::scheduling::{Scheduler, SchedulerConfig};
+async fn filesystem_reads_are_structured_and_may_share() {
     let Some(modules) = servers_or_skip() else {
         return;
     };
@@ -370,51 +369,39 @@ async fn filesystem_reads_are_structured_and_run_in_parallel() {
     let registry = registry();
     let servers = McpServers::start(&config, &registry).await;
     let log = Arc::new(MemorySink::new());
-    let scheduler = Scheduler::new(
-        Arc::new(Pipeline::builder(log.clone()).build()),
-        SchedulerConfig::default(),
-    );
-    let batch = ["a.txt", "b.txt"]
-        .iter()
-        .enumerate()
-        .map(|(n, file)| {
-            CallRequest::new(
-                format!("r{n}"),
-                u32::try_from(n).unwrap(),
-                "mcp__fs__read_text_file",
-                json!({"path": root_path.join(file)}).to_string(),
-            )
-        })
-        .collect();
-    let outcome = scheduler
-        .run_batch(&registry.snapshot(), batch, Default::default(), None)
-        .await
+    let pipeline = Pipeline::builder(log.clone()).build();
+    let tools = registry.snapshot();
+    let call = |n: usize, file: &str| {
+        CallRequest::new(
+            format!("r{n}"),
+            u32::try_from(n).unwrap(),
+            "mcp__fs__read_text_file",
+            json!({"path": root_path.join(file)}).to_string(),
+        )
+    };
+    // The server's own annotation (trusted here) makes the reads shareable: a scheduler
+    // may run them side by side.
+    let arguments = json!({"path": root_path.join("a.txt")});
+    let entry = tools
+        .resolve("mcp__fs__read_text_file", CallOrigin::Model)
         .unwrap();
-    let texts: Vec<String> = outcome
-        .results
+    assert_eq!(entry.tool().concurrency(&arguments), Concurrency::shared());
+    // And the client takes both at once over one connection, each answered with its own.
+    let control = BatchControl::default();
+    let (first, second) = tokio::join!(
+        pipeline.execute_one(&tools, call(0, "a.txt"), &control),
+        pipeline.execute_one(&tools, call(1, "b.txt"), &control),
+    );
+    let results = [first.unwrap(), second.unwrap()];
+    let texts: Vec<String> = results
         .iter()
         .map(|result| result.record().text())
         .collect();
     assert_eq!(texts, ["alpha", "beta"]);
     assert_eq!(
-        outcome.results[0].record().value,
+        results[0].record().value,
         Some(json!({"content": "alpha"})),
         "structuredContent is the value"
-    );
-    // Both started before either finished: read-only tools share.
-    let kinds: Vec<(String, String)> = toolrail_testkit::trail(&log.events())
-        .into_iter()
-        .filter(|(kind, _)| kind == "tool/start" || kind == "tool/result")
-        .collect();
-    let position = |kind: &str, id: &str| {
-        kinds
-            .iter()
-            .position(|(k, i)| k == kind && i == id)
-            .unwrap()
-    };
-    assert!(
-        position("tool/start", "r1") < position("tool/result", "r0"),
-        "{kinds:?}"
     );
     servers.shutdown().await;
 }

@@ -2,7 +2,9 @@
 //! scripted model, a `probe` tool configured per call by its arguments, and scenario files
 //! (the runtime's, with the probes) that run whole sessions.
 //!
-//! May depend on every library crate; the others use it as a dev-dependency.
+//! May depend on every library crate. Only whole-session tests use it (its own, the
+//! runtime's, the examples'); a library's tests take the probe from `toolrail-tool-probe`
+//! and the scripted model from the agent loop.
 //!
 //! # Example
 //!
@@ -42,12 +44,10 @@
 
 pub mod bench;
 pub mod fleet;
-mod probe;
 /// A real PostgreSQL server for a test, and the process table (from `toolrail-test-support`).
 pub use toolrail_test_support::{pg, processes};
 mod scenario;
 
-pub use probe::{Probe, ProbeArgs};
 pub use scenario::{
     Expectations, ModelStep, RESUME_MESSAGE, RunOptions, SCENARIO_SESSION, Scenario, ScenarioError,
     ScenarioPlace, ScenarioReport, ToolCallSpec, TurnSpec, WorkspaceSpec, probes,
@@ -57,23 +57,8 @@ pub use toolrail_interaction::ScriptedApprovals;
 /// The scripted model scenarios run on.
 pub use toolrail_runtime::scenario::ScriptedModel;
 pub use toolrail_test_support::rng::SeededRng;
-
-/// `(kind, call id)` of every event, in order: the shape most tests compare a log by.
-pub fn trail(events: &[toolrail_session_log::Event]) -> Vec<(String, String)> {
-    events
-        .iter()
-        .map(|event| {
-            (
-                event.data.kind().to_owned(),
-                event
-                    .call_id
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default(),
-            )
-        })
-        .collect()
-}
+/// The probe tool (from `toolrail-tool-probe`).
+pub use toolrail_tool_probe::{Probe, ProbeArgs, trail};
 
 /// The batch scheduler, for tests of crates below the agent loop (tool crates, MCP) that
 /// must show how their tools schedule; the layering lets them reach it only through here.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 use toolrail_code_mode::{CodeMode, RUN_CODE};
 use toolrail_session_log::MemorySink;
-use toolrail_testkit::Probe;
+use toolrail_tool_probe::Probe;
 use toolrail_tools_core::{
     CallRequest, CommittedResult, Pipeline, PreExecuteHook, Registry, RegistryBuilder, Typed,
     pipeline::BatchControl,
@@ -84,7 +84,7 @@ impl Harness {
 
     /// `(kind, call_id)` of every event, in order.
     pub(crate) fn trail(&self) -> Vec<(String, String)> {
-        toolrail_testkit::trail(&self.log.events())
+        toolrail_tool_probe::trail(&self.log.events())
     }
 
     /// How many results call `call_id` committed.

@@ -24,7 +24,6 @@
 //! ```
 
 mod expect;
-mod model;
 mod turns;
 
 use std::collections::BTreeMap;
@@ -42,7 +41,8 @@ use toolrail_session_log::{
 use toolrail_tools_core::{ApprovalAnswer, ApprovalService, CancellationToken, Tool};
 
 pub use expect::Expectations;
-pub use model::ScriptedModel;
+/// The scripted model scenarios run on (from the agent loop).
+pub use toolrail_agent_loop::ScriptedModel;
 pub use turns::RESUME_MESSAGE;
 
 use crate::agent::{AgentError, Source};

@@ -1,9 +1,10 @@
-//! A model that answers from a script and remembers what it was asked.
+//! A model that answers from a script and remembers what it was asked: the embedded
+//! default of `toolrail demo`, scenario files, and tests of every layer that drives a model.
 
 use std::collections::VecDeque;
 
+use crate::model::{ModelClient, ModelError, ModelRequest, ModelResponse};
 use parking_lot::Mutex;
-use toolrail_agent_loop::{ModelClient, ModelError, ModelRequest, ModelResponse};
 use toolrail_session_log::{
     BoxFuture,
     event::{AssistantBlock, AssistantMessage, StopReason},
@@ -14,22 +15,21 @@ use toolrail_tools_core::CancellationToken;
 /// the text "done".
 ///
 /// ```
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use std::sync::Arc;
-/// use toolrail_runtime::Agent;
-/// use toolrail_runtime::scenario::ScriptedModel;
-/// let folder = tempfile::tempdir()?;
-/// let model = Arc::new(ScriptedModel::new([ScriptedModel::text("Hello.")]));
-/// let agent = Agent::builder()
-///     .workspace([folder.path()])
-///     .store(toolrail_runtime::Store::jsonl(folder.path().join("sessions"))?)
-///     .model_client(model.clone())
-///     .build()
-///     .await?;
-/// assert_eq!(agent.prompt("Hi").await?.text, "Hello.");
-/// assert_eq!(model.requests().len(), 1);
-/// # Ok(()) }
-/// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+/// use toolrail_agent_loop::{ModelClient, ModelRequest, ScriptedModel};
+/// use toolrail_tools_core::CancellationToken;
+///
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let model = ScriptedModel::new([ScriptedModel::text("Hello.")]);
+/// let request = ModelRequest { system: None, messages: Vec::new(), tools: Vec::new() };
+/// let cancel = CancellationToken::new();
+/// let first = model.complete(&request, &cancel).await?;
+/// assert_eq!(first.message.text(), "Hello.");
+/// // Once the script runs out, it ends the turn.
+/// assert_eq!(model.complete(&request, &cancel).await?.message.text(), "done");
+/// assert_eq!(model.requests().len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Default)]
 pub struct ScriptedModel {

@@ -1,4 +1,4 @@
-//! End to end against a model server toolrail did not write: `llm-katan` (PyPI) in its echo
+//! The providers end to end against a model server toolrail did not write: `llm-katan` (PyPI) in its echo
 //! mode, speaking both formats. A whole agent loop per format: the model asks for a tool,
 //! the call runs through the pipeline, its result goes back in the next request, which the
 //! server accepts and answers.

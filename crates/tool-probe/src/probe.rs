@@ -18,6 +18,7 @@ use toolrail_tools_core::{
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeClaim {
+    /// The resource's name (a custom key).
     pub key: String,
     /// `read` or `write`.
     pub mode: String,
