@@ -7,7 +7,6 @@
     clippy::wildcard_enum_match_arm
 )]
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use toolrail_session_store::SessionStore;
@@ -23,47 +22,25 @@ use toolrail_tools_core::{
     Pipeline, Registry, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec,
 };
 
-/// Answers with the scripted messages in order (and with "done" once they run out),
-/// remembering every request.
-struct ScriptedModel {
-    script: Mutex<VecDeque<AssistantMessage>>,
-    requests: Mutex<Vec<ModelRequest>>,
-    hang: bool,
-}
+/// A model that never answers: it waits for the cancellation.
+struct Hanging;
 
-impl ScriptedModel {
-    fn new(script: Vec<AssistantMessage>) -> Arc<Self> {
-        Arc::new(Self {
-            script: Mutex::new(script.into()),
-            requests: Mutex::new(Vec::new()),
-            hang: false,
-        })
-    }
-}
-
-impl ModelClient for ScriptedModel {
+impl ModelClient for Hanging {
     fn complete<'a>(
         &'a self,
-        request: &'a ModelRequest,
+        _request: &'a ModelRequest,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move {
-            self.requests.lock().push(request.clone());
-            if self.hang {
-                cancel.cancelled().await;
-                return Err(ModelError::Cancelled);
-            }
-            let message = self
-                .script
-                .lock()
-                .pop_front()
-                .unwrap_or_else(|| text("done"));
-            Ok(ModelResponse {
-                message,
-                usage: None,
-            })
+            cancel.cancelled().await;
+            Err(ModelError::Cancelled)
         })
     }
+}
+
+/// The scripted model, shared with the loop under test.
+fn scripted(script: Vec<AssistantMessage>) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new(script))
 }
 
 fn text(text: &str) -> AssistantMessage {
@@ -124,7 +101,7 @@ fn registry() -> (Registry, Arc<Echo>) {
 
 fn agent(
     log: Arc<dyn SessionLog>,
-    model: Arc<ScriptedModel>,
+    model: Arc<dyn ModelClient>,
     registry: Registry,
     max_steps: u32,
 ) -> AgentLoop {
@@ -146,7 +123,7 @@ fn agent(
 #[tokio::test]
 async fn a_turn_runs_the_batch_and_feeds_the_results_back() {
     let log = Arc::new(MemorySink::new());
-    let model = ScriptedModel::new(vec![
+    let model = scripted(vec![
         calls(
             &[
                 ("c1", "echo", r#"{"say":"hi"}"#),
@@ -206,7 +183,7 @@ async fn a_turn_runs_the_batch_and_feeds_the_results_back() {
         .map(|e| e.call_id.as_ref().unwrap().to_string())
         .collect();
     assert_eq!(committed, ["c1", "c2"]);
-    let requests = model.requests.lock();
+    let requests = model.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(
         requests[0]
@@ -243,7 +220,7 @@ async fn a_turn_runs_the_batch_and_feeds_the_results_back() {
 #[tokio::test]
 async fn a_cut_off_message_executes_nothing_and_ends_the_turn_truncated() {
     let log = Arc::new(MemorySink::new());
-    let model = ScriptedModel::new(vec![calls(
+    let model = scripted(vec![calls(
         &[("c1", "echo", r#"{"say":"h"#)],
         StopReason::Length,
     )]);
@@ -273,7 +250,7 @@ async fn a_cut_off_message_executes_nothing_and_ends_the_turn_truncated() {
 #[tokio::test]
 async fn the_step_limit_ends_a_turn_that_keeps_calling_tools() {
     let log = Arc::new(MemorySink::new());
-    let model = ScriptedModel::new(
+    let model = scripted(
         (0..10)
             .map(|n| calls(&[(&format!("c{n}"), "echo", "{}")], StopReason::ToolCalls))
             .collect(),
@@ -290,17 +267,13 @@ async fn the_step_limit_ends_a_turn_that_keeps_calling_tools() {
         .unwrap();
     assert_eq!(ended, TurnEndKind::MaxSteps);
     assert_eq!(*echo.1.lock(), 3);
-    assert_eq!(model.requests.lock().len(), 3);
+    assert_eq!(model.requests().len(), 3);
 }
 
 #[tokio::test]
 async fn cancelling_while_the_model_answers_aborts_the_turn() {
     let log = Arc::new(MemorySink::new());
-    let model = Arc::new(ScriptedModel {
-        script: Mutex::new(VecDeque::new()),
-        requests: Mutex::new(Vec::new()),
-        hang: true,
-    });
+    let model = Arc::new(Hanging);
     let (registry, _) = registry();
     let mut agent = agent(log.clone(), model, registry, 3);
     let cancel = CancellationToken::new();
@@ -361,7 +334,7 @@ async fn a_resumed_session_carries_the_synthetic_results_of_its_recovery() {
         .unwrap();
     drop(opened);
     let opened = store.open(&SessionId::new("resume")).unwrap();
-    let model = ScriptedModel::new(vec![text("I see the write may have happened")]);
+    let model = scripted(vec![text("I see the write may have happened")]);
     let (registry, _) = registry();
     let log: Arc<dyn SessionLog> = Arc::new(opened.log);
     let mut agent = agent(log, model.clone(), registry, 3).resume(&opened.events);
@@ -374,7 +347,7 @@ async fn a_resumed_session_carries_the_synthetic_results_of_its_recovery() {
         .await
         .unwrap();
     assert_eq!(ended, TurnEndKind::Completed);
-    let request = &model.requests.lock()[0];
+    let request = &model.requests()[0];
     let unknown = request.messages.iter().find_map(|item| match item {
         ConversationItem::ToolResult { call_id, record } if call_id.as_str() == "c1" => {
             record.error_code().cloned()
@@ -430,7 +403,7 @@ async fn steering_sent_during_a_batch_arrives_after_its_results() {
         release.clone(),
     ));
     let (registry, _) = RegistryBuilder::new().builtin(waiter).build().unwrap();
-    let model = ScriptedModel::new(vec![
+    let model = scripted(vec![
         calls(&[("c1", "wait", "{}")], StopReason::ToolCalls),
         text("ok, switching"),
     ]);
@@ -451,7 +424,7 @@ async fn steering_sent_during_a_batch_arrives_after_its_results() {
     release.notify_one();
     let (ended, agent) = turn.await.unwrap();
     assert_eq!(ended.unwrap(), TurnEndKind::Completed);
-    let second = &model.requests.lock()[1];
+    let second = &model.requests()[1];
     let tail: Vec<String> = second.messages[2..]
         .iter()
         .map(|item| match item {
@@ -492,7 +465,7 @@ async fn tool_search_makes_a_deferred_tool_callable_from_the_next_request() {
         .install_runtime_tool(Arc::new(Typed::new(ToolSearch::new(registry.clone()))))
         .unwrap();
     let log = Arc::new(MemorySink::new());
-    let model = ScriptedModel::new(vec![
+    let model = scripted(vec![
         // The search and a call in the same message: deploy is not in this request's tool set.
         calls(
             &[
@@ -545,7 +518,7 @@ async fn tool_search_makes_a_deferred_tool_callable_from_the_next_request() {
         })
         .collect();
     assert_eq!(loaded, [vec!["deploy".to_owned()]]);
-    let requests = model.requests.lock();
+    let requests = model.requests();
     let names = |at: usize| {
         requests[at]
             .tools
@@ -568,12 +541,8 @@ async fn tool_search_makes_a_deferred_tool_callable_from_the_next_request() {
         Mutex::new(0),
     ));
     let (fresh, _) = RegistryBuilder::new().builtin(deploy2).build().unwrap();
-    let resumed = agent_with(
-        Arc::new(MemorySink::new()),
-        ScriptedModel::new(vec![]),
-        fresh.clone(),
-    )
-    .resume(&log.events());
+    let resumed = agent_with(Arc::new(MemorySink::new()), scripted(vec![]), fresh.clone())
+        .resume(&log.events());
     drop(resumed);
     assert!(fresh.snapshot().names().contains(&"deploy"));
 }
@@ -609,7 +578,7 @@ async fn a_tool_may_conclude_the_turn() {
         .register_external(ToolSource::Extension("answers".into()), finish)
         .unwrap();
     let log = Arc::new(MemorySink::new());
-    let model = ScriptedModel::new(vec![
+    let model = scripted(vec![
         calls(
             &[("c1", "echo", "{}"), ("c2", "finish", "{}")],
             StopReason::ToolCalls,
@@ -627,7 +596,7 @@ async fn a_tool_may_conclude_the_turn() {
         .unwrap();
     assert_eq!(ended, TurnEndKind::Completed);
     assert_eq!(
-        model.requests.lock().len(),
+        model.requests().len(),
         1,
         "no request after the concluding result"
     );
@@ -644,7 +613,7 @@ async fn a_tool_may_conclude_the_turn() {
 #[tokio::test]
 async fn a_call_id_reused_in_a_later_answer_is_a_new_call() {
     let log = Arc::new(MemorySink::new());
-    let model = ScriptedModel::new(vec![
+    let model = scripted(vec![
         calls(&[("c1", "echo", r#"{"say":"one"}"#)], StopReason::ToolCalls),
         calls(&[("c1", "echo", r#"{"say":"two"}"#)], StopReason::ToolCalls),
         text("said twice"),
@@ -661,7 +630,7 @@ async fn a_call_id_reused_in_a_later_answer_is_a_new_call() {
         .unwrap();
     assert_eq!(ended, TurnEndKind::Completed);
     assert_eq!(*echo.1.lock(), 2, "both calls ran");
-    let answered: Vec<String> = model.requests.lock()[2]
+    let answered: Vec<String> = model.requests()[2]
         .messages
         .iter()
         .filter_map(|item| match item {
@@ -706,7 +675,7 @@ async fn the_live_view_sees_the_answer_then_every_call_with_its_arguments_and_re
             text: "Saying hi.".into(),
         },
     );
-    let model = ScriptedModel::new(vec![message, text("said")]);
+    let model = scripted(vec![message, text("said")]);
     let (registry, _) = registry();
     let mut agent = agent(log.clone(), model, registry, 10);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
