@@ -8,8 +8,8 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendUrgency, ContentBlock, ConversationItem, EventData, EventDraft, SessionLog, SinkError,
-    StepId, Timestamp, TurnId,
+    AppendUrgency, ContentBlock, ConversationItem, EventData, EventDraft, SessionLog, Settle,
+    SinkError, StepId, Timestamp, TurnId,
     event::{ContextMessage, StepEnd, StepStart, StopReason, TurnEnd, TurnEndKind, TurnStart},
 };
 use toolrail_tools_core::{CallRequest, PipelineError, Registry, ToolSet};
@@ -307,6 +307,7 @@ impl AgentLoop {
             self.answer(&outcome.results);
             self.deliver_steering(turn, step).await?;
             self.end_step(turn, step, usage).await?;
+            self.log.settle(Settle::BatchEnd).await?;
             if cancel.is_cancelled() {
                 return self
                     .end(
@@ -400,7 +401,7 @@ impl AgentLoop {
             EventData::TurnEnd(TurnEnd { kind, message }),
         )
         .await?;
-        self.log.barrier().await?;
+        self.log.settle(Settle::TurnEnd).await?;
         Ok(kind)
     }
 

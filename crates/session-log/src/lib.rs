@@ -65,7 +65,7 @@ pub use result::{
     ToolResultRecord, ToolSource, json_len,
 };
 pub use sink::{
-    AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SessionLog,
+    AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, MemorySink, SessionLog, Settle,
     SinkError,
 };
 pub use time::Timestamp;

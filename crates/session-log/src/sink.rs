@@ -219,16 +219,40 @@ impl EventSink for MemorySink {
     }
 }
 
-/// A session log of any store: appends, and a barrier that makes them durable. The stores
+/// A session log of any store: appends, a barrier that makes them durable, and the points
+/// of a session where the log's durability mode may sync. The stores
 /// (`toolrail-session-store`) implement it; recovery appends through it.
 pub trait SessionLog: EventSink {
-    /// Returns once every event appended before the call is durable.
+    /// Returns once every event appended before the call is durable, whatever the log's
+    /// durability mode: the caller asks for a sync.
     fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>>;
+
+    /// The session reached `point`: returns once the events appended before it are as
+    /// durable as the log's mode promises there. A log that syncs at every append, or never
+    /// unless asked, returns at once. By default a barrier: a log that does not say how it
+    /// keeps its promises syncs.
+    fn settle(&self, point: Settle) -> BoxFuture<'_, Result<(), SinkError>> {
+        let _ = point;
+        self.barrier()
+    }
+}
+
+/// A point of a session where a log may have promised a sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settle {
+    /// A batch of tool calls is committed (its `step/end` is appended).
+    BatchEnd,
+    /// A turn ended (its `turn/end` is appended).
+    TurnEnd,
 }
 
 /// The memory log has nothing to sync: a barrier returns at once.
 impl SessionLog for MemorySink {
     fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn settle(&self, _point: Settle) -> BoxFuture<'_, Result<(), SinkError>> {
         Box::pin(std::future::ready(Ok(())))
     }
 }

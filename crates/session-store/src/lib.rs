@@ -85,9 +85,12 @@ pub enum Durability {
     /// its sync (the default).
     #[default]
     Strict,
-    /// Synced at each durable barrier (the scheduler's batch end).
+    /// Synced at the end of every batch and every turn ([`Settle`]), and at a barrier.
+    ///
+    /// [`Settle`]: toolrail_session_log::Settle
     Batched,
-    /// Synced only when a barrier asks.
+    /// Never synced unless a barrier asks: not at a turn's end, not when a session is
+    /// created.
     None,
 }
 

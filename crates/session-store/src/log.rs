@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::Durability;
 use super::writer::{self, Command, Medium, Shared};
 use toolrail_session_log::{
-    AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, SessionLog, SinkError,
+    AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, SessionLog, Settle, SinkError,
 };
 
 /// An open session of a store. Dropping it lets the writer finish what it was given and
@@ -136,6 +136,21 @@ impl SessionLog for StoreLog {
     fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>> {
         Box::pin(self.durable_barrier())
     }
+
+    /// `strict` has synced every event it promised to at its append, and syncs once more at
+    /// a turn's end; `batched` syncs at every batch's and turn's end; `none` never syncs
+    /// unless a barrier asks.
+    fn settle(&self, point: Settle) -> BoxFuture<'_, Result<(), SinkError>> {
+        let sync = match (self.durability, point) {
+            (Durability::Strict, Settle::TurnEnd) | (Durability::Batched, _) => true,
+            (Durability::Strict, Settle::BatchEnd) | (Durability::None, _) => false,
+        };
+        if sync {
+            Box::pin(self.durable_barrier())
+        } else {
+            Box::pin(std::future::ready(refuse_if_unusable(&self.shared.lock())))
+        }
+    }
 }
 
 impl Drop for StoreLog {
@@ -145,6 +160,74 @@ impl Drop for StoreLog {
         drop(self.sender.take());
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use toolrail_session_log::{Event, EventData, Timestamp, event::StepEnd};
+
+    use super::*;
+
+    /// Counts the syncs the writer asks for.
+    struct Counting(Arc<AtomicUsize>);
+
+    impl Medium for Counting {
+        fn commit(&mut self, _events: &[&Event], sync: bool) -> Result<(), SinkError> {
+            if sync {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        }
+
+        fn close(&mut self) {}
+    }
+
+    fn step_end() -> EventDraft {
+        EventDraft {
+            ts: Timestamp::now(),
+            turn: None,
+            step: None,
+            call_id: None,
+            data: EventData::StepEnd(StepEnd { usage: None }),
+        }
+    }
+
+    /// What each mode syncs at a batch's end and at a turn's end: `none` never, unless a
+    /// barrier asks; `strict` at the turn's end (its durable appends synced themselves);
+    /// `batched` at both.
+    #[tokio::test]
+    async fn each_mode_syncs_where_it_promises_and_none_only_when_asked() {
+        for (durability, at_batch_end, at_turn_end) in [
+            (Durability::None, 0, 0),
+            (Durability::Strict, 0, 1),
+            (Durability::Batched, 1, 2),
+        ] {
+            let syncs = Arc::new(AtomicUsize::new(0));
+            let log = StoreLog::start(
+                Counting(Arc::clone(&syncs)),
+                "counting".to_owned(),
+                1,
+                durability,
+            );
+            log.append(step_end(), AppendUrgency::Buffered)
+                .await
+                .unwrap();
+            log.settle(Settle::BatchEnd).await.unwrap();
+            assert_eq!(syncs.load(Ordering::SeqCst), at_batch_end, "{durability:?}");
+            log.settle(Settle::TurnEnd).await.unwrap();
+            assert_eq!(syncs.load(Ordering::SeqCst), at_turn_end, "{durability:?}");
+            log.barrier().await.unwrap();
+            assert_eq!(
+                syncs.load(Ordering::SeqCst),
+                at_turn_end + 1,
+                "{durability:?}"
+            );
         }
     }
 }

@@ -17,7 +17,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use toolrail_agent_loop::{Live, LiveEvent, LiveSink, ModelDelta};
 use toolrail_session_log::{
     AppendFuture, AppendUrgency, BoxFuture, CallId, ContentBlock, EventData, EventDraft, EventSink,
-    SessionLog, SinkError, ToolResultRecord,
+    SessionLog, Settle, SinkError, ToolResultRecord,
     event::{ApprovalAnswer, AssistantMessage},
 };
 
@@ -327,6 +327,10 @@ impl EventSink for Tap {
 impl SessionLog for Tap {
     fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>> {
         self.inner.barrier()
+    }
+
+    fn settle(&self, point: Settle) -> BoxFuture<'_, Result<(), SinkError>> {
+        self.inner.settle(point)
     }
 }
 

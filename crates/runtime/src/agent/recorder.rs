@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use toolrail_session_log::{
-    AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, SessionLog, SinkError,
+    AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, SessionLog, Settle, SinkError,
 };
 
 pub(crate) struct RecordingLog {
@@ -41,5 +41,9 @@ impl EventSink for RecordingLog {
 impl SessionLog for RecordingLog {
     fn barrier(&self) -> BoxFuture<'_, Result<(), SinkError>> {
         self.inner.barrier()
+    }
+
+    fn settle(&self, point: Settle) -> BoxFuture<'_, Result<(), SinkError>> {
+        self.inner.settle(point)
     }
 }

@@ -182,7 +182,9 @@ impl SessionStore for JsonlStore {
         let mut line = serde_json::to_vec(&first)
             .map_err(|error| StoreError::io("encoding", &path, error.into()))?;
         line.push(b'\n');
-        let file = create_whole(&self.dir, &path, &line)?;
+        // In mode `none` nothing is synced unless a barrier asks, the first line included.
+        let sync = self.durability != Durability::None;
+        let file = create_whole(&self.dir, &path, &line, sync)?;
         let name = path.display().to_string();
         Ok(StoreLog::start(
             JsonlFile::new(file, line.len() as u64, shelf, self.blob_cap),
@@ -269,13 +271,13 @@ pub(crate) fn check_first(path: &Path, events: &[Event]) -> Result<(), StoreErro
     }
 }
 
-/// Makes `path` appear holding `first` (its `session/start` line), synced, or not at all: the
-/// line is written and synced under a hidden name, then linked to `path` (which fails if
+/// Makes `path` appear holding `first` (its `session/start` line), or not at all: the line
+/// is written (and, with `sync`, synced) under a hidden name, then linked to `path` (which fails if
 /// `path` exists, so no session is overwritten). A crash never leaves an empty or torn log
 /// whose session never started — at worst a hidden `.creating-…` file (a second name for the
 /// log if the crash came between the link and the unlink). The file comes back
 /// locked, in append mode. Where links are not supported, it is created in place.
-fn create_whole(dir: &Path, path: &Path, first: &[u8]) -> Result<File, StoreError> {
+fn create_whole(dir: &Path, path: &Path, first: &[u8], sync: bool) -> Result<File, StoreError> {
     let exists = |source: std::io::Error| {
         if source.kind() == std::io::ErrorKind::AlreadyExists {
             StoreError::Exists {
@@ -298,8 +300,10 @@ fn create_whole(dir: &Path, path: &Path, first: &[u8]) -> Result<File, StoreErro
         lock::lock(&file, &hidden, Duration::ZERO)?;
         file.write_all(first)
             .map_err(|source| StoreError::io("writing", &hidden, source))?;
-        file.sync_all()
-            .map_err(|source| StoreError::io("syncing", &hidden, source))?;
+        if sync {
+            file.sync_all()
+                .map_err(|source| StoreError::io("syncing", &hidden, source))?;
+        }
         match std::fs::hard_link(&hidden, path) {
             Ok(()) => Ok(true),
             Err(source) if source.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -310,7 +314,9 @@ fn create_whole(dir: &Path, path: &Path, first: &[u8]) -> Result<File, StoreErro
     })();
     let _ = std::fs::remove_file(&hidden);
     if written? {
-        sync_dir(dir)?;
+        if sync {
+            sync_dir(dir)?;
+        }
         return Ok(file);
     }
     // No links here: the old way, where a crash between create and sync leaves a log
@@ -323,9 +329,11 @@ fn create_whole(dir: &Path, path: &Path, first: &[u8]) -> Result<File, StoreErro
     lock::lock(&file, path, Duration::ZERO)?;
     file.write_all(first)
         .map_err(|source| StoreError::io("writing", path, source))?;
-    file.sync_all()
-        .map_err(|source| StoreError::io("syncing", path, source))?;
-    sync_dir(dir)?;
+    if sync {
+        file.sync_all()
+            .map_err(|source| StoreError::io("syncing", path, source))?;
+        sync_dir(dir)?;
+    }
     Ok(file)
 }
 
