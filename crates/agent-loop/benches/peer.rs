@@ -2,9 +2,13 @@
 //! (`@mariozechner/pi-agent-core` 0.73.1 from npm, on the machine's Node), in one run. Both
 //! drive one agent turn in which a scripted model asks for N no-op tool calls in one
 //! assistant message and then ends the turn; pi runs its tools in its parallel mode,
-//! toolrail through its scheduler, pipeline (argument parsing and schema validation) and an
-//! in-memory session log that records every call. Per-call nanoseconds for N = 1, 10, 100,
-//! 1,000 and 10,000, and how a turn's time grows with N; lower is better. Prints `BENCH_ROW {json}` for `cargo xtask bench`.
+//! toolrail through its scheduler, pipeline (argument parsing and schema validation) and a
+//! session log that records every call. Each row names its log: in memory (nothing encoded,
+//! no I/O), a JSONL file in mode `none` (encoded and written, never synced), and a JSONL file
+//! in mode `strict` (with its fsyncs per turn counted). pi is warmed over every N before any
+//! N is measured, so its JIT is at its top tier throughout. Per-call nanoseconds for N = 1,
+//! 10, 100, 1,000 and 10,000, and how a turn's time grows with N; lower is better. Prints
+//! `BENCH_ROW {json}` for `cargo xtask bench`.
 //!
 //! pi is installed with npm into `target/bench-peers/` on first use (the registry is
 //! reachable here); without `node` and `npm` the rows are not measured, and the bench says so.
@@ -23,9 +27,12 @@ use toolrail_agent_loop::{
     SchedulerConfig,
 };
 use toolrail_session_log::{
-    BoxFuture, CallId, ContentBlock, MemorySink, SessionLog, ToolSource,
-    event::{AssistantBlock, AssistantMessage, StopReason, TurnEndKind},
+    BoxFuture, CallId, ContentBlock, MemorySink, SessionId, SessionLog, ToolSource,
+    event::{
+        AssistantBlock, AssistantMessage, FORMAT_VERSION, SessionStart, StopReason, TurnEndKind,
+    },
 };
+use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_test_support::bench::{BenchRow, growth_exponent, median};
 use toolrail_tools_core::{
     Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec,
@@ -95,8 +102,23 @@ fn script(n: usize) -> Script {
     Script(Mutex::new(vec![done, calls]))
 }
 
-/// Nanoseconds per call of one turn of `n` calls: loop, scheduler, pipeline, in-memory log.
-fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize) -> f64 {
+/// The session log a turn writes.
+#[derive(Clone, Copy)]
+enum Log<'a> {
+    /// `MemorySink`: events kept as values, nothing encoded.
+    Memory,
+    /// A fresh session of this JSONL store for every turn.
+    Jsonl(&'a JsonlStore),
+}
+
+/// One measured turn: nanoseconds per call, and the fsyncs its log made.
+struct Turn {
+    per_call_ns: f64,
+    syncs: u64,
+}
+
+/// One turn of `n` calls: loop, scheduler, pipeline, and `log`.
+fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize, log: Log<'_>) -> Turn {
     let tool = NoopTool(
         ToolSpec::builder(
             "noop",
@@ -109,9 +131,27 @@ fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize) -> f64 {
         .external(ToolSource::Extension("bench".into()), Arc::new(tool))
         .build()
         .unwrap();
-    let log: Arc<dyn SessionLog> = Arc::new(MemorySink::new());
+    let (session, jsonl): (Arc<dyn SessionLog>, _) = match log {
+        Log::Memory => (Arc::new(MemorySink::new()), None),
+        Log::Jsonl(store) => {
+            static TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let number = TURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let log = Arc::new(
+                store
+                    .create(SessionStart {
+                        format_version: FORMAT_VERSION,
+                        session_id: SessionId::new(format!("turn-{number}")),
+                        tools: vec![],
+                        meta: None,
+                    })
+                    .unwrap(),
+            );
+            (log.clone() as Arc<dyn SessionLog>, Some(log))
+        }
+    };
+    let syncs_before = jsonl.as_ref().map_or(0, |log| log.syncs());
     let scheduler = Scheduler::new(
-        Arc::new(Pipeline::builder(log.clone()).build()),
+        Arc::new(Pipeline::builder(session.clone()).build()),
         SchedulerConfig {
             max_parallel: std::num::NonZeroUsize::new(n).unwrap_or(std::num::NonZeroUsize::MIN),
             ..SchedulerConfig::default()
@@ -120,7 +160,7 @@ fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize) -> f64 {
     let mut agent = AgentLoop::new(
         registry,
         scheduler,
-        log,
+        session,
         Arc::new(script(n)),
         LoopConfig::default(),
     );
@@ -136,8 +176,24 @@ fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize) -> f64 {
             .unwrap();
         let elapsed = started.elapsed();
         assert_eq!(end, TurnEndKind::Completed);
-        elapsed.as_nanos() as f64 / n as f64
+        Turn {
+            per_call_ns: elapsed.as_nanos() as f64 / n as f64,
+            syncs: jsonl.as_ref().map_or(0, |log| log.syncs()) - syncs_before,
+        }
     })
+}
+
+/// The median per-call time of `reps` turns after three to warm up, and the fsyncs of the
+/// last turn.
+fn measure(runtime: &tokio::runtime::Runtime, n: usize, log: Log<'_>, reps: usize) -> Turn {
+    for _ in 0..3 {
+        toolrail_turn(runtime, n, log);
+    }
+    let turns: Vec<Turn> = (0..reps).map(|_| toolrail_turn(runtime, n, log)).collect();
+    Turn {
+        per_call_ns: median(turns.iter().map(|turn| turn.per_call_ns).collect()),
+        syncs: turns.last().map_or(0, |turn| turn.syncs),
+    }
 }
 
 /// Installs pi into `target/bench-peers/` once; `None` (with the reason printed) when node
@@ -231,7 +287,18 @@ fn main() {
             .enable_all()
             .build()
             .unwrap();
-        let per_call = median((0..reps).map(|_| toolrail_turn(&runtime, n)).collect());
+        let folder = tempfile::tempdir().unwrap();
+        let store = JsonlStore::new(folder.path(), Durability::None).unwrap();
+        let log = if args.iter().any(|arg| arg == "--memory") {
+            Log::Memory
+        } else {
+            Log::Jsonl(&store)
+        };
+        let per_call = median(
+            (0..reps)
+                .map(|_| toolrail_turn(&runtime, n, log).per_call_ns)
+                .collect(),
+        );
         println!("{per_call:.0} ns per call in a turn of {n}");
         return;
     }
@@ -248,33 +315,60 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    let none = JsonlStore::new(folder.path().join("none"), Durability::None).unwrap();
+    let strict = JsonlStore::new(folder.path().join("strict"), Durability::Strict).unwrap();
     let (mut ours_points, mut pi_points) = (Vec::new(), Vec::new());
     for (n, pi) in counts.iter().zip(theirs) {
-        for _ in 0..3 {
-            toolrail_turn(&runtime, *n);
-        }
-        let ours = median((0..reps).map(|_| toolrail_turn(&runtime, *n)).collect());
+        let memory = measure(&runtime, *n, Log::Memory, reps);
+        let written = measure(&runtime, *n, Log::Jsonl(&none), reps);
+        // Strict turns sync for real: fewer of them at the large counts.
+        let strict_reps = if *n >= 1_000 { reps.min(5) } else { reps };
+        let synced = measure(&runtime, *n, Log::Jsonl(&strict), strict_reps);
         if *n >= 100 {
-            ours_points.push((*n as f64, ours * *n as f64));
+            ours_points.push((*n as f64, written.per_call_ns * *n as f64));
             pi_points.push((*n as f64, pi * *n as f64));
         }
+        let row =
+            |log: &str| format!("agent turn, {n} no-op call(s) in one message: per call, {log}");
         BenchRow {
-            row: &format!(
-                "agent turn, {n} no-op call(s) in one message: per call (toolrail logs and checks every call)"
-            ),
-            ours_ns: ours,
-            baseline_name: "pi-agent-core 0.73.1 (Node, parallel mode), same turn",
+            row: &row("JSONL log in mode none (every call encoded and written, no fsync)"),
+            ours_ns: written.per_call_ns,
+            baseline_name: "pi-agent-core 0.73.1 (Node, parallel mode, warmed), same turn",
             baseline_ns: pi,
             goal: "faster per call than pi",
             goal_max_ns: None,
             goal_max_ratio: Some(1.0),
         }
         .print();
+        BenchRow {
+            row: &row("log in memory (nothing encoded, no I/O)"),
+            ours_ns: memory.per_call_ns,
+            baseline_name: "pi-agent-core 0.73.1 (Node, parallel mode, warmed), same turn",
+            baseline_ns: pi,
+            goal: "informational (the JSONL row above is the comparison)",
+            goal_max_ns: None,
+            goal_max_ratio: None,
+        }
+        .print();
+        BenchRow {
+            row: &row(&format!(
+                "JSONL log in mode strict ({} fsyncs per turn)",
+                synced.syncs
+            )),
+            ours_ns: synced.per_call_ns,
+            baseline_name: "the same turn with a JSONL log in mode none",
+            baseline_ns: written.per_call_ns,
+            goal: "informational (what durability costs)",
+            goal_max_ns: None,
+            goal_max_ratio: None,
+        }
+        .print();
     }
     // With a cap as large as the batch every call is in flight at once: a scheduler that
     // looked at the whole window on every wake-up was quadratic here.
     BenchRow {
-        row: "scaling: growth of an agent turn's time with its calls, all in flight, 100 → 10,000 (fitted exponent; 1 = linear)",
+        row: "scaling: growth of an agent turn's time with its calls, all in flight, JSONL log in mode none, 100 → 10,000 (fitted exponent; 1 = linear)",
         ours_ns: growth_exponent(&ours_points),
         baseline_name: "pi-agent-core 0.73.1, same turns",
         baseline_ns: growth_exponent(&pi_points),

@@ -70,6 +70,12 @@ impl StoreLog {
         &self.name
     }
 
+    /// How many times the writer has synced this session so far (each sync covers a group
+    /// of events): what a durability mode costs, counted.
+    pub fn syncs(&self) -> u64 {
+        self.shared.lock().syncs
+    }
+
     /// Returns once every event appended before the call is durable.
     pub async fn durable_barrier(&self) -> Result<(), SinkError> {
         let (ack, answer) = oneshot::channel();
@@ -122,7 +128,10 @@ impl EventSink for StoreLog {
             return AppendFuture::done(Err(refusal));
         }
         shared.next_seq += 1;
+        let spent = std::mem::take(&mut shared.spent);
         drop(shared);
+        // Freed here, outside the lock, on the thread that allocated them.
+        drop(spent);
         match answer {
             None => AppendFuture::done(Ok(seq)),
             Some(answer) => AppendFuture::Waiting(Box::pin(async move {

@@ -47,6 +47,12 @@ pub(crate) struct Shared {
     /// Set by the writer on its first failure; every later append is refused with it.
     pub failed: Option<SinkError>,
     pub closed: bool,
+    /// Groups the writer committed with a sync.
+    pub syncs: u64,
+    /// Events the writer is done with, for an appender to free: memory is freed by the
+    /// thread that allocated it, so the writer and the appenders never contend for the
+    /// allocator's locks.
+    pub spent: Vec<Box<Event>>,
 }
 
 /// Runs until every sender is gone.
@@ -83,9 +89,14 @@ pub(crate) fn run(
             None => medium.commit(&events, sync),
         };
         drop(events);
-        if let Err(error) = &outcome {
-            shared.lock().failed.get_or_insert_with(|| error.clone());
+        match &outcome {
+            Err(error) => {
+                shared.lock().failed.get_or_insert_with(|| error.clone());
+            }
+            Ok(()) if sync => shared.lock().syncs += 1,
+            Ok(()) => {}
         }
+        let mut spent = Vec::with_capacity(group.len());
         for command in group.drain(..) {
             // An appender that stopped waiting does not need its answer.
             match command {
@@ -95,13 +106,17 @@ pub(crate) fn run(
                     ..
                 } => {
                     let _ = ack.send(outcome.clone().map(|()| event.seq));
+                    spent.push(event);
                 }
-                Command::Append { ack: None, .. } => {}
+                Command::Append {
+                    event, ack: None, ..
+                } => spent.push(event),
                 Command::Barrier { ack } => {
                     let _ = ack.send(outcome.clone());
                 }
             }
         }
+        shared.lock().spent.append(&mut spent);
     }
     medium.close();
 }

@@ -1,7 +1,8 @@
 // Drives pi's agent loop (@mariozechner/pi-agent-core, through its public runAgentLoop)
 // with a scripted model stream: the first answer asks for N no-op tool calls in one
 // assistant message, the second ends the turn. Tools run in pi's parallel mode. Prints one
-// JSON line per N: {"n": N, "per_call_ns": median over the repetitions}.
+// JSON line per N: {"n": N, "per_call_ns": median over the repetitions}, every N measured
+// only after all of them were run warm.
 // Usage: node pi_harness.mjs N1,N2,... REPS
 import { runAgentLoop } from "@mariozechner/pi-agent-core";
 import { createAssistantMessageEventStream } from "@mariozechner/pi-ai";
@@ -69,8 +70,16 @@ async function turn(n) {
 
 const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+// Warm the JIT over every count before measuring any: measuring the small counts first,
+// in V8's lower tiers, would flatter toolrail.
+for (let round = 0; round < 5; round++) {
+  for (const n of counts) {
+    const times = n >= 1000 ? 1 : 20;
+    for (let i = 0; i < times; i++) await turn(n);
+  }
+}
+
 for (const n of counts) {
-  for (let i = 0; i < 3; i++) await turn(n); // warm the JIT
   const samples = [];
   for (let i = 0; i < reps; i++) samples.push(await turn(n) / n);
   console.log(JSON.stringify({ n, per_call_ns: median(samples) }));

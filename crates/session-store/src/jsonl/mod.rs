@@ -187,7 +187,13 @@ impl SessionStore for JsonlStore {
         let file = create_whole(&self.dir, &path, &line, sync)?;
         let name = path.display().to_string();
         Ok(StoreLog::start(
-            JsonlFile::new(file, line.len() as u64, shelf, self.blob_cap),
+            JsonlFile::new(
+                file,
+                line.len() as u64,
+                shelf,
+                self.blob_cap,
+                self.durability,
+            ),
             name,
             2,
             self.durability,
@@ -224,7 +230,7 @@ impl SessionStore for JsonlStore {
         let name = path.display().to_string();
         Ok(Opened {
             log: StoreLog::start(
-                JsonlFile::new(file, read.good_len, shelf, self.blob_cap),
+                JsonlFile::new(file, read.good_len, shelf, self.blob_cap, self.durability),
                 name,
                 next_seq,
                 self.durability,
@@ -352,11 +358,20 @@ struct JsonlFile {
     buffer: Vec<u8>,
     shelf: FileShelf,
     blob_cap: usize,
+    /// Sync what was written when the session closes (every mode but `none`).
+    sync_on_close: bool,
 }
 
 impl JsonlFile {
-    fn new(file: File, len: u64, shelf: FileShelf, blob_cap: usize) -> Self {
+    fn new(
+        file: File,
+        len: u64,
+        shelf: FileShelf,
+        blob_cap: usize,
+        durability: Durability,
+    ) -> Self {
         Self {
+            sync_on_close: durability != Durability::None,
             file,
             len,
             buffer: Vec::with_capacity(64 * 1024),
@@ -447,7 +462,10 @@ impl Medium for JsonlFile {
     }
 
     fn close(&mut self) {
-        // Best effort: the last writes reach the disk before the file is closed.
-        let _ = self.file.sync_data();
+        // Best effort: the last writes reach the disk before the file is closed, in every
+        // mode that syncs at all.
+        if self.sync_on_close {
+            let _ = self.file.sync_data();
+        }
     }
 }
