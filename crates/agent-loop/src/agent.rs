@@ -54,6 +54,18 @@ impl Default for LoopConfig {
 /// must add for it. The calls of the request are resolved against the offered set.
 pub type ToolPresentation = Arc<dyn Fn(&ToolSet) -> PresentedTools + Send + Sync>;
 
+/// The tool side of a request, made from one registry snapshot.
+struct Offer {
+    /// The registry's snapshot it was made from.
+    snapshot: ToolSet,
+    /// The set the request's calls run against (the presented one, in code mode).
+    tools: ToolSet,
+    /// The system prompt with what the presentation adds.
+    system: Option<String>,
+    /// The tools as the model is told of them.
+    definitions: Arc<[ToolDefinition]>,
+}
+
 /// What one request offers.
 #[derive(Clone)]
 pub struct PresentedTools {
@@ -86,7 +98,10 @@ pub struct AgentLoop {
     log: Arc<dyn SessionLog>,
     model: Arc<dyn ModelClient>,
     config: LoopConfig,
-    conversation: Vec<ConversationItem>,
+    /// Shared with the request in flight; added to once that request is gone.
+    conversation: Arc<Vec<ConversationItem>>,
+    /// What the last step offered, and the registry snapshot it was made from.
+    offer: Option<Arc<Offer>>,
     next_turn: u32,
     steering_tx: mpsc::UnboundedSender<Vec<ContentBlock>>,
     steering_rx: mpsc::UnboundedReceiver<Vec<ContentBlock>>,
@@ -122,7 +137,8 @@ impl AgentLoop {
             log,
             model,
             config,
-            conversation: Vec::new(),
+            conversation: Arc::default(),
+            offer: None,
             next_turn: 1,
             steering_tx,
             steering_rx,
@@ -132,7 +148,7 @@ impl AgentLoop {
     /// Continues a session whose events were read back (and recovered): the next request
     /// carries everything the log holds, synthetic results included.
     pub fn resume(mut self, events: &[toolrail_session_log::Event]) -> Self {
-        self.conversation = toolrail_session_log::conversation(events);
+        self.conversation = Arc::new(toolrail_session_log::conversation(events));
         // Tools loaded through tool_search stay loaded.
         for event in events {
             if let EventData::ToolsLoaded(loaded) = &event.data {
@@ -176,33 +192,17 @@ impl AgentLoop {
             EventData::TurnStart(TurnStart { user: user.clone() }),
         )
         .await?;
-        self.conversation.push(ConversationItem::User(user));
+        self.remember(ConversationItem::User(user));
         for number in 1..=self.config.max_steps {
             let step = StepId(number);
             self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
                 .await?;
-            let (tools, system) = match &self.config.presentation {
-                None => (self.registry.snapshot(), self.config.system.clone()),
-                Some(present) => {
-                    let presented = present(&self.registry.snapshot());
-                    let system = match (self.config.system.clone(), presented.system) {
-                        (Some(base), Some(extra)) => Some(format!("{base}\n\n{extra}")),
-                        (base, extra) => base.or(extra),
-                    };
-                    (presented.tools, system)
-                }
-            };
+            let offer = self.offer();
+            let tools = offer.tools.clone();
             let request = ModelRequest {
-                system,
-                messages: self.conversation.clone(),
-                tools: tools
-                    .offered()
-                    .map(|entry| ToolDefinition {
-                        name: entry.name().to_owned(),
-                        description: entry.spec().description().to_owned(),
-                        input_schema: entry.spec().input_schema().clone(),
-                    })
-                    .collect(),
+                system: offer.system.clone(),
+                messages: Arc::clone(&self.conversation),
+                tools: Arc::clone(&offer.definitions),
             };
             // Deltas go to the live view as they arrive; the message is acted on only once
             // whole (and not cut off).
@@ -218,6 +218,9 @@ impl AgentLoop {
                 () = cancel.cancelled() => Err(ModelError::Cancelled),
                 response = self.model.stream(&request, &cancel, deltas) => response,
             };
+            // The conversation is shared with the request until here: dropping it first lets
+            // the loop add to the conversation without copying it.
+            drop(request);
             let response = match response {
                 Ok(response) => response,
                 Err(ModelError::Cancelled) => {
@@ -262,7 +265,7 @@ impl AgentLoop {
                 EventData::AssistantMessage(message.clone()),
             )
             .await?;
-            self.conversation.push(ConversationItem::Assistant(message));
+            self.remember(ConversationItem::Assistant(message));
             if truncated {
                 let outcome = self.scheduler.run_truncated(&tools, calls).await?;
                 // Never prepared, never started: the live view learns of them as committed.
@@ -343,16 +346,59 @@ impl AgentLoop {
         .await
     }
 
+    /// What this step offers the model: made anew only when the registry's snapshot changed
+    /// (a tool joined, left or was loaded), so a step with 1,000 tools copies no schema.
+    fn offer(&mut self) -> Arc<Offer> {
+        let snapshot = self.registry.snapshot();
+        if let Some(offer) = &self.offer
+            && offer.snapshot.is_same_snapshot(&snapshot)
+        {
+            return Arc::clone(offer);
+        }
+        let (tools, system) = match &self.config.presentation {
+            None => (snapshot.clone(), self.config.system.clone()),
+            Some(present) => {
+                let presented = present(&snapshot);
+                let system = match (self.config.system.clone(), presented.system) {
+                    (Some(base), Some(extra)) => Some(format!("{base}\n\n{extra}")),
+                    (base, extra) => base.or(extra),
+                };
+                (presented.tools, system)
+            }
+        };
+        let definitions = tools
+            .offered()
+            .map(|entry| ToolDefinition {
+                name: entry.name().to_owned(),
+                description: entry.spec().description().to_owned(),
+                input_schema: entry.spec().input_schema().clone(),
+            })
+            .collect();
+        let offer = Arc::new(Offer {
+            snapshot,
+            tools,
+            system,
+            definitions,
+        });
+        self.offer = Some(Arc::clone(&offer));
+        offer
+    }
+
+    /// Adds an item to the conversation, copying it only if a model client kept a request.
+    fn remember(&mut self, item: ConversationItem) {
+        Arc::make_mut(&mut self.conversation).push(item);
+    }
+
     fn answer(&mut self, results: &[toolrail_tools_core::CommittedResult]) {
         for committed in results {
-            self.conversation.push(ConversationItem::ToolResult {
+            self.remember(ConversationItem::ToolResult {
                 call_id: committed.identity().call_id.clone(),
                 record: Arc::clone(committed.record()),
             });
         }
         for committed in results {
             for message in committed.context() {
-                self.conversation.push(ConversationItem::Context {
+                self.remember(ConversationItem::Context {
                     source: message.source.clone(),
                     content: message.content.clone(),
                 });
@@ -379,7 +425,7 @@ impl AgentLoop {
             };
             self.append(turn, Some(step), EventData::ContextMessage(message.clone()))
                 .await?;
-            self.conversation.push(ConversationItem::Context {
+            self.remember(ConversationItem::Context {
                 source: message.source,
                 content: message.content,
             });

@@ -2,6 +2,8 @@
 //! arrives. Provider clients (OpenAI-compatible, Anthropic) and scripted test models
 //! implement [`ModelClient`].
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
@@ -28,10 +30,12 @@ pub struct ModelRequest {
     /// when there is none.
     pub system: Option<String>,
     /// The conversation so far, as the log's replay derives it: user turns, assistant
-    /// messages, tool results, context messages.
-    pub messages: Vec<ConversationItem>,
-    /// The tools offered, by name.
-    pub tools: Vec<ToolDefinition>,
+    /// messages, tool results, context messages. Shared with the loop, which adds to it
+    /// without copying once the request is gone: a client that keeps the request keeps
+    /// this version of it.
+    pub messages: Arc<Vec<ConversationItem>>,
+    /// The tools offered, by name; shared between the requests of one tool set.
+    pub tools: Arc<[ToolDefinition]>,
 }
 
 /// The model's answer.

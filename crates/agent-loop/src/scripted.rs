@@ -20,7 +20,7 @@ use toolrail_tools_core::CancellationToken;
 ///
 /// # tokio::runtime::Runtime::new()?.block_on(async {
 /// let model = ScriptedModel::new([ScriptedModel::text("Hello.")]);
-/// let request = ModelRequest { system: None, messages: Vec::new(), tools: Vec::new() };
+/// let request = ModelRequest { system: None, messages: Default::default(), tools: Default::default() };
 /// let cancel = CancellationToken::new();
 /// let first = model.complete(&request, &cancel).await?;
 /// assert_eq!(first.message.text(), "Hello.");

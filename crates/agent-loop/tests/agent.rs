@@ -741,3 +741,60 @@ async fn the_live_view_sees_the_answer_then_every_call_with_its_arguments_and_re
         .unwrap();
     assert_eq!(*live_record, *logged);
 }
+
+/// A request shares the tool definitions of its snapshot with the steps before it, and a
+/// changed registry is offered from the next request; a model client that keeps a request
+/// keeps the conversation as that request carried it.
+#[tokio::test]
+async fn requests_share_what_has_not_changed_and_see_what_has() {
+    let log = Arc::new(MemorySink::new());
+    let model = scripted(vec![
+        calls(&[("c1", "echo", r#"{"say":"hi"}"#)], StopReason::ToolCalls),
+        text("said"),
+        text("again"),
+    ]);
+    let (registry, _echo) = registry();
+    let mut agent = agent(log.clone(), model.clone(), registry.clone(), 10);
+    agent
+        .run_turn(
+            vec![ContentBlock::text("go")],
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    registry
+        .register_external(
+            ToolSource::Mcp("late".into()),
+            Arc::new(Echo(
+                ToolSpec::builder("mcp__late__echo", "echo, later", json!({"type": "object"}))
+                    .build(),
+                Mutex::new(0),
+            )),
+        )
+        .unwrap();
+    agent
+        .run_turn(
+            vec![ContentBlock::text("more")],
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        Arc::ptr_eq(&requests[0].tools, &requests[1].tools),
+        "the same snapshot, the same definitions"
+    );
+    let names = |request: &ModelRequest| -> Vec<String> {
+        request.tools.iter().map(|tool| tool.name.clone()).collect()
+    };
+    assert!(!names(&requests[1]).contains(&"mcp__late__echo".to_owned()));
+    assert!(names(&requests[2]).contains(&"mcp__late__echo".to_owned()));
+    // Each kept request holds the conversation as it was sent: the first only the user's
+    // message, the second also the call and its result.
+    assert_eq!(requests[0].messages.len(), 1);
+    assert_eq!(requests[1].messages.len(), 3);
+    assert_eq!(requests[2].messages.len(), 5);
+}

@@ -34,7 +34,7 @@ pub(crate) fn request_body(request: &ModelRequest, options: &ProviderConfig) -> 
             messages.push(json!({"role": "user", "content": std::mem::take(user)}));
         }
     };
-    for item in &request.messages {
+    for item in request.messages.iter() {
         match item {
             ConversationItem::User(blocks)
             | ConversationItem::Context {

@@ -26,12 +26,14 @@
 //!
 //! let request = ModelRequest {
 //!     system: Some("Be brief.".to_owned()),
-//!     messages: vec![ConversationItem::User(vec![ContentBlock::text("What time is it?")])],
-//!     tools: vec![ToolDefinition {
+//!     messages: std::sync::Arc::new(vec![ConversationItem::User(vec![ContentBlock::text(
+//!         "What time is it?",
+//!     )])]),
+//!     tools: std::sync::Arc::new([ToolDefinition {
 //!         name: "clock".to_owned(),
 //!         description: "The time now.".to_owned(),
 //!         input_schema: json!({"type": "object"}),
-//!     }],
+//!     }]),
 //! };
 //! assert_eq!(client.body(&request), json!({
 //!     "model": "qwen3-8b",

@@ -19,7 +19,7 @@ pub(crate) fn request_body(request: &ModelRequest, options: &ProviderConfig) -> 
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    for item in &request.messages {
+    for item in request.messages.iter() {
         messages.push(match item {
             ConversationItem::User(blocks) => json!({"role": "user", "content": user_content(blocks)}),
             ConversationItem::Assistant(message) => {
@@ -496,8 +496,8 @@ mod strict_requests {
         };
         let request = ModelRequest {
             system: None,
-            messages: Vec::new(),
-            tools: vec![
+            messages: std::sync::Arc::default(),
+            tools: std::sync::Arc::new([
                 tool(
                     "closed",
                     json!({"type": "object", "properties": {"a": {"type": "string"}}}),
@@ -506,7 +506,7 @@ mod strict_requests {
                     "open",
                     json!({"type": "object", "properties": {"meta": {"type": "object"}}}),
                 ),
-            ],
+            ]),
         };
         let mut options = ProviderConfig::new(Wire::OpenAi, "http://127.0.0.1:9/v1", "m");
         options.strict = true;

@@ -41,7 +41,7 @@ fn request() -> ModelRequest {
         ToolResultRecord::failure(toolrail_session_log::ErrorCode::ToolFailed, "no such file");
     ModelRequest {
         system: Some("Be brief.".to_owned()),
-        messages: vec![
+        messages: std::sync::Arc::new(vec![
             ConversationItem::User(vec![ContentBlock::text("Read both files.")]),
             ConversationItem::Assistant(AssistantMessage {
                 blocks: vec![
@@ -75,12 +75,12 @@ fn request() -> ModelRequest {
                 source: "hook".to_owned(),
                 content: vec![ContentBlock::text("b.rs was moved.")],
             },
-        ],
-        tools: vec![ToolDefinition {
+        ]),
+        tools: std::sync::Arc::new([ToolDefinition {
             name: "read".to_owned(),
             description: "Read a file.".to_owned(),
             input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        }],
+        }]),
     }
 }
 
@@ -174,14 +174,18 @@ async fn anthropic_request_puts_results_in_one_user_message_with_is_error() {
 #[tokio::test]
 async fn a_repeated_call_id_goes_back_under_the_id_its_result_has() {
     let mut request = request();
-    let ConversationItem::Assistant(message) = &mut request.messages[1] else {
+    let ConversationItem::Assistant(message) =
+        &mut std::sync::Arc::make_mut(&mut request.messages)[1]
+    else {
         panic!("the second item is the assistant message");
     };
     let AssistantBlock::ToolCall { call_id, .. } = &mut message.blocks[2] else {
         panic!("the third block is the second call");
     };
     *call_id = "c1".into();
-    let ConversationItem::ToolResult { call_id, .. } = &mut request.messages[3] else {
+    let ConversationItem::ToolResult { call_id, .. } =
+        &mut std::sync::Arc::make_mut(&mut request.messages)[3]
+    else {
         panic!("the fourth item is the second result");
     };
     *call_id = "c1-dup2".into();

@@ -39,12 +39,14 @@ fn config(wire: Wire, server: &FakeServer) -> ProviderConfig {
 fn request() -> ModelRequest {
     ModelRequest {
         system: None,
-        messages: vec![ConversationItem::User(vec![ContentBlock::text("Go.")])],
-        tools: vec![ToolDefinition {
+        messages: std::sync::Arc::new(vec![ConversationItem::User(vec![ContentBlock::text(
+            "Go.",
+        )])]),
+        tools: std::sync::Arc::new([ToolDefinition {
             name: "read".to_owned(),
             description: "Read a file.".to_owned(),
             input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
+        }]),
     }
 }
 
@@ -267,7 +269,7 @@ async fn sampling_options_reach_both_wire_formats() {
 
         // Without tools offered, no tool choice is sent (the servers refuse one).
         let mut bare = request();
-        bare.tools.clear();
+        bare.tools = std::sync::Arc::new([]);
         client
             .complete(&bare, &CancellationToken::new())
             .await

@@ -228,6 +228,15 @@ impl ToolSet {
         all
     }
 
+    /// Whether `other` is this very snapshot (or a copy of it): the same tools, found without
+    /// comparing them. A registry hands out the same snapshot until it changes.
+    pub fn is_same_snapshot(&self, other: &ToolSet) -> bool {
+        Arc::ptr_eq(&self.offered, &other.offered)
+            && Arc::ptr_eq(&self.hidden, &other.hidden)
+            && Arc::ptr_eq(&self.code_only, &other.code_only)
+            && self.entry_point == other.entry_point
+    }
+
     /// Resolves a name for a caller; `None` is `UNKNOWN_TOOL`.
     pub fn resolve(&self, name: &str, origin: CallOrigin) -> Option<&Arc<ToolEntry>> {
         match origin {
