@@ -570,3 +570,32 @@ async fn in_code_mode_the_model_sees_run_code_alone_and_programs_see_the_rest() 
         from_program.record()
     );
 }
+
+/// Many tools of one source join in one change: one new snapshot, the same rules per tool
+/// (a taken name is skipped with its warning), the order kept.
+#[test]
+fn many_external_tools_join_in_one_change_under_the_same_rules() {
+    let (registry, _) = RegistryBuilder::new()
+        .builtin(probe("read"))
+        .build()
+        .unwrap();
+    let before = registry.snapshot();
+    let source = ToolSource::Mcp("many".into());
+    let tools: Vec<Arc<dyn toolrail_tools_core::Tool>> = ["mcp__many__a", "read", "mcp__many__b"]
+        .into_iter()
+        .map(|name| probe(name) as Arc<dyn toolrail_tools_core::Tool>)
+        .collect();
+    let warnings = registry.register_externals(&source, tools).unwrap();
+    assert_eq!(warnings.len(), 3);
+    assert!(warnings[0].is_none() && warnings[2].is_none());
+    assert_eq!(warnings[1].as_ref().map(|w| w.name.as_str()), Some("read"));
+    assert_eq!(
+        registry.snapshot().names(),
+        ["mcp__many__a", "mcp__many__b", "read"]
+    );
+    assert_eq!(source_of(&registry, "read"), Some(ToolSource::Builtin));
+    assert!(!before.is_same_snapshot(&registry.snapshot()));
+    assert!(registry.snapshot().is_same_snapshot(&registry.snapshot()));
+    let trusted = registry.register_externals(&ToolSource::Builtin, Vec::new());
+    assert!(matches!(trusted, Err(RegistryError::Scope { .. })));
+}

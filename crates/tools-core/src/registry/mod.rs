@@ -351,6 +351,31 @@ impl Registry {
         self.mutate(|state| state.insert(source, tool))
     }
 
+    /// Registers many tools of one non-built-in source in one change: the same rules as
+    /// [`register_external`](Self::register_external), one tool at a time in order, but the
+    /// registry is copied and its snapshot rebuilt once, not once per tool. Returns each
+    /// tool's warning (`None` when it joined), in order; nothing joins if a rule is broken
+    /// in a way that is an error.
+    pub fn register_externals(
+        &self,
+        source: &ToolSource,
+        tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+    ) -> Result<Vec<Option<RegistryWarning>>, RegistryError> {
+        if source.is_trusted() {
+            return Err(RegistryError::Scope {
+                message: format!(
+                    "tools from {source} are installed through RegistryBuilder, not at run time"
+                ),
+            });
+        }
+        self.mutate(|state| {
+            tools
+                .into_iter()
+                .map(|tool| state.insert(source.clone(), tool))
+                .collect()
+        })
+    }
+
     /// Installs one of the runtime's own tools after the registry was built (a tool that
     /// needs the registry itself, like `tool_search`). Visible from the next snapshot.
     pub fn install_runtime_tool(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
