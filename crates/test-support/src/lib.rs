@@ -2,7 +2,8 @@
 //! toolrail's own, so any crate's tests may use it without building the layers above:
 //! a real PostgreSQL server for a test ([`pg`]), the process table ([`processes`]), a
 //! scripted model server ([`http`]), the benches' `BENCH_ROW` lines and statistics
-//! ([`bench`](mod@bench)), and a seeded generator for randomized tests ([`rng`]).
+//! ([`bench`](mod@bench)), a counting allocator ([`alloc`]), and a seeded generator for
+//! randomized tests ([`rng`]).
 //!
 //! # Examples
 //!
@@ -49,6 +50,7 @@
 //! // The server is stopped and its folder removed when `server` is dropped.
 //! ```
 
+pub mod alloc;
 pub mod bench;
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 pub mod http;

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use toolrail_session_log::{BoxFuture, MemorySink, ToolResultRecord, ToolSource};
+use toolrail_test_support::alloc::{CountingAllocator, allocations_per};
 use toolrail_test_support::bench::{BenchRow, median};
 use toolrail_tools_core::{
     CallRequest, CallView, Concurrency, ExecNext, ExecuteLayer, Guard, GuardVerdict, HookError,
@@ -176,6 +177,46 @@ fn row(name: &str, ours: f64, baseline: f64, goal: &str, goal_max: Option<f64>) 
     .print();
 }
 
+#[global_allocator]
+static COUNTING: CountingAllocator = CountingAllocator;
+
+/// Allocations per call of both pipelines, against the spawn baseline's per iteration.
+fn allocation_rows(runtime: &tokio::runtime::Runtime, tools: &ToolSet) {
+    let iters = 2_000;
+    let (spawn, spawn_bytes) = allocations_per(iters, |n| {
+        sample_spawn(runtime, n);
+    });
+    for (name, build, goal, goal_max) in [
+        (
+            "execute_one, no stages: allocations per call (counting allocator)",
+            bare_pipeline as fn() -> Pipeline,
+            "≤ 4 allocations per call",
+            Some(4.0),
+        ),
+        (
+            "execute_one, 2 hooks, 2 guards, 1 layer, 1 observer: allocations per call",
+            staged_pipeline as fn() -> Pipeline,
+            "informational",
+            None,
+        ),
+    ] {
+        let (count, bytes) = allocations_per(iters, |n| {
+            sample_pipeline(runtime, build, tools, n);
+        });
+        let row = json!({
+            "row": format!("{name}, {bytes:.0} bytes"),
+            "unit": "allocations",
+            "ours": count,
+            "baseline_name": format!("tokio::spawn + oneshot ({spawn_bytes:.0} bytes)"),
+            "baseline": spawn,
+            "goal": goal,
+            "goal_max": goal_max,
+            "goal_max_ratio": null,
+        });
+        println!("BENCH_ROW {row}");
+    }
+}
+
 fn main() {
     // `--profile N`: only N staged calls, for `valgrind --tool=callgrind` instruction counts.
     let args: Vec<String> = std::env::args().collect();
@@ -235,6 +276,7 @@ fn main() {
         "informational",
         None,
     );
+    allocation_rows(&runtime, &tools);
     if !quick {
         instruction_row();
     }
