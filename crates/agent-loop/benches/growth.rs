@@ -21,28 +21,8 @@ use toolrail_session_log::{
     event::{AssistantBlock, AssistantMessage, StopReason, TurnEndKind},
 };
 use toolrail_test_support::bench::{BenchRow, median};
-use toolrail_tools_core::{
-    Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec,
-};
-
-/// A tool that does nothing and may overlap with anything.
-struct NoopTool(ToolSpec);
-
-impl Tool for NoopTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    fn concurrency(&self, _args: &serde_json::Value) -> Concurrency {
-        Concurrency::shared()
-    }
-    fn execute<'a>(
-        &'a self,
-        _ctx: &'a ToolContext,
-        _args: &'a serde_json::Value,
-    ) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async { Ok(ToolOutput::text("ok")) })
-    }
-}
+use toolrail_tool_probe::NoopTool;
+use toolrail_tools_core::{Pipeline, RegistryBuilder, ToolSpec};
 
 /// Asks for one `noop` call per request until `steps`, then ends the turn; notes when each
 /// request arrived. It keeps no copy of the requests.

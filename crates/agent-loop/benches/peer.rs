@@ -34,32 +34,11 @@ use toolrail_session_log::{
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_test_support::bench::{BenchRow, growth_exponent, median};
-use toolrail_tools_core::{
-    Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec,
-};
+use toolrail_tool_probe::NoopTool;
+use toolrail_tools_core::{Pipeline, RegistryBuilder, ToolSpec};
 
 const PI: &str = "@mariozechner/pi-agent-core@0.73.1";
 const HARNESS: &str = include_str!("peer/pi_harness.mjs");
-
-/// A tool that does nothing and may overlap with anything, as pi's side's does. (Defined
-/// here: this crate's benches build nothing above it.)
-struct NoopTool(ToolSpec);
-
-impl Tool for NoopTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    fn concurrency(&self, _args: &serde_json::Value) -> Concurrency {
-        Concurrency::shared()
-    }
-    fn execute<'a>(
-        &'a self,
-        _ctx: &'a ToolContext,
-        _args: &'a serde_json::Value,
-    ) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async { Ok(ToolOutput::text("ok")) })
-    }
-}
 
 /// The model of both sides: N calls in the first answer, then text ending the turn. Like
 /// pi's scripted stream, it keeps no record of the requests.

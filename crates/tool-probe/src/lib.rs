@@ -38,6 +38,36 @@ mod probe;
 
 pub use probe::{Probe, ProbeArgs, ProbeClaim};
 
+use serde_json::Value;
+use toolrail_session_log::BoxFuture;
+use toolrail_tools_core::{Concurrency, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec};
+
+/// A tool that does nothing and may overlap with anything: benches measure the runtime's
+/// own cost per call with it.
+///
+/// ```
+/// use toolrail_tool_probe::NoopTool;
+/// use toolrail_tools_core::{Concurrency, Tool, ToolSpec};
+///
+/// let tool = NoopTool(ToolSpec::builder("noop", "does nothing", serde_json::json!({"type": "object"})).build());
+/// assert_eq!(tool.concurrency(&serde_json::json!({})), Concurrency::shared());
+/// ```
+pub struct NoopTool(pub ToolSpec);
+
+impl Tool for NoopTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::shared()
+    }
+
+    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async { Ok(ToolOutput::text("ok")) })
+    }
+}
+
 /// `(kind, call id)` of every event, in order: the shape most tests compare a log by.
 pub fn trail(events: &[toolrail_session_log::Event]) -> Vec<(String, String)> {
     events
