@@ -341,14 +341,8 @@ impl Registry {
         source: ToolSource,
         tool: Arc<dyn Tool>,
     ) -> Result<Option<RegistryWarning>, RegistryError> {
-        if source.is_trusted() {
-            return Err(RegistryError::Scope {
-                message: format!(
-                    "tools from {source} are installed through RegistryBuilder, not at run time"
-                ),
-            });
-        }
-        self.mutate(|state| state.insert(source, tool))
+        let mut warnings = self.register_externals(&source, [tool])?;
+        Ok(warnings.pop().flatten())
     }
 
     /// Registers many tools of one non-built-in source in one change: the same rules as
@@ -361,13 +355,7 @@ impl Registry {
         source: &ToolSource,
         tools: impl IntoIterator<Item = Arc<dyn Tool>>,
     ) -> Result<Vec<Option<RegistryWarning>>, RegistryError> {
-        if source.is_trusted() {
-            return Err(RegistryError::Scope {
-                message: format!(
-                    "tools from {source} are installed through RegistryBuilder, not at run time"
-                ),
-            });
-        }
+        refuse_trusted(source)?;
         self.mutate(|state| {
             tools
                 .into_iter()
@@ -402,13 +390,7 @@ impl Registry {
         source: &ToolSource,
         make: impl FnOnce(&BTreeSet<String>) -> Vec<Arc<dyn Tool>>,
     ) -> Result<(Vec<String>, Vec<RegistryWarning>), RegistryError> {
-        if source.is_trusted() {
-            return Err(RegistryError::Scope {
-                message: format!(
-                    "tools from {source} are installed through RegistryBuilder, not at run time"
-                ),
-            });
-        }
+        refuse_trusted(source)?;
         self.mutate(|state| {
             state.withdraw(source);
             let taken: BTreeSet<String> = state.tools.keys().cloned().collect();
@@ -474,6 +456,18 @@ impl Registry {
         shared.state = next;
         Ok(outcome)
     }
+}
+
+/// Trusted tools (built-in, the runtime's) join only through [`RegistryBuilder`].
+fn refuse_trusted(source: &ToolSource) -> Result<(), RegistryError> {
+    if source.is_trusted() {
+        return Err(RegistryError::Scope {
+            message: format!(
+                "tools from {source} are installed through RegistryBuilder, not at run time"
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn snapshot_of(state: &RegistryState) -> ToolSet {
