@@ -6,6 +6,8 @@
 //! `cargo xtask bench`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,8 +19,8 @@ use toolrail_agent_loop::{
     SchedulerConfig,
 };
 use toolrail_session_log::{
-    BoxFuture, CallId, ContentBlock, MemorySink, SessionLog, ToolSource,
-    event::{AssistantBlock, AssistantMessage, StopReason, TurnEndKind},
+    BoxFuture, CallId, MemorySink, SessionLog, ToolSource,
+    event::{AssistantBlock, AssistantMessage, StopReason},
 };
 use toolrail_test_support::bench::{BenchRow, median};
 use toolrail_tool_probe::NoopTool;
@@ -117,17 +119,7 @@ fn turn(runtime: &tokio::runtime::Runtime, steps: usize, tools: usize) -> Vec<f6
             ..LoopConfig::default()
         },
     );
-    runtime.block_on(async {
-        let end = agent
-            .run_turn(
-                vec![ContentBlock::text("go")],
-                CancellationToken::new(),
-                None,
-            )
-            .await
-            .unwrap();
-        assert_eq!(end, TurnEndKind::Completed);
-    });
+    common::complete_turn(runtime, &mut agent);
     let arrivals = model.arrivals.lock();
     arrivals
         .windows(2)

@@ -14,10 +14,11 @@
 //! reachable here); without `node` and `npm` the rows are not measured, and the bench says so.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Instant;
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -27,10 +28,8 @@ use toolrail_agent_loop::{
     SchedulerConfig,
 };
 use toolrail_session_log::{
-    BoxFuture, CallId, ContentBlock, MemorySink, SessionId, SessionLog, ToolSource,
-    event::{
-        AssistantBlock, AssistantMessage, FORMAT_VERSION, SessionStart, StopReason, TurnEndKind,
-    },
+    BoxFuture, CallId, MemorySink, SessionId, SessionLog, ToolSource,
+    event::{AssistantBlock, AssistantMessage, FORMAT_VERSION, SessionStart, StopReason},
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_test_support::bench::{BenchRow, growth_exponent, median};
@@ -128,7 +127,6 @@ fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize, log: Log<'_>) -> T
             (log.clone() as Arc<dyn SessionLog>, Some(log))
         }
     };
-    let syncs_before = jsonl.as_ref().map_or(0, |log| log.syncs());
     let scheduler = Scheduler::new(
         Arc::new(Pipeline::builder(session.clone()).build()),
         SchedulerConfig {
@@ -143,23 +141,12 @@ fn toolrail_turn(runtime: &tokio::runtime::Runtime, n: usize, log: Log<'_>) -> T
         Arc::new(script(n)),
         LoopConfig::default(),
     );
-    runtime.block_on(async {
-        let started = Instant::now();
-        let end = agent
-            .run_turn(
-                vec![ContentBlock::text("go")],
-                CancellationToken::new(),
-                None,
-            )
-            .await
-            .unwrap();
-        let elapsed = started.elapsed();
-        assert_eq!(end, TurnEndKind::Completed);
-        Turn {
-            per_call_ns: elapsed.as_nanos() as f64 / n as f64,
-            syncs: jsonl.as_ref().map_or(0, |log| log.syncs()) - syncs_before,
-        }
-    })
+    let elapsed = common::complete_turn(runtime, &mut agent);
+    Turn {
+        per_call_ns: elapsed.as_nanos() as f64 / n as f64,
+        // A fresh session: every sync it made was this turn's.
+        syncs: jsonl.as_ref().map_or(0, |log| log.syncs()),
+    }
 }
 
 /// The median per-call time of `reps` turns after three to warm up, and the fsyncs of the

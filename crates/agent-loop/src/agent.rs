@@ -198,7 +198,6 @@ impl AgentLoop {
             self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
                 .await?;
             let offer = self.offer();
-            let tools = offer.tools.clone();
             let request = ModelRequest {
                 system: offer.system.clone(),
                 messages: Arc::clone(&self.conversation),
@@ -267,7 +266,7 @@ impl AgentLoop {
             .await?;
             self.remember(ConversationItem::Assistant(message));
             if truncated {
-                let outcome = self.scheduler.run_truncated(&tools, calls).await?;
+                let outcome = self.scheduler.run_truncated(&offer.tools, calls).await?;
                 // Never prepared, never started: the live view learns of them as committed.
                 if let Some(live) = &live {
                     for committed in &outcome.results {
@@ -295,7 +294,7 @@ impl AgentLoop {
             }
             let outcome = match self
                 .scheduler
-                .run_batch(&tools, calls, cancel.child_token(), live.clone())
+                .run_batch(&offer.tools, calls, cancel.child_token(), live.clone())
                 .await
             {
                 Ok(outcome) => outcome,

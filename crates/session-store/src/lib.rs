@@ -94,6 +94,13 @@ pub enum Durability {
     None,
 }
 
+impl Durability {
+    /// Whether the mode syncs on its own at all (every mode but `none`).
+    pub(crate) fn syncs(self) -> bool {
+        self != Self::None
+    }
+}
+
 /// Why a store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

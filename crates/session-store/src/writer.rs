@@ -119,7 +119,13 @@ pub(crate) fn run(
                 }
             }
         }
-        shared.lock().spent.append(&mut spent);
+        let mut handed = shared.lock();
+        if handed.spent.is_empty() {
+            // The usual case (an appender took the last ones): hand the whole vector over.
+            handed.spent = spent;
+        } else {
+            handed.spent.append(&mut spent);
+        }
     }
     medium.close();
 }

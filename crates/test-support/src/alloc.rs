@@ -4,15 +4,20 @@
 //! uses it. It is the system allocator with two counters, so it changes no behaviour.
 //!
 //! ```
-//! use toolrail_test_support::alloc::allocations_per;
+//! use toolrail_test_support::alloc::{CountingAllocator, allocations_per};
 //!
-//! // Without the allocator installed nothing is counted; with it, each `Vec` is one.
-//! let (count, _bytes) = allocations_per(10, |n| {
-//!     for _ in 0..n {
-//!         std::hint::black_box(vec![1_u8; 16]);
-//!     }
-//! });
-//! assert!(count == 0.0 || count >= 1.0);
+//! #[global_allocator]
+//! static COUNTING: CountingAllocator = CountingAllocator;
+//!
+//! fn main() {
+//!     // Each iteration makes one 16-byte vector.
+//!     let (count, bytes) = allocations_per(100, |n| {
+//!         for _ in 0..n {
+//!             std::hint::black_box(vec![1_u8; 16]);
+//!         }
+//!     });
+//!     assert_eq!((count, bytes), (1.0, 16.0));
+//! }
 //! ```
 
 // The allocator hands every call to the system one: the only unsafe code of the test

@@ -183,8 +183,7 @@ impl SessionStore for JsonlStore {
             .map_err(|error| StoreError::io("encoding", &path, error.into()))?;
         line.push(b'\n');
         // In mode `none` nothing is synced unless a barrier asks, the first line included.
-        let sync = self.durability != Durability::None;
-        let file = create_whole(&self.dir, &path, &line, sync)?;
+        let file = create_whole(&self.dir, &path, &line, self.durability.syncs())?;
         let name = path.display().to_string();
         Ok(StoreLog::start(
             JsonlFile::new(
@@ -192,7 +191,7 @@ impl SessionStore for JsonlStore {
                 line.len() as u64,
                 shelf,
                 self.blob_cap,
-                self.durability,
+                self.durability.syncs(),
             ),
             name,
             2,
@@ -230,7 +229,13 @@ impl SessionStore for JsonlStore {
         let name = path.display().to_string();
         Ok(Opened {
             log: StoreLog::start(
-                JsonlFile::new(file, read.good_len, shelf, self.blob_cap, self.durability),
+                JsonlFile::new(
+                    file,
+                    read.good_len,
+                    shelf,
+                    self.blob_cap,
+                    self.durability.syncs(),
+                ),
                 name,
                 next_seq,
                 self.durability,
@@ -363,15 +368,9 @@ struct JsonlFile {
 }
 
 impl JsonlFile {
-    fn new(
-        file: File,
-        len: u64,
-        shelf: FileShelf,
-        blob_cap: usize,
-        durability: Durability,
-    ) -> Self {
+    fn new(file: File, len: u64, shelf: FileShelf, blob_cap: usize, sync_on_close: bool) -> Self {
         Self {
-            sync_on_close: durability != Durability::None,
+            sync_on_close,
             file,
             len,
             buffer: Vec::with_capacity(64 * 1024),
