@@ -61,6 +61,7 @@ pub mod sqlite;
 mod writer;
 
 pub use spill::DEFAULT_BLOB_CAP;
+pub use writer::{DEFAULT_WRITERS, MAX_WRITERS};
 
 use std::path::{Path, PathBuf};
 

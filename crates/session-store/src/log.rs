@@ -1,67 +1,53 @@
-//! The appending side of a store's session: any number of tasks append; taking a `seq` and
-//! queueing the event for the writer is one step under one lock, so the queue order is the
-//! `seq` order. Appends that need not wait return at once without allocating.
+//! The appending side of a store's session: any number of tasks append. Each encodes its
+//! event on its own thread (large values collected for the shelf), then, under the session's
+//! lock, takes the next `seq` and copies the line into the pending group, so the group's
+//! order is the `seq` order. Appends that need not wait return at once.
 
+use std::cell::RefCell;
+use std::io::Write;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Sender};
-use std::thread::JoinHandle;
 
-use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::Durability;
-use super::writer::{self, Command, Medium, Shared};
+use super::spill::{Collected, encode_stored};
+use super::writer::{Line, Medium, Session, SessionState, Waiter, Writers};
 use toolrail_session_log::{
     AppendFuture, AppendUrgency, BoxFuture, EventDraft, EventSink, SessionLog, Settle, SinkError,
 };
 
-/// An open session of a store. Dropping it lets the writer finish what it was given and
-/// waits for it.
+/// How every encoded event begins before its `seq` is known: the envelope writes `seq`
+/// first, and the event is encoded with `seq` 0.
+const UNNUMBERED: &[u8] = b"{\"seq\":0,";
+
+thread_local! {
+    /// Each appending thread's encoding buffer, reused from event to event.
+    static LINE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(1024));
+}
+
+/// An open session of a store. Dropping it commits what it was given (syncing it in every
+/// mode that syncs), closes the session and returns once it is closed.
 pub struct StoreLog {
     name: String,
     durability: Durability,
-    shared: Arc<Mutex<Shared>>,
-    sender: Option<Sender<Command>>,
-    writer: Option<JoinHandle<()>>,
+    blob_cap: usize,
+    session: Arc<Session>,
 }
 
 impl StoreLog {
     pub(crate) fn start(
+        writers: &Writers,
         medium: impl Medium,
         name: String,
         next_seq: u64,
         durability: Durability,
+        blob_cap: usize,
     ) -> Self {
-        let shared = Arc::new(Mutex::new(Shared {
-            next_seq,
-            ..Shared::default()
-        }));
-        let (sender, commands) = mpsc::channel();
-        let writer_shared = Arc::clone(&shared);
-        let writer = std::thread::Builder::new()
-            .name("toolrail-log-writer".to_owned())
-            .spawn(move || writer::run(medium, commands, writer_shared));
-        match writer {
-            Ok(handle) => Self {
-                name,
-                durability,
-                shared,
-                sender: Some(sender),
-                writer: Some(handle),
-            },
-            Err(error) => {
-                // No writer, no log: every append is refused with the reason.
-                shared.lock().failed = Some(SinkError::Refused(format!(
-                    "the log writer thread could not start: {error}"
-                )));
-                Self {
-                    name,
-                    durability,
-                    shared,
-                    sender: None,
-                    writer: None,
-                }
-            }
+        Self {
+            name,
+            durability,
+            blob_cap,
+            session: writers.open(medium, next_seq),
         }
     }
 
@@ -73,68 +59,90 @@ impl StoreLog {
     /// How many times the writer has synced this session so far (each sync covers a group
     /// of events): what a durability mode costs, counted.
     pub fn syncs(&self) -> u64 {
-        self.shared.lock().syncs
+        self.session.state.lock().syncs
     }
 
     /// Returns once every event appended before the call is durable.
     pub async fn durable_barrier(&self) -> Result<(), SinkError> {
         let (ack, answer) = oneshot::channel();
         {
-            let shared = self.shared.lock();
-            refuse_if_unusable(&shared)?;
-            self.send(Command::Barrier { ack })?;
+            let mut state = self.session.state.lock();
+            refuse_if_unusable(&state)?;
+            state.pending.sync = true;
+            state.pending.waiters.push(Waiter::Barrier(ack));
+            self.session.queue(&mut state, true);
         }
         answer.await.unwrap_or(Err(SinkError::Closed))
     }
 
-    fn send(&self, command: Command) -> Result<(), SinkError> {
-        match &self.sender {
-            Some(sender) => sender.send(command).map_err(|_| SinkError::Closed),
-            None => Err(SinkError::Closed),
+    /// Encodes `draft` into `line` as it is stored, numbered 0, with the large values it
+    /// moves to the shelf.
+    fn encode(&self, draft: EventDraft, line: &mut Vec<u8>) -> Result<Collected, SinkError> {
+        let event = draft.into_event(0);
+        let mut blobs = Collected::default();
+        line.clear();
+        encode_stored(&event, self.blob_cap, &mut blobs, line).map_err(SinkError::Refused)?;
+        if !line.starts_with(UNNUMBERED) {
+            return Err(SinkError::Refused(
+                "an encoded event does not begin with its seq".to_owned(),
+            ));
         }
+        // Freed here, on the thread that made it.
+        drop(event);
+        Ok(blobs)
     }
 }
 
-fn refuse_if_unusable(shared: &Shared) -> Result<(), SinkError> {
-    if let Some(failure) = &shared.failed {
+fn refuse_if_unusable(state: &SessionState) -> Result<(), SinkError> {
+    if let Some(failure) = &state.failed {
         return Err(failure.clone());
     }
-    if shared.closed {
+    if state.closed {
         return Err(SinkError::Closed);
     }
     Ok(())
 }
 
+/// Copies the encoded `line` into the group as event `seq`.
+fn push_line(state: &mut SessionState, seq: u64, line: &[u8], blobs: Collected) {
+    let pending = &mut state.pending;
+    let start = pending.bytes.len();
+    pending.bytes.extend_from_slice(b"{\"seq\":");
+    // Writing to a vector cannot fail.
+    let _ = write!(pending.bytes, "{seq}");
+    pending.bytes.push(b',');
+    pending
+        .bytes
+        .extend_from_slice(line.get(UNNUMBERED.len()..).unwrap_or_default());
+    let end = pending.bytes.len();
+    pending.bytes.push(b'\n');
+    pending.lines.push(Line { seq, start, end });
+    pending.blobs.extend(blobs.0);
+}
+
 impl EventSink for StoreLog {
     fn append(&self, draft: EventDraft, urgency: AppendUrgency) -> AppendFuture<'_> {
         let wait = self.durability == Durability::Strict && urgency == AppendUrgency::Durable;
-        let mut shared = self.shared.lock();
-        if let Err(refusal) = refuse_if_unusable(&shared) {
-            return AppendFuture::done(Err(refusal));
-        }
-        let seq = shared.next_seq;
-        let event = Box::new(draft.into_event(seq));
-        let (ack, answer) = if wait {
-            let (ack, answer) = oneshot::channel();
-            (Some(ack), Some(answer))
-        } else {
-            (None, None)
-        };
-        if let Err(refusal) = self.send(Command::Append {
-            event,
-            sync: wait,
-            ack,
-        }) {
-            return AppendFuture::done(Err(refusal));
-        }
-        shared.next_seq += 1;
-        let spent = std::mem::take(&mut shared.spent);
-        drop(shared);
-        // Freed here, outside the lock, on the thread that allocated them.
-        drop(spent);
-        match answer {
-            None => AppendFuture::done(Ok(seq)),
-            Some(answer) => AppendFuture::Waiting(Box::pin(async move {
+        let queued = LINE.with_borrow_mut(|line| {
+            let blobs = self.encode(draft, line)?;
+            let mut state = self.session.state.lock();
+            refuse_if_unusable(&state)?;
+            let seq = state.next_seq;
+            state.next_seq += 1;
+            push_line(&mut state, seq, line, blobs);
+            let answer = wait.then(|| {
+                let (ack, answer) = oneshot::channel();
+                state.pending.sync = true;
+                state.pending.waiters.push(Waiter::Append(seq, ack));
+                answer
+            });
+            self.session.queue(&mut state, wait);
+            Ok((seq, answer))
+        });
+        match queued {
+            Err(refusal) => AppendFuture::done(Err(refusal)),
+            Ok((seq, None)) => AppendFuture::done(Ok(seq)),
+            Ok((_, Some(answer))) => AppendFuture::Waiting(Box::pin(async move {
                 answer.await.unwrap_or(Err(SinkError::Closed))
             })),
         }
@@ -157,19 +165,16 @@ impl SessionLog for StoreLog {
         if sync {
             Box::pin(self.durable_barrier())
         } else {
-            Box::pin(std::future::ready(refuse_if_unusable(&self.shared.lock())))
+            Box::pin(std::future::ready(refuse_if_unusable(
+                &self.session.state.lock(),
+            )))
         }
     }
 }
 
 impl Drop for StoreLog {
     fn drop(&mut self) {
-        self.shared.lock().closed = true;
-        // Closing the channel ends the writer after it stored (and synced) what it was given.
-        drop(self.sender.take());
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
+        self.session.close();
     }
 }
 
@@ -179,7 +184,9 @@ mod tests {
 
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use toolrail_session_log::{Event, EventData, Timestamp, event::StepEnd};
+    use toolrail_session_log::{EventData, Timestamp, event::StepEnd};
+
+    use crate::writer::Group;
 
     use super::*;
 
@@ -187,7 +194,7 @@ mod tests {
     struct Counting(Arc<AtomicUsize>);
 
     impl Medium for Counting {
-        fn commit(&mut self, _events: &[&Event], sync: bool) -> Result<(), SinkError> {
+        fn commit(&mut self, _group: &Group<'_>, sync: bool) -> Result<(), SinkError> {
             if sync {
                 self.0.fetch_add(1, Ordering::SeqCst);
             }
@@ -219,10 +226,12 @@ mod tests {
         ] {
             let syncs = Arc::new(AtomicUsize::new(0));
             let log = StoreLog::start(
+                &Writers::new(1),
                 Counting(Arc::clone(&syncs)),
                 "counting".to_owned(),
                 1,
                 durability,
+                crate::DEFAULT_BLOB_CAP,
             );
             log.append(step_end(), AppendUrgency::Buffered)
                 .await

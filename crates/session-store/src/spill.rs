@@ -29,6 +29,24 @@ pub(crate) trait BlobShelf {
     fn get(&self, digest: &str) -> Result<Vec<u8>, String>;
 }
 
+/// The large values one event moves to the shelf, collected by its appender for the writer,
+/// which stores them before the group's lines.
+#[derive(Default)]
+pub(crate) struct Collected(pub Vec<(String, Vec<u8>)>);
+
+impl BlobShelf for Collected {
+    fn put(&mut self, digest: &str, bytes: &[u8]) -> Result<(), String> {
+        if !self.0.iter().any(|(stored, _)| stored == digest) {
+            self.0.push((digest.to_owned(), bytes.to_vec()));
+        }
+        Ok(())
+    }
+
+    fn get(&self, _digest: &str) -> Result<Vec<u8>, String> {
+        Err("large values are read through the loading shelf".to_owned())
+    }
+}
+
 /// Appends the stored form of `event` to `out` as compact JSON. Most lines are shorter than
 /// the cap, and then no value in them can be over it: only a longer line, or a result that
 /// carries whole blocks its content was cut from, is looked into.

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, params};
 
 use super::jsonl::first_event;
-use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_stored};
-use super::writer::Medium;
+use std::sync::Arc;
+
+use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, load_stored};
+use super::writer::{Group, Medium, Writers};
 use super::{
     Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id, checked_rows,
     row_event,
@@ -39,6 +41,7 @@ pub struct SqliteStore {
     path: PathBuf,
     durability: Durability,
     blob_cap: usize,
+    writers: Arc<Writers>,
 }
 
 /// The log of a SQLite session.
@@ -51,6 +54,7 @@ impl SqliteStore {
             path: path.into(),
             durability,
             blob_cap: DEFAULT_BLOB_CAP,
+            writers: Arc::default(),
         };
         store.connect()?;
         Ok(store)
@@ -60,6 +64,14 @@ impl SqliteStore {
     /// table under their SHA-256, in the same transaction as their event.
     pub fn with_blob_cap(mut self, bytes: usize) -> Self {
         self.blob_cap = bytes;
+        self
+    }
+
+    /// How many writer threads the store's open sessions share (default
+    /// [`DEFAULT_WRITERS`](crate::DEFAULT_WRITERS), at most
+    /// [`MAX_WRITERS`](crate::MAX_WRITERS)).
+    pub fn with_writers(mut self, threads: usize) -> Self {
+        self.writers = Arc::new(Writers::new(threads));
         self
     }
 
@@ -86,9 +98,15 @@ impl SqliteStore {
             conn,
             session: id.as_str().to_owned(),
             durability: self.durability,
-            blob_cap: self.blob_cap,
         };
-        StoreLog::start(medium, self.name(id), next_seq, self.durability)
+        StoreLog::start(
+            &self.writers,
+            medium,
+            self.name(id),
+            next_seq,
+            self.durability,
+            self.blob_cap,
+        )
     }
 }
 
@@ -182,7 +200,6 @@ struct SqliteSession {
     conn: Connection,
     session: String,
     durability: Durability,
-    blob_cap: usize,
 }
 
 /// Large values as rows of `blobs`, written in the group's transaction.
@@ -217,12 +234,12 @@ impl SqliteSession {
     /// every commit is synced already) commits with `synchronous = FULL`, which syncs the WAL
     /// and so every earlier commit too; a barrier with no events writes and removes a mark so
     /// that there is a commit to sync.
-    fn write(&mut self, events: &[&Event], sync: bool) -> Result<(), rusqlite::Error> {
+    fn write(&mut self, group: &Group<'_>, sync: bool) -> Result<(), rusqlite::Error> {
         let raise = sync && self.durability != Durability::Strict;
         if raise {
             self.conn.pragma_update(None, "synchronous", "FULL")?;
         }
-        let written = self.write_group(events, raise);
+        let written = self.write_group(group, raise);
         if raise {
             let restored =
                 self.conn
@@ -234,25 +251,26 @@ impl SqliteSession {
         written
     }
 
-    fn write_group(&mut self, events: &[&Event], mark: bool) -> Result<(), rusqlite::Error> {
+    fn write_group(&mut self, group: &Group<'_>, mark: bool) -> Result<(), rusqlite::Error> {
         let transaction = self.conn.transaction()?;
         {
+            let mut shelf = TableShelf { conn: &transaction };
+            for (digest, bytes) in group.blobs {
+                shelf
+                    .put(digest, bytes)
+                    .map_err(|error| rusqlite::Error::ToSqlConversionFailure(error.into()))?;
+            }
             let mut insert = transaction
                 .prepare_cached("INSERT INTO events (session, seq, line) VALUES (?1, ?2, ?3)")?;
-            let mut shelf = TableShelf { conn: &transaction };
-            let mut line = Vec::with_capacity(1024);
-            for event in events {
-                line.clear();
-                encode_stored(event, self.blob_cap, &mut shelf, &mut line)
-                    .map_err(|error| rusqlite::Error::ToSqlConversionFailure(error.into()))?;
-                let text = std::str::from_utf8(&line)
+            for (seq, line) in group.lines() {
+                let text = std::str::from_utf8(line)
                     .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
-                let seq = i64::try_from(event.seq)
+                let seq = i64::try_from(seq)
                     .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
                 insert.execute(params![self.session, seq, text])?;
             }
         }
-        if mark && events.is_empty() {
+        if mark && group.is_empty() {
             transaction.execute("INSERT INTO sync_marks (n) VALUES (1)", [])?;
             transaction.execute("DELETE FROM sync_marks", [])?;
         }
@@ -261,8 +279,8 @@ impl SqliteSession {
 }
 
 impl Medium for SqliteSession {
-    fn commit(&mut self, events: &[&Event], sync: bool) -> Result<(), SinkError> {
-        self.write(events, sync).map_err(|error| {
+    fn commit(&mut self, group: &Group<'_>, sync: bool) -> Result<(), SinkError> {
+        self.write(group, sync).map_err(|error| {
             SinkError::Refused(format!(
                 "writing session `{}` to SQLite failed: {error}",
                 self.session

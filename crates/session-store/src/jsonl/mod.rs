@@ -10,8 +10,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, decode_stored, encode_stored, load_form};
-use super::writer::Medium;
+use std::sync::Arc;
+
+use super::spill::{BlobShelf, DEFAULT_BLOB_CAP, decode_stored, load_form};
+use super::writer::{Group, Medium, Writers};
 use super::{Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id};
 use toolrail_session_log::SessionId;
 use toolrail_session_log::SinkError;
@@ -72,6 +74,7 @@ pub struct JsonlStore {
     durability: Durability,
     blob_cap: usize,
     lock_wait: Duration,
+    writers: Arc<Writers>,
 }
 
 /// The log of a JSONL session.
@@ -87,6 +90,7 @@ impl JsonlStore {
             durability,
             blob_cap: DEFAULT_BLOB_CAP,
             lock_wait: DEFAULT_LOCK_WAIT,
+            writers: Arc::default(),
         })
     }
 
@@ -103,6 +107,15 @@ impl JsonlStore {
     /// file, in `<session-id>.blobs/`, under their SHA-256.
     pub fn with_blob_cap(mut self, bytes: usize) -> Self {
         self.blob_cap = bytes;
+        self
+    }
+
+    /// How many writer threads the store's open sessions share (default
+    /// [`DEFAULT_WRITERS`](crate::DEFAULT_WRITERS), at most
+    /// [`MAX_WRITERS`](crate::MAX_WRITERS)): a thousand open sessions are written by these,
+    /// not by a thread each.
+    pub fn with_writers(mut self, threads: usize) -> Self {
+        self.writers = Arc::new(Writers::new(threads));
         self
     }
 
@@ -186,16 +199,12 @@ impl SessionStore for JsonlStore {
         let file = create_whole(&self.dir, &path, &line, self.durability.syncs())?;
         let name = path.display().to_string();
         Ok(StoreLog::start(
-            JsonlFile::new(
-                file,
-                line.len() as u64,
-                shelf,
-                self.blob_cap,
-                self.durability.syncs(),
-            ),
+            &self.writers,
+            JsonlFile::new(file, line.len() as u64, shelf, self.durability.syncs()),
             name,
             2,
             self.durability,
+            self.blob_cap,
         ))
     }
 
@@ -229,16 +238,12 @@ impl SessionStore for JsonlStore {
         let name = path.display().to_string();
         Ok(Opened {
             log: StoreLog::start(
-                JsonlFile::new(
-                    file,
-                    read.good_len,
-                    shelf,
-                    self.blob_cap,
-                    self.durability.syncs(),
-                ),
+                &self.writers,
+                JsonlFile::new(file, read.good_len, shelf, self.durability.syncs()),
                 name,
                 next_seq,
                 self.durability,
+                self.blob_cap,
             ),
             events: read.events,
             torn_bytes_dropped: read.torn_bytes,
@@ -360,22 +365,18 @@ struct JsonlFile {
     file: File,
     /// Length of the file up to the last group that was written whole.
     len: u64,
-    buffer: Vec<u8>,
     shelf: FileShelf,
-    blob_cap: usize,
     /// Sync what was written when the session closes (every mode but `none`).
     sync_on_close: bool,
 }
 
 impl JsonlFile {
-    fn new(file: File, len: u64, shelf: FileShelf, blob_cap: usize, sync_on_close: bool) -> Self {
+    fn new(file: File, len: u64, shelf: FileShelf, sync_on_close: bool) -> Self {
         Self {
             sync_on_close,
             file,
             len,
-            buffer: Vec::with_capacity(64 * 1024),
             shelf,
-            blob_cap,
         }
     }
 }
@@ -424,14 +425,12 @@ impl BlobShelf for FileShelf {
 }
 
 impl Medium for JsonlFile {
-    fn commit(&mut self, events: &[&Event], sync: bool) -> Result<(), SinkError> {
-        self.buffer.clear();
-        for event in events {
-            encode_stored(event, self.blob_cap, &mut self.shelf, &mut self.buffer)
-                .map_err(SinkError::Refused)?;
-            self.buffer.push(b'\n');
+    fn commit(&mut self, group: &Group<'_>, sync: bool) -> Result<(), SinkError> {
+        // The large values are durable before the lines that point at them.
+        for (digest, bytes) in group.blobs {
+            self.shelf.put(digest, bytes).map_err(SinkError::Refused)?;
         }
-        let written = self.file.write_all(&self.buffer).map_err(|error| {
+        let written = self.file.write_all(group.bytes).map_err(|error| {
             SinkError::Refused(format!("writing the session file failed: {error}"))
         });
         let synced = written.and_then(|()| {
@@ -445,7 +444,7 @@ impl Medium for JsonlFile {
         });
         match synced {
             Ok(()) => {
-                self.len += self.buffer.len() as u64;
+                self.len += group.bytes.len() as u64;
                 Ok(())
             }
             Err(error) => {

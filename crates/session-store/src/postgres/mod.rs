@@ -27,8 +27,8 @@ pub use queue::Claimed;
 use session::*;
 
 use crate::jsonl::first_event;
-use crate::spill::{BlobShelf, DEFAULT_BLOB_CAP, encode_stored, load_stored};
-use crate::writer::Medium;
+use crate::spill::{BlobShelf, DEFAULT_BLOB_CAP, load_stored};
+use crate::writer::{Group, Medium, Writers};
 use crate::{
     Durability, Opened, SessionStore, StoreError, StoreLog, check_session_id, checked_rows,
     row_event,
@@ -48,6 +48,7 @@ pub struct PostgresStore {
     durability: Durability,
     blob_cap: usize,
     idle: Arc<Idle>,
+    writers: Arc<Writers>,
 }
 
 /// Connections kept between the store's own calls (claims, reads, leases) and handed back
@@ -128,6 +129,7 @@ impl PostgresStore {
             durability,
             blob_cap: DEFAULT_BLOB_CAP,
             idle: Arc::default(),
+            writers: Arc::default(),
         };
         let mut client = store.client()?;
         store.migrate(&mut client)?;
@@ -142,6 +144,14 @@ impl PostgresStore {
     /// Values (and details) whose compact JSON is longer than `bytes` go to `blobs`.
     pub fn with_blob_cap(mut self, bytes: usize) -> Self {
         self.blob_cap = bytes;
+        self
+    }
+
+    /// How many writer threads the store's open sessions share (default
+    /// [`DEFAULT_WRITERS`](crate::DEFAULT_WRITERS), at most
+    /// [`MAX_WRITERS`](crate::MAX_WRITERS)).
+    pub fn with_writers(mut self, threads: usize) -> Self {
+        self.writers = Arc::new(Writers::new(threads));
         self
     }
 
@@ -353,14 +363,15 @@ impl PostgresStore {
             healthy: true,
             session: id.as_str().to_owned(),
             durability: self.durability,
-            blob_cap: self.blob_cap,
             fence,
         };
         Ok(StoreLog::start(
+            &self.writers,
             medium,
             self.name(id),
             next_seq,
             self.durability,
+            self.blob_cap,
         ))
     }
 }

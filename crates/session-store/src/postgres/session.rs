@@ -12,7 +12,6 @@ pub(super) struct PostgresSession {
     pub(super) healthy: bool,
     pub(super) session: String,
     pub(super) durability: Durability,
-    pub(super) blob_cap: usize,
     /// The lease token every group checks, for a leased log.
     pub(super) fence: Option<i64>,
 }
@@ -30,24 +29,19 @@ impl PostgresSession {
     /// statement — its own transaction — that checks the lease under a share lock and
     /// inserts every event; otherwise a transaction stores the large values first, and a
     /// non-strict log's sync group asks for the flush.
-    fn write_group(&mut self, events: &[&Event], sync: bool) -> Result<(), GroupError> {
-        let mut blobs = PendingBlobs::default();
-        let mut seqs: Vec<i64> = Vec::with_capacity(events.len());
-        let mut lines: Vec<String> = Vec::with_capacity(events.len());
-        let mut line = Vec::with_capacity(1024);
-        for event in events {
-            line.clear();
-            encode_stored(event, self.blob_cap, &mut blobs, &mut line)
-                .map_err(GroupError::Encoding)?;
-            lines.push(String::from_utf8_lossy(&line).into_owned());
-            seqs.push(
-                i64::try_from(event.seq)
+    fn write_group(&mut self, group: &Group<'_>, sync: bool) -> Result<(), GroupError> {
+        let mut seqs: Vec<i64> = Vec::with_capacity(group.lines.len());
+        let mut lines: Vec<&str> = Vec::with_capacity(group.lines.len());
+        for (seq, line) in group.lines() {
+            lines.push(
+                std::str::from_utf8(line)
                     .map_err(|error| GroupError::Encoding(error.to_string()))?,
             );
+            seqs.push(i64::try_from(seq).map_err(|error| GroupError::Encoding(error.to_string()))?);
         }
         // Strict mode's connection waits for every commit's flush already.
         let flushed = !sync || self.durability == Durability::Strict;
-        let simple = flushed && blobs.0.is_empty() && !events.is_empty();
+        let simple = flushed && group.blobs.is_empty() && !group.is_empty();
         let Some(client) = self.client.as_mut() else {
             return Err(GroupError::Encoding("the log is closed".to_owned()));
         };
@@ -55,7 +49,7 @@ impl PostgresSession {
             let inserted = client
                 .execute(INSERT_GROUP, &[&self.session, &seqs, &lines, &self.fence])
                 .map_err(GroupError::Database)?;
-            return check_inserted(client, &self.session, inserted, events.len());
+            return check_inserted(client, &self.session, inserted, group.lines.len());
         }
         let mut transaction = client.transaction().map_err(GroupError::Database)?;
         if sync && self.durability != Durability::Strict {
@@ -63,7 +57,7 @@ impl PostgresSession {
                 .batch_execute("SET LOCAL synchronous_commit = on")
                 .map_err(GroupError::Database)?;
         }
-        for (digest, bytes) in &blobs.0 {
+        for (digest, bytes) in group.blobs {
             transaction
                 .execute(
                     "INSERT INTO blobs (digest, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING",
@@ -71,7 +65,7 @@ impl PostgresSession {
                 )
                 .map_err(GroupError::Database)?;
         }
-        if events.is_empty() {
+        if group.is_empty() {
             // A barrier of a leased log says the lease still holds, as every group does.
             if let Some(token) = self.fence {
                 let held = lease_token(&mut transaction, &self.session, RowLock::Share)
@@ -91,7 +85,7 @@ impl PostgresSession {
                 .execute(INSERT_GROUP, &[&self.session, &seqs, &lines, &self.fence])
                 .map_err(GroupError::Database)?;
             // Dropping the transaction rolls the large values back with the refused group.
-            check_inserted(&mut transaction, &self.session, inserted, events.len())?;
+            check_inserted(&mut transaction, &self.session, inserted, group.lines.len())?;
         }
         transaction.commit().map_err(GroupError::Database)
     }
@@ -122,26 +116,9 @@ const INSERT_GROUP: &str = "
     WHERE $4::bigint IS NULL
        OR EXISTS (SELECT 1 FROM leases WHERE session = $1 AND token = $4 FOR SHARE)";
 
-/// Large values a group spills, stored in the group's transaction before its events.
-#[derive(Default)]
-struct PendingBlobs(Vec<(String, Vec<u8>)>);
-
-impl BlobShelf for PendingBlobs {
-    fn put(&mut self, digest: &str, bytes: &[u8]) -> Result<(), String> {
-        if !self.0.iter().any(|(stored, _)| stored == digest) {
-            self.0.push((digest.to_owned(), bytes.to_vec()));
-        }
-        Ok(())
-    }
-
-    fn get(&self, _digest: &str) -> Result<Vec<u8>, String> {
-        Err("large values are read through the loading shelf".to_owned())
-    }
-}
-
 impl Medium for PostgresSession {
-    fn commit(&mut self, events: &[&Event], sync: bool) -> Result<(), SinkError> {
-        self.write_group(events, sync).map_err(|error| {
+    fn commit(&mut self, group: &Group<'_>, sync: bool) -> Result<(), SinkError> {
+        self.write_group(group, sync).map_err(|error| {
             self.healthy = false;
             match error {
                 GroupError::Database(error) => SinkError::Refused(format!(
