@@ -50,7 +50,11 @@ pub(crate) struct Group<'a> {
 }
 
 impl Group<'_> {
-    /// Each event's `seq` and its line, without the newline.
+    /// Each event's `seq` and its line, without the newline (what a database stores).
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres")),
+        allow(dead_code, reason = "only the database stores read lines one by one")
+    )]
     pub(crate) fn lines(&self) -> impl Iterator<Item = (u64, &[u8])> {
         self.lines.iter().map(|line| {
             let text = self.bytes.get(line.start..line.end).unwrap_or_default();
@@ -65,6 +69,10 @@ impl Group<'_> {
 
 /// Where one event's line is in its group's bytes (`end` excludes the newline).
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(dead_code, reason = "only the database stores read lines one by one")
+)]
 pub(crate) struct Line {
     pub seq: u64,
     pub start: usize,

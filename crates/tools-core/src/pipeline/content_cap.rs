@@ -20,15 +20,18 @@ pub const DEFAULT_CONTENT_TEXT_CAP: usize = 64 * 1024;
 /// A share smaller than the marker (a cap of a few hundred bytes over many blocks) keeps the
 /// marker alone, which may then exceed the share.
 pub(super) fn cap_content(content: &mut [ContentBlock], cap: usize) -> Vec<ElidedBlock> {
-    let mut sizes: Vec<(usize, usize)> = content
-        .iter()
-        .enumerate()
-        .filter(|(_, block)| !matches!(block, ContentBlock::Image { .. }))
-        .map(|(index, block)| (index, model_text_len(block)))
-        .collect();
-    if sizes.iter().map(|(_, size)| size).sum::<usize>() <= cap {
+    let sized = || {
+        content
+            .iter()
+            .enumerate()
+            .filter(|(_, block)| !matches!(block, ContentBlock::Image { .. }))
+            .map(|(index, block)| (index, model_text_len(block)))
+    };
+    // Almost every result fits: that is found without allocating.
+    if sized().map(|(_, size)| size).sum::<usize>() <= cap {
         return Vec::new();
     }
+    let mut sizes: Vec<(usize, usize)> = sized().collect();
     sizes.sort_by_key(|&(index, size)| (size, index));
     let mut budget = cap;
     let mut cuts = Vec::new();
