@@ -27,7 +27,7 @@ fn request(call_id: &str, session_key: Option<&str>) -> ApprovalRequest {
         },
         tool_kind: "execute",
         subject: Some("git push".to_owned()),
-        arguments: json!({"command": "git push"}),
+        arguments: json!({"command": "git push"}).into(),
         reason: "pushing needs an approval".to_owned(),
         session_key: session_key.map(str::to_owned),
         preview: None,

@@ -483,7 +483,7 @@ async fn a_session_answer_where_none_was_offered_counts_once() {
         },
         tool_kind: "think",
         subject: None,
-        arguments: json!({}),
+        arguments: json!({}).into(),
         reason: "always asks".to_owned(),
         session_key: None,
         preview: None,

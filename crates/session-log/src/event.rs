@@ -485,8 +485,8 @@ pub struct ArgsRewritten {
 pub struct ApprovalAsked {
     /// Why the call needs approval, as the hook that asked put it.
     pub reason: String,
-    /// The effective arguments the approver sees.
-    pub arguments: Value,
+    /// The effective arguments the approver sees (shared with the call: asking copies none).
+    pub arguments: Arc<Value>,
     /// The key an "approve for session" answer would cover.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_key: Option<String>,

@@ -247,7 +247,7 @@ fn event_data() -> impl Strategy<Value = EventData> {
         (text(), json_value(), proptest::option::of(text())).prop_map(
             |(reason, arguments, session_key)| EventData::ApprovalAsked(ApprovalAsked {
                 reason,
-                arguments,
+                arguments: arguments.into(),
                 session_key
             })
         ),

@@ -164,7 +164,7 @@ async fn plan_mode_stays_on_after_a_rejected_plan_and_ends_on_an_approved_one() 
     // The approver saw the plan; both decisions and both mode changes are in the log.
     let asked = approvals.asked();
     assert_eq!(asked.len(), 2);
-    assert_eq!(asked[0].arguments, json!({"plan": "1. edit 2. test"}));
+    assert_eq!(*asked[0].arguments, json!({"plan": "1. edit 2. test"}));
     assert!(asked[0].reason.contains("leaving plan mode"));
     let modes: Vec<bool> = s
         .sink

@@ -1,6 +1,8 @@
 //! Stage 4: the approval seam. Closed by default: no service, a timeout, a dropped channel or
 //! a cancelled batch is never an approval.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::BoxFuture;
@@ -18,8 +20,8 @@ pub struct ApprovalRequest {
     pub tool_kind: &'static str,
     /// The call's subject (the command, the path), when its tool declares one.
     pub subject: Option<String>,
-    /// The effective arguments (after any rewrite).
-    pub arguments: Value,
+    /// The effective arguments (after any rewrite), shared with the call.
+    pub arguments: Arc<Value>,
     /// Why the call needs an approval: the reason of the pre-execute hook that asked, or of the
     /// tool that must ask (both, joined by `; `, when both do).
     pub reason: String,

@@ -243,7 +243,7 @@ async fn every_approval_answer_has_its_outcome_and_both_events() {
         assert_eq!(h.kinds(), kinds, "answer {answer:?}");
         let requests = approver.requests.lock();
         assert_eq!(requests.len(), 1);
-        assert_eq!(requests[0].arguments, json!({"path": "x"}));
+        assert_eq!(*requests[0].arguments, json!({"path": "x"}));
         assert_eq!(requests[0].reason, "writes need approval");
         assert_eq!(requests[0].session_key.as_deref(), Some("probe:*"));
     }
@@ -545,7 +545,7 @@ async fn a_rewrite_then_an_ask_shows_the_approver_the_effective_arguments() {
         ]
     );
     assert_eq!(
-        approver.requests.lock()[0].arguments,
+        *approver.requests.lock()[0].arguments,
         json!({"path": "/safe"})
     );
     assert_eq!(

@@ -76,7 +76,7 @@ pub enum AgentEvent {
         /// `untrusted` preset ``).
         reason: String,
         /// The effective arguments the approver sees.
-        arguments: Value,
+        arguments: Arc<Value>,
         /// What an "approve for session" answer would cover (`bash(git push origin)`);
         /// `None` when no such answer could cover the call (a command known only at run
         /// time, a line that redirects to a file).

@@ -206,7 +206,7 @@ impl Pipeline {
     ) -> Result<ApprovalAnswer, PipelineError> {
         let asked = EventData::ApprovalAsked(ApprovalAsked {
             reason: reason.clone(),
-            arguments: core.arguments.as_ref().clone(),
+            arguments: Arc::clone(&core.arguments),
             session_key: session_key.clone(),
         });
         let started = Instant::now();
@@ -233,7 +233,7 @@ impl Pipeline {
                         .view(entry)
                         .subject()
                         .map(|subject| subject.text.to_owned()),
-                    arguments: core.arguments.as_ref().clone(),
+                    arguments: Arc::clone(&core.arguments),
                     reason,
                     session_key,
                     preview,
