@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use toolrail_tools_core::CallArgs;
 
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -32,10 +33,14 @@ impl Tool for Sleepy {
     fn spec(&self) -> &ToolSpec {
         &self.0
     }
-    fn concurrency(&self, _args: &Value) -> Concurrency {
+    fn concurrency(&self, _args: &CallArgs) -> Concurrency {
         Concurrency::shared()
     }
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             if let Some(ms) = args["sleep_ms"].as_u64() {
                 let duration = Duration::from_millis(ms);

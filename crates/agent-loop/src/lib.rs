@@ -22,6 +22,7 @@
 //!     BoxFuture, CallId, ContentBlock, ConversationItem, MemorySink,
 //!     event::{AssistantBlock, AssistantMessage, StopReason, TurnEndKind},
 //! };
+//! use toolrail_tools_core::CallArgs;
 //! use toolrail_tools_core::{
 //!     CancellationToken, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult,
 //!     ToolSpec,
@@ -35,7 +36,7 @@
 //!         &self.0
 //!     }
 //!
-//!     fn execute<'a>(&'a self, _: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+//!     fn execute<'a>(&'a self, _: &'a ToolContext, args: &'a CallArgs) -> BoxFuture<'a, ToolResult> {
 //!         let said = args["say"].as_str().unwrap_or_default().to_owned();
 //!         Box::pin(async move { Ok(ToolOutput::text(said)) })
 //!     }

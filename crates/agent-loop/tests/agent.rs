@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolrail_session_store::SessionStore;
 use toolrail_session_store::{Durability, JsonlStore};
+use toolrail_tools_core::CallArgs;
 
 use parking_lot::Mutex;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::*;
 use toolrail_session_log::event::*;
@@ -71,7 +72,11 @@ impl Tool for Echo {
     fn spec(&self) -> &ToolSpec {
         &self.0
     }
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             *self.1.lock() += 1;
             Ok(ToolOutput::text(format!(
@@ -381,7 +386,11 @@ impl Tool for Waiter {
     fn spec(&self) -> &ToolSpec {
         &self.0
     }
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        _args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             self.1.notify_one();
             self.2.notified().await;
@@ -558,7 +567,11 @@ impl Tool for Finish {
     fn spec(&self) -> &ToolSpec {
         &self.0
     }
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        _args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async { Ok(ToolOutput::text("final answer given").concluding()) })
     }
 }

@@ -4,8 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
+use toolrail_tools_core::CallArgs;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{LiveEvent, Scheduler, SchedulerConfig};
@@ -51,10 +52,14 @@ impl Tool for Instant {
             ToolSpec::builder("instant", "returns at once", json!({"type": "object"})).build()
         })
     }
-    fn concurrency(&self, _args: &Value) -> Concurrency {
+    fn concurrency(&self, _args: &CallArgs) -> Concurrency {
         Concurrency::shared()
     }
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        _args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async { Ok(ToolOutput::text("ok")) })
     }
 }

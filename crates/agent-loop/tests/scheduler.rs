@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
+use toolrail_tools_core::CallArgs;
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -55,7 +56,7 @@ impl Tool for Gated {
         &self.spec
     }
 
-    fn concurrency(&self, args: &Value) -> Concurrency {
+    fn concurrency(&self, args: &CallArgs) -> Concurrency {
         let turned = args["exclusive_if_flag"].as_bool() == Some(true)
             && self.gates.flag.load(std::sync::atomic::Ordering::SeqCst);
         if args["exclusive"].as_bool() == Some(true) || turned {
@@ -74,7 +75,11 @@ impl Tool for Gated {
         Concurrency::Shared(claims)
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let gate = args["gate"].as_str().unwrap_or_default().to_owned();
             self.gates.started.lock().push(gate.clone());

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use toolrail_tools_core::CallArgs;
 
 use parking_lot::Mutex;
 use proptest::prelude::*;
@@ -56,11 +57,15 @@ impl Tool for Timed {
         &self.spec
     }
 
-    fn concurrency(&self, args: &Value) -> Concurrency {
+    fn concurrency(&self, args: &CallArgs) -> Concurrency {
         concurrency_of(args)
     }
 
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let index = u32::try_from(args["index"].as_u64().unwrap_or(0)).unwrap_or(0);
             let start = self.clock.fetch_add(1, Ordering::SeqCst);

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
+use toolrail_tools_core::CallArgs;
 
 use serde_json::json;
 use toolrail_code_mode::{CodeMode, Limits, RUN_CODE, javascript, python};
@@ -23,7 +24,7 @@ impl Tool for Deploy {
     fn execute<'a>(
         &'a self,
         _ctx: &'a ToolContext,
-        _args: &'a serde_json::Value,
+        _args: &'a CallArgs,
     ) -> toolrail_session_log::BoxFuture<'a, ToolResult> {
         Box::pin(async { Ok(ToolOutput::text("deployed")) })
     }

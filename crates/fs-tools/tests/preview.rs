@@ -20,7 +20,10 @@ fn tool(bench: &support::Bench, name: &str) -> Arc<dyn Tool> {
 }
 
 async fn preview(bench: &support::Bench, name: &str, args: Value) -> String {
-    tool(bench, name).preview(&args).await.unwrap()
+    tool(bench, name)
+        .preview(&toolrail_tools_core::CallArgs::from(args))
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -101,7 +104,9 @@ async fn a_path_outside_the_workspace_has_no_preview() {
     let bench = support::bench();
     let outside = bench.outside.join("secret.txt").display().to_string();
     let shown = tool(&bench, "write")
-        .preview(&json!({"path": outside, "content": "x"}))
+        .preview(&toolrail_tools_core::CallArgs::from(
+            json!({"path": outside, "content": "x"}),
+        ))
         .await;
     assert_eq!(shown, None);
 }

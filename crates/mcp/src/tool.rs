@@ -3,6 +3,7 @@
 //! through the pipeline like any other tool's, and the server's answer made a result.
 
 use std::sync::Arc;
+use toolrail_tools_core::CallArgs;
 
 use serde_json::Value;
 use toolrail_session_log::{BoxFuture, ContentBlock};
@@ -135,7 +136,7 @@ impl toolrail_tools_core::Tool for McpTool {
         &self.spec
     }
 
-    fn concurrency(&self, _args: &Value) -> Concurrency {
+    fn concurrency(&self, _args: &CallArgs) -> Concurrency {
         if self.parallel {
             Concurrency::shared()
         } else {
@@ -143,7 +144,11 @@ impl toolrail_tools_core::Tool for McpTool {
         }
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let answer = self.server.call(&self.remote, args, ctx).await?;
             output_of(&answer)

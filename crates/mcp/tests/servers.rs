@@ -381,7 +381,7 @@ async fn filesystem_reads_are_structured_and_may_share() {
     };
     // The server's own annotation (trusted here) makes the reads shareable: a scheduler
     // may run them side by side.
-    let arguments = json!({"path": root_path.join("a.txt")});
+    let arguments = toolrail_tools_core::CallArgs::from(json!({"path": root_path.join("a.txt")}));
     let entry = tools
         .resolve("mcp__fs__read_text_file", CallOrigin::Model)
         .unwrap();

@@ -6,6 +6,7 @@
 mod support;
 
 use std::sync::Arc;
+use toolrail_tools_core::CallArgs;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -214,7 +215,7 @@ impl toolrail_tools_core::Tool for Echo {
     fn execute<'a>(
         &'a self,
         _ctx: &'a toolrail_tools_core::ToolContext,
-        _args: &'a Value,
+        _args: &'a CallArgs,
     ) -> BoxFuture<'a, toolrail_tools_core::ToolResult> {
         Box::pin(async { Ok(toolrail_tools_core::ToolOutput::text("ran")) })
     }

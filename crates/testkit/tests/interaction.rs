@@ -8,6 +8,7 @@
 )]
 
 use std::sync::Arc;
+use toolrail_tools_core::CallArgs;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -79,7 +80,7 @@ impl Tool for Write {
     fn execute<'a>(
         &'a self,
         _ctx: &'a toolrail_tools_core::ToolContext,
-        _args: &'a serde_json::Value,
+        _args: &'a CallArgs,
     ) -> toolrail_tools_core::log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
         Box::pin(async { Ok(toolrail_tools_core::ToolOutput::text("written")) })
     }

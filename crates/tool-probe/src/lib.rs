@@ -38,8 +38,8 @@ mod probe;
 
 pub use probe::{Probe, ProbeArgs, ProbeClaim};
 
-use serde_json::Value;
 use toolrail_session_log::BoxFuture;
+use toolrail_tools_core::CallArgs;
 use toolrail_tools_core::{Concurrency, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec};
 
 /// A tool that does nothing and may overlap with anything: benches measure the runtime's
@@ -59,11 +59,15 @@ impl Tool for NoopTool {
         &self.0
     }
 
-    fn concurrency(&self, _args: &Value) -> Concurrency {
+    fn concurrency(&self, _args: &CallArgs) -> Concurrency {
         Concurrency::shared()
     }
 
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        _args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async { Ok(ToolOutput::text("ok")) })
     }
 }

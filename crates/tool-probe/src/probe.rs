@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+use toolrail_tools_core::CallArgs;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -90,7 +91,7 @@ impl Tool for Probe {
         &self.spec
     }
 
-    fn concurrency(&self, args: &Value) -> Concurrency {
+    fn concurrency(&self, args: &CallArgs) -> Concurrency {
         let args = Self::args(args);
         if args.concurrency.as_deref() == Some("exclusive") {
             return Concurrency::Exclusive;
@@ -111,13 +112,17 @@ impl Tool for Probe {
         Concurrency::Shared(claims)
     }
 
-    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
-        ProbeArgs::deserialize(args)
+    fn check_arguments(&self, args: &CallArgs) -> Result<(), Vec<String>> {
+        args.decoded(|_: &ProbeArgs| ())
             .map(drop)
             .map_err(|error| vec![format!("/: {error}")])
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let args = Self::args(args);
             if let (Some(true), Some(dir)) = (args.marker, &self.marker_dir) {

@@ -10,6 +10,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+use toolrail_tools_core::CallArgs;
 
 use serde_json::{Value, json};
 use toolrail_session_log::{BoxFuture, MemorySink, ToolResultRecord, ToolSource};
@@ -30,10 +31,14 @@ impl Tool for NoopTool {
     fn spec(&self) -> &ToolSpec {
         &self.0
     }
-    fn concurrency(&self, _args: &Value) -> Concurrency {
+    fn concurrency(&self, _args: &CallArgs) -> Concurrency {
         Concurrency::shared()
     }
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        _args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async { Ok(ToolOutput::text("ok")) })
     }
 }

@@ -2,8 +2,128 @@
 //! `SYNTAX_ERROR` with its position, JSON that breaks the input schema is `INVALID_ARGS`
 //! listing every violation with its JSON pointer.
 
+use std::any::Any;
+use std::sync::Arc;
+
 use jsonschema::Validator;
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+/// A call's arguments as its tool receives them: the JSON value (which `CallArgs` derefs
+/// to, so `args["path"]` and `args.get("path")` read it) and, for a tool whose arguments are
+/// a Rust type, that type decoded from it once per call. The pipeline makes one per call and
+/// a new one when a hook rewrites the arguments, so what was decoded is always of the value
+/// the tool is shown.
+///
+/// ```
+/// use serde::Deserialize;
+/// use toolrail_tools_core::CallArgs;
+///
+/// #[derive(Deserialize)]
+/// struct Look {
+///     path: String,
+/// }
+///
+/// let args = CallArgs::from(serde_json::json!({"path": "src/lib.rs"}));
+/// assert_eq!(args["path"], "src/lib.rs");
+/// // Decoded at the first use and kept: the second read decodes nothing.
+/// assert_eq!(args.decoded(|look: &Look| look.path.len())?, 10);
+/// let look: Look = args.take_decoded()?;
+/// assert_eq!(look.path, "src/lib.rs");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+pub struct CallArgs {
+    value: Arc<Value>,
+    decoded: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+impl CallArgs {
+    /// The arguments `value`, nothing decoded yet.
+    pub fn new(value: impl Into<Arc<Value>>) -> Self {
+        Self {
+            value: value.into(),
+            decoded: Mutex::new(None),
+        }
+    }
+
+    /// The JSON value.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The JSON value, shared (for events and views that outlive the call).
+    pub fn shared(&self) -> &Arc<Value> {
+        &self.value
+    }
+
+    /// Reads the arguments decoded as `T`: decoded at the first use (or when what was kept is
+    /// another type) and kept for the next.
+    pub fn decoded<T, R>(&self, read: impl FnOnce(&T) -> R) -> Result<R, serde_json::Error>
+    where
+        T: DeserializeOwned + Send + 'static,
+    {
+        let mut kept = self.decoded.lock();
+        if let Some(decoded) = kept.as_ref().and_then(|kept| kept.downcast_ref::<T>()) {
+            return Ok(read(decoded));
+        }
+        let decoded: T = serde::Deserialize::deserialize(self.value.as_ref())?;
+        let answer = read(&decoded);
+        *kept = Some(Box::new(decoded));
+        Ok(answer)
+    }
+
+    /// The arguments decoded as `T`, taken: what was kept if it is a `T`, else decoded now.
+    /// A later read decodes again.
+    pub fn take_decoded<T>(&self) -> Result<T, serde_json::Error>
+    where
+        T: DeserializeOwned + Send + 'static,
+    {
+        let kept = self.decoded.lock().take();
+        match kept.map(|kept| kept.downcast::<T>()) {
+            Some(Ok(decoded)) => Ok(*decoded),
+            _ => serde::Deserialize::deserialize(self.value.as_ref()),
+        }
+    }
+
+    /// Another handle on the same value, with what was decoded moved to it (for a body that
+    /// runs on its own task).
+    pub(crate) fn hand_over(&self) -> Self {
+        Self {
+            value: Arc::clone(&self.value),
+            decoded: Mutex::new(self.decoded.lock().take()),
+        }
+    }
+}
+
+impl std::ops::Deref for CallArgs {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.value
+    }
+}
+
+impl From<Value> for CallArgs {
+    fn from(value: Value) -> Self {
+        Self::new(value)
+    }
+}
+
+impl From<Arc<Value>> for CallArgs {
+    fn from(value: Arc<Value>) -> Self {
+        Self::new(value)
+    }
+}
+
+impl std::fmt::Debug for CallArgs {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_tuple("CallArgs")
+            .field(self.value.as_ref())
+            .finish()
+    }
+}
 
 /// Why raw arguments were refused.
 #[derive(Clone, Debug, PartialEq, Eq)]

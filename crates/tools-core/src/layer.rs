@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolrail_session_log::BoxFuture;
 
+use crate::arguments::CallArgs;
 use crate::context::ToolContext;
 use crate::tool::{Tool, ToolResult};
 
@@ -35,7 +36,7 @@ pub struct ExecNext<'a> {
     rest: &'a [Arc<dyn ExecuteLayer>],
     tool: &'a dyn Tool,
     ctx: &'a ToolContext,
-    args: &'a Value,
+    args: &'a CallArgs,
 }
 
 impl<'a> ExecNext<'a> {
@@ -43,7 +44,7 @@ impl<'a> ExecNext<'a> {
         layers: &'a [Arc<dyn ExecuteLayer>],
         tool: &'a dyn Tool,
         ctx: &'a ToolContext,
-        args: &'a Value,
+        args: &'a CallArgs,
     ) -> Self {
         Self {
             rest: layers,
@@ -57,7 +58,9 @@ impl<'a> ExecNext<'a> {
     pub fn run(self) -> BoxFuture<'a, ToolResult> {
         match self.rest.split_first() {
             None => self.tool.execute(self.ctx, self.args),
-            Some((layer, rest)) => layer.call(self.ctx, self.args, ExecNext { rest, ..self }),
+            Some((layer, rest)) => {
+                layer.call(self.ctx, self.args.value(), ExecNext { rest, ..self })
+            }
         }
     }
 }

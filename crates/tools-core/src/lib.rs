@@ -83,6 +83,7 @@ mod view;
 pub mod workspace;
 
 pub use approval::{ApprovalAnswer, ApprovalRequest, ApprovalService};
+pub use arguments::CallArgs;
 pub use context::ToolContext;
 pub use guard::{Guard, GuardVerdict};
 pub use layer::{ExecNext, ExecuteLayer};

@@ -12,6 +12,7 @@ use toolrail_session_log::{
     BoxFuture, ContentBlock, CustomCode, ErrorCode, InvalidErrorCode, ToolErrorInfo,
 };
 
+use crate::arguments::CallArgs;
 use crate::context::ToolContext;
 use crate::spec::{Concurrency, ToolSpec};
 
@@ -191,6 +192,10 @@ pub type ToolResult = Result<ToolOutput, ToolFailure>;
 /// it makes to the world through [`ToolContext::report_effect`] as soon as the change is
 /// confirmed, and watches [`ToolContext::cancellation`]. A panic anywhere is caught and
 /// becomes a result (`TOOL_FAILED`, or `Exclusive` for `concurrency`), never a crash.
+///
+/// Every method gets the call's [`CallArgs`]: the JSON value (it derefs to it), and a place
+/// to keep the arguments decoded into a Rust type so the stages after the check do not decode
+/// them again ([`Typed`] does this for a [`TypedTool`]).
 pub trait Tool: Send + Sync + 'static {
     /// The definition.
     fn spec(&self) -> &ToolSpec;
@@ -198,7 +203,7 @@ pub trait Tool: Send + Sync + 'static {
     /// What may overlap with this call. The default is what the spec declares
     /// ([`ToolSpecBuilder::parallel_safe`](crate::spec::ToolSpecBuilder::parallel_safe), [`ToolSpecBuilder::parallel_with`](crate::spec::ToolSpecBuilder::parallel_with)), and without a
     /// declaration the safe answer: `Exclusive`.
-    fn concurrency(&self, _args: &Value) -> Concurrency {
+    fn concurrency(&self, _args: &CallArgs) -> Concurrency {
         self.spec()
             .declared_concurrency()
             .cloned()
@@ -207,7 +212,7 @@ pub trait Tool: Send + Sync + 'static {
 
     /// Extra argument checks beyond the input schema, run at parse time (before anything is
     /// started). `Err` holds the violations; the call is refused with `INVALID_ARGS`.
-    fn check_arguments(&self, _args: &Value) -> Result<(), Vec<String>> {
+    fn check_arguments(&self, _args: &CallArgs) -> Result<(), Vec<String>> {
         Ok(())
     }
 
@@ -215,7 +220,7 @@ pub trait Tool: Send + Sync + 'static {
     /// (a command asking for more than its sandbox allows), or `None`. Such a call asks
     /// even where a rule allows it, no session approval covers it, and the body can see
     /// the grant through [`ToolContext::approval_granted`]. A deny still wins.
-    fn must_ask(&self, _args: &Value) -> Option<String> {
+    fn must_ask(&self, _args: &CallArgs) -> Option<String> {
         None
     }
 
@@ -223,12 +228,13 @@ pub trait Tool: Send + Sync + 'static {
     /// a file edit), computed from the arguments and the world as it is now, without
     /// changing anything. Asked only for calls that ask; `None` (the default) when the tool
     /// cannot say.
-    fn preview<'a>(&'a self, _args: &'a Value) -> BoxFuture<'a, Option<String>> {
+    fn preview<'a>(&'a self, _args: &'a CallArgs) -> BoxFuture<'a, Option<String>> {
         Box::pin(std::future::ready(None))
     }
 
     /// Runs the body.
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult>;
+    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a CallArgs)
+    -> BoxFuture<'a, ToolResult>;
 
     /// Adjusts the model-facing content once, on every outcome of a call of this tool
     /// (success, refusal, failure). A panic leaves the content as it then stands.
@@ -291,11 +297,13 @@ impl FinalizeView<'_> {
 ///
 /// let tool = Typed::new(Add);
 /// # use toolrail_tools_core::{Concurrency, Tool};
-/// assert_eq!(tool.concurrency(&serde_json::json!({"numbers": [1]})), Concurrency::shared());
+/// # use toolrail_tools_core::CallArgs;
+/// let args = CallArgs::from(serde_json::json!({"numbers": [1]}));
+/// assert_eq!(tool.concurrency(&args), Concurrency::shared());
 /// ```
 pub trait TypedTool: Send + Sync + 'static {
     /// The argument type; its `JsonSchema` is the tool's input schema.
-    type Args: DeserializeOwned + JsonSchema + Send;
+    type Args: DeserializeOwned + JsonSchema + Send + 'static;
 
     /// The definition; build it with [`ToolSpec::for_args::<Self::Args>`].
     fn spec(&self) -> ToolSpec;
@@ -338,53 +346,55 @@ impl<T: TypedTool> Typed<T> {
         let spec = inner.spec();
         Self { inner, spec }
     }
-
-    fn decode(args: &Value) -> Result<T::Args, serde_json::Error> {
-        T::Args::deserialize(args)
-    }
 }
 
+/// The arguments are decoded into `T::Args` once per call, at the argument check, and every
+/// later stage reads that decoding (the body takes it).
 impl<T: TypedTool> Tool for Typed<T> {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
 
-    fn concurrency(&self, args: &Value) -> Concurrency {
+    fn concurrency(&self, args: &CallArgs) -> Concurrency {
         if let Some(declared) = self.spec.declared_concurrency() {
             return declared.clone();
         }
-        match Self::decode(args) {
-            Ok(decoded) => self.inner.concurrency(&decoded),
-            Err(_) => Concurrency::Exclusive,
-        }
+        args.decoded(|decoded: &T::Args| self.inner.concurrency(decoded))
+            .unwrap_or(Concurrency::Exclusive)
     }
 
-    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
+    fn check_arguments(&self, args: &CallArgs) -> Result<(), Vec<String>> {
         // The schema passed; this catches what a schema cannot say (and derive mismatches),
         // so that `execute` can never meet arguments it cannot decode.
-        let decoded = Self::decode(args).map_err(|error| vec![format!("/: {error}")])?;
-        self.inner.check(&decoded)
+        args.decoded(|decoded: &T::Args| self.inner.check(decoded))
+            .map_err(|error| vec![format!("/: {error}")])?
     }
 
-    fn must_ask(&self, args: &Value) -> Option<String> {
+    fn must_ask(&self, args: &CallArgs) -> Option<String> {
         // Arguments reach this stage only after `check_arguments` decoded them.
-        Self::decode(args)
+        args.decoded(|decoded: &T::Args| self.inner.must_ask(decoded))
             .ok()
-            .and_then(|decoded| self.inner.must_ask(&decoded))
+            .flatten()
     }
 
-    fn preview<'a>(&'a self, args: &'a Value) -> BoxFuture<'a, Option<String>> {
+    fn preview<'a>(&'a self, args: &'a CallArgs) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
-            let decoded = Self::decode(args).ok()?;
+            // The preview owns its arguments and the body still needs them: decoded afresh
+            // (only calls that ask are previewed).
+            let decoded = T::Args::deserialize(args.value()).ok()?;
             self.inner.preview(decoded).await
         })
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             // Arguments reach the body only after the pipeline checked them against the
             // schema, so this is the body's type disagreeing with its own schema.
-            let decoded = Self::decode(args).map_err(|error| {
+            let decoded = args.take_decoded::<T::Args>().map_err(|error| {
                 ToolFailure::new(format!("arguments could not be decoded: {error}"))
             })?;
             self.inner.run(ctx, decoded).await
@@ -398,23 +408,27 @@ impl<T: Tool + ?Sized> Tool for std::sync::Arc<T> {
         (**self).spec()
     }
 
-    fn concurrency(&self, args: &Value) -> Concurrency {
+    fn concurrency(&self, args: &CallArgs) -> Concurrency {
         (**self).concurrency(args)
     }
 
-    fn check_arguments(&self, args: &Value) -> Result<(), Vec<String>> {
+    fn check_arguments(&self, args: &CallArgs) -> Result<(), Vec<String>> {
         (**self).check_arguments(args)
     }
 
-    fn must_ask(&self, args: &Value) -> Option<String> {
+    fn must_ask(&self, args: &CallArgs) -> Option<String> {
         (**self).must_ask(args)
     }
 
-    fn preview<'a>(&'a self, args: &'a Value) -> BoxFuture<'a, Option<String>> {
+    fn preview<'a>(&'a self, args: &'a CallArgs) -> BoxFuture<'a, Option<String>> {
         (**self).preview(args)
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         (**self).execute(ctx, args)
     }
 

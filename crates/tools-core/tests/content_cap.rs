@@ -9,6 +9,7 @@
 )]
 
 use std::sync::Arc;
+use toolrail_tools_core::CallArgs;
 
 use serde_json::{Value, json};
 use toolrail_session_log::{
@@ -44,7 +45,11 @@ impl Tool for Loud {
         &self.spec
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        _args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             ctx.report_effect(written());
             match &self.answer {

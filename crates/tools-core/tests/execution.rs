@@ -11,6 +11,7 @@ mod support;
 
 use support::prelude::*;
 use support::*;
+use toolrail_tools_core::CallArgs;
 use toolrail_tools_core::ToolCode;
 
 #[tokio::test]
@@ -259,7 +260,7 @@ impl Tool for PanicsEagerly {
     fn execute<'a>(
         &'a self,
         _ctx: &'a toolrail_tools_core::ToolContext,
-        _args: &'a serde_json::Value,
+        _args: &'a CallArgs,
     ) -> toolrail_session_log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
         panic!("execute panicked before returning its future")
     }
@@ -333,7 +334,7 @@ impl Tool for Blocking {
     fn execute<'a>(
         &'a self,
         _ctx: &'a toolrail_tools_core::ToolContext,
-        _args: &'a serde_json::Value,
+        _args: &'a CallArgs,
     ) -> toolrail_session_log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
         Box::pin(async move {
             let receiver = self.release.lock().take();
@@ -413,7 +414,7 @@ impl Tool for Failing {
     fn execute<'a>(
         &'a self,
         _ctx: &'a toolrail_tools_core::ToolContext,
-        _args: &'a serde_json::Value,
+        _args: &'a CallArgs,
     ) -> toolrail_session_log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
         let code = self.1.clone();
         Box::pin(async move {
@@ -484,7 +485,7 @@ impl Tool for Observer {
     fn execute<'a>(
         &'a self,
         ctx: &'a toolrail_tools_core::ToolContext,
-        _args: &'a serde_json::Value,
+        _args: &'a CallArgs,
     ) -> toolrail_session_log::BoxFuture<'a, toolrail_tools_core::ToolResult> {
         Box::pin(async move {
             let observed = toolrail_session_log::event::FsObserved {
@@ -509,5 +510,104 @@ async fn a_tool_records_its_own_facts_between_its_start_and_its_result() {
     assert_eq!(
         h.kinds(),
         ["tool/call", "tool/start", "fs/observed", "tool/result"]
+    );
+}
+
+/// How often `counted` ran: once per decoding of [`CountedArgs`].
+static DECODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn counted<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    DECODES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    serde::Deserialize::deserialize(deserializer)
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct CountedArgs {
+    #[serde(deserialize_with = "counted")]
+    #[schemars(with = "String")]
+    name: String,
+}
+
+/// Reads its arguments at every stage that may: concurrency (not declared), the check,
+/// `must_ask` and the body.
+struct Counted;
+
+impl toolrail_tools_core::TypedTool for Counted {
+    type Args = CountedArgs;
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::for_args::<CountedArgs>("counted", "Counts its decodings").build()
+    }
+    fn concurrency(&self, args: &CountedArgs) -> toolrail_tools_core::Concurrency {
+        assert!(!args.name.is_empty());
+        toolrail_tools_core::Concurrency::shared()
+    }
+    fn check(&self, args: &CountedArgs) -> Result<(), Vec<String>> {
+        assert!(!args.name.is_empty());
+        Ok(())
+    }
+    fn must_ask(&self, args: &CountedArgs) -> Option<String> {
+        assert!(!args.name.is_empty());
+        None
+    }
+    async fn run(
+        &self,
+        _ctx: &toolrail_tools_core::ToolContext,
+        args: CountedArgs,
+    ) -> toolrail_tools_core::ToolResult {
+        Ok(toolrail_tools_core::ToolOutput::text(args.name))
+    }
+}
+
+/// A typed tool's arguments are decoded once per call, however many stages read them, and
+/// again only when a hook rewrote them (the body then sees the rewritten ones).
+#[tokio::test]
+async fn a_typed_tool_decodes_its_arguments_once_per_call() {
+    use std::sync::atomic::Ordering;
+    let tool = Arc::new(toolrail_tools_core::Typed::new(Counted));
+    let h = Harness::new(vec![tool.clone()]);
+    let plain = h.pipeline().build();
+    let control = BatchControl::default();
+    let prepared = plain
+        .prepare(
+            &h.registry.snapshot(),
+            CallRequest::new("c1", 0, "counted", r#"{"name":"ada"}"#),
+            &control,
+        )
+        .await
+        .unwrap();
+    let toolrail_tools_core::pipeline::Preparation::Ready(ready) = prepared else {
+        panic!("the call was refused");
+    };
+    // The scheduler asks for the concurrency again right before the start.
+    assert_eq!(
+        ready.concurrency(),
+        toolrail_tools_core::Concurrency::shared()
+    );
+    let settled = plain.dispatch(ready, &control).await.unwrap();
+    let committed = plain.finish(settled).await.unwrap();
+    assert_eq!(text(committed.record()), "ada");
+    assert_eq!(
+        DECODES.load(Ordering::SeqCst),
+        1,
+        "check, concurrency, must_ask, body"
+    );
+
+    DECODES.store(0, Ordering::SeqCst);
+    let rewriting = h
+        .pipeline()
+        .pre_hook(FixedHook::new(
+            "rename",
+            HookBehaviour::Decide(PreExecuteDecision::Rewrite {
+                arguments: json!({"name": "grace"}),
+                reason: "renamed".to_owned(),
+            }),
+        ))
+        .build();
+    let renamed = h.run(&rewriting, "counted", r#"{"name":"ada"}"#).await;
+    assert_eq!(text(renamed.record()), "grace");
+    assert_eq!(
+        DECODES.load(Ordering::SeqCst),
+        2,
+        "the original, then the rewrite"
     );
 }

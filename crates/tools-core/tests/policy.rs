@@ -11,6 +11,7 @@ mod support;
 
 use support::prelude::*;
 use support::*;
+use toolrail_tools_core::CallArgs;
 use toolrail_tools_core::{ToolContext, ToolOutput, ToolResult};
 
 #[tokio::test]
@@ -681,7 +682,7 @@ impl Tool for Widening {
         &self.spec
     }
 
-    fn must_ask(&self, args: &serde_json::Value) -> Option<String> {
+    fn must_ask(&self, args: &CallArgs) -> Option<String> {
         assert!(args["panic"] != true, "a tool that cannot say");
         (args["wide"] == true).then(|| "asks for more than its default".to_owned())
     }
@@ -689,7 +690,7 @@ impl Tool for Widening {
     fn execute<'a>(
         &'a self,
         ctx: &'a ToolContext,
-        _args: &'a serde_json::Value,
+        _args: &'a CallArgs,
     ) -> toolrail_session_log::BoxFuture<'a, ToolResult> {
         self.grants.lock().push(ctx.approval_granted());
         Box::pin(async { Ok(ToolOutput::text("ok")) })

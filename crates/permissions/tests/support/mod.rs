@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use toolrail_tools_core::CallArgs;
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -163,7 +164,11 @@ impl Tool for Counted {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn execute<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        _args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         self.runs.fetch_add(1, Ordering::SeqCst);
         Box::pin(async { Ok(ToolOutput::text("ran")) })
     }

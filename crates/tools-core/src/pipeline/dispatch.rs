@@ -17,6 +17,7 @@ use toolrail_session_log::{
 
 use super::prepare::{ReadyCall, info};
 use super::{BatchControl, BodyExecution, CallCore, Pipeline, PipelineError, Settlement};
+use crate::arguments::CallArgs;
 use crate::context::{CallIdentity, ToolContext};
 use crate::layer::{ExecNext, ExecuteLayer};
 use crate::tool::{Tool, ToolFailure, ToolOutput, ToolResult};
@@ -52,7 +53,7 @@ impl SettledCall {
     /// The arguments the call was judged (and, if it ran, executed) with; for a call refused
     /// before its arguments parsed, what could be read of them.
     pub fn shared_arguments(&self) -> Arc<Value> {
-        Arc::clone(&self.core.arguments)
+        Arc::clone(self.core.arguments.shared())
     }
 
     /// Whether the body started (stage 6 was logged).
@@ -142,7 +143,9 @@ impl Pipeline {
         .with_approval(core.approval_granted);
         // A deadline too far away to represent is no deadline.
         let deadline = timeout.and_then(|limit| started.checked_add(limit).map(|at| (at, limit)));
-        let arguments = Arc::clone(&core.arguments);
+        // The body's own handle (the call's settlement moves `core`), with what the argument
+        // check decoded.
+        let arguments = core.arguments.hand_over();
         let mut running = Body::start(
             self.config.execution,
             &self.layers,
@@ -211,7 +214,7 @@ impl<'a> Body<'a> {
         layers: &'a Arc<[Arc<dyn ExecuteLayer>]>,
         tool: &'a Arc<dyn Tool>,
         ctx: &'a ToolContext,
-        arguments: &'a Arc<Value>,
+        arguments: &'a CallArgs,
     ) -> Self {
         match execution {
             BodyExecution::Inline => {
@@ -223,7 +226,7 @@ impl<'a> Body<'a> {
                     Arc::clone(layers),
                     Arc::clone(tool),
                     ctx.clone(),
-                    Arc::clone(arguments),
+                    arguments.hand_over(),
                 );
                 Self::Task(tokio::spawn(async move {
                     let next = ExecNext::new(&layers, tool.as_ref(), &ctx, &arguments);

@@ -18,7 +18,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
@@ -32,6 +31,7 @@ pub use finish::PendingCommit;
 pub use prepare::{Preparation, ReadyCall};
 
 use crate::approval::ApprovalService;
+use crate::arguments::CallArgs;
 use crate::context::{CallIdentity, ProgressSink};
 use crate::guard::Guard;
 use crate::layer::ExecuteLayer;
@@ -373,7 +373,7 @@ impl Pipeline {
 struct CallCore {
     identity: Arc<CallIdentity>,
     entry: Option<Arc<ToolEntry>>,
-    arguments: Arc<Value>,
+    arguments: CallArgs,
     /// The request's deadline override.
     timeout: Option<Duration>,
     /// The batch's token: policy and post-execute hooks stop waiting when it fires.

@@ -18,7 +18,7 @@ use toolrail_session_log::{
 use super::prepare::{info, micros};
 use super::{BatchControl, CallCore, Pipeline, PipelineError};
 use crate::approval::{ApprovalAnswer, ApprovalRequest};
-use crate::arguments::{ArgumentError, check_schema};
+use crate::arguments::{ArgumentError, CallArgs, check_schema};
 use crate::guard::GuardVerdict;
 use crate::pre_hook::{DecisionTrail, run_chain};
 use crate::registry::{ToolEntry, ToolSet};
@@ -127,8 +127,8 @@ impl Pipeline {
                 }
             };
             let data = EventData::ArgsRewritten(ArgsRewritten {
-                original: core.arguments.as_ref().clone(),
-                effective: effective.clone(),
+                original: core.arguments.value().clone(),
+                effective: effective.value().clone(),
                 by: hook,
                 reason,
             });
@@ -139,7 +139,7 @@ impl Pipeline {
                 AppendUrgency::Buffered,
             )
             .await?;
-            core.arguments = Arc::new(effective);
+            core.arguments = effective;
         }
         Ok(state.ask.map(|(_, reason, session_key)| Ask {
             reason,
@@ -206,7 +206,7 @@ impl Pipeline {
     ) -> Result<ApprovalAnswer, PipelineError> {
         let asked = EventData::ApprovalAsked(ApprovalAsked {
             reason: reason.clone(),
-            arguments: Arc::clone(&core.arguments),
+            arguments: Arc::clone(core.arguments.shared()),
             session_key: session_key.clone(),
         });
         let started = Instant::now();
@@ -233,7 +233,7 @@ impl Pipeline {
                         .view(entry)
                         .subject()
                         .map(|subject| subject.text.to_owned()),
-                    arguments: Arc::clone(&core.arguments),
+                    arguments: Arc::clone(core.arguments.shared()),
                     reason,
                     session_key,
                     preview,
@@ -287,7 +287,7 @@ fn parse(
         return Err(Stop::Refused(unknown_tool(&core.identity.name, tools)));
     };
     match parsed.and_then(|value| validate(&entry, value)) {
-        Ok(arguments) => core.arguments = Arc::new(arguments),
+        Ok(arguments) => core.arguments = arguments,
         Err(error) => return Err(Stop::Refused(argument_error(entry.name(), &error))),
     }
     Ok(entry)
@@ -321,11 +321,14 @@ fn must_ask(core: &CallCore, entry: &ToolEntry, hooks_ask: Option<Ask>) -> Optio
     }
 }
 
-fn validate(entry: &ToolEntry, value: Value) -> Result<Value, ArgumentError> {
+/// The arguments, checked against the schema and by the tool; what the tool decoded for its
+/// check is kept in them for the stages after.
+fn validate(entry: &ToolEntry, value: Value) -> Result<CallArgs, ArgumentError> {
     check_schema(entry.input_validator(), &value)?;
     let tool = entry.tool();
-    match catch(|| tool.check_arguments(&value)) {
-        Ok(Ok(())) => Ok(value),
+    let arguments = CallArgs::new(value);
+    match catch(|| tool.check_arguments(&arguments)) {
+        Ok(Ok(())) => Ok(arguments),
         Ok(Err(violations)) => Err(ArgumentError::Invalid { violations }),
         Err(panic) => Err(ArgumentError::Invalid {
             violations: vec![format!("/: the tool's argument check panicked: {panic}")],

@@ -17,7 +17,7 @@ use super::policy::Stop;
 use super::{
     BatchControl, CallCore, CallRequest, Pipeline, PipelineError, SettledCall, TimingMarks,
 };
-use crate::arguments::{ArgumentError, parse_arguments};
+use crate::arguments::{ArgumentError, CallArgs, parse_arguments};
 use crate::context::CallIdentity;
 use crate::registry::{ToolEntry, ToolSet};
 use crate::spec::{Concurrency, ToolSpec};
@@ -62,7 +62,7 @@ impl ReadyCall {
 
     /// The effective arguments, shared (for live views that outlive the call).
     pub fn shared_arguments(&self) -> Arc<Value> {
-        Arc::clone(&self.core.arguments)
+        Arc::clone(self.core.arguments.shared())
     }
 
     /// The spec of the tool the call resolved to, as the registry offers it.
@@ -204,7 +204,7 @@ impl Pipeline {
         let core = CallCore {
             identity,
             entry,
-            arguments: Arc::clone(&NO_ARGUMENTS),
+            arguments: CallArgs::new(Arc::clone(&NO_ARGUMENTS)),
             timeout: request.timeout,
             cancel,
             approval_granted: false,

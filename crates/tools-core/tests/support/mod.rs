@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use toolrail_tools_core::CallArgs;
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -96,14 +97,18 @@ impl Tool for Probe {
         &self.spec
     }
 
-    fn concurrency(&self, _args: &Value) -> Concurrency {
+    fn concurrency(&self, _args: &CallArgs) -> Concurrency {
         Concurrency::shared()
     }
 
-    fn execute<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> BoxFuture<'a, ToolResult> {
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        args: &'a CallArgs,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             self.runs.fetch_add(1, Ordering::SeqCst);
-            self.seen_args.lock().push(args.clone());
+            self.seen_args.lock().push(args.value().clone());
             match &self.behaviour {
                 Behaviour::Succeed => Ok(ToolOutput {
                     content: vec![ContentBlock::text("ok")],
