@@ -201,11 +201,7 @@ fn stored_form(event: &Event, cap: usize, shelf: &mut dyn BlobShelf) -> Result<V
 
 /// Where `needle` first stands in `bytes` at or after `from`.
 fn find(bytes: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    bytes
-        .get(from..)?
-        .windows(needle.len())
-        .position(|window| window == needle)
-        .map(|at| at + from)
+    memchr::memmem::find(bytes.get(from..)?, needle).map(|at| at + from)
 }
 
 /// The stored record, with what went to the shelf taken out, and where it went; `None`
