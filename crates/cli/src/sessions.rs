@@ -5,7 +5,8 @@
 
 use anyhow::Result;
 use toolrail_runtime::{Store, StoreUrl};
-use toolrail_session_log::{Event, EventData, SessionId, event::TurnEndKind};
+use toolrail_session_log::{EventData, SessionId, event::TurnEndKind};
+use toolrail_session_store::{ScannedSession, StoreError};
 
 use crate::bad_input;
 use crate::places::open_store;
@@ -47,10 +48,16 @@ pub(crate) fn list(store: &Store) -> Result<()> {
                 "{:<24} {:>6} {:<20} first prompt",
                 "session", "turns", "state"
             );
+            let Some(files) = store.jsonl_store() else {
+                return Err(bad_input!("{}: not a JSONL store", store.url()));
+            };
             for (_, id) in logs {
-                match store.read(&SessionId::new(&id)) {
-                    Ok(events) => {
-                        let (turns, state, prompt) = described(&events);
+                // Scanned, not read whole: two payloads of each session are decoded.
+                match files
+                    .scan(&SessionId::new(&id))
+                    .and_then(|scanned| described(&scanned))
+                {
+                    Ok((turns, state, prompt)) => {
                         println!("{id:<24} {turns:>6} {state:<20} {prompt}");
                     }
                     // Said, not hidden: a log that cannot be read is worth a look.
@@ -102,39 +109,54 @@ pub(crate) fn list(store: &Store) -> Result<()> {
     Ok(())
 }
 
-/// How many turns a session had, how it stands, and its first prompt (cut to a line).
-fn described(events: &[Event]) -> (usize, String, String) {
-    let mut turns = 0;
-    let mut state = "empty".to_owned();
-    let mut prompt = String::new();
-    for event in events {
-        // Three kinds of the log's whole vocabulary.
-        if let EventData::TurnStart(turn) = &event.data {
-            turns += 1;
-            state = "open (interrupted?)".to_owned();
-            if prompt.is_empty() {
-                prompt = turn
-                    .user
+/// How many turns a session had, how it stands, and its first prompt (cut to a line): read
+/// from the envelopes, decoding only the first `turn/start` and the last turn's end.
+fn described(scanned: &ScannedSession) -> Result<(usize, String, String), StoreError> {
+    let envelopes = scanned.envelopes();
+    let is_turn = |kind: &str| kind == "turn/start";
+    let turns = envelopes
+        .iter()
+        .filter(|envelope| is_turn(envelope.kind()))
+        .count();
+    let prompt = match envelopes
+        .iter()
+        .position(|envelope| is_turn(envelope.kind()))
+    {
+        Some(first) => {
+            if let EventData::TurnStart(turn) = scanned.event(first)?.data {
+                turn.user
                     .iter()
                     .filter_map(|block| block.as_text())
                     .collect::<Vec<_>>()
-                    .join(" ");
-            }
-        } else if let EventData::TurnEnd(end) = &event.data {
-            state = if end.kind == TurnEndKind::Completed {
-                "completed".to_owned()
+                    .join(" ")
             } else {
-                serde_json::to_value(end.kind)
-                    .ok()
-                    .and_then(|kind| kind.as_str().map(|kind| format!("ended: {kind}")))
-                    .unwrap_or_default()
-            };
-        } else if let EventData::SessionStart(_) = &event.data
-            && turns == 0
-        {
-            state = "no turn yet".to_owned();
+                String::new()
+            }
         }
-    }
+        None => String::new(),
+    };
+    // The last turn's start or end says how the session stands.
+    let last = envelopes
+        .iter()
+        .rposition(|envelope| matches!(envelope.kind(), "turn/start" | "turn/end"));
+    let state = match last {
+        None if envelopes.is_empty() => "empty".to_owned(),
+        None => "no turn yet".to_owned(),
+        Some(index) => {
+            if let EventData::TurnEnd(end) = scanned.event(index)?.data {
+                if end.kind == TurnEndKind::Completed {
+                    "completed".to_owned()
+                } else {
+                    serde_json::to_value(end.kind)
+                        .ok()
+                        .and_then(|kind| kind.as_str().map(|kind| format!("ended: {kind}")))
+                        .unwrap_or_default()
+                }
+            } else {
+                "open (interrupted?)".to_owned()
+            }
+        }
+    };
     let line: String = prompt
         .lines()
         .next()
@@ -142,5 +164,5 @@ fn described(events: &[Event]) -> (usize, String, String) {
         .chars()
         .take(60)
         .collect();
-    (turns, state, line)
+    Ok((turns, state, line))
 }

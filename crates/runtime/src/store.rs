@@ -265,6 +265,18 @@ impl Store {
         }
     }
 
+    /// The JSONL store behind this one, for scanning its sessions without decoding them
+    /// ([`JsonlStore::scan`](toolrail_session_store::JsonlStore::scan)).
+    pub fn jsonl_store(&self) -> Option<&toolrail_session_store::JsonlStore> {
+        match &self.kind {
+            StoreKind::Jsonl(store) => Some(store),
+            #[cfg(feature = "sqlite")]
+            StoreKind::Sqlite(_) => None,
+            #[cfg(feature = "postgres")]
+            StoreKind::Postgres(_) => None,
+        }
+    }
+
     /// The PostgreSQL store behind this one, for leases and the work queue.
     #[cfg(feature = "postgres")]
     pub fn postgres(&self) -> Option<&toolrail_session_store::PostgresStore> {

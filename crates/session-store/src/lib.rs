@@ -65,7 +65,9 @@ pub use writer::{DEFAULT_WRITERS, MAX_WRITERS};
 
 use std::path::{Path, PathBuf};
 
-pub use jsonl::{DEFAULT_LOCK_WAIT, JsonlLog, JsonlStore, LockHolder, SessionRead};
+pub use jsonl::{
+    DEFAULT_LOCK_WAIT, Envelope, JsonlLog, JsonlStore, LockHolder, ScannedSession, SessionRead,
+};
 pub use log::StoreLog;
 #[cfg(feature = "postgres")]
 pub use postgres::{Claimed, Lease, PostgresLog, PostgresStore, SessionSummary};

@@ -2,8 +2,10 @@
 
 mod lock;
 mod reader;
+mod scan;
 
 pub use lock::{DEFAULT_LOCK_WAIT, LockHolder};
+pub use scan::{Envelope, ScannedSession};
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -143,6 +145,13 @@ impl JsonlStore {
             events: read.events,
             torn_bytes: read.torn_bytes,
         })
+    }
+
+    /// A session scanned without decoding its payloads: every envelope read and checked as
+    /// [`read`](Self::read) checks it, each payload decoded when its event is asked for. What
+    /// lists sessions, counts turns or finds how a session ended reads this.
+    pub fn scan(&self, id: &SessionId) -> Result<ScannedSession, StoreError> {
+        scan::scan(&self.path_of(id)?, self.shelf(id))
     }
 }
 
