@@ -112,14 +112,13 @@ pub(crate) fn list(store: &Store) -> Result<()> {
 /// How many turns a session had, how it stands, and its first prompt (cut to a line): read
 /// from the envelopes, decoding only the first `turn/start` and the last turn's end.
 fn described(scanned: &ScannedSession) -> Result<(usize, String, String), StoreError> {
-    let envelopes = scanned.envelopes();
     let is_turn = |kind: &str| kind == "turn/start";
-    let turns = envelopes
-        .iter()
+    let turns = scanned
+        .envelopes()
         .filter(|envelope| is_turn(envelope.kind()))
         .count();
-    let prompt = match envelopes
-        .iter()
+    let prompt = match scanned
+        .envelopes()
         .position(|envelope| is_turn(envelope.kind()))
     {
         Some(first) => {
@@ -136,11 +135,11 @@ fn described(scanned: &ScannedSession) -> Result<(usize, String, String), StoreE
         None => String::new(),
     };
     // The last turn's start or end says how the session stands.
-    let last = envelopes
-        .iter()
+    let last = scanned
+        .envelopes()
         .rposition(|envelope| matches!(envelope.kind(), "turn/start" | "turn/end"));
     let state = match last {
-        None if envelopes.is_empty() => "empty".to_owned(),
+        None if scanned.is_empty() => "empty".to_owned(),
         None => "no turn yet".to_owned(),
         Some(index) => {
             if let EventData::TurnEnd(end) = scanned.event(index)?.data {

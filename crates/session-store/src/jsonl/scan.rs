@@ -8,7 +8,6 @@
 //! strings but the call id's) are read by hand; any other line is read by serde, its payload
 //! skipped, so a line written by hand or by another tool scans too.
 
-use std::borrow::Cow;
 use std::fs::File;
 use std::io::Read;
 use std::ops::Range;
@@ -23,28 +22,69 @@ use crate::StoreError;
 use crate::spill::{load_form, refs_in};
 use toolrail_session_log::{CallId, Event, EventData, StepId, Timestamp, TurnId};
 
-/// One event's envelope, as scanned.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Envelope {
-    /// Position in the session, from 1.
-    pub seq: u64,
-    /// When the event was appended.
-    pub ts: Timestamp,
-    /// The user turn it belongs to.
-    pub turn: Option<TurnId>,
-    /// The model request inside the turn.
-    pub step: Option<StepId>,
-    /// The tool call it is about.
-    pub call_id: Option<CallId>,
-    kind: Cow<'static, str>,
+/// One event's envelope as scanned, kept compact: its call id is a place in the session's
+/// one string of call ids, its kind an index into the known kinds where it is one.
+#[derive(Clone, Debug)]
+struct Entry {
+    seq: u64,
+    ts: Timestamp,
+    turn: Option<TurnId>,
+    step: Option<StepId>,
+    /// Where the call id is in [`ScannedSession::call_ids`].
+    call_id: Option<(u32, u32)>,
+    kind: Kind,
     /// Where its line is in the file, without the newline.
     line: Range<u64>,
 }
 
-impl Envelope {
+#[derive(Clone, Debug)]
+enum Kind {
+    Known(&'static str),
+    Other(Box<str>),
+}
+
+/// One event's envelope, as scanned: everything but its payload.
+#[derive(Clone, Copy, Debug)]
+pub struct Envelope<'a> {
+    entry: &'a Entry,
+    call_ids: &'a str,
+}
+
+impl<'a> Envelope<'a> {
+    /// Position in the session, from 1.
+    pub fn seq(&self) -> u64 {
+        self.entry.seq
+    }
+
+    /// When the event was appended.
+    pub fn ts(&self) -> Timestamp {
+        self.entry.ts
+    }
+
     /// The event's kind (`tool/result`, `turn/end`, or a kind this version does not know).
-    pub fn kind(&self) -> &str {
-        &self.kind
+    pub fn kind(&self) -> &'a str {
+        match &self.entry.kind {
+            Kind::Known(kind) => kind,
+            Kind::Other(kind) => kind,
+        }
+    }
+
+    /// The user turn it belongs to.
+    pub fn turn(&self) -> Option<TurnId> {
+        self.entry.turn
+    }
+
+    /// The model request inside the turn.
+    pub fn step(&self) -> Option<StepId> {
+        self.entry.step
+    }
+
+    /// The tool call it is about.
+    pub fn call_id(&self) -> Option<&'a str> {
+        let (start, length) = self.entry.call_id?;
+        let start = usize::try_from(start).ok()?;
+        self.call_ids
+            .get(start..start.checked_add(usize::try_from(length).ok()?)?)
     }
 }
 
@@ -80,7 +120,7 @@ impl Envelope {
 /// drop(log);
 ///
 /// let scanned = store.scan(&id)?;
-/// let kinds: Vec<&str> = scanned.envelopes().iter().map(|envelope| envelope.kind()).collect();
+/// let kinds: Vec<&str> = scanned.envelopes().map(|envelope| envelope.kind()).collect();
 /// assert_eq!(kinds, ["session/start", "turn/start", "turn/start"]);
 /// // Only the payload asked for is decoded.
 /// let EventData::TurnStart(last) = scanned.event(2)?.data else { unreachable!() };
@@ -92,7 +132,9 @@ impl Envelope {
 pub struct ScannedSession {
     path: PathBuf,
     file: File,
-    envelopes: Vec<Envelope>,
+    entries: Vec<Entry>,
+    /// Every call id, one after the other (a call's events share one).
+    call_ids: String,
     torn_bytes: u64,
     shelf: FileShelf,
 }
@@ -102,7 +144,7 @@ impl std::fmt::Debug for ScannedSession {
         formatter
             .debug_struct("ScannedSession")
             .field("path", &self.path)
-            .field("events", &self.envelopes.len())
+            .field("events", &self.entries.len())
             .field("torn_bytes", &self.torn_bytes)
             .finish_non_exhaustive()
     }
@@ -110,18 +152,31 @@ impl std::fmt::Debug for ScannedSession {
 
 impl ScannedSession {
     /// Every complete event's envelope, in `seq` order.
-    pub fn envelopes(&self) -> &[Envelope] {
-        &self.envelopes
+    pub fn envelopes(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = Envelope<'_>> + ExactSizeIterator + '_ {
+        self.entries.iter().map(|entry| Envelope {
+            entry,
+            call_ids: &self.call_ids,
+        })
+    }
+
+    /// The envelope of the event at `index` (from 0; its `seq` is `index + 1`).
+    pub fn envelope(&self, index: usize) -> Option<Envelope<'_>> {
+        self.entries.get(index).map(|entry| Envelope {
+            entry,
+            call_ids: &self.call_ids,
+        })
     }
 
     /// How many complete events the session has.
     pub fn len(&self) -> usize {
-        self.envelopes.len()
+        self.entries.len()
     }
 
     /// Whether it has none (a scanned session always has its `session/start`).
     pub fn is_empty(&self) -> bool {
-        self.envelopes.is_empty()
+        self.entries.is_empty()
     }
 
     /// Bytes of a torn last line that were left out.
@@ -133,7 +188,7 @@ impl ScannedSession {
     /// values kept beside the log put back. A payload that cannot be read is
     /// [`StoreError::Corrupt`], naming its line.
     pub fn event(&self, index: usize) -> Result<Event, StoreError> {
-        let Some(envelope) = self.envelopes.get(index) else {
+        let Some(envelope) = self.entries.get(index) else {
             return Err(self.corrupt(index, "there is no such event".to_owned()));
         };
         let line = read_line(&self.file, &envelope.line).map_err(|error| {
@@ -155,7 +210,7 @@ impl ScannedSession {
 
     /// Every event, decoded.
     pub fn events(&self) -> Result<Vec<Event>, StoreError> {
-        (0..self.envelopes.len())
+        (0..self.entries.len())
             .map(|index| self.event(index))
             .collect()
     }
@@ -193,7 +248,8 @@ pub(super) fn scan(path: &Path, shelf: FileShelf) -> Result<ScannedSession, Stor
     };
     let mut file = File::open(path).map_err(|source| StoreError::io("opening", path, source))?;
     let size = file.metadata().map_err(reading)?.len();
-    let mut envelopes = Vec::with_capacity(usize::try_from(size / 256).unwrap_or(0) + 1);
+    let mut envelopes: Vec<Entry> =
+        Vec::with_capacity(usize::try_from(size / 320).unwrap_or(0) + 1);
     // `buffer[..filled]` holds the file from offset `base`; lines are found in it, and a
     // line cut by the chunk's end moves to its front before the next read.
     let mut buffer = vec![0_u8; CHUNK];
@@ -283,15 +339,16 @@ pub(super) fn scan(path: &Path, shelf: FileShelf) -> Result<ScannedSession, Stor
     Ok(ScannedSession {
         path: path.to_path_buf(),
         file,
-        envelopes,
+        entries: envelopes,
+        call_ids: last_line.call_ids,
         torn_bytes,
         shelf,
     })
 }
 
 /// The envelope of one line: read by hand when it is as this store writes it, else by serde.
-fn envelope_of(line: &[u8], at: Range<u64>, last: &mut LastLine) -> Option<Envelope> {
-    by_hand(line, at.clone(), last).or_else(|| by_serde(line, at))
+fn envelope_of(line: &[u8], at: Range<u64>, last: &mut LastLine) -> Option<Entry> {
+    by_hand(line, at.clone(), last).or_else(|| by_serde(line, at, last))
 }
 
 /// What the last line read leaves for the next: the day of its timestamp, so that the next
@@ -302,20 +359,31 @@ struct LastLine {
     date: [u8; 10],
     /// Milliseconds since the epoch at the day's midnight; `None` before the first.
     midnight: Option<u64>,
-    /// The last call id read: a call's events follow each other and share it.
-    call_id: Option<CallId>,
+    /// Every call id read, one after the other.
+    call_ids: String,
+    /// Where the last one is in `call_ids`: a call's events follow each other and share it.
+    call_id: Option<(u32, u32)>,
 }
 
 impl LastLine {
-    fn call_id(&mut self, text: &str) -> CallId {
-        match &self.call_id {
-            Some(last) if last.as_str() == text => last.clone(),
-            _ => {
-                let id = CallId::from(text);
-                self.call_id = Some(id.clone());
-                id
+    /// Where `text` is kept in the session's string of call ids.
+    fn call_id(&mut self, text: &str) -> Option<(u32, u32)> {
+        if let Some((start, length)) = self.call_id {
+            let start_at = usize::try_from(start).ok()?;
+            let kept = self
+                .call_ids
+                .get(start_at..start_at + usize::try_from(length).ok()?);
+            if kept == Some(text) {
+                return self.call_id;
             }
         }
+        let place = (
+            u32::try_from(self.call_ids.len()).ok()?,
+            u32::try_from(text.len()).ok()?,
+        );
+        self.call_ids.push_str(text);
+        self.call_id = Some(place);
+        Some(place)
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.mmmZ`, as this store writes it; anything else is read by
@@ -360,7 +428,7 @@ fn digits(text: &[u8]) -> Option<u64> {
 }
 
 /// `{"seq":N,"ts":"…","kind":"…"[,"turn":N][,"step":N][,"call_id":"…"],"data":…}`.
-fn by_hand(line: &[u8], at: Range<u64>, last: &mut LastLine) -> Option<Envelope> {
+fn by_hand(line: &[u8], at: Range<u64>, last: &mut LastLine) -> Option<Entry> {
     let mut cursor = Cursor { line, at: 0 };
     cursor.expect(b"{\"seq\":")?;
     let seq = cursor.number()?;
@@ -379,7 +447,7 @@ fn by_hand(line: &[u8], at: Range<u64>, last: &mut LastLine) -> Option<Envelope>
         None
     };
     let call_id = if cursor.take(b",\"call_id\":\"") {
-        Some(last.call_id(cursor.plain_string()?))
+        Some(last.call_id(cursor.plain_string()?)?)
     } else {
         None
     };
@@ -389,7 +457,7 @@ fn by_hand(line: &[u8], at: Range<u64>, last: &mut LastLine) -> Option<Envelope>
     if rest.len() < 2 || rest.last() != Some(&b'}') {
         return None;
     }
-    Some(Envelope {
+    Some(Entry {
         seq,
         ts,
         turn,
@@ -401,7 +469,7 @@ fn by_hand(line: &[u8], at: Range<u64>, last: &mut LastLine) -> Option<Envelope>
 }
 
 /// Any other envelope: serde reads the line (and so checks it is JSON), skipping the payload.
-fn by_serde(line: &[u8], at: Range<u64>) -> Option<Envelope> {
+fn by_serde(line: &[u8], at: Range<u64>, last: &mut LastLine) -> Option<Entry> {
     #[derive(Deserialize)]
     struct Loose {
         seq: u64,
@@ -418,35 +486,38 @@ fn by_serde(line: &[u8], at: Range<u64>) -> Option<Envelope> {
         data: Option<IgnoredAny>,
     }
     let loose: Loose = serde_json::from_slice(line).ok()?;
-    Some(Envelope {
+    Some(Entry {
         seq: loose.seq,
         ts: loose.ts,
         turn: loose.turn,
         step: loose.step,
-        call_id: loose.call_id,
+        call_id: match &loose.call_id {
+            Some(id) => Some(last.call_id(id.as_str())?),
+            None => None,
+        },
         kind: known(&loose.kind),
         line: at,
     })
 }
 
 /// A kind read as bytes: a known one without an allocation.
-fn known_bytes(kind: &[u8]) -> Option<Cow<'static, str>> {
+fn known_bytes(kind: &[u8]) -> Option<Kind> {
     match EventData::KNOWN_KINDS
         .iter()
         .find(|known| known.as_bytes() == kind)
     {
-        Some(known) => Some(Cow::Borrowed(known)),
+        Some(known) => Some(Kind::Known(known)),
         None => std::str::from_utf8(kind)
             .ok()
-            .map(|kind| Cow::Owned(kind.to_owned())),
+            .map(|kind| Kind::Other(kind.into())),
     }
 }
 
 /// A known kind without an allocation.
-fn known(kind: &str) -> Cow<'static, str> {
+fn known(kind: &str) -> Kind {
     match EventData::KNOWN_KINDS.iter().find(|known| **known == kind) {
-        Some(known) => Cow::Borrowed(known),
-        None => Cow::Owned(kind.to_owned()),
+        Some(known) => Kind::Known(known),
+        None => Kind::Other(kind.into()),
     }
 }
 
