@@ -70,6 +70,47 @@ pub fn growth_exponent(points: &[(f64, f64)]) -> f64 {
     }
 }
 
+/// Instructions per iteration of this bench binary's own profiling mode, counted by
+/// callgrind: unlike time, the same on a busy or an idle machine. The binary is run twice
+/// under `valgrind --tool=callgrind` with `args` followed by `many` and then `few` (its
+/// iteration count) and `tail`; the difference over `many - few` cancels start-up. `None`
+/// when valgrind is missing or a run fails.
+pub fn instructions_per_iteration(
+    args: &[&str],
+    many: u32,
+    few: u32,
+    tail: &[&str],
+) -> Option<f64> {
+    let count = |iterations: u32| -> Option<f64> {
+        let exe = std::env::current_exe().ok()?;
+        let out = std::env::temp_dir().join(format!(
+            "toolrail-callgrind-{}-{iterations}-{}",
+            std::process::id(),
+            tail.join("-")
+        ));
+        let output = std::process::Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(exe)
+            .args(args)
+            .arg(iterations.to_string())
+            .args(tail)
+            .output()
+            .ok()?;
+        let _ = std::fs::remove_file(&out);
+        if !output.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&output.stderr);
+        let collected = text
+            .lines()
+            .find_map(|line| line.split("Collected :").nth(1))?;
+        collected.trim().replace(',', "").parse::<f64>().ok()
+    };
+    let (many_count, few_count) = (count(many)?, count(few)?);
+    Some((many_count - few_count) / f64::from(many.checked_sub(few).filter(|d| *d > 0)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::growth_exponent;

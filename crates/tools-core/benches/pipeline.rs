@@ -15,7 +15,7 @@ use toolrail_tools_core::CallArgs;
 use serde_json::{Value, json};
 use toolrail_session_log::{BoxFuture, MemorySink, ToolResultRecord, ToolSource};
 use toolrail_test_support::alloc::{CountingAllocator, allocations_per};
-use toolrail_test_support::bench::{BenchRow, median};
+use toolrail_test_support::bench::{BenchRow, instructions_per_iteration, median};
 use toolrail_tools_core::{
     CallRequest, CallView, Concurrency, ExecNext, ExecuteLayer, Guard, GuardVerdict, HookError,
     ObserverError, Pipeline, PreExecuteDecision, PreExecuteHook, PreNext, RegistryBuilder,
@@ -292,28 +292,7 @@ fn main() {
 /// Instructions per call, counted by callgrind: unlike time, the same on a busy or an idle
 /// machine. The count for N calls minus the count for M calls, over N - M, cancels start-up.
 fn instruction_row() {
-    let count = |calls: u32, what: &str| -> Option<f64> {
-        let exe = std::env::current_exe().ok()?;
-        let out = std::env::temp_dir().join(format!(
-            "toolrail-callgrind-{}-{what}-{calls}",
-            std::process::id()
-        ));
-        let output = std::process::Command::new("valgrind")
-            .arg("--tool=callgrind")
-            .arg(format!("--callgrind-out-file={}", out.display()))
-            .arg(exe)
-            .args(["--profile", &calls.to_string(), what])
-            .output()
-            .ok()?;
-        let _ = std::fs::remove_file(&out);
-        let text = String::from_utf8_lossy(&output.stderr);
-        let collected = text
-            .lines()
-            .find_map(|line| line.split("Collected :").nth(1))?;
-        collected.trim().replace(',', "").parse::<f64>().ok()
-    };
-    let per_call =
-        |what: &str| -> Option<f64> { Some((count(6_000, what)? - count(1_000, what)?) / 5_000.0) };
+    let per_call = |what: &str| instructions_per_iteration(&["--profile"], 6_000, 1_000, &[what]);
     let Some(baseline) = per_call("spawn") else {
         println!("pipeline bench: valgrind not available; no instruction-count rows");
         return;

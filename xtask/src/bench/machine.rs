@@ -18,11 +18,15 @@ pub struct Machine {
     pub kernel: String,
     /// `rustc -V` (the toolchain the benches were built with).
     pub toolchain: String,
+    /// The 1, 5 and 15 minute load averages when the run began and when it ended: a
+    /// table measured on a busy machine says so.
+    pub load: (String, String),
 }
 
 impl Machine {
-    /// The facts of the machine this runs on; one that cannot be read is "unknown".
-    pub fn detect() -> Self {
+    /// The facts of the machine this runs on, the load average at the run's start given
+    /// (`load_before`); one that cannot be read is "unknown".
+    pub fn detect(load_before: String) -> Self {
         let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
         Machine {
             date: command_line(Command::new("date").arg("-u")),
@@ -30,8 +34,23 @@ impl Machine {
             cpu: cpu_model(),
             kernel: command_line(Command::new("uname").arg("-r")),
             toolchain: command_line(Command::new(rustc).arg("-V")),
+            load: (load_before, load_average()),
         }
     }
+}
+
+/// The three load averages of `/proc/loadavg` (`0.81 1.18 1.26`), or "unknown".
+pub(super) fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|load| !load.is_empty())
+        .unwrap_or_else(|| UNKNOWN.to_owned())
 }
 
 const UNKNOWN: &str = "unknown";

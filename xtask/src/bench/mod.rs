@@ -50,6 +50,7 @@ impl Options {
 /// `docs/benchmarks.md`. Fails when a bench fails; an unmet goal is only reported.
 pub fn run(options: Options) -> Result<()> {
     let started = std::time::Instant::now();
+    let load_before = machine::load_average();
     let root = workspace::root();
     let targets = bench_targets(&workspace::packages()?, &root);
 
@@ -84,7 +85,7 @@ pub fn run(options: Options) -> Result<()> {
     }
 
     let doc = report::render_doc(
-        &Machine::detect(),
+        &Machine::detect(load_before),
         &options.command_line(),
         started.elapsed(),
         &rows,

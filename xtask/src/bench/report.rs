@@ -136,6 +136,11 @@ pub(super) fn render_doc(
         machine.cores, machine.cpu, machine.kernel
     );
     let _ = writeln!(out, "- toolchain: {}", machine.toolchain);
+    let _ = writeln!(
+        out,
+        "- load average (1, 5, 15 min): {} before, {} after",
+        machine.load.0, machine.load.1
+    );
     let _ = writeln!(out, "- command: `{command}`");
     let _ = writeln!(out, "- took: {} s, builds included\n", took.as_secs());
     if rows.is_empty() {
@@ -204,6 +209,7 @@ mod tests {
             cpu: "Test CPU".to_owned(),
             kernel: "6.1.0".to_owned(),
             toolchain: "rustc 1.95.0".to_owned(),
+            load: ("0.10 0.20 0.30".to_owned(), "1.00 0.50 0.40".to_owned()),
         };
         let rows = [AssessedRow::new(fake_row("trivial call", 1600.0, 750.0))];
         let took = std::time::Duration::from_millis(95_400);
@@ -211,6 +217,9 @@ mod tests {
         assert!(doc.contains("- date: Mon Nov 30 18:00:00 UTC 2026\n"));
         assert!(doc.contains("- machine: 2 cores, Test CPU, Linux 6.1.0\n"));
         assert!(doc.contains("- toolchain: rustc 1.95.0\n"));
+        assert!(doc.contains(
+            "- load average (1, 5, 15 min): 0.10 0.20 0.30 before, 1.00 0.50 0.40 after\n"
+        ));
         assert!(doc.contains("- command: `cargo xtask bench --quick`\n"));
         assert!(doc.contains("- took: 95 s, builds included\n"));
         assert!(doc.contains("| trivial call | 1.60 µs"));
