@@ -40,7 +40,7 @@ use toolrail_session_log::{
     event::{AssistantBlock, AssistantMessage, FORMAT_VERSION, SessionStart, StopReason},
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
-use toolrail_test_support::bench::{BenchRow, growth_exponent, median};
+use toolrail_test_support::bench::{BenchRow, growth_exponent, instructions_per_iteration, median};
 use toolrail_tool_probe::NoopTool;
 use toolrail_tools_core::{Pipeline, RegistryBuilder, ToolSpec};
 
@@ -451,6 +451,27 @@ fn main() {
             goal_max_ratio: None,
         }
         .print();
+    }
+    if !quick {
+        // Instructions, where time is noisy: one turn of 1,000 calls, both logs (the JSONL
+        // log's writer thread included), per call.
+        let per_call = |tail: &[&str]| {
+            instructions_per_iteration(&["--toolrail-only", "1000"], 6, 1, tail)
+                .map(|per_turn| per_turn / 1_000.0)
+        };
+        match (per_call(&[]), per_call(&["--memory"])) {
+            (Some(written), Some(memory)) => BenchRow {
+                row: "agent turn, 1000 no-op calls, JSONL log in mode none: instructions per call (callgrind)",
+                ours_ns: written,
+                baseline_name: "the same turn with the log in memory",
+                baseline_ns: memory,
+                goal: "informational: what encoding and writing the log costs, stable where time is not",
+                goal_max_ns: None,
+                goal_max_ratio: None,
+            }
+            .print_in("instructions"),
+            _ => println!("peer bench: valgrind not available; no instruction-count row"),
+        }
     }
     // With a cap as large as the batch every call is in flight at once: a scheduler that
     // looked at the whole window on every wake-up was quadratic here.
