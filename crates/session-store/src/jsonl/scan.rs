@@ -500,15 +500,27 @@ fn by_serde(line: &[u8], at: Range<u64>, last: &mut LastLine) -> Option<Entry> {
     })
 }
 
-/// A kind read as bytes: a known one without an allocation.
+/// A kind read as bytes: a known one without an allocation, found among the known kinds of
+/// its length.
 fn known_bytes(kind: &[u8]) -> Option<Kind> {
-    match EventData::KNOWN_KINDS
-        .iter()
-        .find(|known| known.as_bytes() == kind)
-    {
+    static BY_LENGTH: std::sync::LazyLock<Vec<Vec<&'static str>>> =
+        std::sync::LazyLock::new(|| {
+            let longest = EventData::KNOWN_KINDS.iter().map(|kind| kind.len()).max();
+            let mut by_length = vec![Vec::new(); longest.unwrap_or(0) + 1];
+            for kind in EventData::KNOWN_KINDS {
+                by_length[kind.len()].push(*kind);
+            }
+            by_length
+        });
+    let known = BY_LENGTH
+        .get(kind.len())
+        .and_then(|same| same.iter().find(|known| known.as_bytes() == kind));
+    match known {
         Some(known) => Some(Kind::Known(known)),
+        // Written by another tool: it must be plain text.
         None => std::str::from_utf8(kind)
             .ok()
+            .filter(|kind| !kind.chars().any(char::is_control))
             .map(|kind| Kind::Other(kind.into())),
     }
 }
@@ -561,20 +573,25 @@ impl<'a> Cursor<'a> {
     }
 
     /// The rest of a string whose opening quote was taken, up to its closing quote: `None`
-    /// for a string with an escape or a control character (serde reads those).
+    /// for a string with an escape (serde reads those). Its bytes are checked by whoever
+    /// reads them: a timestamp's are digits, a kind's a known kind's.
     fn plain_bytes(&mut self) -> Option<&'a [u8]> {
         let rest = self.line.get(self.at..)?;
         let end = memchr::memchr2(b'"', b'\\', rest)?;
-        let text = rest.get(..end)?;
-        if rest.get(end) != Some(&b'"') || text.iter().any(|byte| *byte < 0x20) {
+        if rest.get(end) != Some(&b'"') {
             return None;
         }
         self.at += end + 1;
-        Some(text)
+        rest.get(..end)
     }
 
-    /// As [`plain_bytes`](Self::plain_bytes), as text.
+    /// As [`plain_bytes`](Self::plain_bytes), as text without control characters (which
+    /// JSON would have escaped).
     fn plain_string(&mut self) -> Option<&'a str> {
-        std::str::from_utf8(self.plain_bytes()?).ok()
+        let text = self.plain_bytes()?;
+        if text.iter().any(|byte| *byte < 0x20) {
+            return None;
+        }
+        std::str::from_utf8(text).ok()
     }
 }
