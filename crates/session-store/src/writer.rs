@@ -165,6 +165,7 @@ impl Session {
             hub.ready.push(Arc::clone(self));
         }
         state.urged |= urgent;
+        hub.urgent |= urgent;
         let wake = match hub.rest {
             Rest::Working => false,
             Rest::Napping => urgent,
@@ -252,6 +253,8 @@ struct Hub {
 #[derive(Default)]
 struct HubState {
     ready: Vec<Arc<Session>>,
+    /// A session in `ready` has someone waiting for its group: no nap.
+    urgent: bool,
     rest: Rest,
     /// Sessions on this writer not yet closed.
     open: usize,
@@ -361,18 +364,16 @@ impl Writers {
     }
 }
 
-/// A writer thread: writes every ready session's group, naps for more, sleeps when a nap
-/// found none, ends when no session is open on it.
+/// A writer thread: naps after each round unless someone waits, writes every ready
+/// session's group, sleeps when there is none, ends when no session is open on it.
 fn run(hub: &Hub) {
     let mut batch = Vec::new();
     loop {
         {
             let mut state = hub.state.lock();
-            if state.ready.is_empty() {
-                if state.open == 0 {
-                    state.running = false;
-                    return;
-                }
+            // After every round a nap, even with groups ready: a writer as fast as its
+            // appenders would otherwise write each event alone. Someone waiting cuts it short.
+            if !state.urgent && state.open > 0 {
                 state.rest = Rest::Napping;
                 let _ = hub.wake.wait_for(&mut state, GROUP_WINDOW);
             }
@@ -386,6 +387,7 @@ fn run(hub: &Hub) {
                 hub.wake.wait(&mut state);
             }
             state.rest = Rest::Working;
+            state.urgent = false;
             std::mem::swap(&mut batch, &mut state.ready);
         }
         for session in batch.drain(..) {

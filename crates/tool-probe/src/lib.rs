@@ -50,7 +50,8 @@ use toolrail_tools_core::{Concurrency, Tool, ToolContext, ToolOutput, ToolResult
 /// use toolrail_tools_core::{Concurrency, Tool, ToolSpec};
 ///
 /// let tool = NoopTool(ToolSpec::builder("noop", "does nothing", serde_json::json!({"type": "object"})).build());
-/// assert_eq!(tool.concurrency(&serde_json::json!({})), Concurrency::shared());
+/// let args = toolrail_tools_core::CallArgs::from(serde_json::json!({}));
+/// assert_eq!(tool.concurrency(&args), Concurrency::shared());
 /// ```
 pub struct NoopTool(pub ToolSpec);
 
