@@ -40,7 +40,9 @@ use toolrail_session_log::{
     event::{AssistantBlock, AssistantMessage, FORMAT_VERSION, SessionStart, StopReason},
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
-use toolrail_test_support::bench::{BenchRow, growth_exponent, instructions_per_iteration, median};
+use toolrail_test_support::bench::{
+    BenchRow, allocations_per_iteration, growth_exponent, instructions_per_iteration, median,
+};
 use toolrail_tool_probe::NoopTool;
 use toolrail_tools_core::{Pipeline, RegistryBuilder, ToolSpec};
 
@@ -471,6 +473,27 @@ fn main() {
             }
             .print_in("instructions"),
             _ => println!("peer bench: valgrind not available; no instruction-count row"),
+        }
+        let allocations = |tail: &[&str]| {
+            allocations_per_iteration(&["--toolrail-only", "1000"], 6, 1, tail)
+                .map(|(blocks, bytes)| (blocks / 1_000.0, bytes / 1_000.0))
+        };
+        match (allocations(&[]), allocations(&["--memory"])) {
+            (Some((written, bytes)), Some((memory, memory_bytes))) => BenchRow {
+                row: &format!(
+                    "agent turn, 1000 no-op calls, JSONL log in mode none: allocations per call, {bytes:.0} bytes (dhat, every thread)"
+                ),
+                ours_ns: written,
+                baseline_name: &format!(
+                    "the same turn with the log in memory ({memory_bytes:.0} bytes)"
+                ),
+                baseline_ns: memory,
+                goal: "informational",
+                goal_max_ns: None,
+                goal_max_ratio: None,
+            }
+            .print_in("allocations"),
+            _ => println!("peer bench: valgrind not available; no allocation row"),
         }
     }
     // With a cap as large as the batch every call is in flight at once: a scheduler that

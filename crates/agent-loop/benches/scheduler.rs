@@ -21,7 +21,9 @@ use toolrail_session_log::{
     event::{FORMAT_VERSION, SessionStart},
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
-use toolrail_test_support::bench::{BenchRow, growth_exponent, instructions_per_iteration, median};
+use toolrail_test_support::bench::{
+    BenchRow, allocations_per_iteration, growth_exponent, instructions_per_iteration, median,
+};
 use toolrail_tools_core::{
     CallRequest, Concurrency, Pipeline, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult,
     ToolSet, ToolSpec,
@@ -211,6 +213,23 @@ fn main() {
             }
             .print_in("instructions"),
             _ => println!("scheduler bench: valgrind not available; no instruction-count row"),
+        }
+        let allocations =
+            |what: &[&str]| allocations_per_iteration(&["--noop-only"], 6_000, 1_000, what);
+        match (allocations(&[]), allocations(&["spawn"])) {
+            (Some((ours, bytes)), Some((spawn, spawn_bytes))) => BenchRow {
+                row: &format!(
+                    "batch of no-op calls as above: allocations per call, {bytes:.0} bytes (dhat, every thread)"
+                ),
+                ours_ns: ours,
+                baseline_name: &format!("tokio::spawn per call ({spawn_bytes:.0} bytes)"),
+                baseline_ns: spawn,
+                goal: "informational",
+                goal_max_ns: None,
+                goal_max_ratio: None,
+            }
+            .print_in("allocations"),
+            _ => println!("scheduler bench: valgrind not available; no allocation row"),
         }
     }
 

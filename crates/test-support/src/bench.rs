@@ -111,6 +111,46 @@ pub fn instructions_per_iteration(
     Some((many_count - few_count) / f64::from(many.checked_sub(few).filter(|d| *d > 0)?))
 }
 
+/// Allocations (blocks) and bytes per iteration of this bench binary's own profiling mode,
+/// counted by `valgrind --tool=dhat` in every thread, the same way as
+/// [`instructions_per_iteration`]: two runs, `many` and `few` iterations, the difference
+/// over `many - few`. `None` when valgrind is missing or a run fails.
+pub fn allocations_per_iteration(
+    args: &[&str],
+    many: u32,
+    few: u32,
+    tail: &[&str],
+) -> Option<(f64, f64)> {
+    let count = |iterations: u32| -> Option<(f64, f64)> {
+        let exe = std::env::current_exe().ok()?;
+        let output = std::process::Command::new("valgrind")
+            .arg("--tool=dhat")
+            .arg("--dhat-out-file=/dev/null")
+            .arg(exe)
+            .args(args)
+            .arg(iterations.to_string())
+            .args(tail)
+            .output()
+            .ok()?;
+        if !output.status.success() {
+            return None;
+        }
+        // `==123== Total:     3,160,000 bytes in 5,000 blocks`
+        let text = String::from_utf8_lossy(&output.stderr);
+        let total = text.lines().find_map(|line| line.split("Total:").nth(1))?;
+        let number = |text: &str| text.trim().replace(',', "").parse::<f64>().ok();
+        let (bytes, rest) = total.split_once("bytes in")?;
+        let blocks = rest.trim().strip_suffix("blocks")?;
+        Some((number(blocks)?, number(bytes)?))
+    };
+    let (many_count, few_count) = (count(many)?, count(few)?);
+    let iterations = f64::from(many.checked_sub(few).filter(|d| *d > 0)?);
+    Some((
+        (many_count.0 - few_count.0) / iterations,
+        (many_count.1 - few_count.1) / iterations,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::growth_exponent;
