@@ -16,7 +16,7 @@ use toolrail_session_log::BoxFuture;
 use toolrail_session_log::error_chain;
 
 use crate::anthropic::{self, AnthropicStream};
-use crate::config::{ProviderConfig, Wire};
+use crate::config::{ProviderConfig, Wire, parse_retry_after};
 use crate::draft::StreamError;
 use crate::openai::{self, OpenAiStream};
 use crate::sse::{SseEvent, SseParser};
@@ -120,6 +120,17 @@ impl ProviderClient {
                     if attempt == attempts {
                         break;
                     }
+                    let Some(wait) = self.config.retry.delay(attempt, retry_after) else {
+                        // The server asked for a longer wait than we keep a request open for.
+                        last.message = format!(
+                            "{} (the server asked to wait {:.0} s before trying again, longer than the {:.0} s this client waits; try later)",
+                            last.message,
+                            retry_after.unwrap_or_default().as_secs_f64(),
+                            self.config.retry.max_retry_after.as_secs_f64()
+                        );
+                        last.retryable = true;
+                        return Err(ModelError::Failed(last));
+                    };
                     if streamed {
                         // What was shown of the broken answer is void: the next try starts
                         // it anew.
@@ -128,7 +139,6 @@ impl ProviderClient {
                             why: last.message.clone(),
                         });
                     }
-                    let wait = self.config.retry.delay(attempt, retry_after);
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
                         () = cancel.cancelled() => return Err(ModelError::Cancelled),
@@ -204,8 +214,7 @@ impl ProviderClient {
                 .headers()
                 .get("retry-after")
                 .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.trim().parse::<f64>().ok())
-                .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok());
+                .and_then(|value| parse_retry_after(value, std::time::SystemTime::now()));
             let text = tokio::select! {
                 text = read_some(response, ERROR_BODY_KEPT) => text,
                 () = cancel.cancelled() => return Err(Failure::Cancelled),
@@ -237,11 +246,24 @@ impl ProviderClient {
                 Failure::Fatal(failed(format!("{endpoint}: {error}{id_note}")))
             }
         };
-        let whole = response
+        let content_type = response
             .headers()
             .get("content-type")
             .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.trim_start().starts_with("application/json"));
+            .map(|value| value.trim().to_ascii_lowercase());
+        let whole = content_type
+            .as_deref()
+            .is_some_and(|value| value.starts_with("application/json"));
+        // An answer that is neither a stream nor JSON (a proxy's or a login page's HTML) is
+        // not the API: trying again would get the same page.
+        if let Some(other) = content_type
+            .as_deref()
+            .filter(|value| !whole && !value.starts_with("text/event-stream") && !value.is_empty())
+        {
+            return Err(Failure::Fatal(failed(format!(
+                "{endpoint} answered {status} with content type `{other}`, neither an event stream nor JSON: is the base URL the API's?{id_note}"
+            ))));
+        }
         if whole {
             // A server that answers a streamed request with the whole message at once.
             let text = tokio::select! {

@@ -68,11 +68,16 @@ impl std::fmt::Debug for Secret {
 pub struct RetryPolicy {
     /// Tries in all, the first included.
     pub attempts: u32,
-    /// The wait before the second try; it doubles each time, up to `max_delay`. A server's
-    /// `Retry-After` wins when it asks for longer, up to `max_delay`.
+    /// The ceiling of the wait before the second try; it doubles each time, up to
+    /// `max_delay`. Each wait is drawn at random below its ceiling ("full jitter"), so
+    /// clients that failed together do not come back together.
     pub first_delay: Duration,
-    /// The longest wait between two tries, a server's `Retry-After` included.
+    /// The highest ceiling of a wait between two tries.
     pub max_delay: Duration,
+    /// The longest wait a server's `Retry-After` (seconds or an HTTP date) is honoured for,
+    /// exactly; a server that asks for longer is not tried again, and the failure says how
+    /// long it asked.
+    pub max_retry_after: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -81,20 +86,100 @@ impl Default for RetryPolicy {
             attempts: 4,
             first_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(8),
+            max_retry_after: Duration::from_secs(60),
         }
     }
 }
 
 impl RetryPolicy {
-    /// The wait after failed try number `attempt` (from 1).
-    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        let doubled = self
-            .first_delay
-            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
-        doubled
-            .max(retry_after.unwrap_or_default())
+    /// The ceiling of the wait after failed try number `attempt` (from 1).
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        self.first_delay
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
             .min(self.max_delay)
     }
+
+    /// The wait after failed try number `attempt` (from 1): what the server's `Retry-After`
+    /// asked, or a random wait below the attempt's ceiling. `None` when the server asked
+    /// for longer than `max_retry_after`.
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Option<Duration> {
+        match retry_after {
+            Some(asked) if asked > self.max_retry_after => None,
+            Some(asked) => Some(asked),
+            None => Some(jittered(self.ceiling(attempt))),
+        }
+    }
+}
+
+/// A random duration from zero up to `ceiling`.
+fn jittered(ceiling: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    // Each `RandomState` is keyed afresh from the process's random seed: enough randomness
+    // for spreading retries, without a dependency.
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(random % nanos.saturating_add(1))
+}
+
+/// A `Retry-After` value: seconds, or an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`) taken
+/// as the time left until then from `now`; a date in the past is no wait.
+pub(crate) fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    if let Ok(seconds) = value.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).ok();
+    }
+    let at = http_date(value)?;
+    Some(at.duration_since(now).unwrap_or_default())
+}
+
+/// An IMF-fixdate, the form HTTP requires senders to use: `Sun, 06 Nov 1994 08:49:37 GMT`.
+fn http_date(text: &str) -> Option<std::time::SystemTime> {
+    let (_weekday, rest) = text.split_once(", ")?;
+    let mut parts = rest.split(' ');
+    let day: u64 = parts.next()?.parse().ok()?;
+    let month = match parts.next()? {
+        "Jan" => 1,
+        "Feb" => 2,
+        "Mar" => 3,
+        "Apr" => 4,
+        "May" => 5,
+        "Jun" => 6,
+        "Jul" => 7,
+        "Aug" => 8,
+        "Sep" => 9,
+        "Oct" => 10,
+        "Nov" => 11,
+        "Dec" => 12,
+        _ => return None,
+    };
+    let year: u64 = parts.next()?.parse().ok()?;
+    let mut clock = parts.next()?.split(':');
+    let mut part = || -> Option<u64> { clock.next()?.parse().ok() };
+    let (hour, minute, second) = (part()?, part()?, part()?);
+    if parts.next()? != "GMT" || parts.next().is_some() {
+        return None;
+    }
+    if year < 1970 || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    // Days since 1970-01-01 of a proleptic Gregorian date (March-based years).
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y / 400;
+    let of_era = y % 400;
+    let of_year = (153 * m + 2) / 5 + day - 1;
+    let of_era_days = of_era * 365 + of_era / 4 - of_era / 100 + of_year;
+    let days = (era * 146_097 + of_era_days).checked_sub(719_468)?;
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second.min(59);
+    std::time::UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
 }
 
 /// Whether and which tool the model must call.
@@ -228,29 +313,71 @@ impl ProviderConfig {
 mod tests {
     use std::time::Duration;
 
-    use super::{ProviderConfig, RetryPolicy, Wire};
+    use super::{ProviderConfig, RetryPolicy, Wire, parse_retry_after};
 
     #[test]
-    fn delays_double_up_to_the_cap_and_a_longer_retry_after_wins() {
+    fn waits_are_random_below_a_doubling_ceiling_and_retry_after_is_honoured_to_its_cap() {
         let policy = RetryPolicy {
             attempts: 5,
             first_delay: Duration::from_millis(100),
             max_delay: Duration::from_millis(500),
+            max_retry_after: Duration::from_secs(30),
         };
-        let delays: Vec<u128> = (1..=4)
-            .map(|attempt| policy.delay(attempt, None).as_millis())
+        let ceilings: Vec<u128> = (1..=4)
+            .map(|attempt| policy.ceiling(attempt).as_millis())
             .collect();
-        assert_eq!(delays, [100, 200, 400, 500]);
+        assert_eq!(ceilings, [100, 200, 400, 500]);
+        // Full jitter: every wait below its ceiling, spread over it, not one value.
+        let waits: Vec<Duration> = (0..2_000).map(|_| policy.delay(3, None).unwrap()).collect();
+        assert!(waits.iter().all(|wait| *wait <= Duration::from_millis(400)));
+        let below_half = waits
+            .iter()
+            .filter(|wait| **wait < Duration::from_millis(200))
+            .count();
+        assert!(
+            (700..1_300).contains(&below_half),
+            "{below_half} of 2000 below half"
+        );
+        // A server's wait is kept exactly, up to the cap; past it, no retry.
         assert_eq!(
-            policy
-                .delay(1, Some(Duration::from_millis(300)))
-                .as_millis(),
-            300
+            policy.delay(1, Some(Duration::from_secs(20))),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(policy.delay(1, Some(Duration::from_secs(31))), None);
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(784_111_777 - 90);
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            Some(Duration::from_secs(90))
         );
         assert_eq!(
-            policy.delay(1, Some(Duration::from_secs(60))).as_millis(),
-            500
+            parse_retry_after(
+                "Sun, 06 Nov 1994 08:49:37 GMT",
+                now + Duration::from_secs(900)
+            ),
+            Some(Duration::ZERO),
+            "a date past is no wait"
         );
+        assert_eq!(
+            parse_retry_after("Thu, 03 Dec 2026 00:00:00 GMT", now).map(|wait| wait.as_secs()),
+            Some(1_796_256_000 - 784_111_777 + 90)
+        );
+        assert_eq!(parse_retry_after(" 7 ", now), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after("1.5", now),
+            Some(Duration::from_millis(1_500))
+        );
+        for bad in [
+            "soon",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
+            "",
+        ] {
+            assert_eq!(parse_retry_after(bad, now), None, "{bad}");
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ fn config(wire: Wire, server: &FakeServer) -> ProviderConfig {
         attempts: 3,
         first_delay: Duration::from_millis(10),
         max_delay: Duration::from_millis(50),
+        max_retry_after: Duration::from_secs(5),
     };
     config
 }
@@ -247,6 +248,76 @@ async fn a_429_is_tried_again_and_then_succeeds() {
     let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
     let response = complete(&client).await.unwrap();
     assert_eq!(response.message.stop_reason, StopReason::ToolCalls);
+    assert_eq!(server.seen().len(), 2);
+}
+
+/// A 200 that is a web page (a proxy's, a login's) fails at once naming its content type:
+/// trying again would fetch the same page.
+#[tokio::test]
+async fn a_200_that_is_not_a_stream_or_json_fails_at_once_naming_its_content_type() {
+    let page = Reply {
+        headers: vec![("content-type".into(), "text/html; charset=utf-8".into())],
+        ..Reply::json(200, "<html><body>Sign in to continue</body></html>")
+    };
+    let server = FakeServer::start(vec![page.clone(), page.clone(), page]).await;
+    let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
+    let ModelError::Failed(failure) = complete(&client).await.unwrap_err() else {
+        panic!("not a failure");
+    };
+    assert!(
+        failure
+            .message
+            .contains("content type `text/html; charset=utf-8`"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(server.seen().len(), 1, "not tried again");
+}
+
+/// `Retry-After` is read in both its forms, and a wait longer than the client's cap is not
+/// waited for: the request fails at once, saying how long the server asked.
+#[tokio::test]
+async fn a_retry_after_past_the_cap_in_seconds_or_as_a_date_fails_at_once_saying_so() {
+    for (asked, said) in [
+        ("3600", "asked to wait 3600 s"),
+        ("Fri, 01 Jan 2100 00:00:00 GMT", "asked to wait"),
+    ] {
+        let limited = Reply::json(
+            429,
+            r#"{"error":{"message":"Rate limit reached","type":"rate_limit"}}"#,
+        )
+        .header("retry-after", asked);
+        let server = FakeServer::start(vec![
+            limited,
+            Reply::stream(&fixture("openai/parallel_tool_calls.sse")),
+        ])
+        .await;
+        let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
+        let ModelError::Failed(failure) = complete(&client).await.unwrap_err() else {
+            panic!("not a failure");
+        };
+        assert!(
+            failure.message.contains(said),
+            "{asked}: {}",
+            failure.message
+        );
+        assert!(
+            failure.message.contains("Rate limit reached"),
+            "{}",
+            failure.message
+        );
+        assert!(failure.retryable, "it may pass later");
+        assert_eq!(server.seen().len(), 1, "{asked}: not tried again");
+    }
+    // A date already past is no wait: tried again at once, and it succeeds.
+    let server = FakeServer::start(vec![
+        Reply::json(429, r#"{"error":{"message":"busy"}}"#)
+            .header("retry-after", "Sun, 06 Nov 1994 08:49:37 GMT"),
+        Reply::stream(&fixture("openai/parallel_tool_calls.sse")),
+    ])
+    .await;
+    let client = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
+    assert!(complete(&client).await.is_ok());
     assert_eq!(server.seen().len(), 2);
 }
 

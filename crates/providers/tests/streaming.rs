@@ -32,6 +32,7 @@ fn config(wire: Wire, server: &FakeServer) -> ProviderConfig {
         attempts: 3,
         first_delay: Duration::from_millis(10),
         max_delay: Duration::from_millis(50),
+        max_retry_after: Duration::from_secs(5),
     };
     config
 }

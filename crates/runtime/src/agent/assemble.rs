@@ -976,6 +976,7 @@ fn model_client(config: &SessionConfig) -> Result<Arc<dyn ModelClient>, BuildErr
         attempts: model.retry.attempts,
         first_delay: Duration::from_millis(model.retry.first_delay_ms),
         max_delay: Duration::from_millis(model.retry.max_delay_ms),
+        max_retry_after: Duration::from_millis(model.retry.max_retry_after_ms),
     };
     provider.idle_timeout = Duration::from_millis(model.idle_timeout_ms);
     let client =

@@ -302,10 +302,14 @@ pub struct ModelConfig {
 pub struct RetryConfig {
     /// Tries in all, the first included (default 4; 1 means no retry).
     pub attempts: u32,
-    /// The wait before the second try, doubled each time (default 500 ms).
+    /// The ceiling of the wait before the second try, doubled each time; each wait is drawn
+    /// at random below its ceiling (default 500 ms).
     pub first_delay_ms: u64,
-    /// The longest wait between tries (default 8,000 ms).
+    /// The highest ceiling of a wait between tries (default 8,000 ms).
     pub max_delay_ms: u64,
+    /// The longest `Retry-After` a server is waited for, exactly (default 60,000 ms); one
+    /// that asks for longer fails the request, saying so.
+    pub max_retry_after_ms: u64,
 }
 
 impl Default for RetryConfig {
@@ -314,6 +318,7 @@ impl Default for RetryConfig {
             attempts: 4,
             first_delay_ms: 500,
             max_delay_ms: 8_000,
+            max_retry_after_ms: 60_000,
         }
     }
 }
