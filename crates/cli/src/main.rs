@@ -89,6 +89,7 @@ macro_rules! bad_input {
 }
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -124,6 +125,26 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// A reader that went away (`toolrail sessions | head`) ends the output, not the program
+/// with a panic: `println!` panics on a closed pipe, and this hook turns that one panic into
+/// the quiet exit a shell expects of a program whose reader left (status 141, as SIGPIPE
+/// gives). Every other panic is reported as before.
+fn quiet_on_closed_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
 }
 
 /// The error and its causes, each said once: many errors' own words already end with

@@ -771,3 +771,22 @@ fn sandbox_says_which_tier_runs_and_why_one_cannot() {
     );
     assert!(stderr(&missing).contains("no sandbox tier is usable"));
 }
+
+/// A reader that leaves before the output ends (`toolrail tools | head -1`) ends the program
+/// quietly, as any Unix tool: no panic on stderr, SIGPIPE's status.
+#[test]
+fn a_closed_stdout_ends_the_output_without_a_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    // The reader is gone before the first line is written.
+    drop(reader);
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("toolrail"))
+        .arg("tools")
+        .env("NO_COLOR", "1")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let said = stderr(&output);
+    assert!(!said.contains("panicked"), "{said}");
+    assert_eq!(output.status.code(), Some(141), "{said}");
+}
