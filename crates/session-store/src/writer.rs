@@ -250,6 +250,15 @@ struct Hub {
     wake: Condvar,
 }
 
+impl Hub {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(HubState::default()),
+            wake: Condvar::new(),
+        })
+    }
+}
+
 #[derive(Default)]
 struct HubState {
     ready: Vec<Arc<Session>>,
@@ -297,12 +306,7 @@ impl Writers {
     /// first needs it.
     pub(crate) fn new(count: usize) -> Self {
         let hubs = (0..count.clamp(1, MAX_WRITERS))
-            .map(|_| {
-                Arc::new(Hub {
-                    state: Mutex::new(HubState::default()),
-                    wake: Condvar::new(),
-                })
-            })
+            .map(|_| Hub::new())
             .collect();
         Self { hubs }
     }
@@ -316,12 +320,7 @@ impl Writers {
             .iter()
             .min_by_key(|hub| hub.state.lock().open)
             .map(Arc::clone)
-            .unwrap_or_else(|| {
-                Arc::new(Hub {
-                    state: Mutex::new(HubState::default()),
-                    wake: Condvar::new(),
-                })
-            });
+            .unwrap_or_else(Hub::new);
         let started = {
             let mut state = hub.state.lock();
             let started = if state.running {

@@ -81,34 +81,26 @@ pub fn instructions_per_iteration(
     few: u32,
     tail: &[&str],
 ) -> Option<f64> {
-    let count = |iterations: u32| -> Option<f64> {
-        let exe = std::env::current_exe().ok()?;
-        let out = std::env::temp_dir().join(format!(
-            "toolrail-callgrind-{}-{iterations}-{}",
-            std::process::id(),
-            tail.join("-")
-        ));
-        let output = std::process::Command::new("valgrind")
-            .arg("--tool=callgrind")
-            .arg(format!("--callgrind-out-file={}", out.display()))
-            .arg(exe)
-            .args(args)
-            .arg(iterations.to_string())
-            .args(tail)
-            .output()
-            .ok()?;
-        let _ = std::fs::remove_file(&out);
-        if !output.status.success() {
-            return None;
-        }
-        let text = String::from_utf8_lossy(&output.stderr);
-        let collected = text
+    let instructions = |stderr: &str| {
+        let collected = stderr
             .lines()
             .find_map(|line| line.split("Collected :").nth(1))?;
-        collected.trim().replace(',', "").parse::<f64>().ok()
+        number(collected)
     };
-    let (many_count, few_count) = (count(many)?, count(few)?);
-    Some((many_count - few_count) / f64::from(many.checked_sub(few).filter(|d| *d > 0)?))
+    let out = std::env::temp_dir().join(format!(
+        "toolrail-callgrind-{}-{}",
+        std::process::id(),
+        tail.join("-")
+    ));
+    let options = [
+        "--tool=callgrind".to_owned(),
+        format!("--callgrind-out-file={}", out.display()),
+    ];
+    let counted = per_iteration(&options, args, many, few, tail, |stderr| {
+        instructions(stderr).map(|count| (count, 0.0))
+    });
+    let _ = std::fs::remove_file(&out);
+    counted.map(|(count, _)| count)
 }
 
 /// Allocations (blocks) and bytes per iteration of this bench binary's own profiling mode,
@@ -121,11 +113,40 @@ pub fn allocations_per_iteration(
     few: u32,
     tail: &[&str],
 ) -> Option<(f64, f64)> {
+    let options = [
+        "--tool=dhat".to_owned(),
+        "--dhat-out-file=/dev/null".to_owned(),
+    ];
+    per_iteration(&options, args, many, few, tail, |stderr| {
+        // `==123== Total:     3,160,000 bytes in 5,000 blocks`
+        let total = stderr
+            .lines()
+            .find_map(|line| line.split("Total:").nth(1))?;
+        let (bytes, rest) = total.split_once("bytes in")?;
+        Some((number(rest.trim().strip_suffix("blocks")?)?, number(bytes)?))
+    })
+}
+
+/// A count valgrind printed (`3,160,000`).
+fn number(text: &str) -> Option<f64> {
+    text.trim().replace(',', "").parse::<f64>().ok()
+}
+
+/// Runs this binary under valgrind with `options`, `many` and then `few` iterations, reads a
+/// pair of counts from each run's stderr with `read`, and returns their difference per
+/// iteration.
+fn per_iteration(
+    options: &[String],
+    args: &[&str],
+    many: u32,
+    few: u32,
+    tail: &[&str],
+    read: impl Fn(&str) -> Option<(f64, f64)>,
+) -> Option<(f64, f64)> {
     let count = |iterations: u32| -> Option<(f64, f64)> {
         let exe = std::env::current_exe().ok()?;
         let output = std::process::Command::new("valgrind")
-            .arg("--tool=dhat")
-            .arg("--dhat-out-file=/dev/null")
+            .args(options)
             .arg(exe)
             .args(args)
             .arg(iterations.to_string())
@@ -135,13 +156,7 @@ pub fn allocations_per_iteration(
         if !output.status.success() {
             return None;
         }
-        // `==123== Total:     3,160,000 bytes in 5,000 blocks`
-        let text = String::from_utf8_lossy(&output.stderr);
-        let total = text.lines().find_map(|line| line.split("Total:").nth(1))?;
-        let number = |text: &str| text.trim().replace(',', "").parse::<f64>().ok();
-        let (bytes, rest) = total.split_once("bytes in")?;
-        let blocks = rest.trim().strip_suffix("blocks")?;
-        Some((number(blocks)?, number(bytes)?))
+        read(&String::from_utf8_lossy(&output.stderr))
     };
     let (many_count, few_count) = (count(many)?, count(few)?);
     let iterations = f64::from(many.checked_sub(few).filter(|d| *d > 0)?);

@@ -500,9 +500,8 @@ fn by_serde(line: &[u8], at: Range<u64>, last: &mut LastLine) -> Option<Entry> {
     })
 }
 
-/// A kind read as bytes: a known one without an allocation, found among the known kinds of
-/// its length.
-fn known_bytes(kind: &[u8]) -> Option<Kind> {
+/// The known kind `kind` spells, found among the known kinds of its length.
+fn known_kind(kind: &[u8]) -> Option<&'static str> {
     static BY_LENGTH: std::sync::LazyLock<Vec<Vec<&'static str>>> =
         std::sync::LazyLock::new(|| {
             let longest = EventData::KNOWN_KINDS.iter().map(|kind| kind.len()).max();
@@ -512,10 +511,15 @@ fn known_bytes(kind: &[u8]) -> Option<Kind> {
             }
             by_length
         });
-    let known = BY_LENGTH
+    BY_LENGTH
         .get(kind.len())
-        .and_then(|same| same.iter().find(|known| known.as_bytes() == kind));
-    match known {
+        .and_then(|same| same.iter().find(|known| known.as_bytes() == kind))
+        .copied()
+}
+
+/// A kind read as bytes: a known one without an allocation.
+fn known_bytes(kind: &[u8]) -> Option<Kind> {
+    match known_kind(kind) {
         Some(known) => Some(Kind::Known(known)),
         // Written by another tool: it must be plain text.
         None => std::str::from_utf8(kind)
@@ -527,7 +531,7 @@ fn known_bytes(kind: &[u8]) -> Option<Kind> {
 
 /// A known kind without an allocation.
 fn known(kind: &str) -> Kind {
-    match EventData::KNOWN_KINDS.iter().find(|known| **known == kind) {
+    match known_kind(kind.as_bytes()) {
         Some(known) => Kind::Known(known),
         None => Kind::Other(kind.into()),
     }
