@@ -22,7 +22,8 @@
 //! asked whatever the permission rules say, and only its allowed answer widens the sandbox.
 //!
 //! The same confinement and kill path serve other programs ([`ConfinedCommand`]): code
-//! mode's Python runtime uses them.
+//! mode's Python runtime uses them. [`ProcessTree`] is the kill path alone, for programs
+//! that are not sandboxed but must end whole (MCP servers).
 //!
 //! Depends on `tools-core` only.
 //!
@@ -83,6 +84,7 @@ mod output;
 mod process;
 mod sandbox;
 mod seccomp;
+mod tree;
 
 pub use bash::{BashArgs, BashTool, ShellConfig};
 pub use confined::{ConfineError, ConfinedChild, ConfinedCommand};
@@ -90,3 +92,4 @@ pub use diagnose::{Diagnosis, diagnose};
 pub use mode_rules::{InvalidModeRule, ModeRule};
 pub use process::{Ended, Stop};
 pub use sandbox::{Escalation, ResourceLimits, SandboxMode, SandboxTier, TierCheck};
+pub use tree::{ProcessTree, TreeChild};

@@ -74,9 +74,16 @@ impl ToolOutput {
     }
 }
 
-/// The code a tool may fail with: `TOOL_FAILED`, `STALE_STATE`, or a code of the tool's own.
-/// The codes that say what the pipeline did (`POLICY_DENIED`, `NOT_EXECUTED`, `ABORTED`, …)
-/// have no `ToolCode`, so a tool cannot claim one. A tool's own code is named once, as a
+/// The code a tool may fail with: `TOOL_FAILED`, `STALE_STATE`, `TOOL_TIMEOUT`,
+/// `TOOL_OUTCOME_UNKNOWN`, or a code of the tool's own. The codes that say what the pipeline
+/// did (`POLICY_DENIED`, `NOT_EXECUTED`, `ABORTED`, …) have no `ToolCode`, so a tool cannot
+/// claim one.
+///
+/// A tool that talks to something else (an MCP server, a remote API) follows one rule
+/// (DESIGN §3, *honest outcomes at the seams*): `TOOL_FAILED` only when the counterpart said
+/// the call failed; `TOOL_TIMEOUT` when the counterpart's deadline passed without an answer;
+/// `TOOL_OUTCOME_UNKNOWN` when the request may have reached something that acts and its
+/// answer was lost (a connection that broke, an answer that could not be read). A tool's own code is named once, as a
 /// constant checked while the program compiles ([`tool_code!`](crate::tool_code)); a code only known at run
 /// time (from a remote server) goes through [`ToolCode::parse`].
 ///
@@ -96,6 +103,12 @@ impl ToolCode {
     pub const FAILED: Self = Self(ErrorCode::ToolFailed);
     /// `STALE_STATE`: the state the call relied on changed.
     pub const STALE_STATE: Self = Self(ErrorCode::StaleState);
+    /// `TOOL_TIMEOUT`: the tool's counterpart did not answer before its deadline (a remote
+    /// call's own timeout; the pipeline's deadline gives this code by itself).
+    pub const TIMEOUT: Self = Self(ErrorCode::ToolTimeout);
+    /// `TOOL_OUTCOME_UNKNOWN`: the request may have reached something that acts, and its
+    /// answer was lost; whether it acted is not known.
+    pub const OUTCOME_UNKNOWN: Self = Self(ErrorCode::ToolOutcomeUnknown);
 
     /// A tool's own code, checked while compiling; use it through [`tool_code!`](crate::tool_code).
     #[doc(hidden)]
@@ -156,7 +169,26 @@ impl ToolFailure {
         Self::with_code(ToolCode::FAILED, message)
     }
 
-    /// A failure with a code the tool may use (its own, or `TOOL_FAILED`, `STALE_STATE`).
+    /// A `TOOL_TIMEOUT` failure: the counterpart did not answer in time. The message says
+    /// how long was waited and whether the request was cancelled.
+    pub fn timed_out(message: impl Into<String>) -> Self {
+        Self::with_code(ToolCode::TIMEOUT, message)
+    }
+
+    /// A `TOOL_OUTCOME_UNKNOWN` failure: the request may have acted and its answer was lost.
+    /// The message says what was lost and what to check before trying again.
+    ///
+    /// ```
+    /// use toolrail_tools_core::ToolFailure;
+    ///
+    /// let lost = ToolFailure::outcome_unknown("the server ended before it answered");
+    /// assert_eq!(lost.code().as_str(), "TOOL_OUTCOME_UNKNOWN");
+    /// ```
+    pub fn outcome_unknown(message: impl Into<String>) -> Self {
+        Self::with_code(ToolCode::OUTCOME_UNKNOWN, message)
+    }
+
+    /// A failure with a code the tool may use (its own, or one of [`ToolCode`]'s constants).
     pub fn with_code(code: ToolCode, message: impl Into<String>) -> Self {
         Self {
             code,

@@ -432,6 +432,8 @@ async fn a_tool_s_code_is_recorded_as_it_gave_it() {
     for (given, recorded) in [
         (ToolCode::FAILED, "TOOL_FAILED"),
         (ToolCode::STALE_STATE, "STALE_STATE"),
+        (ToolCode::TIMEOUT, "TOOL_TIMEOUT"),
+        (ToolCode::OUTCOME_UNKNOWN, "TOOL_OUTCOME_UNKNOWN"),
         (QUOTA, "WEB_QUOTA_EXCEEDED"),
         (
             ToolCode::parse("FS_STALE_VERSION").unwrap(),
