@@ -64,7 +64,11 @@ pub const LAYERS: &[(&str, Allowed)] = &[
     ("presenters", Allowed::Only(&["session-log"])),
     ("shell-tool", Allowed::Only(&["tools-core", "session-log"])),
     ("fs-tools", Allowed::Only(&["tools-core", "session-log"])),
-    ("mcp", Allowed::Only(&["tools-core", "session-log"])),
+    // Servers run as process trees that end whole: the shell tool's kill path (issue 25).
+    (
+        "mcp",
+        Allowed::Only(&["shell-tool", "tools-core", "session-log"]),
+    ),
     ("agent-loop", Allowed::Only(&["tools-core", "session-log"])),
     // Python programs run under the shell tool's sandbox and kill path (issue 9).
     (

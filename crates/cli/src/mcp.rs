@@ -74,12 +74,24 @@ pub(crate) fn run(args: McpArgs) -> Result<()> {
         let mut failed = Vec::new();
         for (server, state) in servers.states() {
             match &state {
-                ServerState::Running { version, tools } => {
+                ServerState::Running {
+                    version,
+                    tools,
+                    skipped,
+                } => {
                     println!(
                         "{server}: running, version {version}, {} tool{}",
                         tools.len(),
                         if tools.len() == 1 { "" } else { "s" }
                     );
+                    for tool in skipped {
+                        println!("  not offered: {}: {}", tool.name, tool.why);
+                    }
+                    if servers.contained(&server) == Some(false) {
+                        println!(
+                            "  (no PID namespace here: a process it starts with setsid may outlive it)"
+                        );
+                    }
                 }
                 // Lazy servers connect at their first call: not started is not failed.
                 ServerState::Starting => {

@@ -64,10 +64,18 @@ pub struct ServerConfig {
     /// this long.
     #[serde(default = "default_startup_ms", alias = "startup_timeout_ms")]
     pub startup_timeout_ms: u64,
-    /// A call's deadline, in milliseconds (default 120,000); past it the request is
-    /// cancelled.
+    /// How long a call may go without an answer or a progress notification, in
+    /// milliseconds (default 120,000): each progress notification starts the wait again, so
+    /// a long call that reports progress is not cut off. Past it the request is cancelled
+    /// (`notifications/cancelled`) and the call ends `TOOL_TIMEOUT`.
     #[serde(default = "default_call_ms", alias = "call_timeout_ms")]
     pub call_timeout_ms: u64,
+    /// The largest message read from the server, in bytes (default 128 MiB). A larger one
+    /// is not read: the call it answers ends `TOOL_OUTCOME_UNKNOWN` at once, saying so.
+    /// What is read is capped for the model like every tool's output (head and tail, the
+    /// whole kept beside the log).
+    #[serde(default = "default_max_message", alias = "max_message_bytes")]
+    pub max_message_bytes: usize,
     /// Whether its calls may overlap with others (default `auto`).
     #[serde(default)]
     pub parallel: Parallel,
@@ -102,6 +110,10 @@ fn default_startup_ms() -> u64 {
 
 fn default_call_ms() -> u64 {
     120_000
+}
+
+fn default_max_message() -> usize {
+    128 << 20
 }
 
 fn default_restarts() -> u32 {

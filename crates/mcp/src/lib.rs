@@ -46,12 +46,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod call;
 mod config;
 mod naming;
+mod process;
 mod server;
+mod stderr;
 mod tool;
+mod wire;
 
 pub use config::{ConfigError, McpConfig, Parallel, ServerConfig, Start};
-pub use naming::{MAX_NAME, assign, base_name};
-pub use server::{McpServers, ServerState};
+pub use naming::{MAX_NAME, name_of};
+pub use server::{McpOptions, McpServers, ServerState};
 pub use tool::{Listed, McpTool};
+pub use wire::SkippedTool;

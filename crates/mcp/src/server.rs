@@ -1,33 +1,31 @@
-//! The servers: each a child process spoken to with `rmcp`, its tools registered under
-//! `mcp(<server>)` and re-registered when it says its list changed (the current snapshot
-//! never changes; the next request sees the new list), restarted with backoff when it
-//! crashes and withdrawn after its restarts run out, and ended — its whole process group —
-//! at shutdown.
+//! The servers: each a child process — the root of a process tree that ends whole — spoken
+//! to with `rmcp` over the link of `wire.rs`, its tools registered under `mcp(<server>)` and
+//! re-registered when it says its list changed (notifications coalesced; the current
+//! snapshot never changes, the next request sees the new list), restarted with backoff when
+//! it crashes and withdrawn after its restarts run out, and ended — with everything it
+//! started — at shutdown. Its stderr is kept (`stderr.rs`).
 
-use std::process::Stdio;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use parking_lot::Mutex;
 use rmcp::handler::client::progress::ProgressDispatcher;
-use rmcp::model::{
-    CallToolRequestParams, CancelledNotificationParam, ClientRequest, ProgressNotificationParam,
-    Request,
-};
-use rmcp::service::{NotificationContext, PeerRequestOptions, RunningServiceCancellationToken};
-use rmcp::transport::TokioChildProcess;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::service::{NotificationContext, RunningServiceCancellationToken};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
-use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::ToolSource;
-use toolrail_tools_core::{Registry, ToolContext, ToolFailure};
+use toolrail_tools_core::{Registry, ToolContext, ToolFailure, ToolSpec};
 
 use crate::config::{McpConfig, ServerConfig, Start};
 use crate::naming;
+use crate::process::{Spawned, kill_group};
+use crate::stderr::StderrLog;
 use crate::tool::{Listed, McpTool, Remote};
+use crate::wire::{Book, SkippedTool, Wire};
 
 /// Where a server stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +39,9 @@ pub enum ServerState {
         version: String,
         /// Its offered tools, by their names in the session (`mcp__<server>__<tool>`).
         tools: Vec<String>,
+        /// Tools it listed that are not offered, each with why (a definition that cannot be
+        /// read, a schema that does not compile, a name another tool holds); the rest are.
+        skipped: Vec<SkippedTool>,
     },
     /// Not started (disabled in the configuration).
     Disabled,
@@ -63,24 +64,21 @@ pub enum ServerState {
 /// How long a connection must last for its server's restart count to start again.
 const STABLE: Duration = Duration::from_secs(60);
 
-/// Environment variables a server inherits; the configuration adds its own.
-const ENV_ALLOW: &[&str] = &[
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "TZ",
-    "USER",
-    "TMPDIR",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-];
+/// How long after a `tools/list_changed` the list is read: more notifications in this time
+/// are answered by the same reading.
+const SETTLE: Duration = Duration::from_millis(50);
+
+/// The least time between two readings of a server's list: a server that floods
+/// notifications is read at most this often.
+const RELIST_SPACING: Duration = Duration::from_millis(250);
+
+/// What an embedder gives the servers of a session besides their configuration.
+#[derive(Clone, Debug, Default)]
+pub struct McpOptions {
+    /// Where each server's whole stderr is written (`<folder>/<server>.stderr.log`, one
+    /// header line per connection); without it only the last 8 KiB are kept, in memory.
+    pub stderr_dir: Option<PathBuf>,
+}
 
 /// Every configured server of a session.
 pub struct McpServers {
@@ -90,12 +88,29 @@ pub struct McpServers {
 impl McpServers {
     /// Starts the configured servers against `registry`: the ones that start with the
     /// session are waited for (each up to its startup timeout), the lazy ones connect in
-    /// the background.
+    /// the background. Their stderr is kept in memory only ([`McpServers::start_with`]
+    /// writes it to files too).
     pub async fn start(config: &McpConfig, registry: &Registry) -> Self {
+        Self::start_with(config, registry, &McpOptions::default()).await
+    }
+
+    /// [`McpServers::start`] with the embedder's [`McpOptions`].
+    pub async fn start_with(config: &McpConfig, registry: &Registry, options: &McpOptions) -> Self {
         let servers: Vec<Arc<Server>> = config
             .servers
             .iter()
-            .map(|(name, server)| Server::new(name.clone(), server.clone(), registry.clone()))
+            .map(|(name, server)| {
+                let stderr = options
+                    .stderr_dir
+                    .as_ref()
+                    .map(|folder| folder.join(format!("{}.stderr.log", naming::file_name(name))));
+                Server::new(
+                    name.clone(),
+                    server.clone(),
+                    registry.clone(),
+                    StderrLog::new(stderr),
+                )
+            })
             .collect();
         let mut waiting = Vec::new();
         for server in &servers {
@@ -135,6 +150,35 @@ impl McpServers {
             .map_or(0, |server| server.relisted.load(Ordering::Relaxed))
     }
 
+    /// The last bytes (up to 8 KiB) a server wrote to its stderr, over all its connections.
+    pub fn stderr_tail(&self, name: &str) -> Option<String> {
+        self.find(name).map(|server| server.stderr.tail())
+    }
+
+    /// The file a server's whole stderr is written to, when the options named a folder.
+    pub fn stderr_file(&self, name: &str) -> Option<PathBuf> {
+        self.find(name)?.stderr.file().map(PathBuf::from)
+    }
+
+    /// What a server sent that could not be used (a message that is not JSON, an answer to
+    /// no request), newest last, at most 32.
+    pub fn protocol_notes(&self, name: &str) -> Vec<String> {
+        self.find(name)
+            .and_then(|server| server.link.lock().as_ref().map(|link| link.book.notes()))
+            .unwrap_or_default()
+    }
+
+    /// Whether a server runs as the root of a process tree that ends whole (its own PID
+    /// namespace), or only leads a process group (where namespaces cannot be made: a
+    /// descendant that calls `setsid` may then outlive it); `None` before it started.
+    pub fn contained(&self, name: &str) -> Option<bool> {
+        self.find(name)?
+            .link
+            .lock()
+            .as_ref()
+            .map(|link| link.contained)
+    }
+
     fn find(&self, name: &str) -> Option<&Arc<Server>> {
         self.servers.iter().find(|server| server.name == name)
     }
@@ -156,22 +200,27 @@ impl Drop for McpServers {
 }
 
 /// The live link to a running server.
-struct Link {
-    peer: Peer<RoleClient>,
+pub(crate) struct Link {
+    pub(crate) peer: Peer<RoleClient>,
     service: RunningServiceCancellationToken,
     /// The server's process group (its leader's pid).
     group: Option<u32>,
+    /// What the link knows of its requests.
+    pub(crate) book: Arc<Book>,
+    /// Whether the server's process tree ends whole (see [`McpServers::contained`]).
+    contained: bool,
 }
 
 pub(crate) struct Server {
-    name: String,
-    config: ServerConfig,
+    pub(crate) name: String,
+    pub(crate) config: ServerConfig,
     registry: Registry,
     state: Mutex<ServerState>,
-    link: Mutex<Option<Link>>,
-    progress: ProgressDispatcher,
+    pub(crate) link: Mutex<Option<Link>>,
+    pub(crate) progress: ProgressDispatcher,
+    pub(crate) stderr: StderrLog,
     stop: CancellationToken,
-    settled: tokio::sync::Notify,
+    settled: Notify,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     relisted: AtomicU64,
     first_try_over: AtomicBool,
@@ -180,7 +229,9 @@ pub(crate) struct Server {
 /// Receives the server's notifications.
 struct Client {
     progress: ProgressDispatcher,
-    changed: mpsc::UnboundedSender<()>,
+    /// Woken by `tools/list_changed`; a wake-up not yet taken stands for any number of
+    /// notifications, which is what coalesces them.
+    changed: Arc<Notify>,
 }
 
 impl ClientHandler for Client {
@@ -193,12 +244,12 @@ impl ClientHandler for Client {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.changed.send(());
+        self.changed.notify_one();
     }
 }
 
 impl Server {
-    fn new(name: String, config: ServerConfig, registry: Registry) -> Arc<Self> {
+    fn new(name: String, config: ServerConfig, registry: Registry, stderr: StderrLog) -> Arc<Self> {
         Arc::new(Self {
             name,
             config,
@@ -206,8 +257,9 @@ impl Server {
             state: Mutex::new(ServerState::Starting),
             link: Mutex::new(None),
             progress: ProgressDispatcher::new(),
+            stderr,
             stop: CancellationToken::new(),
-            settled: tokio::sync::Notify::new(),
+            settled: Notify::new(),
             tasks: Mutex::new(Vec::new()),
             relisted: AtomicU64::new(0),
             first_try_over: AtomicBool::new(false),
@@ -292,57 +344,71 @@ impl Server {
         }
     }
 
-    /// One connection, from spawn to its end; says how it ended.
+    /// One connection, from spawn to its end; says how it ended (with what the server last
+    /// wrote to its stderr).
     async fn connect_and_serve(self: &Arc<Self>) -> String {
-        let mut command = tokio::process::Command::new(&self.config.command);
-        command
-            .args(&self.config.args)
-            .env_clear()
-            .process_group(0)
-            .kill_on_drop(true);
-        for name in ENV_ALLOW {
-            if let Some(value) = std::env::var_os(name) {
-                command.env(name, value);
-            }
-        }
-        command.envs(&self.config.env);
-        if let Some(cwd) = &self.config.cwd {
-            command.current_dir(cwd);
-        }
-        let spawned = TokioChildProcess::builder(command)
-            .stderr(Stdio::null())
-            .spawn();
-        let transport = match spawned {
-            Ok((transport, _)) => transport,
-            Err(error) => {
-                return format!("`{}` could not be started: {error}", self.config.command);
-            }
+        let mut spawned = match Spawned::start(&self.config) {
+            Ok(spawned) => spawned,
+            Err(why) => return why,
         };
-        let group = transport.id();
+        let group = spawned.pid;
         // Whatever ends this connection — a failed handshake, a crash, a stop while it
-        // starts — ends the server's whole process group with it.
+        // starts — ends the server's whole process tree with it.
         let _group = GroupGuard(group);
-        let (changed, mut changes) = mpsc::unbounded_channel();
+        let draining = spawned.stderr.take().map(|stderr| {
+            let server = Arc::clone(self);
+            let header = format!(
+                "{} started, pid {}",
+                self.name,
+                group.map_or_else(|| "?".to_owned(), |pid| pid.to_string())
+            );
+            tokio::spawn(async move { server.stderr.drain(stderr, &header).await })
+        });
+        let ended = self.serve(&mut spawned).await;
+        kill_group(group);
+        if let Some(mut draining) = draining {
+            // What it wrote last, read before its words are quoted; a descendant holding
+            // the pipe open (where no process tree could be made) does not hold the
+            // connection's end up.
+            if tokio::time::timeout(Duration::from_millis(500), &mut draining)
+                .await
+                .is_err()
+            {
+                draining.abort();
+                tracing_note(&self.name, "its stderr was still open after it ended");
+            }
+        }
+        format!("{ended}{}", self.stderr.quoted())
+    }
+
+    /// The handshake, the listing, then serving until the connection ends.
+    async fn serve(self: &Arc<Self>, spawned: &mut Spawned) -> String {
+        let book = Arc::new(Book::default());
+        let (Some(stdout), Some(stdin)) = (spawned.stdout.take(), spawned.stdin.take()) else {
+            return "the server's stdin or stdout could not be had".to_owned();
+        };
+        let wire = Wire::new(
+            stdout,
+            stdin,
+            self.config.max_message_bytes,
+            Arc::clone(&book),
+        );
+        let changed = Arc::new(Notify::new());
         let client = Client {
             progress: self.progress.clone(),
-            changed,
+            changed: Arc::clone(&changed),
         };
-        let service = match tokio::time::timeout(
-            self.config.startup_timeout(),
-            client.serve(transport),
-        )
-        .await
-        {
-            Ok(Ok(service)) => service,
-            Ok(Err(error)) => return format!("the MCP handshake failed: {error}"),
-            Err(_) => {
-                kill_group(group);
-                return format!(
-                    "the server did not answer within {} ms",
-                    self.config.startup_timeout_ms
-                );
-            }
-        };
+        let service =
+            match tokio::time::timeout(self.config.startup_timeout(), client.serve(wire)).await {
+                Ok(Ok(service)) => service,
+                Ok(Err(error)) => return format!("the MCP handshake failed: {error}"),
+                Err(_) => {
+                    return format!(
+                        "the server did not answer within {} ms",
+                        self.config.startup_timeout_ms
+                    );
+                }
+            };
         let version = service
             .peer_info()
             .and_then(|info| {
@@ -355,10 +421,11 @@ impl Server {
         *self.link.lock() = Some(Link {
             peer: peer.clone(),
             service: service.cancellation_token(),
-            group,
+            group: spawned.pid,
+            book: Arc::clone(&book),
+            contained: spawned.contained,
         });
-        if let Err(why) = self.list_and_register(&peer, &version).await {
-            kill_group(group);
+        if let Err(why) = self.list_and_register(&peer, &book, &version).await {
             return why;
         }
         let waiting = service.waiting();
@@ -366,36 +433,41 @@ impl Server {
         loop {
             tokio::select! {
                 ended = &mut waiting => {
-                    kill_group(group);
                     return match ended {
                         Ok(reason) => format!("the connection ended ({reason:?})"),
                         Err(error) => format!("the connection failed: {error}"),
                     };
                 }
-                Some(()) = changes.recv() => {
-                    // The next request sees the new list; the current snapshot keeps its own.
-                    match self.list_and_register(&peer, &version).await {
+                () = changed.notified() => {
+                    // Notifications that come while it settles, or while the list is read,
+                    // leave one wake-up: a flood is read a few times, not once each.
+                    tokio::time::sleep(SETTLE).await;
+                    match self.list_and_register(&peer, &book, &version).await {
                         Ok(()) => {
                             self.relisted.fetch_add(1, Ordering::Relaxed);
                         }
                         Err(why) => tracing_note(&self.name, &why),
                     }
+                    tokio::time::sleep(RELIST_SPACING.saturating_sub(SETTLE)).await;
                 }
             }
         }
     }
 
     /// Lists the server's tools and puts the offered ones in the registry in place of the
-    /// ones it had there.
+    /// ones it had there; a tool that cannot be read or registered is skipped and named.
     async fn list_and_register(
         self: &Arc<Self>,
         peer: &Peer<RoleClient>,
+        book: &Book,
         version: &str,
     ) -> Result<(), String> {
+        drop(book.take_skipped());
         let tools = tokio::time::timeout(self.config.startup_timeout(), peer.list_all_tools())
             .await
             .map_err(|_| "listing its tools timed out".to_owned())?
             .map_err(|error| format!("listing its tools failed: {error}"))?;
+        let mut skipped = book.take_skipped();
         let listed: Vec<Listed> = tools
             .iter()
             .filter_map(|tool| serde_json::to_value(tool).ok())
@@ -403,18 +475,16 @@ impl Server {
             .filter(|tool| self.config.offers(&tool.name))
             .collect();
         let server = Arc::clone(self);
-        let made = self.registry.replace_source(&self.source(), move |taken| {
-            let pairs: Vec<(String, String)> = listed
-                .iter()
-                .map(|tool| (server.name.clone(), tool.name.clone()))
-                .collect();
-            let names = naming::assign(&pairs, taken);
+        let remote_names: Vec<(String, String)> = listed
+            .iter()
+            .map(|tool| (naming::name_of(&self.name, &tool.name), tool.name.clone()))
+            .collect();
+        let made = self.registry.replace_source(&self.source(), move |_taken| {
             listed
                 .iter()
-                .zip(names)
-                .map(|(tool, name)| {
+                .map(|tool| {
                     Arc::new(McpTool::new(
-                        name,
+                        naming::name_of(&server.name, &tool.name),
                         tool,
                         Arc::clone(&server) as Arc<dyn Remote>,
                         version,
@@ -425,101 +495,37 @@ impl Server {
                 .collect()
         });
         let registered = match made {
-            Ok((registered, skipped)) => {
-                for warning in skipped {
-                    tracing_note(&self.name, &warning.message);
+            Ok((registered, refused)) => {
+                for warning in refused {
+                    let name = remote_names
+                        .iter()
+                        .find(|(registered, _)| *registered == warning.name)
+                        .map_or_else(|| warning.name.clone(), |(_, remote)| remote.clone());
+                    skipped.push(SkippedTool {
+                        name,
+                        why: warning.message,
+                    });
                 }
                 registered
             }
             Err(error) => return Err(format!("its tools could not be registered: {error}")),
         };
+        // Said once per change, not at every reading of the list.
+        let said = matches!(&*self.state.lock(), ServerState::Running { skipped: before, .. } if *before == skipped);
+        if !said {
+            for tool in &skipped {
+                tracing_note(
+                    &self.name,
+                    &format!("tool `{}` is not offered: {}", tool.name, tool.why),
+                );
+            }
+        }
         self.set_state(ServerState::Running {
             version: version.to_owned(),
             tools: registered,
+            skipped,
         });
         Ok(())
-    }
-
-    /// Calls `tool` with `args`: progress goes to the call's progress sink, cancellation of
-    /// the call cancels the request (the connection stays), and the call timeout bounds it.
-    pub(crate) async fn call(
-        &self,
-        tool: &str,
-        args: &Value,
-        ctx: &ToolContext,
-    ) -> Result<Value, ToolFailure> {
-        let peer = self
-            .link
-            .lock()
-            .as_ref()
-            .map(|link| link.peer.clone())
-            .ok_or_else(|| {
-                ToolFailure::with_code(
-                    toolrail_tools_core::tool_code!("MCP_UNAVAILABLE"),
-                    format!(
-                        "the MCP server `{}` is not connected; the call was not sent",
-                        self.name
-                    ),
-                )
-            })?;
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        if let Some(arguments) = args.as_object() {
-            params = params.with_arguments(arguments.clone());
-        }
-        let handle = peer
-            .send_cancellable_request(
-                ClientRequest::CallToolRequest(Request::new(params)),
-                PeerRequestOptions::no_options(),
-            )
-            .await
-            .map_err(|error| {
-                ToolFailure::new(format!(
-                    "the call could not be sent to `{}`: {error}",
-                    self.name
-                ))
-            })?;
-        let id = handle.id.clone();
-        let mut progress = self.progress.subscribe(handle.progress_token.clone()).await;
-        let forward = async {
-            while let Some(update) = progress.next().await {
-                ctx.progress(json!({
-                    "progress": update.progress,
-                    "total": update.total,
-                    "message": update.message,
-                }));
-            }
-            std::future::pending::<()>().await;
-        };
-        let cancel = |reason: &'static str| {
-            let peer = peer.clone();
-            let id = id.clone();
-            async move {
-                let param = CancelledNotificationParam::new(Some(id), Some(reason.to_owned()));
-                // A server that stopped reading must not hold the call past its end.
-                let _ = tokio::time::timeout(Duration::from_secs(1), peer.notify_cancelled(param))
-                    .await;
-            }
-        };
-        tokio::select! {
-            answer = handle.await_response() => {
-                let answer = answer.map_err(|error| {
-                    ToolFailure::new(format!("the MCP server `{}` did not answer: {error}", self.name))
-                })?;
-                serde_json::to_value(answer).map_err(|error| ToolFailure::new(error.to_string()))
-            }
-            () = tokio::time::sleep(self.config.call_timeout()) => {
-                cancel("timed out").await;
-                Err(ToolFailure::new(format!(
-                    "the MCP server `{}` did not answer within {} ms; the request was cancelled",
-                    self.name, self.config.call_timeout_ms
-                )))
-            }
-            () = ctx.cancellation().cancelled() => {
-                cancel("cancelled").await;
-                Err(ToolFailure::new("cancelled; the MCP request was cancelled"))
-            }
-            () = forward => Err(ToolFailure::new("the progress stream ended")),
-        }
     }
 
     /// Ends the server: its connection, its process group, its tools (which hold the
@@ -560,29 +566,21 @@ impl Drop for GroupGuard {
     }
 }
 
-/// SIGKILL to a server's whole process group: `npx` and the servers it starts included.
-fn kill_group(group: Option<u32>) {
-    use nix::sys::signal::{Signal, killpg};
-    use nix::unistd::Pid;
-    if let Some(pid) = group.and_then(|pid| i32::try_from(pid).ok()) {
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-    }
-}
-
-/// Problems a running server causes (a list that could not be re-read, a tool the registry
-/// refused) leave its state as it was; they are reported on stderr, which the embedder may
-/// redirect.
+/// Problems a running server causes (a list that could not be re-read, a tool that is not
+/// offered) leave its state as it was; they go to `tracing` (the state carries the skipped
+/// tools too), never straight to a terminal another part of the program may own.
 fn tracing_note(server: &str, why: &str) {
-    eprintln!("toolrail-mcp: server `{server}`: {why}");
+    tracing::warn!(server, "MCP server: {why}");
 }
 
 impl Remote for Server {
     fn call<'a>(
         &'a self,
         tool: &'a str,
-        args: &'a Value,
+        args: &'a serde_json::Value,
         ctx: &'a ToolContext,
-    ) -> toolrail_session_log::BoxFuture<'a, Result<Value, ToolFailure>> {
-        Box::pin(Server::call(self, tool, args, ctx))
+        spec: &'a ToolSpec,
+    ) -> toolrail_session_log::BoxFuture<'a, Result<serde_json::Value, ToolFailure>> {
+        Box::pin(crate::call::call(self, tool, args, ctx, spec))
     }
 }

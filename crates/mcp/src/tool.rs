@@ -17,11 +17,13 @@ use crate::config::Parallel;
 /// tool knows nothing of how servers are run.
 pub(crate) trait Remote: Send + Sync {
     /// Sends `tools/call` for `tool` with `args`; the server's answer, or why there is none.
+    /// `spec` says what a lost answer may hide (a read-only tool changed nothing).
     fn call<'a>(
         &'a self,
         tool: &'a str,
         args: &'a Value,
         ctx: &'a ToolContext,
+        spec: &'a ToolSpec,
     ) -> BoxFuture<'a, Result<Value, ToolFailure>>;
 }
 
@@ -34,6 +36,9 @@ pub struct Listed {
     pub description: String,
     /// Its `inputSchema` (`{"type": "object"}` when the server gave none).
     pub input_schema: Value,
+    /// Its `outputSchema`, when it declares one: every result that is not an error must
+    /// then carry `structuredContent` that satisfies it (else `INVALID_TOOL_OUTPUT`).
+    pub output_schema: Option<Value>,
     /// `readOnlyHint`; counts only for a server whose annotations are trusted.
     pub read_only: bool,
     /// `destructiveHint`, true when unset for a tool not marked read-only (MCP's default);
@@ -62,6 +67,10 @@ impl Listed {
                 .get("inputSchema")
                 .cloned()
                 .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+            output_schema: tool
+                .get("outputSchema")
+                .filter(|schema| !schema.is_null())
+                .cloned(),
             read_only,
             // The spec's default for a tool that is not read-only is "destructive".
             destructive: !read_only && hint("destructiveHint").unwrap_or(true),
@@ -106,6 +115,9 @@ impl McpTool {
         )
         .kind(kind)
         .version(version);
+        if let Some(schema) = &listed.output_schema {
+            spec = spec.output_schema(schema.clone());
+        }
         if read_only {
             spec = spec.read_only();
         }
@@ -150,14 +162,19 @@ impl toolrail_tools_core::Tool for McpTool {
         args: &'a CallArgs,
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let answer = self.server.call(&self.remote, args, ctx).await?;
+            let answer = self
+                .server
+                .call(&self.remote, args, ctx, &self.spec)
+                .await?;
             output_of(&answer)
         })
     }
 }
 
-/// A `tools/call` result as a tool result: `structuredContent` the value, `content` what the
-/// model reads, `isError` a failure with the server's text.
+/// A `tools/call` result as a tool result: `structuredContent` the value (checked against the
+/// tool's `outputSchema` by the pipeline), `content` what the model reads, `isError` a
+/// failure with the server's text (the counterpart said it failed: `TOOL_FAILED`, and its
+/// `structuredContent` is not checked).
 pub(crate) fn output_of(answer: &Value) -> ToolResult {
     let content: Vec<ContentBlock> = answer
         .get("content")

@@ -169,7 +169,10 @@ pub(crate) async fn assemble(
         code.attach(Arc::clone(&pipeline), registry.clone(), tap.clone());
     }
     let mut keep: Vec<Box<dyn std::any::Any + Send + Sync>> = Vec::new();
-    if let Some(servers) = start_mcp(mcp, &registry).await {
+    let mcp_stderr = session_folder(store.folder().as_deref(), &roots)
+        .join("mcp")
+        .join(source.id().as_str());
+    if let Some(servers) = start_mcp(mcp, &registry, mcp_stderr).await {
         keep.push(servers);
     }
     let scheduler_config = SchedulerConfig {
@@ -597,11 +600,7 @@ pub(crate) async fn repair(
 ) -> Result<Recovery, BuildError> {
     let report = recover(events, torn_bytes_dropped, &[probe], log.as_ref())
         .await
-        .map_err(|error| {
-            BuildError::Session(format!(
-                "recovery could not write its repairs: {error}; nothing after them was written"
-            ))
-        })?;
+        .map_err(BuildError::Recovery)?;
     Ok(Recovery::new(&report, events))
 }
 
@@ -909,14 +908,19 @@ fn mcp_config(config: &SessionConfig) -> Result<Option<()>, BuildError> {
     }
 }
 
-/// Starts the servers; their tools join the registry as they are listed.
+/// Starts the servers; their tools join the registry as they are listed. Each server's
+/// stderr is written whole to `stderr_dir` (the session folder's `mcp/<session>`).
 #[cfg(feature = "mcp")]
 async fn start_mcp(
     config: Option<toolrail_mcp::McpConfig>,
     registry: &Registry,
+    stderr_dir: PathBuf,
 ) -> Option<Box<dyn std::any::Any + Send + Sync>> {
     let config = config?;
-    let servers = toolrail_mcp::McpServers::start(&config, registry).await;
+    let options = toolrail_mcp::McpOptions {
+        stderr_dir: Some(stderr_dir),
+    };
+    let servers = toolrail_mcp::McpServers::start_with(&config, registry, &options).await;
     Some(Box::new(servers))
 }
 
@@ -924,6 +928,7 @@ async fn start_mcp(
 async fn start_mcp(
     _config: Option<()>,
     _registry: &Registry,
+    _stderr_dir: PathBuf,
 ) -> Option<Box<dyn std::any::Any + Send + Sync>> {
     None
 }
