@@ -1,12 +1,14 @@
 //! The HTTP side: one streamed request per model request, tried again on 429, 5xx,
 //! connection failures and broken-off streams, with the server's words (and its request id)
-//! in every error. Cancellation is honoured at every wait.
+//! in every error. Every try is bounded by a deadline of its own and the whole request by
+//! the step's (`deadline.rs`); cancellation is honoured at every wait.
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use rustls_platform_verifier::BuilderVerifierExt;
 use serde_json::Value;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{
     DeltaSink, ModelClient, ModelDelta, ModelError, ModelFailure, ModelRequest, ModelResponse,
@@ -17,6 +19,7 @@ use toolrail_session_log::error_chain;
 
 use crate::anthropic::{self, AnthropicStream};
 use crate::config::{ProviderConfig, Wire, parse_retry_after};
+use crate::deadline::{Clock, Deadline, Progress, spoken};
 use crate::draft::StreamError;
 use crate::openai::{self, OpenAiStream};
 use crate::sse::{SseEvent, SseParser};
@@ -44,7 +47,13 @@ enum Failure {
         retry_after: Option<Duration>,
     },
     Fatal(ModelFailure),
+}
+
+/// How the wait for one try ended.
+enum Ended {
+    Answered(Result<ModelResponse, Failure>),
     Cancelled,
+    OutOfTime,
 }
 
 /// Bytes of an error answer kept for its message.
@@ -80,6 +89,19 @@ impl ProviderClient {
         Ok(Self { config, http })
     }
 
+    /// Names the idle timeout when it is what ended a wait (reqwest's own words are "operation
+    /// timed out").
+    fn idle_note(&self, error: &reqwest::Error) -> String {
+        if error.is_timeout() && !error.is_connect() {
+            format!(
+                " (nothing arrived for {}, the idle timeout)",
+                spoken(self.config.idle_timeout)
+            )
+        } else {
+            String::new()
+        }
+    }
+
     /// The configuration the client was made with.
     pub fn config(&self) -> &ProviderConfig {
         &self.config
@@ -102,15 +124,31 @@ impl ProviderClient {
         let key = self.config.key().map_err(ModelError::failed)?;
         let body = self.body(request).to_string();
         let attempts = self.config.retry.attempts.max(1);
+        let clock = Clock::start(self.config.request_timeout, self.config.step_timeout);
         let mut last = ModelFailure::new("no try was made");
         for attempt in 1..=attempts {
-            let mut streamed = false;
-            let outcome = self
-                .attempt(&body, key.as_deref(), cancel, deltas, &mut streamed)
-                .await;
+            let mut progress = Progress::new();
+            let (ends, deadline) = clock.try_ends();
+            // Every wait of a try — sending, the head, an error's body, a whole answer, the
+            // stream — is inside this one future, so one deadline bounds them all; and
+            // cancellation is looked at first whenever anything wakes.
+            let ended = tokio::select! {
+                biased;
+                () = cancel.cancelled() => Ended::Cancelled,
+                outcome = self.attempt(&body, key.as_deref(), deltas, &mut progress) => {
+                    Ended::Answered(outcome)
+                }
+                () = tokio::time::sleep_until(ends) => Ended::OutOfTime,
+            };
+            let outcome = match ended {
+                Ended::Answered(outcome) => outcome,
+                Ended::Cancelled => return Err(ModelError::Cancelled),
+                Ended::OutOfTime => {
+                    Err(self.out_of_time(deadline, &clock, &progress, attempt, &last))
+                }
+            };
             match outcome {
                 Ok(response) => return Ok(response),
-                Err(Failure::Cancelled) => return Err(ModelError::Cancelled),
                 Err(Failure::Fatal(failure)) => return Err(ModelError::Failed(failure)),
                 Err(Failure::Retry {
                     failure,
@@ -131,7 +169,21 @@ impl ProviderClient {
                         last.retryable = true;
                         return Err(ModelError::Failed(last));
                     };
-                    if streamed {
+                    if wait >= clock.left() {
+                        // The next try could not begin before the step's deadline: say so
+                        // now rather than wait for it.
+                        last.message = format!(
+                            "{} (gave up after {}: the step deadline of {} leaves {}, less than the {} wait before another try)",
+                            last.message,
+                            tries(attempt),
+                            spoken(clock.of(Deadline::Step)),
+                            spoken(clock.left()),
+                            spoken(wait)
+                        );
+                        last.retryable = true;
+                        return Err(ModelError::Failed(last));
+                    }
+                    if progress.streamed() {
                         // What was shown of the broken answer is void: the next try starts
                         // it anew.
                         deltas.delta(ModelDelta::Restarted {
@@ -140,25 +192,83 @@ impl ProviderClient {
                         });
                     }
                     tokio::select! {
-                        () = tokio::time::sleep(wait) => {}
+                        biased;
                         () = cancel.cancelled() => return Err(ModelError::Cancelled),
+                        () = tokio::time::sleep(wait) => {}
                     }
                 }
             }
         }
         // Only a failure that may pass is tried again: the one given up on may pass later.
-        last.message = format!("{} (gave up after {attempts} tries)", last.message);
+        last.message = format!("{} (gave up after {})", last.message, tries(attempts));
         last.retryable = true;
         Err(ModelError::Failed(last))
+    }
+
+    /// The failure of a try that `deadline` ended. The step's ends the request; the
+    /// request's is a broken stream when the answer had stalled (another try may find a
+    /// server that answers) and final when it was still coming (another would be cut too).
+    fn out_of_time(
+        &self,
+        deadline: Deadline,
+        clock: &Clock,
+        progress: &Progress,
+        attempt: u32,
+        last: &ModelFailure,
+    ) -> Failure {
+        let endpoint = self.config.endpoint();
+        let length = spoken(clock.of(deadline));
+        let id_note = progress
+            .request_id
+            .as_deref()
+            .map(|id| format!(" (request id {id})"))
+            .unwrap_or_default();
+        let mut failure = ModelFailure::new(String::new());
+        failure.status = progress.status;
+        failure.request_id.clone_from(&progress.request_id);
+        let stalled = progress.stalled(self.config.idle_timeout);
+        match deadline {
+            Deadline::Step => {
+                let before = if attempt > 1 {
+                    format!("; the try before failed: {}", last.message)
+                } else {
+                    String::new()
+                };
+                failure.message = format!(
+                    "{endpoint}: the step deadline of {length} passed during try {attempt}, before the answer was whole: {}{id_note}{before}. The server may answer another time; a longer step timeout gives it more time",
+                    progress.said()
+                );
+                // A server that was slow, limited or stalled this time may not be next time.
+                failure.retryable = true;
+                Failure::Fatal(failure)
+            }
+            Deadline::Request if stalled => {
+                failure.message = format!(
+                    "{endpoint}: the request deadline of {length} passed with the answer stalled (keepalives and other bytes do not extend it): {}{id_note}",
+                    progress.said()
+                );
+                Failure::Retry {
+                    failure,
+                    retry_after: None,
+                }
+            }
+            Deadline::Request => {
+                failure.message = format!(
+                    "{endpoint}: the request deadline of {length} passed before the answer was whole: {}{id_note}. Not tried again: the answer had not stalled (less than the idle timeout of {} since its last part, or since sending), so another try would likely be cut the same way; if answers take this long, raise the request timeout",
+                    progress.said(),
+                    spoken(self.config.idle_timeout)
+                );
+                Failure::Fatal(failure)
+            }
+        }
     }
 
     async fn attempt(
         &self,
         body: &str,
         key: Option<&str>,
-        cancel: &CancellationToken,
         deltas: &dyn DeltaSink,
-        streamed: &mut bool,
+        progress: &mut Progress,
     ) -> Result<ModelResponse, Failure> {
         let endpoint = self.config.endpoint();
         let mut post = self
@@ -175,14 +285,11 @@ impl ProviderClient {
         if self.config.wire == Wire::Anthropic {
             post = post.header("anthropic-version", anthropic::VERSION);
         }
-        let response = tokio::select! {
-            response = post.send() => response,
-            () = cancel.cancelled() => return Err(Failure::Cancelled),
-        };
-        let response = response.map_err(|error| {
+        let response = post.send().await.map_err(|error| {
             let failure = ModelFailure::new(format!(
-                "{endpoint} could not be reached: {}",
-                error_chain(&error)
+                "{endpoint} could not be reached: {}{}",
+                error_chain(&error),
+                self.idle_note(&error)
             ));
             if error.is_builder() {
                 // The request itself is wrong (a key with a line break, a bad URL).
@@ -199,6 +306,8 @@ impl ProviderClient {
             .iter()
             .find_map(|name| response.headers().get(*name)?.to_str().ok())
             .map(str::to_owned);
+        progress.status = Some(status.as_u16());
+        progress.request_id.clone_from(&request_id);
         let id_note = request_id
             .as_deref()
             .map(|id| format!(" (request id {id})"))
@@ -215,10 +324,7 @@ impl ProviderClient {
                 .get("retry-after")
                 .and_then(|value| value.to_str().ok())
                 .and_then(|value| parse_retry_after(value, std::time::SystemTime::now()));
-            let text = tokio::select! {
-                text = read_some(response, ERROR_BODY_KEPT) => text,
-                () = cancel.cancelled() => return Err(Failure::Cancelled),
-            };
+            let text = read_some(response, ERROR_BODY_KEPT, progress).await;
             let why = failed(format!(
                 "{endpoint} answered {status}: {}{id_note}",
                 server_message(&text)
@@ -266,10 +372,7 @@ impl ProviderClient {
         }
         if whole {
             // A server that answers a streamed request with the whole message at once.
-            let text = tokio::select! {
-                text = read_some(response, WHOLE_BODY_KEPT) => text,
-                () = cancel.cancelled() => return Err(Failure::Cancelled),
-            };
+            let text = read_some(response, WHOLE_BODY_KEPT, progress).await;
             let body: Value = serde_json::from_str(&text).map_err(|error| {
                 Failure::Fatal(failed(format!(
                     "{endpoint} answered with JSON that could not be read ({error}){id_note}"
@@ -281,7 +384,7 @@ impl ProviderClient {
             }
             .map_err(stream_failed)?;
             toolrail_agent_loop::deltas_of(&response.message, deltas);
-            *streamed = true;
+            progress.last_part = Some(Instant::now());
             return Ok(response);
         }
         let mut assembler = match self.config.wire {
@@ -291,16 +394,11 @@ impl ProviderClient {
         let mut parser = SseParser::default();
         let mut events: Vec<SseEvent> = Vec::new();
         let mut stream = response.bytes_stream();
-        let mut received = 0usize;
         loop {
-            let chunk = tokio::select! {
-                chunk = stream.next() => chunk,
-                () = cancel.cancelled() => return Err(Failure::Cancelled),
-            };
-            match chunk {
+            match stream.next().await {
                 Some(Ok(bytes)) => {
-                    received = received.saturating_add(bytes.len());
-                    if received > WHOLE_BODY_KEPT {
+                    progress.received = progress.received.saturating_add(bytes.len());
+                    if progress.received > WHOLE_BODY_KEPT {
                         return Err(Failure::Fatal(failed(format!(
                             "{endpoint}: the answer grew past {WHOLE_BODY_KEPT} bytes and was cut off{id_note}"
                         ))));
@@ -311,7 +409,7 @@ impl ProviderClient {
                     for event in events.drain(..) {
                         let taken = assembler.event(&event);
                         for delta in assembler.take_deltas() {
-                            *streamed = true;
+                            progress.last_part = Some(Instant::now());
                             deltas.delta(delta);
                         }
                         taken.map_err(stream_failed)?;
@@ -320,8 +418,9 @@ impl ProviderClient {
                 Some(Err(error)) => {
                     return Err(Failure::Retry {
                         failure: failed(format!(
-                            "{endpoint}: the answer broke off: {}{id_note}",
-                            error_chain(&error)
+                            "{endpoint}: the answer broke off: {}{}{id_note}",
+                            error_chain(&error),
+                            self.idle_note(&error)
                         )),
                         retry_after: None,
                     });
@@ -379,11 +478,20 @@ impl ModelClient for ProviderClient {
     }
 }
 
-/// Up to `limit` bytes of an answer's body, as text.
-async fn read_some(response: reqwest::Response, limit: usize) -> String {
+/// `1 try`, `3 tries`.
+fn tries(count: u32) -> String {
+    match count {
+        1 => "1 try".to_owned(),
+        count => format!("{count} tries"),
+    }
+}
+
+/// Up to `limit` bytes of an answer's body, as text; what is read counts in `progress`.
+async fn read_some(response: reqwest::Response, limit: usize, progress: &mut Progress) -> String {
     let mut kept = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(Ok(bytes)) = stream.next().await {
+        progress.received = progress.received.saturating_add(bytes.len());
         kept.extend_from_slice(&bytes);
         if kept.len() >= limit {
             kept.truncate(limit);

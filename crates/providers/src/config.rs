@@ -182,6 +182,19 @@ fn http_date(text: &str) -> Option<std::time::SystemTime> {
     std::time::UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
 }
 
+/// The default longest try: 20 minutes. A long answer is legitimate: the longest one
+/// models write in one request (64,000 output tokens, thinking included, at the 50-60
+/// tokens a second of a large model) streams for about 18 minutes, and cutting it would
+/// waste what was paid for. A stream that is still open after that is a stall behind
+/// keepalives, which nothing else ends.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+
+/// The default longest model request, retries included: 30 minutes. One try may use its
+/// whole request deadline and a try that broke or stalled early still leaves room for
+/// another; and however the server fails — tries that stall until their deadline, waits as
+/// long as `Retry-After` asks — a step of the agent ends within this, never later.
+pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
 /// Whether and which tool the model must call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum ToolChoice {
@@ -209,6 +222,24 @@ impl ToolChoice {
 }
 
 /// One model server and model.
+///
+/// # Deadlines
+///
+/// Three lengths bound every wait of a request: `idle_timeout` (a silent connection),
+/// `request_timeout` (one try, whatever the server sends) and `step_timeout` (all tries and
+/// the waits between them). A model served nearby, which answers in seconds, can be given
+/// far shorter ones than the defaults, so a stall ends in a minute:
+///
+/// ```
+/// use std::time::Duration;
+/// use toolrail_providers::{DEFAULT_REQUEST_TIMEOUT, ProviderConfig, Wire};
+///
+/// let mut config = ProviderConfig::new(Wire::OpenAi, "http://127.0.0.1:8080/v1", "qwen3-8b");
+/// assert_eq!(config.request_timeout, DEFAULT_REQUEST_TIMEOUT);
+/// config.idle_timeout = Duration::from_secs(20);
+/// config.request_timeout = Duration::from_secs(60);
+/// config.step_timeout = Duration::from_secs(150);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProviderConfig {
     /// The format the server speaks.
@@ -221,8 +252,18 @@ pub struct ProviderConfig {
     pub api_key: ApiKey,
     /// The longest wait for a connection to the server (default 10 s).
     pub connect_timeout: Duration,
-    /// The longest silence allowed while waiting for the answer's first or next bytes.
+    /// The longest silence allowed while waiting for the answer's first or next bytes: the
+    /// detector of a dead connection. Any byte resets it, a keepalive comment too, so it
+    /// cannot end a stream that stalls politely; the two deadlines below do.
     pub idle_timeout: Duration,
+    /// The longest one try may take, from sending the request to the end of its answer.
+    /// Nothing the server sends extends it. A try it ends whose answer had stalled (nothing
+    /// of it for `idle_timeout`, keepalives aside) is tried again like a broken stream; one
+    /// whose answer was still coming is not, since the same answer would be cut again.
+    pub request_timeout: Duration,
+    /// The longest one model request may take: every try and every wait between tries.
+    /// What it ends is not tried again.
+    pub step_timeout: Duration,
     /// When a failed request is tried again, and how long the client waits first.
     pub retry: RetryPolicy,
     /// The answer's length limit (Anthropic requires one: 4096 when unset).
@@ -254,6 +295,8 @@ impl ProviderConfig {
             api_key: ApiKey::EnvIfSet(wire.usual_key_variable().to_owned()),
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            step_timeout: DEFAULT_STEP_TIMEOUT,
             retry: RetryPolicy::default(),
             max_tokens: None,
             temperature: None,

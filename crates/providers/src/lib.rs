@@ -56,12 +56,16 @@
 mod anthropic;
 mod client;
 mod config;
+mod deadline;
 mod draft;
 mod openai;
 pub mod sse;
 
 pub use anthropic::AnthropicStream;
 pub use client::{ProviderClient, ProviderError};
-pub use config::{ApiKey, ProviderConfig, RetryPolicy, Secret, ToolChoice, Wire};
+pub use config::{
+    ApiKey, DEFAULT_REQUEST_TIMEOUT, DEFAULT_STEP_TIMEOUT, ProviderConfig, RetryPolicy, Secret,
+    ToolChoice, Wire,
+};
 pub use draft::StreamError;
 pub use openai::{OpenAiStream, strict_schema};

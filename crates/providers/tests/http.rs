@@ -272,6 +272,8 @@ async fn a_200_that_is_not_a_stream_or_json_fails_at_once_naming_its_content_typ
         failure.message
     );
     assert_eq!(server.seen().len(), 1, "not tried again");
+    assert_eq!(failure.status, Some(200));
+    assert!(!failure.retryable, "the same address gives the same page");
 }
 
 /// `Retry-After` is read in both its forms, and a wait longer than the client's cap is not
@@ -403,6 +405,7 @@ async fn a_redirect_is_not_followed_so_the_key_stays_where_it_was_sent() {
         pieces: Vec::new(),
         pause: Duration::ZERO,
         gate: None,
+        before_head: Duration::ZERO,
     }])
     .await;
     let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();

@@ -1,17 +1,19 @@
 //! A fake model server on 127.0.0.1: it answers each connection with the next scripted reply,
-//! written in the pieces the script gives (so a test decides where the stream is cut), and
-//! records every request. Plain HTTP/1.1 over tokio: one request per connection, closed
-//! after the answer. It stops when dropped, and after its script it answers 500.
+//! written in the pieces the script gives (so a test decides where the stream is cut, and
+//! how slowly it comes), and records every request with when it arrived. Plain HTTP/1.1 over
+//! tokio: one request per connection, each served on a task of its own (a client that gave up
+//! on one answer may already be asking again), closed after the answer. It stops, every
+//! answer it is writing with it, when dropped; after its script it answers 500.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
@@ -23,6 +25,9 @@ pub(crate) struct Reply {
     pub pause: Duration,
     /// When set, the server waits for it after the first piece (a test's gate, not a clock).
     pub gate: Option<Arc<tokio::sync::Notify>>,
+    /// How long the server says nothing before the status line (a server that accepted the
+    /// request and is silent).
+    pub before_head: Duration,
 }
 
 impl Reply {
@@ -34,6 +39,7 @@ impl Reply {
             pieces: vec![body.to_vec()],
             pause: Duration::ZERO,
             gate: None,
+            before_head: Duration::ZERO,
         }
     }
 
@@ -45,6 +51,7 @@ impl Reply {
             pieces: vec![body.as_bytes().to_vec()],
             pause: Duration::ZERO,
             gate: None,
+            before_head: Duration::ZERO,
         }
     }
 
@@ -60,6 +67,8 @@ pub(crate) struct Seen {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// When the whole request had arrived.
+    pub at: Instant,
 }
 
 impl Seen {
@@ -91,6 +100,8 @@ impl FakeServer {
         let record = Arc::clone(&seen);
         let task = tokio::spawn(async move {
             let mut script = script.into_iter();
+            // Owned here: dropping the server aborts this task, and with it every answer.
+            let mut answers = JoinSet::new();
             // Bounded: a test makes a handful of requests.
             for _ in 0..64 {
                 let Ok((mut socket, _)) = listener.accept().await else {
@@ -101,45 +112,9 @@ impl FakeServer {
                 };
                 record.lock().push(request);
                 let reply = script.next().unwrap_or_else(|| Reply::json(500, "{}"));
-                let reason = match reply.status {
-                    200 => "OK",
-                    307 => "Temporary Redirect",
-                    401 => "Unauthorized",
-                    429 => "Too Many Requests",
-                    500 => "Internal Server Error",
-                    503 => "Service Unavailable",
-                    _ => "Status",
-                };
-                let mut head = format!(
-                    "HTTP/1.1 {} {reason}\r\nconnection: close\r\n",
-                    reply.status
-                );
-                for (name, value) in &reply.headers {
-                    head.push_str(&format!("{name}: {value}\r\n"));
-                }
-                head.push_str("\r\n");
-                if socket.write_all(head.as_bytes()).await.is_err() {
-                    continue;
-                }
-                for (at, piece) in reply.pieces.iter().enumerate() {
-                    if socket.write_all(piece).await.is_err() || socket.flush().await.is_err() {
-                        break;
-                    }
-                    if let (0, Some(gate)) = (at, &reply.gate) {
-                        // Bounded: a gate never opened ends the answer.
-                        if tokio::time::timeout(Duration::from_secs(30), gate.notified())
-                            .await
-                            .is_err()
-                        {
-                            break;
-                        }
-                    }
-                    if !reply.pause.is_zero() {
-                        tokio::time::sleep(reply.pause).await;
-                    }
-                }
-                let _ = socket.shutdown().await;
+                answers.spawn(answer(socket, reply));
             }
+            while answers.join_next().await.is_some() {}
         });
         Self { url, seen, task }
     }
@@ -147,6 +122,51 @@ impl FakeServer {
     pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().clone()
     }
+}
+
+/// Writes `reply` on `socket`, piece by piece; stops early when the client has gone.
+async fn answer(mut socket: tokio::net::TcpStream, reply: Reply) {
+    let reason = match reply.status {
+        200 => "OK",
+        307 => "Temporary Redirect",
+        401 => "Unauthorized",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    };
+    if !reply.before_head.is_zero() {
+        tokio::time::sleep(reply.before_head).await;
+    }
+    let mut head = format!(
+        "HTTP/1.1 {} {reason}\r\nconnection: close\r\n",
+        reply.status
+    );
+    for (name, value) in &reply.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    if socket.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    for (at, piece) in reply.pieces.iter().enumerate() {
+        if socket.write_all(piece).await.is_err() || socket.flush().await.is_err() {
+            return;
+        }
+        if let (0, Some(gate)) = (at, &reply.gate) {
+            // Bounded: a gate never opened ends the answer.
+            if tokio::time::timeout(Duration::from_secs(30), gate.notified())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        if !reply.pause.is_zero() {
+            tokio::time::sleep(reply.pause).await;
+        }
+    }
+    let _ = socket.shutdown().await;
 }
 
 async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Seen> {
@@ -188,6 +208,7 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Seen> {
         path,
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        at: Instant::now(),
     })
 }
 
