@@ -14,15 +14,15 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
-use serde_json::json;
 use support::{FakeServer, Reply, fixture};
 use tokio_util::sync::CancellationToken;
 use toolrail_agent_loop::{ModelClient, ModelDelta, ModelError, ModelFailure, ModelRequest};
 use toolrail_providers::{ApiKey, ProviderClient, ProviderConfig, RetryPolicy, Wire};
 use toolrail_session_log::{ContentBlock, ConversationItem};
+use toolrail_test_support::http::{call_chunk, http_date, text_chunk};
 
 /// Slack for a loaded machine (two cores, three engineers): a failure must come within its
 /// bound plus this.
@@ -54,21 +54,9 @@ fn request() -> ModelRequest {
     }
 }
 
-/// One OpenAI stream chunk with this delta.
-fn chunk(delta: serde_json::Value) -> Vec<u8> {
-    format!(
-        "data: {}\n\n",
-        json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
-    )
-    .into_bytes()
-}
-
 /// The start of a tool call whose arguments never end.
 fn call_start() -> Vec<u8> {
-    chunk(
-        json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-        "function": {"name": "bash", "arguments": "{\"command\": \"rm -rf "}}]}),
-    )
+    call_chunk(0, "call_1", "bash", r#"{"command": "rm -rf "#).into_bytes()
 }
 
 /// A stream that begins a tool call, then sends `: keepalive` every 100 ms (for at most
@@ -179,7 +167,7 @@ async fn keepalives_after_part_of_a_tool_call_end_at_the_request_deadline() {
 #[tokio::test]
 async fn an_answer_still_coming_at_the_request_deadline_is_not_tried_again() {
     let words: Vec<Vec<u8>> = (0..300)
-        .map(|n| chunk(json!({"content": format!("word{n} ")})))
+        .map(|n| text_chunk(&format!("word{n} ")).into_bytes())
         .collect();
     let writing = Reply {
         pieces: words,
@@ -376,45 +364,6 @@ async fn a_429_storm_is_waited_out_with_jittered_gaps_within_the_backoff() {
     let capped = &millis[3..];
     let spread = capped.iter().max().unwrap() - capped.iter().min().unwrap();
     assert!(spread > 80, "spread {spread} ms: {millis:?}");
-}
-
-/// The HTTP date `at`, as a server writes `Retry-After`: `Thu, 03 Dec 2026 10:00:02 GMT`.
-fn http_date(at: SystemTime) -> String {
-    let seconds = at.duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let (days, clock) = (seconds / 86_400, seconds % 86_400);
-    // 1970-01-01 was a Thursday.
-    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
-    // Civil date from days since the epoch (March-based years).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let of_era = z % 146_097;
-    let year_of_era = (of_era - of_era / 1_460 + of_era / 36_524 - of_era / 146_096) / 365;
-    let day_of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let m = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * m + 2) / 5 + 1;
-    let month = if m < 10 { m + 3 } else { m - 9 };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    let month = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ][(month - 1) as usize];
-    format!(
-        "{weekday}, {day:02} {month} {year} {:02}:{:02}:{:02} GMT",
-        clock / 3_600,
-        clock % 3_600 / 60,
-        clock % 60
-    )
-}
-
-#[test]
-fn http_dates_are_written_as_servers_write_them() {
-    assert_eq!(
-        http_date(UNIX_EPOCH + Duration::from_secs(784_111_777)),
-        "Sun, 06 Nov 1994 08:49:37 GMT"
-    );
-    assert_eq!(
-        http_date(UNIX_EPOCH + Duration::from_secs(1_796_256_000)),
-        "Thu, 03 Dec 2026 00:00:00 GMT"
-    );
 }
 
 /// A `Retry-After` given as a date two seconds ahead is waited for until then — far longer

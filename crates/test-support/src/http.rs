@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Reads one request from `socket` (headers, then a body of `content-length` bytes) and
 /// returns its body. Bounded: a client that stops sending fails the read after 30 s.
@@ -95,6 +95,36 @@ pub fn finish_chunk(reason: &str) -> String {
     format!("data: {chunk}\n\ndata: [DONE]\n\n")
 }
 
+/// `at` as a server writes it in `Retry-After` or `Date` (an IMF-fixdate, whole seconds, in
+/// GMT): `Sun, 06 Nov 1994 08:49:37 GMT`. A time before 1970 is written as 1970 began.
+pub fn http_date(at: SystemTime) -> String {
+    let seconds = at
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let (days, clock) = (seconds / 86_400, seconds % 86_400);
+    // 1970-01-01 was a Thursday.
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
+    // The civil date of a day count (March-based years, so leap days come last).
+    let shifted = days + 719_468;
+    let era = shifted / 146_097;
+    let of_era = shifted % 146_097;
+    let year_of_era = (of_era - of_era / 1_460 + of_era / 36_524 - of_era / 146_096) / 365;
+    let of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let march_month = (5 * of_year + 2) / 153;
+    let day = of_year - (153 * march_month + 2) / 5 + 1;
+    let month = (march_month + 2) % 12;
+    let year = era * 400 + year_of_era + u64::from(month < 2);
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ][month as usize];
+    format!(
+        "{weekday}, {day:02} {month} {year} {:02}:{:02}:{:02} GMT",
+        clock / 3_600,
+        clock % 3_600 / 60,
+        clock % 60
+    )
+}
+
 /// `text` as a JSON string.
 fn json_string(text: &str) -> String {
     let mut out = String::from("\"");
@@ -149,4 +179,28 @@ pub fn scripted_server(
         }
     });
     (url, requests)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::http_date;
+
+    #[test]
+    fn http_dates_are_written_as_servers_write_them() {
+        let dates: Vec<String> = [784_111_777, 1_796_256_000, 951_782_400, 0]
+            .into_iter()
+            .map(|seconds| http_date(UNIX_EPOCH + Duration::from_secs(seconds)))
+            .collect();
+        assert_eq!(
+            dates,
+            [
+                "Sun, 06 Nov 1994 08:49:37 GMT",
+                "Thu, 03 Dec 2026 00:00:00 GMT",
+                "Tue, 29 Feb 2000 00:00:00 GMT",
+                "Thu, 01 Jan 1970 00:00:00 GMT",
+            ]
+        );
+    }
 }
