@@ -209,7 +209,7 @@ impl Outcome<'_> {
     /// `TOOL_FAILED` for a read-only tool, which changed nothing either way.
     fn lost(&self, why: &str) -> ToolFailure {
         let message = format!(
-            "the MCP server `{}` got the call, but its answer was lost: {why}. {}",
+            "the call was sent to the MCP server `{}`, but its answer was lost: {why}. {}",
             self.server.name,
             may_have_acted(self.spec)
         );
