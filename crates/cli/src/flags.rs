@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Result;
 use toolrail_runtime::{
@@ -47,6 +48,17 @@ pub(crate) struct AgentFlags {
     /// The most model requests one turn may make.
     #[arg(long)]
     pub max_steps: Option<u32>,
+    /// The longest one try of a model request may take, from sending to the answer's end:
+    /// `90s`, `20m` (default 20m). Keepalives and other bytes do not extend it.
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub request_timeout: Option<Duration>,
+    /// The longest one model request may take, every try and the waits between tries
+    /// included (default 30m).
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub step_timeout: Option<Duration>,
+    /// The longest silence while waiting for the answer's next bytes (default 2m).
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub idle_timeout: Option<Duration>,
     /// OpenAI strict mode: schemas adapted so the server holds the model to them.
     #[arg(long)]
     pub strict: bool,
@@ -259,6 +271,15 @@ impl AgentFlags {
             model.temperature = self.temperature;
         }
         model.strict |= self.strict;
+        for (flag, field) in [
+            (self.request_timeout, &mut model.request_timeout_ms),
+            (self.step_timeout, &mut model.step_timeout_ms),
+            (self.idle_timeout, &mut model.idle_timeout_ms),
+        ] {
+            if let Some(length) = flag {
+                *field = u64::try_from(length.as_millis()).unwrap_or(u64::MAX);
+            }
+        }
         Ok(())
     }
 
@@ -337,6 +358,39 @@ pub(crate) fn flag_error(message: &str) -> String {
         .replace("`model.model`", "--model")
         .replace("`model.temperature`", "--temperature")
         .replace("`limits.max_steps`", "--max-steps")
+        .replace("`model.request_timeout_ms`", "--request-timeout")
+        .replace("`model.step_timeout_ms`", "--step-timeout")
+        .replace("`model.idle_timeout_ms`", "--idle-timeout")
+}
+
+/// A length of time on the command line: a number and its unit, `500ms`, `90s`, `1.5m`,
+/// `20m`, `2h`. The unit is required: a bare `600` could be read as seconds or as the
+/// milliseconds of toolrail.toml's `_ms` fields, and the wrong reading is a factor of 1,000.
+fn duration_arg(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a length of time: write 500ms, 90s, 20m or 2h"))?;
+    let seconds_per = match unit.trim() {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3_600.0,
+        "" => {
+            return Err(format!("`{text}` needs a unit: 500ms, 90s, 20m or 2h"));
+        }
+        other => {
+            return Err(format!(
+                "`{other}` is not a unit of time: use ms, s, m or h (500ms, 90s, 20m, 2h)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(value * seconds_per)
+        .map_err(|_| format!("`{text}` is too long a time"))
 }
 
 /// Reads a prompt from `--prompt` or `--prompt-file` (`-` is stdin).
@@ -353,5 +407,46 @@ pub(crate) fn prompt_text(prompt: Option<&str>, file: Option<&Path>) -> Result<O
             .map_err(|error| bad_input!("--prompt-file {}: {error}", path.display())),
         (None, None) => Ok(None),
         (Some(_), Some(_)) => Err(bad_input!("give --prompt or --prompt-file, not both")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::duration_arg;
+
+    #[test]
+    fn lengths_of_time_need_a_unit_and_say_which_ones_there_are() {
+        let read: Vec<_> = ["500ms", "90s", "1.5m", "20m", "20min", "2h", " 1s "]
+            .into_iter()
+            .map(duration_arg)
+            .collect();
+        assert_eq!(
+            read,
+            [
+                Ok(Duration::from_millis(500)),
+                Ok(Duration::from_secs(90)),
+                Ok(Duration::from_secs(90)),
+                Ok(Duration::from_secs(1_200)),
+                Ok(Duration::from_secs(1_200)),
+                Ok(Duration::from_secs(7_200)),
+                Ok(Duration::from_secs(1)),
+            ]
+        );
+        assert_eq!(
+            duration_arg("600"),
+            Err("`600` needs a unit: 500ms, 90s, 20m or 2h".to_owned())
+        );
+        assert_eq!(
+            duration_arg("10d"),
+            Err("`d` is not a unit of time: use ms, s, m or h (500ms, 90s, 20m, 2h)".to_owned())
+        );
+        for bad in ["-5s", "s", "1.2.3s", ""] {
+            assert!(
+                duration_arg(bad).is_err_and(|error| error.contains("not a length of time")),
+                "{bad}"
+            );
+        }
     }
 }

@@ -984,6 +984,8 @@ fn model_client(config: &SessionConfig) -> Result<Arc<dyn ModelClient>, BuildErr
         max_retry_after: Duration::from_millis(model.retry.max_retry_after_ms),
     };
     provider.idle_timeout = Duration::from_millis(model.idle_timeout_ms);
+    provider.request_timeout = Duration::from_millis(model.request_timeout_ms);
+    provider.step_timeout = Duration::from_millis(model.step_timeout_ms);
     let client =
         ProviderClient::new(provider).map_err(|error| BuildError::Model(error.to_string()))?;
     Ok(Arc::new(client))

@@ -290,9 +290,18 @@ pub struct ModelConfig {
     /// `[model.retry]`: when a failed request is tried again.
     #[serde(default)]
     pub retry: RetryConfig,
-    /// The longest silence while waiting for the answer's next bytes (default 120,000 ms).
+    /// The longest silence while waiting for the answer's next bytes (default 120,000 ms):
+    /// the detector of a dead connection; a keepalive resets it.
     #[serde(default = "default_idle_ms")]
     pub idle_timeout_ms: u64,
+    /// The longest one try may take, from sending to the answer's end; nothing the server
+    /// sends extends it (default 1,200,000 ms: 20 minutes, the providers crate says why).
+    #[serde(default = "default_request_ms")]
+    pub request_timeout_ms: u64,
+    /// The longest one model request of a step may take, every try and the waits between
+    /// them included (default 1,800,000 ms: 30 minutes).
+    #[serde(default = "default_step_ms")]
+    pub step_timeout_ms: u64,
 }
 
 /// `[model.retry]`: tries on 429, 5xx, broken connections and streams, never on other
@@ -327,6 +336,16 @@ fn default_idle_ms() -> u64 {
     120_000
 }
 
+// The providers' defaults (`toolrail_providers::DEFAULT_REQUEST_TIMEOUT`, `…STEP…`), written
+// out: this crate reads configurations without the `providers` feature too.
+fn default_request_ms() -> u64 {
+    1_200_000
+}
+
+fn default_step_ms() -> u64 {
+    1_800_000
+}
+
 impl ModelConfig {
     /// `model` on a server speaking `provider`'s format, every other field at its default.
     pub fn new(provider: ProviderName, model: impl Into<String>) -> Self {
@@ -344,6 +363,8 @@ impl ModelConfig {
             strict: false,
             retry: RetryConfig::default(),
             idle_timeout_ms: default_idle_ms(),
+            request_timeout_ms: default_request_ms(),
+            step_timeout_ms: default_step_ms(),
         }
     }
 
@@ -387,6 +408,18 @@ impl ModelConfig {
                 "model.retry.attempts",
                 "is 0: a request needs at least one try (1 means no retry)",
             ));
+        }
+        for (field, ms) in [
+            ("model.idle_timeout_ms", self.idle_timeout_ms),
+            ("model.request_timeout_ms", self.request_timeout_ms),
+            ("model.step_timeout_ms", self.step_timeout_ms),
+        ] {
+            if ms == 0 {
+                return Err(ConfigError::invalid(
+                    field,
+                    "is 0: no answer could arrive in time; give a length, or leave it unset for the default",
+                ));
+            }
         }
         if self.strict && self.provider == ProviderName::Anthropic {
             return Err(ConfigError::invalid(

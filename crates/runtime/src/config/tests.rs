@@ -55,6 +55,7 @@ fn every_section_reads() {
         temperature = 0.2
         tool_choice = "required"
         extra_body = { top_k = 5 }
+        request_timeout_ms = 600000
         [model.retry]
         attempts = 2
 
@@ -94,6 +95,11 @@ fn every_section_reads() {
     );
     assert_eq!(model.and_then(|model| model.temperature), Some(0.2));
     assert_eq!(model.map(|model| model.retry.attempts), Some(2));
+    assert_eq!(
+        model.map(|model| (model.request_timeout_ms, model.step_timeout_ms)),
+        Some((600_000, 1_800_000)),
+        "what is unset keeps its default"
+    );
     assert_eq!(config.store.durability, DurabilityName::Batched);
     assert_eq!(config.limits.call_timeout_ms, Some(60_000));
     // What is written is read back the same, as the log records it.
@@ -142,6 +148,11 @@ fn unknown_fields_and_bad_values_name_the_field_and_the_fix() {
     );
     let strict = error_of("[model]\nprovider = \"anthropic\"\nmodel = \"m\"\nstrict = true");
     assert!(strict.contains("model.strict"), "{strict}");
+    let deadline = error_of("[model]\nprovider = \"openai\"\nmodel = \"m\"\nstep_timeout_ms = 0");
+    assert!(
+        deadline.contains("model.step_timeout_ms") && deadline.contains("is 0"),
+        "{deadline}"
+    );
     let syntax = error_of("[tools\nenabled = 3");
     assert!(syntax.contains("toolrail.toml"), "{syntax}");
 }
@@ -158,4 +169,26 @@ fn paths_of_a_file_are_taken_from_its_folder() {
         [PathBuf::from("/project/src"), PathBuf::from("/abs")]
     );
     assert_eq!(config.store.url, "jsonl:/project/sessions");
+}
+
+/// The file's defaults are the client's: the numbers are written twice (this crate reads
+/// configurations without the client), so this holds them together.
+#[cfg(feature = "providers")]
+#[test]
+fn model_deadlines_default_to_the_provider_client_s() {
+    let model = ModelConfig::new(ProviderName::Openai, "m");
+    let client = toolrail_providers::ProviderConfig::new(toolrail_providers::Wire::OpenAi, "", "m");
+    assert_eq!(
+        [
+            model.idle_timeout_ms,
+            model.request_timeout_ms,
+            model.step_timeout_ms
+        ]
+        .map(std::time::Duration::from_millis),
+        [
+            client.idle_timeout,
+            client.request_timeout,
+            client.step_timeout
+        ]
+    );
 }
