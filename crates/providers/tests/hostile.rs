@@ -242,6 +242,31 @@ async fn a_silent_stream_is_tried_again_only_until_the_step_deadline() {
     );
 }
 
+/// A wait before another try that would end past the step deadline is not begun: the
+/// request fails at once, saying what the server asked and what the step had left.
+#[tokio::test]
+async fn a_retry_wait_past_the_step_deadline_fails_at_once_saying_so() {
+    let limited =
+        Reply::json(429, r#"{"error":{"message":"slow down"}}"#).header("retry-after", "4");
+    let server = FakeServer::start(vec![limited.clone(), limited]).await;
+    let mut config = config(&server);
+    config.retry.attempts = 2;
+    config.step_timeout = Duration::from_secs(2);
+    let client = ProviderClient::new(config).unwrap();
+    let (failure, took) = failure_of(&client, &Deltas::default()).await;
+    let message = &failure.message;
+    assert!(message.contains("slow down"), "{message}");
+    assert!(
+        message.contains("gave up after 1 try: the step deadline of 2 s leaves"),
+        "{message}"
+    );
+    assert!(message.contains("less than the 4 s wait"), "{message}");
+    assert!(failure.retryable);
+    assert_eq!(failure.status, Some(429));
+    assert_eq!(server.seen().len(), 1);
+    assert!(took < SLACK, "{took:?}");
+}
+
 /// Every wait of a try is bounded by the request deadline, not only the stream's: a server
 /// silent before its head, an error body that trickles, a whole JSON answer that trickles.
 #[tokio::test]
