@@ -70,7 +70,7 @@ pub use jsonl::{
 };
 pub use log::StoreLog;
 #[cfg(feature = "postgres")]
-pub use postgres::{Claimed, Lease, PostgresLog, PostgresStore, SessionSummary};
+pub use postgres::{Claimed, Finish, Lease, PostgresLog, PostgresStore, SessionSummary, Standing};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteLog, SqliteStore};
 pub use toolrail_session_log::SessionLog;
@@ -201,9 +201,60 @@ pub enum StoreError {
         /// The token of the lease that lost it.
         token: i64,
     },
+    /// Enqueueing a session the store knows already (in its queue, or with events): an id
+    /// names one session, and a session that exists is queued again only when it is retried.
+    #[cfg(feature = "postgres")]
+    #[error("session `{session}` exists already: it is {standing}")]
+    Known {
+        /// The session's id.
+        session: String,
+        /// Where it stands.
+        standing: postgres::Standing,
+    },
+    /// Retrying a session that did not fail: only a failed session (or one a run outside
+    /// the queue left with a turn open) is queued again.
+    #[cfg(feature = "postgres")]
+    #[error(
+        "session `{session}` is {standing}; only a failed session, or one a run outside the queue left open, is queued again"
+    )]
+    NotRetryable {
+        /// The session's id.
+        session: String,
+        /// Where it stands.
+        standing: postgres::Standing,
+    },
 }
 
 impl StoreError {
+    /// Whether the store failed under the caller rather than refused what was asked: a
+    /// database that did not answer, dropped the connection or failed a statement, a file
+    /// operation that failed. What was committed before stays, and the same call may
+    /// succeed later; nothing is wrong with the session itself.
+    pub fn is_outage(&self) -> bool {
+        match self {
+            Self::Io { .. } | Self::Database { .. } => true,
+            Self::Locked { .. }
+            | Self::Corrupt { .. }
+            | Self::Exists { .. }
+            | Self::InvalidSessionId { .. }
+            | Self::NotASession { .. }
+            | Self::NewerFormat { .. }
+            | Self::Leased { .. }
+            | Self::Fenced { .. } => false,
+            #[cfg(feature = "postgres")]
+            Self::Known { .. } | Self::NotRetryable { .. } => false,
+        }
+    }
+
+    /// Whether another holder has the session: its lease runs (or its JSONL log's lock is
+    /// held), or the caller's lease was taken over. Whoever drives the session must stop.
+    pub fn is_lease_lost(&self) -> bool {
+        matches!(
+            self,
+            Self::Leased { .. } | Self::Fenced { .. } | Self::Locked { .. }
+        )
+    }
+
     pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
         Self::Io {
             action,

@@ -287,7 +287,7 @@ async fn four_workers_drain_the_queue_and_no_session_is_driven_twice() {
                 log.append(step(), AppendUrgency::Buffered).await.unwrap();
                 log.barrier().await.unwrap();
                 drop(log);
-                store.finish(&claimed.lease, true).unwrap();
+                store.finish(&claimed.lease, &Finish::Done).unwrap();
                 driven.push(claimed.lease.session.as_str().to_owned());
             }
             driven
@@ -341,8 +341,8 @@ async fn a_claimed_session_whose_worker_went_silent_is_claimed_again() {
     assert!(again.lease.token > first.lease.token);
     // A, back, cannot finish what it no longer holds.
     assert!(matches!(
-        store.finish(&first.lease, true),
+        store.finish(&first.lease, &Finish::Done),
         Err(StoreError::Fenced { .. })
     ));
-    store.finish(&again.lease, true).unwrap();
+    store.finish(&again.lease, &Finish::Done).unwrap();
 }

@@ -121,6 +121,17 @@ impl PgServer {
 
 impl Drop for PgServer {
     fn drop(&mut self) {
+        // A paused postmaster would not stop: it is let go first (harmless when running).
+        let pid = std::fs::read_to_string(self.dir.path().join("data").join("postmaster.pid"))
+            .ok()
+            .and_then(|text| text.lines().next()?.trim().parse::<u32>().ok())
+            .filter(|pid| *pid > 0);
+        if let Some(pid) = pid {
+            let _ = Command::new("kill")
+                .arg("-CONT")
+                .arg(pid.to_string())
+                .status();
+        }
         let data = self.dir.path().join("data");
         let mut command = if self.as_postgres {
             let mut command = Command::new("runuser");
@@ -136,6 +147,86 @@ impl Drop for PgServer {
             .arg(&data)
             .args(["-m", "immediate", "-w", "stop"])
             .output();
+    }
+}
+
+/// A connection a test keeps to its server's `postgres` database, for what workers must not
+/// do themselves: `pg_terminate_backend` of their connections, `pg_stat_activity`. Open it
+/// before pausing the server ([`PgServer::pause`]): a stopped postmaster takes no new
+/// connection, and the backends of open ones keep answering.
+pub struct Admin(postgres::Client);
+
+impl Admin {
+    /// Runs `sql` (one statement, no parameters) and returns its rows as text, `None` for
+    /// NULL.
+    pub fn rows(&mut self, sql: &str) -> Vec<Vec<Option<String>>> {
+        let mut rows = Vec::new();
+        for message in self.0.simple_query(sql).unwrap() {
+            if let postgres::SimpleQueryMessage::Row(row) = message {
+                rows.push(
+                    (0..row.len())
+                        .map(|index| row.get(index).map(str::to_owned))
+                        .collect(),
+                );
+            }
+        }
+        rows
+    }
+}
+
+impl PgServer {
+    /// A new admin connection. The blocking client runs a runtime of its own: call this
+    /// (and use the connection) off any async runtime's threads.
+    pub fn admin(&self) -> Admin {
+        Admin(postgres::Client::connect(&self.url, postgres::NoTls).unwrap())
+    }
+
+    /// The postmaster's process id (the first line of `postmaster.pid`).
+    pub fn postmaster_pid(&self) -> u32 {
+        let pid_file = self.dir.path().join("data").join("postmaster.pid");
+        let text = std::fs::read_to_string(&pid_file).unwrap();
+        text.lines().next().unwrap().trim().parse().unwrap()
+    }
+
+    /// `pg_ctl restart -m fast`: every connection is ended, the server stops and starts again
+    /// on the same port with the same options; returns once it accepts connections.
+    pub fn restart(&self) {
+        let data = self.dir.path().join("data");
+        let log = self.dir.path().join("server.log");
+        run(
+            &self.bin.join("pg_ctl"),
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-l",
+                log.to_str().unwrap(),
+                "-m",
+                "fast",
+                "-w",
+                "restart",
+            ],
+            self.as_postgres,
+        );
+    }
+
+    /// Stops the postmaster (SIGSTOP): it accepts TCP connections into its backlog and
+    /// answers none, while the backends of connections made before keep working.
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// Lets a paused postmaster go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.postmaster_pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{name} of the postmaster failed");
     }
 }
 

@@ -40,6 +40,11 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE events ADD COLUMN lease_token BIGINT;
 ",
+    // Why a session failed, or why its last worker gave it back unfinished: what
+    // `toolrail sessions` shows beside the queue's state.
+    "
+    ALTER TABLE work_queue ADD COLUMN reason TEXT;
+",
 ];
 
 /// A key for `pg_advisory_lock`, so two workers connecting at once migrate one at a time.

@@ -1,8 +1,9 @@
 //! The PostgreSQL store: the sessions of a fleet of workers in one database, one row per
 //! event keyed by (session, seq) with the same envelope as a JSONL line, large values in
 //! their own table by content hash, a group of events per transaction. Migrations
-//! (`migrations.rs`) run on connect; leases are `lease.rs`, the work queue `queue.rs`, a
-//! session's writer connection `session.rs`.
+//! (`migrations.rs`) run on connect; leases are `lease.rs`, the work queue `queue.rs`, where
+//! a session stands in it `standing.rs`, a session's writer connection `session.rs`, and
+//! opening a connection within a bound that covers its startup `connect.rs`.
 //!
 //! Leases: a worker that drives a session holds its lease — a row with the owner, a fencing
 //! token and an expiry in the database's clock. Every append of a leased log checks, in its
@@ -14,17 +15,21 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 
+mod connect;
 mod lease;
 mod migrations;
 mod queue;
 mod session;
+mod standing;
 
 pub use lease::Lease;
 use lease::*;
-pub use queue::Claimed;
+pub use queue::{Claimed, Finish};
 use session::*;
+use standing::standing_of;
+pub use standing::{SessionSummary, Standing};
 
 use crate::jsonl::first_event;
 use crate::spill::{BlobShelf, DEFAULT_BLOB_CAP, load_stored};
@@ -49,6 +54,8 @@ pub struct PostgresStore {
     blob_cap: usize,
     idle: Arc<Idle>,
     writers: Arc<Writers>,
+    /// Opens connections within a bound that covers their startup too.
+    connecting: Arc<connect::Bounded>,
 }
 
 /// Connections kept between the store's own calls (claims, reads, leases) and handed back
@@ -114,15 +121,20 @@ impl PostgresStore {
             path: PathBuf::from(&shown),
             message: format!("the connection string cannot be read: {error}"),
         })?;
-        // Every connection: a bounded wait to connect, and no transaction left open by a
-        // paused or stuck worker for more than 5 s (it would hold lease or queue rows).
+        // Every connection: no transaction left open by a paused or stuck worker for more
+        // than 5 s (it would hold lease or queue rows), and no statement — a lock wait
+        // included — longer than 30 s, the last bound on a wait the calls do not set
+        // tighter themselves.
         let options = format!(
-            "{} -c idle_in_transaction_session_timeout=5000",
+            "{} -c idle_in_transaction_session_timeout=5000 -c statement_timeout=30000",
             config.get_options().unwrap_or_default()
         );
-        config
-            .connect_timeout(Duration::from_secs(10))
-            .options(options.trim());
+        config.options(options.trim());
+        if config.get_application_name().is_none() {
+            // What `pg_stat_activity` shows; a session's log names its session instead.
+            config.application_name("toolrail");
+        }
+        let connecting = connect::Bounded::for_config(&mut config);
         let store = Self {
             config,
             shown,
@@ -130,6 +142,7 @@ impl PostgresStore {
             blob_cap: DEFAULT_BLOB_CAP,
             idle: Arc::default(),
             writers: Arc::default(),
+            connecting: Arc::new(connecting),
         };
         let mut client = store.client()?;
         store.migrate(&mut client)?;
@@ -160,10 +173,7 @@ impl PostgresStore {
         loop {
             let idle = self.idle.0.lock().pop();
             let Some((mut client, since)) = idle else {
-                return self
-                    .config
-                    .connect(NoTls)
-                    .map_err(|error| self.failed(&error));
+                return self.connecting.connect(&self.config, &self.shown);
             };
             let usable = !client.is_closed()
                 && (since.elapsed() < IDLE_CHECK_AFTER
@@ -325,13 +335,17 @@ impl PostgresStore {
             let mut event = row_event(&name, number, row.get(0), line, events.len() as u64 + 1)?;
             let shelf = ReadShelf {
                 client: std::cell::RefCell::new(&mut *client),
+                failed: std::cell::RefCell::new(None),
             };
-            load_stored(&mut event, line.as_bytes(), &shelf).map_err(|why| {
-                StoreError::Corrupt {
-                    path: name.clone(),
-                    line: number + 1,
-                    why,
-                }
+            let loaded = load_stored(&mut event, line.as_bytes(), &shelf);
+            if let Some(error) = shelf.failed.into_inner() {
+                // The database failed while reading a large value: not a bad log.
+                return Err(self.failed(&error));
+            }
+            loaded.map_err(|why| StoreError::Corrupt {
+                path: name.clone(),
+                line: number + 1,
+                why,
             })?;
             events.push(event);
         }
@@ -354,8 +368,13 @@ impl PostgresStore {
         } else {
             "off"
         };
+        // The connection is named for its session (`pg_stat_activity` shows whose log it
+        // is); the id is checked to letters, digits, `.`, `_` and `-`, safe in a literal.
         client
-            .batch_execute(&format!("SET synchronous_commit = {setting}"))
+            .batch_execute(&format!(
+                "SET synchronous_commit = {setting}; SET application_name = 'toolrail-log {}'",
+                id.as_str()
+            ))
             .map_err(|error| self.failed(&error))?;
         let medium = PostgresSession {
             client: Some(client),
@@ -373,80 +392,6 @@ impl PostgresStore {
             self.durability,
             self.blob_cap,
         ))
-    }
-}
-
-/// One session as `toolrail sessions` lists it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SessionSummary {
-    /// The session's id.
-    pub session: String,
-    /// How many events it has (its last `seq`); 0 for a session still waiting in the queue.
-    pub events: u64,
-    /// The kind of its last event (`turn/end`, `tool/result`, …).
-    pub last_kind: String,
-    /// How its last turn ended, if it did.
-    pub ended: Option<String>,
-    /// The lease holder, and whether the lease still runs.
-    pub owner: Option<String>,
-    /// Whether the lease of `owner` has not expired yet.
-    pub leased: bool,
-    /// Where it stands in the work queue (`waiting`, `running`, `done`, `failed`), if it was
-    /// put there.
-    pub queue: Option<String>,
-}
-
-impl PostgresStore {
-    /// Every session in the database, by name, with its lease.
-    pub fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
-        off_runtime(|| {
-            self.with_client(|client| {
-                let rows = client
-                    .query(
-                        // Queued sessions have no events yet, and are sessions all the same.
-                        "SELECT s.session, COALESCE(e.seq, 0), e.line, l.owner,
-                                COALESCE(l.expires_at > now(), false), q.state
-                         FROM (SELECT session FROM events UNION SELECT session FROM work_queue) s
-                         LEFT JOIN LATERAL (SELECT seq, line FROM events
-                                            WHERE session = s.session
-                                            ORDER BY seq DESC LIMIT 1) e ON true
-                         LEFT JOIN leases l ON l.session = s.session
-                         LEFT JOIN work_queue q ON q.session = s.session
-                         ORDER BY s.session",
-                        &[],
-                    )
-                    .map_err(|error| self.failed(&error))?;
-                Ok(rows
-                    .iter()
-                    .map(|row| {
-                        let line: Option<String> = row.get(2);
-                        let last: Option<Event> =
-                            line.and_then(|line| serde_json::from_str(&line).ok());
-                        let last_kind = last.as_ref().map_or_else(
-                            || "(none)".to_owned(),
-                            |event| event.data.kind().to_owned(),
-                        );
-                        let ended = last.as_ref().and_then(|event| {
-                            let toolrail_session_log::EventData::TurnEnd(end) = &event.data else {
-                                return None;
-                            };
-                            serde_json::to_value(end.kind)
-                                .ok()
-                                .and_then(|kind| kind.as_str().map(str::to_owned))
-                        });
-                        SessionSummary {
-                            session: row.get(0),
-                            events: u64::try_from(row.get::<_, i64>(1)).unwrap_or_default(),
-                            last_kind,
-                            ended,
-                            owner: row.get(3),
-                            leased: row.get(4),
-                            queue: row.get(5),
-                        }
-                    })
-                    .collect())
-            })
-        })
     }
 }
 
@@ -510,6 +455,9 @@ fn without_password(url: &str) -> String {
 /// Large values read back while a session is opened.
 struct ReadShelf<'a> {
     client: std::cell::RefCell<&'a mut Client>,
+    /// The database's error, when reading failed (a value that is not there is the log's
+    /// fault instead, said in the `get` error).
+    failed: std::cell::RefCell<Option<postgres::Error>>,
 }
 
 impl BlobShelf for ReadShelf<'_> {
@@ -518,10 +466,20 @@ impl BlobShelf for ReadShelf<'_> {
     }
 
     fn get(&self, digest: &str) -> Result<Vec<u8>, String> {
-        self.client
+        let read = self
+            .client
             .borrow_mut()
-            .query_one("SELECT bytes FROM blobs WHERE digest = $1", &[&digest])
-            .map(|row| row.get(0))
-            .map_err(|error| format!("the large value {digest} cannot be read: {error}"))
+            .query_opt("SELECT bytes FROM blobs WHERE digest = $1", &[&digest]);
+        match read {
+            Ok(Some(row)) => Ok(row.get(0)),
+            Ok(None) => Err(format!(
+                "the large value {digest} cannot be read: it is not in the database"
+            )),
+            Err(error) => {
+                let said = format!("the large value {digest} cannot be read: {error}");
+                *self.failed.borrow_mut() = Some(error);
+                Err(said)
+            }
+        }
     }
 }

@@ -14,14 +14,36 @@ pub struct Claimed {
     pub earlier_claims: i32,
 }
 
+/// How a worker ends a claimed session: what the queue row says afterwards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// Every turn ran and matched its scenario: `done`.
+    Done,
+    /// The session's own fault — a payload that is not a scenario, a session that cannot
+    /// be built, expectations missed: `failed`, with why (`toolrail enqueue --retry`
+    /// queues it again).
+    Failed(String),
+}
+
 impl PostgresStore {
-    /// Puts session `id` in the queue with `payload`, waiting for a worker; `Exists` when
-    /// the queue has (or had) a session of that name.
+    /// Puts session `id` in the queue with `payload`, waiting for a worker. Refused with
+    /// [`StoreError::Known`], naming where it stands, when the store knows the id already:
+    /// queued before (in any state), or holding events (a run outside the queue wrote
+    /// them) — a session is queued once; [`PostgresStore::retry`] queues a failed one again.
     pub fn enqueue(&self, id: &SessionId, payload: &str) -> Result<(), StoreError> {
         check_session_id(id)?;
         off_runtime(|| {
             self.with_client(|client| {
-                let queued = client
+                let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+                let standing = standing_of(&mut transaction, id.as_str(), RowLock::Update)
+                    .map_err(|error| self.failed(&error))?;
+                if standing != Standing::Absent {
+                    return Err(StoreError::Known {
+                        session: id.as_str().to_owned(),
+                        standing,
+                    });
+                }
+                let queued = transaction
                     .execute(
                         "INSERT INTO work_queue (session, payload) VALUES ($1, $2)
                          ON CONFLICT DO NOTHING",
@@ -29,11 +51,60 @@ impl PostgresStore {
                     )
                     .map_err(|error| self.failed(&error))?;
                 if queued == 0 {
-                    return Err(StoreError::Exists {
-                        path: PathBuf::from(self.name(id)),
+                    // Another enqueuer's row landed between the check and the insert.
+                    return Err(StoreError::Known {
+                        session: id.as_str().to_owned(),
+                        standing: Standing::Waiting {
+                            events: 0,
+                            reason: None,
+                        },
                     });
                 }
-                Ok(())
+                transaction.commit().map_err(|error| self.failed(&error))
+            })
+        })
+    }
+
+    /// Queues session `id` again with `payload`: a failed session, or one a run outside the
+    /// queue left with a turn open and nobody driving it. The worker that claims it resumes
+    /// it from its log — recovery first, then the turns still to run — it does not start
+    /// over. Returns where it stood; [`StoreError::NotRetryable`] for any other session
+    /// (waiting, running, done, or not in the store), naming where it stands.
+    pub fn retry(&self, id: &SessionId, payload: &str) -> Result<Standing, StoreError> {
+        check_session_id(id)?;
+        off_runtime(|| {
+            self.with_client(|client| {
+                let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
+                let standing = standing_of(&mut transaction, id.as_str(), RowLock::Update)
+                    .map_err(|error| self.failed(&error))?;
+                if !standing.retryable() {
+                    return Err(StoreError::NotRetryable {
+                        session: id.as_str().to_owned(),
+                        standing,
+                    });
+                }
+                let reason = match &standing {
+                    Standing::Failed { reason, .. } => format!("retried after it failed: {reason}"),
+                    Standing::Absent
+                    | Standing::Waiting { .. }
+                    | Standing::Running { .. }
+                    | Standing::Done { .. }
+                    | Standing::Unqueued { .. } => {
+                        "queued after a run outside the queue left it open".to_owned()
+                    }
+                };
+                // A retried session goes to the back of the queue, as a new request would.
+                transaction
+                    .execute(
+                        "INSERT INTO work_queue (session, payload, reason) VALUES ($1, $2, $3)
+                         ON CONFLICT (session) DO UPDATE
+                         SET payload = EXCLUDED.payload, reason = EXCLUDED.reason,
+                             state = 'waiting', updated_at = clock_timestamp()",
+                        &[&id.as_str(), &payload, &reason],
+                    )
+                    .map_err(|error| self.failed(&error))?;
+                transaction.commit().map_err(|error| self.failed(&error))?;
+                Ok(standing)
             })
         })
     }
@@ -106,7 +177,7 @@ impl PostgresStore {
                 transaction
                     .execute(
                         "UPDATE work_queue SET state = 'running', worker = $2, claims = claims + 1,
-                             updated_at = clock_timestamp()
+                             reason = NULL, updated_at = clock_timestamp()
                          WHERE session = $1",
                         &[&session, &owner],
                     )
@@ -126,9 +197,49 @@ impl PostgresStore {
         })
     }
 
-    /// Marks a claimed session `done` (or `failed`) and gives its lease up — only while the
-    /// lease is still this worker's: a worker that was taken over finishes nothing.
-    pub fn finish(&self, lease: &Lease, succeeded: bool) -> Result<(), StoreError> {
+    /// Marks a claimed session finished — `done`, or `failed` with its reason — and gives
+    /// its lease up, only while the lease is still this worker's: a worker that was taken
+    /// over finishes nothing ([`StoreError::Fenced`]).
+    pub fn finish(&self, lease: &Lease, finish: &Finish) -> Result<(), StoreError> {
+        let (state, reason) = match finish {
+            Finish::Done => ("done", None),
+            Finish::Failed(reason) => ("failed", Some(reason.as_str())),
+        };
+        self.end_claim(
+            lease,
+            "UPDATE work_queue SET state = $2, reason = $3, updated_at = clock_timestamp()
+             WHERE session = $1",
+            state,
+            reason,
+        )
+    }
+
+    /// Gives a claimed session back unfinished, with why: it waits in the queue again, and
+    /// the next claim — this worker's or another's — resumes it from its log, recovery
+    /// first. What a worker does when the store failed under a session (a dropped
+    /// connection, a restart): the session is not at fault. Only while the lease is still
+    /// this worker's ([`StoreError::Fenced`] otherwise). A session driven outside the queue
+    /// only has its lease ended. It keeps the time of its last claim as its place in the
+    /// queue: after the sessions queued before that claim, before those queued since.
+    pub fn release_claim(&self, lease: &Lease, why: &str) -> Result<(), StoreError> {
+        self.end_claim(
+            lease,
+            "UPDATE work_queue SET state = $2, reason = $3
+             WHERE session = $1 AND state = 'running'",
+            "waiting",
+            Some(why),
+        )
+    }
+
+    /// Sets the queue row of `lease`'s session with `update` (`$1` session, `$2` state, `$3`
+    /// reason) and ends the lease, in one transaction, while the lease holds.
+    fn end_claim(
+        &self,
+        lease: &Lease,
+        update: &str,
+        state: &str,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
         off_runtime(|| {
             self.with_client(|client| {
                 let mut transaction = client.transaction().map_err(|error| self.failed(&error))?;
@@ -145,13 +256,8 @@ impl PostgresStore {
                 if held != Some(lease.token) {
                     return Err(self.fenced(lease));
                 }
-                let state = if succeeded { "done" } else { "failed" };
                 transaction
-                    .execute(
-                        "UPDATE work_queue SET state = $2, updated_at = clock_timestamp()
-                         WHERE session = $1",
-                        &[&lease.session.as_str(), &state],
-                    )
+                    .execute(update, &[&lease.session.as_str(), &state, &reason])
                     .map_err(|error| self.failed(&error))?;
                 expire_lease(&mut transaction, lease).map_err(|error| self.failed(&error))?;
                 transaction.commit().map_err(|error| self.failed(&error))
