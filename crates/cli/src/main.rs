@@ -4,7 +4,7 @@
 //! on the real tools; `replay` shows a session from its log alone (and writes its page);
 //! `recover` repairs an interrupted log; `sessions` lists a store's sessions; `tools` lists
 //! the tool catalog; `mcp list` shows MCP servers' tools as registered; `worker` drives the
-//! sessions queued in a PostgreSQL store shared by a fleet.
+//! sessions queued in a PostgreSQL store shared by a fleet, and `enqueue` queues them.
 //!
 //! Exit codes: 0 when the session ran (tool errors included), 2 for a bad invocation or input
 //! (the message names what and how to fix it), 1 for an internal failure.
@@ -12,6 +12,7 @@
 mod chat;
 mod console;
 mod demo;
+mod enqueue;
 mod flags;
 mod live;
 mod mcp;
@@ -64,6 +65,9 @@ enum Command {
     Sessions(sessions::SessionsArgs),
     /// Drive the sessions queued in a PostgreSQL store, taking over those of dead workers.
     Worker(worker::WorkerArgs),
+    /// Put a scenario in a PostgreSQL store's queue for the workers, or a failed session
+    /// again (`--retry`).
+    Enqueue(enqueue::EnqueueArgs),
     /// Which sandbox tier runs commands here, what it enforces, and why one cannot run.
     Sandbox(sandbox::SandboxArgs),
 }
@@ -112,6 +116,7 @@ fn main() -> ExitCode {
         Command::Mcp(args) => mcp::run(args),
         Command::Sessions(args) => sessions::run(args),
         Command::Worker(args) => worker::run(args),
+        Command::Enqueue(args) => enqueue::run(args),
         Command::Sandbox(args) => sandbox::run(args),
     };
     match outcome {

@@ -300,9 +300,10 @@ pub(crate) fn build_error(error: BuildError) -> anyhow::Error {
         | BuildError::Registry(_)) => {
             bad_input!("{}", crate::flags::flag_error(&invalid.to_string()))
         }
-        other @ (BuildError::Store(_) | BuildError::Session(_) | BuildError::Model(_)) => {
-            anyhow::Error::new(other)
-        }
+        other @ (BuildError::Store(_)
+        | BuildError::Session(_)
+        | BuildError::Recovery(_)
+        | BuildError::Model(_)) => anyhow::Error::new(other),
     }
 }
 

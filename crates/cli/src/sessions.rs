@@ -1,7 +1,8 @@
 //! `toolrail sessions [--store URL]`: the sessions of a store (default: the current
 //! folder's `.toolrail/sessions`), newest first for a folder: each with how it stands (its
-//! last turn's end, open, or queued), its first prompt, and in PostgreSQL who holds its
-//! lease and where it is in the work queue.
+//! last turn's end, or open) and its first prompt; in PostgreSQL, by id, with where it is in
+//! the work queue (queued sessions without events too), why it failed or waits again, and
+//! who holds its lease.
 
 use anyhow::Result;
 use toolrail_runtime::{Store, StoreUrl};
@@ -74,30 +75,42 @@ pub(crate) fn list(store: &Store) -> Result<()> {
                 return Err(bad_input!("{}: not a PostgreSQL store", store.url()));
             };
             let sessions = postgres.sessions()?;
+            if sessions.is_empty() {
+                println!("no sessions in the store");
+                return Ok(());
+            }
             println!(
-                "{:<28} {:>7} {:<16} {:<18} {:<10} lease",
-                "session", "events", "state", "last event", "queue"
+                "{:<28} {:>7} {:<18} {:<18} {:<8} {:<30} reason",
+                "session", "events", "log", "last event", "queue", "lease"
             );
             for session in sessions {
-                let state = match (&session.ended, &session.queue, session.events) {
-                    (Some(kind), _, _) => format!("ended: {kind}"),
-                    (None, Some(queue), 0) => format!("queued ({queue})"),
-                    (None, _, _) => "open".to_owned(),
+                // How the log stands, and apart from it how the queue does: a session may be
+                // queued with no event yet, or hold events from a run outside the queue.
+                let log = match (&session.ended, session.events) {
+                    (Some(kind), _) => format!("ended: {kind}"),
+                    (None, 0) => "(no events)".to_owned(),
+                    (None, _) => "open".to_owned(),
                 };
                 let lease = match (&session.owner, session.leased) {
                     (Some(owner), true) => format!("held by {owner}"),
                     (Some(owner), false) => format!("expired ({owner})"),
                     (None, _) => "none".to_owned(),
                 };
-                println!(
-                    "{:<28} {:>7} {:<16} {:<18} {:<10} {lease}",
+                let line = format!(
+                    "{:<28} {:>7} {:<18} {:<18} {:<8} {:<30} {}",
                     session.session,
                     session.events,
-                    state,
+                    log,
                     session.last_kind,
-                    session.queue.as_deref().unwrap_or("-")
+                    session.queue.as_deref().unwrap_or("-"),
+                    lease,
+                    session.reason.as_deref().unwrap_or_default()
                 );
+                println!("{}", line.trim_end());
             }
+            println!(
+                "(queue: waiting, running, done, failed, or - when a run outside the queue wrote it; `toolrail enqueue --retry` queues a failed session again)"
+            );
         }
         StoreUrl::Sqlite(path) => {
             return Err(bad_input!(

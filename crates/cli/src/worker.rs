@@ -9,8 +9,9 @@ use std::time::Duration;
 use anyhow::Result;
 use toolrail_runtime::fleet::{Driven, Outcome, Report, Worker, WorkerConfig};
 use toolrail_session_log::SessionId;
-use toolrail_session_store::{Durability, PostgresStore, StoreError};
+use toolrail_session_store::{Durability, PostgresStore, Standing};
 
+use crate::enqueue::{self, Queueing, stamped_id};
 use crate::session::summary_of;
 use crate::{bad_input, runs_dir};
 
@@ -108,8 +109,8 @@ pub(crate) fn run(args: WorkerArgs) -> Result<()> {
         }
     }
     println!(
-        "workers drove {} sessions: {} done, {} failed, {} taken over by other workers",
-        total.driven, total.done, total.failed, total.taken_over
+        "workers drove {} sessions: {} done, {} failed, {} given back after a store failure, {} taken over by other workers",
+        total.driven, total.done, total.failed, total.released, total.taken_over
     );
     match failure {
         Some(error) => Err(error),
@@ -122,6 +123,7 @@ struct Tally {
     driven: usize,
     done: usize,
     failed: usize,
+    released: usize,
     taken_over: usize,
 }
 
@@ -130,6 +132,7 @@ impl Tally {
         self.driven += other.driven;
         self.done += other.done;
         self.failed += other.failed;
+        self.released += other.released;
         self.taken_over += other.taken_over;
     }
 
@@ -138,6 +141,7 @@ impl Tally {
         match &driven.outcome {
             Outcome::Finished { mismatches, .. } if mismatches.is_empty() => self.done += 1,
             Outcome::Finished { .. } | Outcome::Failed { .. } => self.failed += 1,
+            Outcome::Released { .. } => self.released += 1,
             Outcome::TakenOver { .. } => self.taken_over += 1,
         }
     }
@@ -198,6 +202,9 @@ pub(crate) fn report(owner: &str, driven: &Driven) {
         Outcome::Failed { why } => {
             eprintln!("{owner}: session {session} (token {token}) failed: {why}");
         }
+        Outcome::Released { why } => eprintln!(
+            "{owner}: session {session} (token {token}) was given back unfinished, to be resumed from its log by the next claim: {why}"
+        ),
         Outcome::TakenOver { why } => eprintln!(
             "{owner}: session {session} (token {token}) was taken over by another worker; stopped driving it: {why}"
         ),
@@ -213,25 +220,17 @@ pub(crate) fn run_stored(
     enqueue: bool,
 ) -> Result<()> {
     let store = connect(url)?;
-    let id = SessionId::new(id.unwrap_or_else(|| {
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|since| since.as_millis())
-            .unwrap_or_default();
-        format!("run-{stamp}-{}", std::process::id())
-    }));
+    let id = SessionId::new(id.unwrap_or_else(|| stamped_id("run")));
     if enqueue {
-        store
-            .enqueue(&id, payload)
-            .map_err(|error| refused(error, &id))?;
-        println!("queued session {id}: `toolrail worker --store …` will drive it");
-        return Ok(());
+        return crate::enqueue::enqueue(&store, &id, payload, Queueing::New);
     }
-    let earlier = store.read(&id).map_err(|error| refused(error, &id))?;
-    if !earlier.is_empty() {
+    // A run here starts a session of its own: one the store knows — queued for the workers,
+    // or with events — is never driven beside them or continued from here.
+    let standing = store.standing(&id).map_err(enqueue::refused)?;
+    if standing != Standing::Absent {
         return Err(bad_input!(
-            "session `{id}` already holds {} events in the store; give another --session (a session that stopped is resumed by `toolrail worker` when it is queued)",
-            earlier.len()
+            "session `{id}` exists already: it is {standing}; {}",
+            enqueue::advice(&standing, Queueing::New)
         ));
     }
     let owner = owner_name("run");
@@ -260,18 +259,9 @@ pub(crate) fn run_stored(
             "the run differs from the scenario's expectations in {} ways",
             mismatches.len()
         ),
+        Outcome::Released { why } => anyhow::bail!(
+            "{why}; `toolrail enqueue --store … --session {id} --retry SCENARIO_FILE` queues it to be resumed from its log"
+        ),
         Outcome::Failed { why } | Outcome::TakenOver { why } => anyhow::bail!("{why}"),
-    }
-}
-
-/// A store's answer about `--session` as the exit code says: a bad name or one in use is
-/// bad input (2); anything else is the store failing (1).
-fn refused(error: StoreError, id: &SessionId) -> anyhow::Error {
-    if matches!(error, StoreError::InvalidSessionId { .. }) {
-        bad_input!("--session: {error}")
-    } else if matches!(error, StoreError::Exists { .. }) {
-        bad_input!("{error}: the queue knows session `{id}` already; give another --session")
-    } else {
-        anyhow::Error::new(error)
     }
 }

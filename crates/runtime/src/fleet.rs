@@ -3,6 +3,11 @@
 //! renewed in the background, checked by every append — and finishes it. A session taken
 //! over from a dead worker is recovered first (DESIGN §6) and continued from its log.
 //!
+//! Only the session's own faults mark it `failed` (a payload that is not a scenario, a
+//! session that cannot be built, expectations missed). When the store fails under a
+//! session — its log's connection dropped, a restart — the session is given back to the
+//! queue unfinished, and the next claim resumes it the way a takeover does.
+//!
 //! Store calls block the calling thread for a round trip: run each worker on a runtime of
 //! its own (`toolrail worker` gives each a thread).
 
@@ -11,10 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use toolrail_session_log::{SessionId, event::TurnEndKind};
-use toolrail_session_store::{Claimed, Lease, PostgresStore, StoreError};
+use toolrail_session_store::{Claimed, Finish, Lease, PostgresStore, StoreError};
 use toolrail_tools_core::{CancellationToken, Tool};
 
-use crate::scenario::{RunOptions, Scenario, ScenarioPlace};
+use crate::scenario::{Fault, RunOptions, Scenario, ScenarioPlace};
 use crate::store::Store;
 
 /// How a worker runs.
@@ -46,10 +51,19 @@ pub enum Outcome {
         /// Events the session held when this worker took it (more than 0 after a takeover).
         earlier_events: usize,
     },
-    /// The session could not be driven; it is marked `failed`.
+    /// The session is at fault — its payload is not a scenario, it could not be built, a
+    /// turn failed for a reason of its own — and is marked `failed` with why.
     Failed {
-        /// What went wrong: the payload is not a scenario, the session could not be built
-        /// or a turn failed, or the session could not be marked finished.
+        /// What went wrong.
+        why: String,
+    },
+    /// The store failed under the session (its log's connection dropped, the database
+    /// restarted or did not answer): the session is not at fault and is not marked failed.
+    /// It was given back to the queue — or, when the store could not be reached to say so,
+    /// left for its lease to run out — and the next claim, this worker's or another's,
+    /// resumes it from its log, recovery first.
+    Released {
+        /// How the store failed, and how the session was given back.
         why: String,
     },
     /// Another worker holds the session now: this one stopped driving it (its calls were
@@ -160,10 +174,19 @@ impl Worker {
             };
             match self.drive_next().await {
                 Ok(Some(done)) => {
+                    let released = matches!(done.outcome, Outcome::Released { .. });
                     report(Report::Driven(&done));
                     driven += 1;
                     idle_since = Instant::now();
-                    pause = self.config.poll;
+                    if released {
+                        // The store failed under that session: the next claim (most likely
+                        // of the same session) waits as after any store failure, so a store
+                        // that keeps failing is not claimed from in a tight loop.
+                        pause = next_pause(pause);
+                        tokio::time::sleep(pause).await;
+                    } else {
+                        pause = self.config.poll;
+                    }
                 }
                 Ok(None) => {
                     if idle_too_long() {
@@ -176,7 +199,7 @@ impl Worker {
                     if idle_too_long() {
                         return Err(error);
                     }
-                    pause = (pause * 2).clamp(Duration::from_millis(100), Duration::from_secs(5));
+                    pause = next_pause(pause);
                     tokio::time::sleep(pause).await;
                 }
             }
@@ -214,8 +237,9 @@ impl Worker {
         let cancel = CancellationToken::new();
         let renewing = match Renewal::start(self.store.clone(), lease.clone(), cancel.clone()) {
             Ok(renewing) => renewing,
+            // The machine's fault (no thread to be had), not the session's.
             Err(error) => {
-                return self.fail(lease, format!("the lease renewal could not start: {error}"));
+                return self.release(lease, format!("the lease renewal could not start: {error}"));
             }
         };
         let session_dir = self.config.work_dir.join(lease.session.as_str());
@@ -236,42 +260,89 @@ impl Worker {
         if let Some(why) = renewing.stop().await {
             return Outcome::TakenOver { why };
         }
-        match ran {
-            Ok(report) => match self.store.finish(lease, report.mismatches.is_empty()) {
-                Ok(()) => Outcome::Finished {
-                    turn_ends: report.turn_ends,
-                    mismatches: report.mismatches,
-                    earlier_events: report.earlier_events,
-                },
-                Err(error) => refused(error, None),
+        let report = match ran {
+            Ok(report) => report,
+            Err(error) => {
+                return match error.fault() {
+                    Fault::Scenario => self.fail(lease, error.to_string()),
+                    Fault::Store => self.release(
+                        lease,
+                        format!("the store failed under the session: {error}"),
+                    ),
+                    Fault::TakenOver => Outcome::TakenOver {
+                        why: error.to_string(),
+                    },
+                };
+            }
+        };
+        let finish = if report.mismatches.is_empty() {
+            Finish::Done
+        } else {
+            Finish::Failed(format!(
+                "the run differs from the scenario's expectations: {}",
+                report.mismatches.join("; ")
+            ))
+        };
+        match self.store.finish(lease, &finish) {
+            Ok(()) => Outcome::Finished {
+                turn_ends: report.turn_ends,
+                mismatches: report.mismatches,
+                earlier_events: report.earlier_events,
             },
-            Err(error) => self.fail(lease, error.to_string()),
+            Err(error) => self.unfinished(
+                lease,
+                "every turn ran, but the session could not be marked finished".to_owned(),
+                error,
+            ),
         }
     }
 
-    /// Marks the session failed, if its lease is still this worker's.
+    /// Marks the session failed with `why`, if its lease is still this worker's.
     fn fail(&self, lease: &Lease, why: String) -> Outcome {
-        match self.store.finish(lease, false) {
+        match self.store.finish(lease, &Finish::Failed(why.clone())) {
             Ok(()) => Outcome::Failed { why },
-            Err(error) => refused(error, Some(why)),
+            Err(error) => self.unfinished(
+                lease,
+                format!("{why}; the failure could not be recorded"),
+                error,
+            ),
+        }
+    }
+
+    /// What a refused `finish` leaves: a lease lost to another worker (which drives the
+    /// session now), or a store that failed — the session is given back, to be finished
+    /// by whoever claims it next.
+    fn unfinished(&self, lease: &Lease, what: String, error: StoreError) -> Outcome {
+        if error.is_lease_lost() {
+            Outcome::TakenOver {
+                why: format!("{what}: {error}"),
+            }
+        } else {
+            self.release(lease, format!("{what}: {error}"))
+        }
+    }
+
+    /// Gives the session back to the queue unfinished, if its lease is still this
+    /// worker's; a store that cannot be reached leaves the lease to run out instead.
+    fn release(&self, lease: &Lease, why: String) -> Outcome {
+        match self.store.release_claim(lease, &why) {
+            Ok(()) => Outcome::Released { why },
+            Err(error) if error.is_lease_lost() => Outcome::TakenOver {
+                why: format!("{why}; {error}"),
+            },
+            Err(error) => Outcome::Released {
+                why: format!(
+                    "{why}; it could not be given back ({error}), so its lease runs out within {:.1} s and the next claim takes it over",
+                    lease.ttl.as_secs_f64()
+                ),
+            },
         }
     }
 }
 
-/// What a refused `finish` means: a lease lost to another worker (whose failure to write
-/// explains `first`), or a database that failed.
-fn refused(error: StoreError, first: Option<String>) -> Outcome {
-    if matches!(error, StoreError::Fenced { .. } | StoreError::Leased { .. }) {
-        return Outcome::TakenOver {
-            why: first.unwrap_or_else(|| error.to_string()),
-        };
-    }
-    Outcome::Failed {
-        why: format!(
-            "{}the session could not be marked finished: {error}",
-            first.map(|first| format!("{first}; ")).unwrap_or_default()
-        ),
-    }
+/// The pause before the next claim after the store failed: doubled, from 100 ms up to 5 s.
+fn next_pause(pause: Duration) -> Duration {
+    (pause * 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
 }
 
 /// How long the lease of a session resumed by hand lasts without renewal.
@@ -360,7 +431,7 @@ impl Renewal {
                     }
                     match store.renew(&lease) {
                         Ok(()) => wait = every,
-                        Err(error @ (StoreError::Fenced { .. } | StoreError::Leased { .. })) => {
+                        Err(error) if error.is_lease_lost() => {
                             session.cancel();
                             return Some(error.to_string());
                         }

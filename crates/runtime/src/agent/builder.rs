@@ -41,6 +41,11 @@ pub enum BuildError {
     /// The session could not be started or recovered.
     #[error("the session could not be started or recovered: {0}")]
     Session(String),
+    /// Recovery could not write its repairs to the session's log: the store failed, or
+    /// the session's lease was taken over (the log's error says which). Nothing after the
+    /// repairs was written; opening the session again recovers it again.
+    #[error("recovery could not write its repairs: {0}; nothing after them was written")]
+    Recovery(#[source] toolrail_session_log::SinkError),
     /// The configuration asks for a part this build leaves out.
     #[error("{what} needs the `{feature}` feature of toolrail, which this build does not have")]
     NotBuilt {

@@ -24,6 +24,7 @@
 //! ```
 
 mod expect;
+mod fault;
 mod turns;
 
 use std::collections::BTreeMap;
@@ -41,6 +42,7 @@ use toolrail_session_log::{
 use toolrail_tools_core::{ApprovalAnswer, ApprovalService, CancellationToken, Tool};
 
 pub use expect::Expectations;
+pub use fault::Fault;
 /// The scripted model scenarios run on (from the agent loop).
 pub use toolrail_agent_loop::ScriptedModel;
 pub use turns::RESUME_MESSAGE;
