@@ -133,9 +133,10 @@ fn main() -> ExitCode {
 }
 
 /// A reader that went away (`toolrail sessions | head`) ends the output, not the program
-/// with a panic: `println!` panics on a closed pipe, and this hook turns that one panic into
-/// the quiet exit a shell expects of a program whose reader left (status 141, as SIGPIPE
-/// gives). Every other panic is reported as before.
+/// with a panic: `println!`, `print!` and `eprintln!` panic on a closed pipe, and this hook
+/// turns that panic — on stdout, or on stderr (`toolrail worker 2>&1 | head`) — into the
+/// quiet exit a shell expects of a program whose reader left (status 141, as SIGPIPE
+/// gives), from whichever thread wrote. Every other panic is reported as before.
 fn quiet_on_closed_stdout() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -145,7 +146,9 @@ fn quiet_on_closed_stdout() {
             .map(String::as_str)
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or_default();
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+        let printing = message.starts_with("failed printing to stdout")
+            || message.starts_with("failed printing to stderr");
+        if printing && message.contains("Broken pipe") {
             std::process::exit(141);
         }
         report(info);
