@@ -132,12 +132,20 @@ fn run_prompt(args: &RunArgs) -> Result<()> {
 /// A scripted session.
 fn run_scenario(args: &RunArgs, path: &Path) -> Result<()> {
     let flags = &args.flags;
-    if flags.provider.is_some() || flags.model.is_some() || flags.config.is_some() {
+    let ignored = flags_a_scenario_ignores(flags);
+    if !ignored.is_empty() {
         return Err(bad_input!(
-            "--scenario runs the scenario's own configuration and scripted model; --provider, --model and --config are for --prompt"
+            "--scenario runs the scenario's own configuration and scripted model; {} {} for --prompt (a scenario sets them in its `config`, docs/scenarios.md; --mcp, --toolset and --rules add to or replace it)",
+            ignored.join(", "),
+            if ignored.len() == 1 { "is" } else { "are" }
         ));
     }
     if let Some(url) = &flags.store {
+        if flags.mcp.is_some() {
+            return Err(bad_input!(
+                "--mcp with --store: a stored scenario is driven by whichever worker claims it, from the file's own text; put the servers in the scenario's `config.mcp_servers`"
+            ));
+        }
         // The queue and other workers get the file's own text: a worker reads it as is.
         let payload = std::fs::read_to_string(path)
             .map_err(|error| bad_input!("cannot read {}: {error}", path.display()))?;
@@ -253,12 +261,49 @@ pub(crate) fn report(events: &[Event]) -> Value {
     })
 }
 
-/// The scenario file, with the tool set and rule file the flags give instead of its own.
+/// The flags given that a scenario has no use for: its configuration and its model are its
+/// own. Refused rather than ignored, so no one believes a flag held that did not.
+fn flags_a_scenario_ignores(flags: &crate::flags::AgentFlags) -> Vec<&'static str> {
+    let given = [
+        ("--config", flags.config.is_some()),
+        ("--provider", flags.provider.is_some()),
+        ("--model", flags.model.is_some()),
+        ("--base-url", flags.base_url.is_some()),
+        ("--api-key-env", flags.api_key_env.is_some()),
+        ("--system", flags.system.is_some()),
+        ("--temperature", flags.temperature.is_some()),
+        ("--max-steps", flags.max_steps.is_some()),
+        ("--request-timeout", flags.request_timeout.is_some()),
+        ("--step-timeout", flags.step_timeout.is_some()),
+        ("--idle-timeout", flags.idle_timeout.is_some()),
+        ("--strict", flags.strict),
+        ("--sandbox", flags.sandbox.is_some()),
+        ("--code", !flags.code.is_empty()),
+        ("--deferred", !flags.deferred.is_empty()),
+        ("--preset", flags.preset.is_some()),
+        ("--allow", !flags.allow.is_empty()),
+        ("--deny", !flags.deny.is_empty()),
+        ("--approve", flags.approve.is_some()),
+    ];
+    given
+        .into_iter()
+        .filter_map(|(flag, is_given)| is_given.then_some(flag))
+        .collect()
+}
+
+/// The scenario file, with the tool set and rule file the flags give instead of its own,
+/// and the MCP servers `--mcp` adds to its own.
 fn scenario_of(args: &RunArgs, path: &Path) -> Result<Scenario> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| bad_input!("cannot read {}: {error}", path.display()))?;
     let mut scenario =
         Scenario::from_json(&text).map_err(|error| bad_input!("{}: {error}", path.display()))?;
+    if let Some(servers) = &args.flags.mcp {
+        scenario
+            .config
+            .mcp_servers
+            .extend(crate::mcp::read_config(servers)?.servers);
+    }
     if let Some(toolset) = &args.toolset {
         scenario.config.tools.enabled.clone_from(toolset);
         scenario

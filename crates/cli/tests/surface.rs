@@ -1,6 +1,8 @@
 //! What a new user meets around a run: a scenario never writes over a file of theirs,
 //! `--json-stream` is one event a line, `mcp list` fails loudly for a server that cannot
-//! start, and `run --prompt` works against llm-katan, a model server toolrail did not write.
+//! start and names a tool it cannot offer, a flag a scenario cannot honour is refused while
+//! `--mcp` adds servers to it, and `run --prompt` works against llm-katan, a model server
+//! toolrail did not write.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -195,6 +197,102 @@ fn mcp_list_fails_with_the_spawn_error_of_a_server_that_cannot_start() {
         "{shown}"
     );
     assert!(shown.contains("1 server is not running: ghost"), "{shown}");
+}
+
+/// The hostile MCP server of the MCP crate's tests.
+const HOSTILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../mcp/tests/hostile/server.py"
+);
+
+#[test]
+fn mcp_list_names_each_tool_it_cannot_offer_and_offers_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("servers.json");
+    let servers = serde_json::json!({"mcpServers": {"odd": {"command": "python3", "args": [HOSTILE, "schemas"]}}});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    let output = toolrail(
+        dir.path(),
+        &["mcp", "list", "--config", config.to_str().unwrap()],
+    );
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("odd: running, version 1.0, 1 tool"),
+        "{shown}"
+    );
+    assert!(shown.contains("mcp__odd__ok"), "{shown}");
+    assert!(
+        shown.contains(r#"not offered: nope: its inputSchema is "nope", not a JSON Schema object"#),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("not offered: deep: its definition nests deeper"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_flag_a_scenario_cannot_honour_is_refused_and_mcp_servers_join_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("acted");
+    let scenario = dir.path().join("scenario.json");
+    let calls = serde_json::json!({"tool_calls": [{"id": "c1", "name": "mcp__c__act", "arguments": "{}"}], "stop_reason": "tool_use"});
+    let script = serde_json::json!({
+        "config": {"permissions": {"allow": ["mcp__c__act"]}},
+        "turns": [{"user": "go", "model": [calls, {"text": "done", "stop_reason": "end_turn"}]}]
+    });
+    std::fs::write(&scenario, script.to_string()).unwrap();
+    let scenario = scenario.to_str().unwrap();
+    for flags in [
+        &["--sandbox", "full-access"][..],
+        &["--allow", "bash", "--max-steps", "3"],
+    ] {
+        let mut args = vec!["run", "--scenario", scenario];
+        args.extend_from_slice(flags);
+        let output = toolrail(dir.path(), &args);
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{shown}");
+        assert!(
+            shown.contains(flags[0]) && shown.contains("for --prompt"),
+            "{shown}"
+        );
+    }
+    let servers = dir.path().join("servers.json");
+    let config = serde_json::json!({"mcpServers": {"c": {
+        "command": "python3", "args": [HOSTILE, "crash", marker.to_str().unwrap()], "maxRestarts": 0}}});
+    std::fs::write(&servers, config.to_string()).unwrap();
+    let session = dir.path().join("session");
+    let output = toolrail(
+        dir.path(),
+        &[
+            "run",
+            "--scenario",
+            scenario,
+            "--mcp",
+            servers.to_str().unwrap(),
+            "--session-dir",
+            session.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "acted\n",
+        "the server ran the call"
+    );
+    // It crashed before answering: the honest outcome, with its last words and where the
+    // rest of its stderr is.
+    assert!(shown.contains("TOOL_OUTCOME_UNKNOWN"), "{shown}");
+    assert!(shown.contains("hostile: acted, now crashing"), "{shown}");
+    let stderr = session.join("mcp/scenario/c.stderr.log");
+    assert!(
+        std::fs::read_to_string(&stderr)
+            .unwrap()
+            .contains("hostile: acted, now crashing")
+    );
 }
 
 /// llm-katan's program: `LLM_KATAN`, the virtualenv `.ci/run` makes, or the PATH.
