@@ -25,6 +25,7 @@ use toolrail_session_log::{
     event::{FORMAT_VERSION, SessionStart},
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
+use toolrail_test_support::processes::alive;
 use toolrail_tool_probe::Probe;
 use toolrail_tools_core::{
     CallRequest, Pipeline, PipelineConfig, Registry, RegistryBuilder, pipeline::BatchControl,
@@ -172,15 +173,6 @@ async fn eventually(what: &str, within: Duration, check: impl Fn() -> bool) {
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-}
-
-/// Whether a process (not a zombie) with this pid exists.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde_json::json;
 use toolrail_mcp::{McpConfig, McpServers, ServerState};
 use toolrail_session_log::{ContentBlock, EventData, MemorySink, ToolSource};
+use toolrail_test_support::processes::alive;
 use toolrail_tool_probe::Probe;
 use toolrail_tools_core::{
     CallRequest, CommittedResult, Concurrency, Pipeline, PipelineConfig, Registry, RegistryBuilder,
@@ -341,15 +342,6 @@ async fn a_long_mcp_result_is_capped_like_any_tool_s() {
     });
     assert_eq!(logged.as_ref(), Some(result.record()));
     servers.shutdown().await;
-}
-
-/// Whether a process (not a zombie) with this pid exists.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -190,16 +190,9 @@ mod tests {
 
     use tokio::io::{AsyncBufReadExt, BufReader};
 
-    use super::ProcessTree;
+    use toolrail_test_support::processes::alive;
 
-    /// Whether a process (not a zombie) with this pid exists.
-    fn alive(pid: u32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-            !stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-    }
+    use super::ProcessTree;
 
     #[tokio::test]
     async fn a_setsid_grandchild_ends_with_the_tree() {

@@ -1,5 +1,15 @@
 //! The process table as tests read it: which live processes a run left behind.
 
+/// Whether process `pid` lives (exists and is not a zombie).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
+
 /// Live (not zombie) processes whose command line contains one of `needles`, as
 /// `"<pid>: <command line>"`. Zombies are dead already: they only wait to be reaped, which
 /// the machine's PID 1 may do late.
