@@ -224,11 +224,14 @@ where
                         self.line.extend_from_slice(part);
                     }
                     Reading::Line => {
-                        let mut head = std::mem::take(&mut self.line);
-                        let bytes = head.len() + take;
-                        head.extend_from_slice(&part[..take.min(ENDS_KEPT)]);
-                        head.truncate(ENDS_KEPT);
+                        let before = std::mem::take(&mut self.line);
+                        let bytes = before.len() + take;
+                        let mut head = before[..before.len().min(ENDS_KEPT)].to_vec();
+                        head.extend_from_slice(&part[..part.len().min(ENDS_KEPT - head.len())]);
+                        // The tail is the line's, not this read's: its id may be split
+                        // across the two.
                         let mut tail = std::collections::VecDeque::with_capacity(ENDS_KEPT);
+                        keep_tail(&mut tail, &before);
                         keep_tail(&mut tail, part);
                         self.reading = Reading::Oversized { head, tail, bytes };
                     }
@@ -609,11 +612,49 @@ fn id_in_tail(tail: &[u8]) -> Option<RequestId> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::panic)]
 
-    use rmcp::model::RequestId;
+    use std::sync::Arc;
 
-    use super::{id_in_head, id_in_tail};
+    use rmcp::model::{CallToolRequestParams, ClientRequest, JsonRpcMessage, Request, RequestId};
+    use rmcp::transport::Transport;
+    use tokio::io::AsyncWriteExt;
+
+    use super::{Book, Wire, id_in_head, id_in_tail};
+
+    #[tokio::test]
+    async fn an_oversized_answer_whose_id_comes_in_a_later_read_is_still_matched() {
+        let (mut server, from_server) = tokio::io::duplex(64);
+        let book = Arc::new(Book::default());
+        let mut wire = Wire::new(from_server, tokio::io::sink(), 100, Arc::clone(&book));
+        let call = ClientRequest::CallToolRequest(Request::new(CallToolRequestParams::new("t")));
+        wire.send(JsonRpcMessage::request(call, RequestId::Number(4)))
+            .await
+            .unwrap();
+        assert!(book.delivered(&RequestId::Number(4)));
+        let writing = tokio::spawn(async move {
+            // Small writes through a 64-byte pipe: the id is read long after the limit
+            // was passed, and `,"id"` is split across reads.
+            let answer = format!(
+                r#"{{"result":{{"content":[{{"type":"text","text":"{}"}}]}},"jsonrpc":"2.0","id":4}}"#,
+                "x".repeat(300)
+            );
+            for chunk in answer.as_bytes().chunks(7) {
+                server.write_all(chunk).await.unwrap();
+            }
+            server.write_all(b"\n").await.unwrap();
+        });
+        let Some(JsonRpcMessage::Error(error)) = wire.receive().await else {
+            panic!("an error answer");
+        };
+        writing.await.unwrap();
+        assert_eq!(error.id, Some(RequestId::Number(4)));
+        let lost = book.take_lost(&RequestId::Number(4)).unwrap();
+        assert!(
+            lost.contains("over this server's limit of 100 bytes"),
+            "{lost}"
+        );
+    }
 
     #[test]
     fn an_id_is_found_at_either_end_of_a_cut_message() {
