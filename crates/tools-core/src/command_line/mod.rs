@@ -13,6 +13,7 @@
 //! assert_eq!(line.commands()[1].canonical().as_str(), "curl -s \"$URL\"");
 //! ```
 
+mod budget;
 mod invocation;
 mod parse;
 mod runners;
@@ -36,7 +37,8 @@ pub struct CommandLine {
 
 impl CommandLine {
     /// Parses `text`. Never fails: a line (or a nested string) that cannot be parsed, or is too
-    /// long or too deeply nested to parse safely, becomes a command whose program is unknown.
+    /// long, too deeply nested or too costly to parse safely, becomes a command whose program
+    /// is unknown.
     pub fn parse(text: &str) -> Self {
         parse::parse(text)
     }
@@ -99,7 +101,8 @@ pub enum UnknownProgram {
         error: String,
     },
     /// Nested deeper than this reader follows (strings in strings, substitutions in
-    /// substitutions), or longer than it parses.
+    /// substitutions), longer than it parses, or costlier to parse than the line's budget
+    /// (constructs the parser reads more than one way, nested in each other).
     TooComplex,
 }
 
@@ -116,7 +119,9 @@ impl fmt::Display for UnknownProgram {
             }
             Self::CommandsAtRunTime => f.write_str("the commands it runs are read at run time"),
             Self::Unparsable { error } => write!(f, "the command could not be parsed: {error}"),
-            Self::TooComplex => f.write_str("the command is nested too deeply or is too long"),
+            Self::TooComplex => {
+                f.write_str("the command is nested too deeply, too long or too costly to parse")
+            }
         }
     }
 }

@@ -1,13 +1,16 @@
 //! From text to simple commands: `brush-parser` builds the syntax tree, this walks it. The
 //! parser recurses once per nesting level with large frames, so every parse runs on a stack
-//! sized from a bound on its nesting that is computed before parsing; what is too long or too
-//! nested to parse safely is an unknown command, never a crash.
+//! sized from a bound on its nesting that is computed before parsing; it backtracks without
+//! memoizing, so every parse is first priced against the line's budget (`budget/`). What is
+//! too long, too nested or too costly to parse safely is an unknown command, never a crash
+//! nor a hang.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use brush_parser::ast;
-use brush_parser::{Parser, ParserOptions};
+use brush_parser::{ParserOptions, parse_tokens, uncached_tokenize_str};
 
+use super::budget::{Budget, line_cost, tokenizer_cost};
 use super::words::Word;
 use super::{CommandLine, SimpleCommand, UnknownProgram};
 
@@ -20,30 +23,6 @@ pub(super) const MAX_NESTING: usize = 8;
 const MAX_TEXT: usize = 512 * 1024;
 /// At most this many constructs that may nest (a bound, see [`nesting_bound`]) per parse.
 const MAX_OPENERS: usize = 2048;
-/// Parentheses nested deeper than this, counted as written (quoted or not, closed later or
-/// never), are not parsed. brush-parser 0.4 backtracks at each `(` that may open a subshell,
-/// an arithmetic command or a substitution, and its time doubles with every level: a line of
-/// 20 `(` took 34 ms in a release build, one of 40 would take hours (found by fuzzing; the
-/// policy stage has no deadline, so a line from the model could have held a batch forever).
-/// At this depth the worst case costs well under a millisecond; real lines nest a few levels.
-pub(super) const MAX_PAREN_DEPTH: usize = 12;
-
-/// How deep parentheses nest in `text`, counted as written: the most `(` open at once, a `)`
-/// closing the last one. An upper bound on how deep any parser of the text can nest them.
-pub(super) fn paren_depth(text: &str) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    for byte in text.bytes() {
-        match byte {
-            b'(' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b')' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
-}
 
 /// Stack per nesting level the parser may use: about 21 KiB measured in a debug build (a
 /// function body), 8 KiB in release; doubled to be safe.
@@ -67,6 +46,8 @@ pub(super) struct Collector {
     pub(super) file_redirections: Vec<String>,
     /// How deep in nested strings the walk is.
     pub(super) depth: usize,
+    /// The parsing work left to the line and every string in it.
+    pub(super) budget: Budget,
 }
 
 pub(super) fn options() -> ParserOptions {
@@ -121,7 +102,7 @@ impl Collector {
     /// Adds the commands of `text` (a line, or a string a command runs as one), one level
     /// deeper than the current one.
     pub(super) fn commands_in(&mut self, text: &str, depth: usize) {
-        if depth > MAX_NESTING || text.len() > MAX_TEXT || paren_depth(text) > MAX_PAREN_DEPTH {
+        if depth > MAX_NESTING || text.len() > MAX_TEXT {
             self.unknown(text, UnknownProgram::TooComplex);
             return;
         }
@@ -143,16 +124,9 @@ impl Collector {
         let outer = std::mem::replace(&mut self.depth, depth);
         // The tree is walked and dropped on the same stack: both recurse like the parser.
         stacker::maybe_grow(needed, needed + STACK_BASE, || {
-            match catch_unwind(AssertUnwindSafe(|| {
-                Parser::new(std::io::Cursor::new(text.as_bytes()), &options()).parse_program()
-            })) {
+            match catch_unwind(AssertUnwindSafe(|| self.parse_within_budget(text))) {
                 Ok(Ok(program)) => self.program(&program),
-                Ok(Err(error)) => self.unknown(
-                    text,
-                    UnknownProgram::Unparsable {
-                        error: error.to_string(),
-                    },
-                ),
+                Ok(Err(why)) => self.unknown(text, why),
                 Err(_) => self.unknown(
                     text,
                     UnknownProgram::Unparsable {
@@ -162,6 +136,22 @@ impl Collector {
             }
         });
         self.depth = outer;
+    }
+
+    /// Tokenizes `text`, then parses its tokens, each if the work it may cost is left in the
+    /// budget.
+    fn parse_within_budget(&mut self, text: &str) -> Result<ast::Program, UnknownProgram> {
+        if !self.budget.take(tokenizer_cost(text)) {
+            return Err(UnknownProgram::TooComplex);
+        }
+        let options = options();
+        let unparsable = |error: String| UnknownProgram::Unparsable { error };
+        let tokens = uncached_tokenize_str(text, &options.tokenizer_options())
+            .map_err(|error| unparsable(error.to_string()))?;
+        if !self.budget.take(line_cost(&tokens)) {
+            return Err(UnknownProgram::TooComplex);
+        }
+        parse_tokens(&tokens, &options).map_err(|error| unparsable(error.to_string()))
     }
 
     /// A command whose program cannot be known, standing for all of `text`.

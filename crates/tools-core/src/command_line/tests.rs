@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::parse::{MAX_PAREN_DEPTH, paren_depth};
+use super::budget::{MAX_WORK, WordKind, line_cost, tokenizer_cost, word_cost};
 use super::words::ansi_c;
 use super::*;
 
@@ -374,18 +374,39 @@ fn deep_nesting_is_parsed_on_a_grown_stack_or_refused_never_a_crash() {
         assert!(CommandLine::parse(&substitutions).has_unknown_program());
         let flat = "true; ".repeat(20_000);
         assert_eq!(CommandLine::parse(&flat).commands().len(), 20_000);
-        let tests = format!("[[ {}-n x{} ]]", "! ( ".repeat(12), " )".repeat(12));
+        let tests = format!("[[ {}-n x{} ]]", "! ( ".repeat(6), " )".repeat(6));
         assert!(!CommandLine::parse(&tests).has_unknown_program());
     });
 }
 
+/// A text as the line parser sees it: its tokens' cost, or `None` when it does not tokenize.
+fn line(text: &str) -> Option<u64> {
+    let options = super::parse::options();
+    brush_parser::uncached_tokenize_str(text, &options.tokenizer_options())
+        .ok()
+        .map(|tokens| line_cost(&tokens))
+}
+
+fn word(text: &str) -> u64 {
+    word_cost(text, WordKind::Word)
+}
+
+/// Whether some command of the line is unknown because parsing it would cost too much.
+fn refused(text: &str) -> bool {
+    CommandLine::parse(text)
+        .commands()
+        .iter()
+        .any(|c| c.unknown_program() == Some(&UnknownProgram::TooComplex))
+}
+
 /// brush-parser's time doubles with each level of parentheses it backtracks over (fuzzed: a
 /// line of 23 `(` held the fuzzer for twenty minutes, and the policy stage has no deadline).
-/// Parentheses nested past the bound are an unknown command, found without parsing, however
-/// they are spelt — closed later or never, in a line, a substitution or a here-document.
+/// Parentheses that would cost more than the budget are an unknown command, found without
+/// parsing, however they are spelt — closed later or never, in a line, a substitution or a
+/// here-document.
 #[test]
-fn parentheses_nested_past_the_bound_are_unknown_without_parsing() {
-    let deep = MAX_PAREN_DEPTH + 1;
+fn parentheses_past_the_budget_are_unknown_without_parsing() {
+    let deep = 13;
     for line in [
         "(".repeat(deep),
         format!("{}EOF", "(".repeat(deep)),
@@ -396,30 +417,128 @@ fn parentheses_nested_past_the_bound_are_unknown_without_parsing() {
         format!("[[ {}-n x{} ]]", "! ( ".repeat(deep), " )".repeat(deep)),
     ] {
         let parsed = CommandLine::parse(&line);
-        assert!(
-            parsed
-                .commands()
-                .iter()
-                .any(|c| c.unknown_program() == Some(&UnknownProgram::TooComplex)),
-            "{line:?}: {:?}",
-            parsed.commands()
-        );
+        assert!(refused(&line), "{line:?}: {:?}", parsed.commands());
     }
     // A here-document's body is parsed on its own: bounded too, the rest of the line known.
     let heredoc = format!("cat <<E\n$({}\nE\n", "(".repeat(deep));
     let parsed = CommandLine::parse(&heredoc);
     assert!(parsed.has_unknown_program(), "{:?}", parsed.commands());
-    // At the bound, lines parse as before.
-    let nested = format!(
-        "{}echo hi{}",
-        "(true; ".repeat(MAX_PAREN_DEPTH),
-        ")".repeat(MAX_PAREN_DEPTH)
+    assert_eq!(
+        parsed.commands().last().and_then(SimpleCommand::program),
+        Some("cat")
     );
+    // Nested as real lines nest them, lines parse as before.
+    let nested = format!("{}echo hi{}", "(true; ".repeat(6), ")".repeat(6));
     let parsed = CommandLine::parse(&nested);
     assert!(!parsed.has_unknown_program(), "{:?}", parsed.commands());
     assert_eq!(summary(&nested).last().map(String::as_str), Some("echo hi"));
-    assert_eq!(paren_depth("a(b)(c(d))e"), 2);
-    assert_eq!(paren_depth(")))((("), 3);
+}
+
+/// The weight a line's tokens carry after `prefix`: what one more word costs there.
+fn line_weight_after(prefix: &str) -> u64 {
+    let with_word = line(&format!("{prefix} z")).unwrap();
+    // The token `z`: its length and one.
+    (with_word - line(prefix).unwrap()) / 2
+}
+
+/// The weight the word grammar reads bytes with after `prefix`.
+fn word_weight_after(prefix: &str, kind: WordKind) -> u64 {
+    let tail = "x".repeat(100);
+    (word_cost(&format!("{prefix}{tail}"), kind) - word_cost(prefix, kind)) / 100
+}
+
+/// The line grammar reads again what stands inside `(` and inside a `case` item without `;;`:
+/// each weighs 4 on the tokens inside it, and only a closer the grammar reads as one closes.
+#[test]
+fn the_line_cost_multiplies_inside_parentheses_and_case_items() {
+    // Every token once plus its length.
+    assert_eq!(line("ls -l"), Some(3 + 3));
+    // `(` is read at 1; `a` and `)` inside at 4.
+    assert_eq!(line("( a )"), Some(2 + 4 * 2 + 4 * 2));
+    // A word that may be an assignment to `name[index]` has its index read, eight times.
+    assert_eq!(line("a[1]=2"), Some(7 + 8 * (1 + 4 * 2 + 2)));
+    for (prefix, weight) in [
+        ("( a )", 1),
+        ("( a", 4),
+        ("((", 16),
+        ("[[ x =~ ( ( a", 16),
+        ("case a in a)", 4),
+        // A `)` under a `case` ends a pattern: the parenthesis around it stays open.
+        ("( case a in a)", 16),
+        ("( case a in a) b;; esac", 4),
+        ("( case a in a) b;; esac; )", 1),
+        ("case a in a) b\nesac", 1),
+        // `esac` closes only where a command stands: not as an argument, not as a pattern.
+        ("case a in a) echo esac", 4),
+        ("case a in a) b;; esac) c", 4),
+        ("case a in a) b;; esac|c) d", 4),
+        // `case` as an argument opens nothing; after a reserved word it may.
+        ("echo case a in", 1),
+        ("if case a in", 4),
+    ] {
+        assert_eq!(line_weight_after(prefix), weight, "{prefix:?}");
+    }
+}
+
+/// A here-document's line costs the tokenizer the square of what may be a token on it, from
+/// its `<<` to where the tokenizer ends the line, which quotes and substitutions may hold.
+#[test]
+fn a_here_documents_line_costs_its_square() {
+    assert_eq!(tokenizer_cost("echo a b"), 8);
+    // From `<<` to the newline, `<<E a b` has four bytes that may end a token.
+    assert_eq!(tokenizer_cost("cat <<E a b\nx\nE"), 15 + 4 * 4);
+    // A quoted newline does not end the line, nor one in `$(…)` or `${…}`.
+    let tail = " x".repeat(100);
+    for held in ["'\n'", "\"\n\"", "$(\n)", "${\n}", "`\n`", "\\\n"] {
+        let text = format!("cat <<E {held}{tail}\nbody\nE");
+        assert!(tokenizer_cost(&text) > 100 * 100, "{held:?}");
+    }
+    // Lines of many words with a here-document are refused before tokenizing.
+    let long = format!("cat <<E{}\nbody\nE", " x".repeat(5000));
+    assert!(refused(&long));
+    let short = format!("cat <<E{}\nbody\nE", " x".repeat(500));
+    assert!(!refused(&short));
+}
+
+/// The word grammar's reading: quotes and escapes hide closers, a `${` that names nothing is
+/// text, an index weighs 32, and a text that does not read cleanly is priced as if nothing
+/// in it ever closed.
+#[test]
+fn the_word_cost_follows_quotes_and_prices_unclean_text_as_never_closed() {
+    assert_eq!(word("plain"), 5);
+    // `$(` is read at 1, what it holds and its `)` at 4.
+    assert_eq!(word("$(a)b"), 2 + 4 * 2 + 1);
+    assert_eq!(word("\"a\""), 1 + 2 * 2);
+    assert_eq!(word("${ }"), 4);
+    assert_eq!(word("${a[1]}"), 4 + 128 * 2 + 4);
+    assert!(word(&format!("{}1{}", "${a[".repeat(4), "]}".repeat(4))) > MAX_WORK);
+    let here = WordKind::HereDocument;
+    assert_eq!(word_cost("it's", here), 8);
+    assert_eq!(word_cost("'$(a)'", here), 2 * (3 + 4 * 2 + 1));
+    for (prefix, kind, weight) in [
+        ("$(a)", WordKind::Word, 1),
+        ("$(')')", WordKind::Word, 1),
+        ("\"$(a)\"", WordKind::Word, 1),
+        ("$((1 + (2)))", WordKind::Word, 1),
+        ("${a:-$(b)}", WordKind::Word, 1),
+        ("${a[$(b)]:1:2}", WordKind::Word, 1),
+        ("`(`", WordKind::Word, 1),
+        // Quoted or escaped, a `)` closes nothing: never closed, priced as such.
+        ("$(')'", WordKind::Word, 4),
+        ("$(\\)", WordKind::Word, 4),
+        ("$(\")\"", WordKind::Word, 4 * 2 * 2),
+        // Inside `$(…)` in a here-document, quotes quote as in a word.
+        ("$(')'", here, 2 * 4),
+        ("$(\\)", here, 2 * 4),
+        // `$((` ends only at `))`: a lone `)` leaves it open.
+        ("$((a) ", WordKind::Word, 16),
+        ("$(($(a) ", WordKind::Word, 16 * 4),
+        // Not cleanly read: every opener as written counts, quoted or closed.
+        ("$(a ${b", WordKind::Word, 4 * 4),
+        ("'(' $(", WordKind::Word, 4 * 4),
+    ] {
+        assert_eq!(word_weight_after(prefix, kind), weight, "{prefix:?}");
+    }
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use brush_parser::word::{self, TildeExpr, WordPiece, WordPieceWithSource};
 
 use super::UnknownProgram;
+use super::budget::{WordKind, word_cost};
 use super::parse::{Collector, options};
 
 /// One word of a command.
@@ -84,11 +85,11 @@ impl Collector {
                 pattern: has_pattern(raw),
             };
         }
-        let pieces = match parse_word(raw, WordKind::Word) {
+        let pieces = match self.parse_word(raw, WordKind::Word) {
             Ok(pieces) => pieces,
-            Err(error) => {
+            Err(why) => {
                 if nested == Nested::Collect {
-                    self.unknown(raw, UnknownProgram::Unparsable { error });
+                    self.unknown(raw, why);
                 }
                 return Word {
                     text: raw.to_owned(),
@@ -119,7 +120,7 @@ impl Collector {
         if !may_run_commands(body) {
             return;
         }
-        match parse_word(body, WordKind::HereDocument) {
+        match self.parse_word(body, WordKind::HereDocument) {
             Ok(pieces) => {
                 let mut ignored = Builder {
                     text: String::new(),
@@ -134,7 +135,7 @@ impl Collector {
                     Nested::Collect,
                 );
             }
-            Err(error) => self.unknown(body, UnknownProgram::Unparsable { error }),
+            Err(why) => self.unknown(body, why),
         }
     }
 
@@ -144,6 +145,25 @@ impl Collector {
         if may_run_commands(text) {
             self.word(text);
         }
+    }
+
+    /// Parses a word or a here-document's body if the work it may cost is left in the budget.
+    fn parse_word(
+        &mut self,
+        raw: &str,
+        kind: WordKind,
+    ) -> Result<Vec<WordPieceWithSource>, UnknownProgram> {
+        if !self.budget.take(word_cost(raw, kind)) {
+            return Err(UnknownProgram::TooComplex);
+        }
+        let options = options();
+        let unparsable = |error: String| UnknownProgram::Unparsable { error };
+        catch_unwind(AssertUnwindSafe(|| match kind {
+            WordKind::Word => word::parse(raw, &options),
+            WordKind::HereDocument => word::parse_heredoc(raw, &options),
+        }))
+        .map_err(|_| unparsable("the word parser failed".to_owned()))?
+        .map_err(|error| unparsable(error.to_string()))
     }
 
     fn pieces(
@@ -220,31 +240,6 @@ enum Nested {
 enum Quoting {
     Unquoted,
     Double,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum WordKind {
-    Word,
-    HereDocument,
-}
-
-fn parse_word(raw: &str, kind: WordKind) -> Result<Vec<WordPieceWithSource>, String> {
-    // The word parser backtracks at each `(` as the line's parser does (see
-    // `MAX_PAREN_DEPTH`); a here-document's body is parsed on its own, so it is bounded here
-    // too.
-    if super::parse::paren_depth(raw) > super::parse::MAX_PAREN_DEPTH {
-        return Err(format!(
-            "parentheses nest more than {} deep",
-            super::parse::MAX_PAREN_DEPTH
-        ));
-    }
-    let options = options();
-    catch_unwind(AssertUnwindSafe(|| match kind {
-        WordKind::Word => word::parse(raw, &options),
-        WordKind::HereDocument => word::parse_heredoc(raw, &options),
-    }))
-    .map_err(|_| "the word parser failed".to_owned())?
-    .map_err(|error| error.to_string())
 }
 
 /// A backslash escape: outside quotes the next character stands for itself (a newline after
