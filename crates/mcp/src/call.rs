@@ -68,7 +68,7 @@ pub(crate) async fn call(
         .map_err(|error| not_sent(format!("could not take the call ({error})")))?;
     let id = handle.id.clone();
     let _forget = Forget(&book, id.clone());
-    let notes_before = book.notes().len();
+    let noted_before = book.noted();
     let mut progress = server
         .progress
         .subscribe(handle.progress_token.clone())
@@ -110,12 +110,12 @@ pub(crate) async fn call(
                 } else {
                     format!(" since its last of {reports} progress reports")
                 };
-                let notes = book.notes();
-                let noted = notes
-                    .get(notes_before.min(notes.len())..)
-                    .filter(|new| !new.is_empty())
-                    .map(|new| format!(" Meanwhile it sent: {}.", new.join("; ")))
-                    .unwrap_or_default();
+                let new = book.notes_since(noted_before);
+                let noted = if new.is_empty() {
+                    String::new()
+                } else {
+                    format!(" Meanwhile it sent: {}.", new.join("; "))
+                };
                 return Err(ToolFailure::timed_out(format!(
                     "the MCP server `{}` sent no answer{heard} within {} ms (`callTimeoutMs`); the request was cancelled. {}{noted}",
                     server.name,

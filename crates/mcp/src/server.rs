@@ -150,22 +150,9 @@ impl McpServers {
             .map_or(0, |server| server.relisted.load(Ordering::Relaxed))
     }
 
-    /// The last bytes (up to 8 KiB) a server wrote to its stderr, over all its connections.
-    pub fn stderr_tail(&self, name: &str) -> Option<String> {
-        self.find(name).map(|server| server.stderr.tail())
-    }
-
     /// The file a server's whole stderr is written to, when the options named a folder.
     pub fn stderr_file(&self, name: &str) -> Option<PathBuf> {
         self.find(name)?.stderr.file().map(PathBuf::from)
-    }
-
-    /// What a server sent that could not be used (a message that is not JSON, an answer to
-    /// no request), newest last, at most 32.
-    pub fn protocol_notes(&self, name: &str) -> Vec<String> {
-        self.find(name)
-            .and_then(|server| server.link.lock().as_ref().map(|link| link.book.notes()))
-            .unwrap_or_default()
     }
 
     /// Whether a server runs as the root of a process tree that ends whole (its own PID
@@ -468,23 +455,21 @@ impl Server {
             .map_err(|_| "listing its tools timed out".to_owned())?
             .map_err(|error| format!("listing its tools failed: {error}"))?;
         let mut skipped = book.take_skipped();
-        let listed: Vec<Listed> = tools
+        // Each offered tool with its registry name, worked out once.
+        let named: Vec<(String, Listed)> = tools
             .iter()
             .filter_map(|tool| serde_json::to_value(tool).ok())
             .filter_map(|tool| Listed::from_wire(&tool))
             .filter(|tool| self.config.offers(&tool.name))
+            .map(|tool| (naming::name_of(&self.name, &tool.name), tool))
             .collect();
         let server = Arc::clone(self);
-        let remote_names: Vec<(String, String)> = listed
-            .iter()
-            .map(|tool| (naming::name_of(&self.name, &tool.name), tool.name.clone()))
-            .collect();
-        let made = self.registry.replace_source(&self.source(), move |_taken| {
-            listed
+        let made = self.registry.replace_source(&self.source(), |_taken| {
+            named
                 .iter()
-                .map(|tool| {
+                .map(|(name, tool)| {
                     Arc::new(McpTool::new(
-                        naming::name_of(&server.name, &tool.name),
+                        name.clone(),
                         tool,
                         Arc::clone(&server) as Arc<dyn Remote>,
                         version,
@@ -497,10 +482,10 @@ impl Server {
         let registered = match made {
             Ok((registered, refused)) => {
                 for warning in refused {
-                    let name = remote_names
+                    let name = named
                         .iter()
                         .find(|(registered, _)| *registered == warning.name)
-                        .map_or_else(|| warning.name.clone(), |(_, remote)| remote.clone());
+                        .map_or_else(|| warning.name.clone(), |(_, tool)| tool.name.clone());
                     skipped.push(SkippedTool {
                         name,
                         why: warning.message,

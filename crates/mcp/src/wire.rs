@@ -63,6 +63,8 @@ struct BookState {
     skipped: Vec<SkippedTool>,
     /// What the server sent that could not be used, newest last.
     notes: std::collections::VecDeque<String>,
+    /// Notes made in all, kept or not: a caller tells the new ones by it.
+    noted: u64,
 }
 
 /// What the link knows of its requests, shared with the server's calls.
@@ -98,9 +100,22 @@ impl Book {
         std::mem::take(&mut self.state.lock().skipped)
     }
 
-    /// What the server sent that could not be used, newest last.
-    pub(crate) fn notes(&self) -> Vec<String> {
-        self.state.lock().notes.iter().cloned().collect()
+    /// How many notes were made so far (for [`Book::notes_since`]).
+    pub(crate) fn noted(&self) -> u64 {
+        self.state.lock().noted
+    }
+
+    /// The notes made since [`Book::noted`] said `count`, those still kept, oldest first.
+    pub(crate) fn notes_since(&self, count: u64) -> Vec<String> {
+        let state = self.state.lock();
+        let new = usize::try_from(state.noted.saturating_sub(count)).unwrap_or(usize::MAX);
+        let kept = state.notes.len();
+        state
+            .notes
+            .iter()
+            .skip(kept.saturating_sub(new))
+            .cloned()
+            .collect()
     }
 
     fn note(&self, note: String) {
@@ -109,6 +124,7 @@ impl Book {
             state.notes.pop_front();
         }
         state.notes.push_back(note);
+        state.noted += 1;
     }
 
     fn sent(&self, id: RequestId, kind: Sent) {
