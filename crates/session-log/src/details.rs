@@ -104,6 +104,54 @@ pub struct Terminal {
     /// What the sandbox refused the command, as its own error lines said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_refused: Option<SandboxRefusals>,
+    /// The background shell the call started or touched (`bash` with `background`,
+    /// `shell_output`, `shell_write`, `shell_kill`): its id, state and output cursor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<ShellFacts>,
+}
+
+/// A background shell as one call left it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShellFacts {
+    /// The shell's id (`sh1`).
+    pub id: String,
+    /// Where it stood when the call ended.
+    pub state: ShellState,
+    /// Whether it runs on a pseudo-terminal.
+    #[serde(default)]
+    pub tty: bool,
+    /// The output cursor after the call: bytes of output the shell had written that the
+    /// call read up to.
+    pub cursor: u64,
+}
+
+/// Where a background shell stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShellState {
+    /// Its command still runs.
+    Running,
+    /// It ended by itself.
+    Exited,
+    /// `shell_kill` stopped it.
+    Killed,
+    /// It ran past the lifetime limit and was stopped.
+    LifetimeEnded,
+    /// It ended with the runtime that ran it.
+    EndedWithRuntime,
+}
+
+impl ShellState {
+    /// The name as stored and shown (`ended_with_runtime`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Exited => "exited",
+            Self::Killed => "killed",
+            Self::LifetimeEnded => "lifetime_ended",
+            Self::EndedWithRuntime => "ended_with_runtime",
+        }
+    }
 }
 
 /// The operations a sandbox refused a command.

@@ -176,6 +176,10 @@ event_kinds! {
     PlanMode(PlanMode) = "plan/mode",
     /// Deferred tools were loaded and join from the next request.
     ToolsLoaded(ToolsLoaded) = "tools/loaded",
+    /// A background shell was started.
+    ShellStarted(ShellStarted) = "shell/started",
+    /// A background shell ended, and how.
+    ShellExited(ShellExited) = "shell/exited",
     /// A model request and its batch are done.
     StepEnd(StepEnd) = "step/end",
     /// A user turn ended, and how.
@@ -689,6 +693,73 @@ pub struct PlanMode {
 pub struct ToolsLoaded {
     /// The deferred tools newly loaded; each is offered from the next model request.
     pub names: Vec<String>,
+}
+
+/// Data of `shell/started`: a background shell began (`bash` with `background`, or a
+/// foreground command moved to the background).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShellStarted {
+    /// The shell's id in the session (`sh1`, `sh2`, …), which `shell_output`,
+    /// `shell_write` and `shell_kill` name.
+    pub id: String,
+    /// The command line, run by `bash -c`.
+    pub command: String,
+    /// The sandbox mode it runs in (`read-only`, `workspace-write`, `full-access`).
+    pub mode: String,
+    /// Whether it runs on a pseudo-terminal.
+    #[serde(default)]
+    pub tty: bool,
+    /// The PID namespace its processes live in (`pid:[4026532…]`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<String>,
+    /// The file its whole output is written to, as it arrives.
+    pub output: String,
+}
+
+/// How a background shell ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShellEnd {
+    /// Its command ended by itself.
+    Exited,
+    /// `shell_kill` stopped it.
+    Killed,
+    /// It ran past the session's lifetime limit for shells and was stopped.
+    LifetimeEnded,
+    /// The runtime that ran it ended (closed, dropped or killed) while it ran: its
+    /// processes ended with it.
+    EndedWithRuntime,
+}
+
+impl ShellEnd {
+    /// The name as stored (`ended_with_runtime`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exited => "exited",
+            Self::Killed => "killed",
+            Self::LifetimeEnded => "lifetime_ended",
+            Self::EndedWithRuntime => "ended_with_runtime",
+        }
+    }
+}
+
+/// Data of `shell/exited`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShellExited {
+    /// The shell's id.
+    pub id: String,
+    /// How it ended.
+    pub end: ShellEnd,
+    /// Its exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// The signal that ended it, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i64>,
+    /// The file holding its whole output.
+    pub output: String,
+    /// Bytes it wrote in all.
+    pub output_bytes: u64,
 }
 
 /// Data of `step/end`.

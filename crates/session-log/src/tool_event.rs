@@ -5,7 +5,7 @@
 
 use crate::event::{
     CodeDispatch, CodeDispatchStart, EventData, FsObserved, FsWriteIntent, PlanMode,
-    QuestionAnswered, QuestionAsked, TodoWrite, ToolsLoaded, UnknownEvent,
+    QuestionAnswered, QuestionAsked, ShellExited, ShellStarted, TodoWrite, ToolsLoaded, UnknownEvent,
 };
 use crate::replay::Narrative;
 
@@ -35,6 +35,10 @@ pub enum ToolEvent {
     PlanMode(PlanMode),
     /// Deferred tools loaded (`tools/loaded`).
     ToolsLoaded(ToolsLoaded),
+    /// A background shell began (`shell/started`).
+    ShellStarted(ShellStarted),
+    /// A background shell ended (`shell/exited`).
+    ShellExited(ShellExited),
     /// A program's tool call began (`tool/code-dispatch-start`).
     CodeDispatchStart(CodeDispatchStart),
     /// A program's tool call and its result (`tool/code-dispatch`).
@@ -53,6 +57,8 @@ impl From<ToolEvent> for EventData {
             ToolEvent::QuestionAnswered(data) => Self::QuestionAnswered(data),
             ToolEvent::PlanMode(data) => Self::PlanMode(data),
             ToolEvent::ToolsLoaded(data) => Self::ToolsLoaded(data),
+            ToolEvent::ShellStarted(data) => Self::ShellStarted(data),
+            ToolEvent::ShellExited(data) => Self::ShellExited(data),
             ToolEvent::CodeDispatchStart(data) => Self::CodeDispatchStart(data),
             ToolEvent::CodeDispatch(data) => Self::CodeDispatch(data),
             ToolEvent::Own(data) => Self::Unknown(data),
@@ -78,6 +84,8 @@ tool_event_from!(
     QuestionAnswered,
     PlanMode,
     ToolsLoaded,
+    ShellStarted,
+    ShellExited,
     CodeDispatchStart
 );
 
@@ -114,6 +122,8 @@ impl EventData {
             | Self::QuestionAnswered(_)
             | Self::PlanMode(_)
             | Self::ToolsLoaded(_)
+            | Self::ShellStarted(_)
+            | Self::ShellExited(_)
             | Self::CodeDispatchStart(_)
             | Self::CodeDispatch(_)
             | Self::Unknown(_) => Class::Tool,

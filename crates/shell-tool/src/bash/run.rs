@@ -424,6 +424,7 @@ fn report(args: &BashArgs, ran: &Ran, timeout: Duration) -> ToolOutput {
         output_tail: Some(text.clone()),
         truncated,
         sandbox_refused: None,
+        shell: None,
     };
     ToolOutput {
         value: Some(value),
