@@ -3,7 +3,7 @@
 //! recorded call, so a live card and a replayed one are equal.
 
 use serde::{Deserialize, Serialize};
-use toolrail_session_log::details::Details;
+use toolrail_session_log::details::{Details, ShellState};
 
 /// The card shapes (DESIGN §8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -12,7 +12,8 @@ pub enum CardKind {
     /// Any call: its arguments as JSON and the text the model read. What a call gets when
     /// its data fit no other shape.
     Generic,
-    /// A shell command and how it ended (`bash`).
+    /// A shell command and how it ended (`bash`), or a background shell as a call left it
+    /// (`bash` with `background`, `shell_output`, `shell_write`, `shell_kill`).
     Terminal,
     /// Files changed, each as a diff (`edit`, `write`).
     Diff,
@@ -52,7 +53,9 @@ impl CardKind {
     /// their own kind ([`CardKind::of_details`]), whoever's tool wrote them.
     pub fn for_tool(name: &str) -> Self {
         match name {
-            "bash" => Self::Terminal,
+            // A call on a background shell is its terminal, seen again; `shell_list` lists
+            // shells and keeps the generic card.
+            "bash" | "shell_output" | "shell_write" | "shell_kill" => Self::Terminal,
             "edit" | "write" => Self::Diff,
             "grep" | "glob" => Self::Search,
             "read" => Self::Read,
@@ -136,11 +139,12 @@ pub enum CardBody {
         /// What the model read, if there is a result.
         output: Option<String>,
     },
-    /// A shell command (`bash`). Before the result only `command` and `description` are
-    /// known.
+    /// A shell command (`bash`), or a background shell as one call left it. Before the
+    /// result only `command` and `description` are known (for a call on a shell, its id and
+    /// what the call asks).
     Terminal {
         /// The command line as the model sent it, perhaps several lines (the title shows the
-        /// first).
+        /// first); empty for a call on a shell before its result says the shell's command.
         command: String,
         /// What the model said the command is for.
         description: Option<String>,
@@ -155,6 +159,10 @@ pub enum CardBody {
         output: Option<String>,
         /// Some output was left out of what the model read.
         truncated: bool,
+        /// The background shell the call started or touched; `None` for a foreground
+        /// command.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shell: Option<TerminalShell>,
     },
     /// Files changed (`edit`, `write`). Before the result, and for a result without
     /// details, the change the call proposes: a `write`'s content added, or for each edit an
@@ -251,14 +259,16 @@ impl CardBody {
         format!("{window}{cut}")
     }
 
-    /// A terminal card's facts in the order they are shown: how the process ended, then
-    /// what was cut. Empty for other kinds and before the result.
+    /// A terminal card's facts in the order they are shown under the output: how the
+    /// process ended, what was cut, then the shell's pseudo-terminal and cursor. Empty for
+    /// other kinds and before the result.
     pub(crate) fn terminal_facts(&self) -> Vec<TerminalFact> {
         let Self::Terminal {
             exit_code,
             signal,
             timed_out,
             truncated,
+            shell,
             ..
         } = self
         else {
@@ -271,11 +281,49 @@ impl CardBody {
         };
         let timed_out = timed_out.then_some(TerminalFact::TimedOut);
         let cut = truncated.then_some(TerminalFact::OutputCut);
-        [ended, timed_out, cut].into_iter().flatten().collect()
+        let shell = shell.as_ref();
+        let tty = shell.filter(|shell| shell.tty).map(|_| TerminalFact::Tty);
+        let cursor = shell
+            .and_then(|shell| shell.cursor)
+            .map(TerminalFact::Cursor);
+        [ended, timed_out, cut, tty, cursor]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// The background shell a terminal card shows; `None` for a foreground command and for
+    /// other kinds.
+    pub(crate) fn shell(&self) -> Option<&TerminalShell> {
+        let Self::Terminal { shell, .. } = self else {
+            return None;
+        };
+        shell.as_ref()
+    }
+
+    /// Where the call left its background shell, the fact a terminal card's header states
+    /// after its title; `None` for a foreground command and before the result.
+    pub(crate) fn shell_state(&self) -> Option<TerminalFact> {
+        self.shell()?.state.map(TerminalFact::ShellState)
     }
 }
 
-/// One fact a terminal card states under the output.
+/// A background shell as a terminal card shows it: cards that share `id` show one shell
+/// over time, each as the call it belongs to left it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalShell {
+    /// The shell's id (`sh1`), which the title names.
+    pub id: String,
+    /// Where the call left the shell; `None` before the result.
+    pub state: Option<ShellState>,
+    /// The shell runs on a pseudo-terminal; `false` too before the result says so.
+    pub tty: bool,
+    /// The output cursor after the call: bytes of the shell's output read up to; `None`
+    /// before the result.
+    pub cursor: Option<u64>,
+}
+
+/// One fact a terminal card states: under the output, or (a shell's state) in its header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TerminalFact {
     /// The process exited with this code.
@@ -286,6 +334,12 @@ pub(crate) enum TerminalFact {
     TimedOut,
     /// Some output was left out of what the model read; all of it was saved.
     OutputCut,
+    /// The background shell runs on a pseudo-terminal.
+    Tty,
+    /// The background shell's output was read up to this byte.
+    Cursor(u64),
+    /// Where the call left its background shell.
+    ShellState(ShellState),
 }
 
 /// How a [`TerminalFact`] reads, for its colour.
@@ -297,25 +351,40 @@ pub(crate) enum FactTone {
     Bad,
     /// Worth knowing, neither good nor bad.
     Note,
+    /// A plain fact about how the command runs, shown quietly.
+    Quiet,
 }
 
 impl TerminalFact {
-    /// The fact in words: `exit 1`, `signal 9`, `timed out`.
+    /// The fact in words: `exit 1`, `signal 9`, `timed out`, `read to byte 812`,
+    /// `ended with the runtime`.
     pub(crate) fn words(self) -> String {
         match self {
             Self::Exit(code) => format!("exit {code}"),
             Self::Signal(signal) => format!("signal {signal}"),
             Self::TimedOut => "timed out".to_owned(),
             Self::OutputCut => "output cut, full output saved".to_owned(),
+            Self::Tty => "tty".to_owned(),
+            Self::Cursor(cursor) => format!("read to byte {cursor}"),
+            Self::ShellState(state) => crate::shell::state_words(state).to_owned(),
         }
     }
 
-    /// How the fact reads: good news, bad news, or a note.
+    /// How the fact reads: good news, bad news, a note, or a quiet fact. A shell that
+    /// exited by itself is quiet: its exit code says whether that is good.
     pub(crate) fn tone(self) -> FactTone {
         match self {
             Self::Exit(0) => FactTone::Good,
             Self::Exit(_) | Self::Signal(_) | Self::TimedOut => FactTone::Bad,
             Self::OutputCut => FactTone::Note,
+            Self::Tty | Self::Cursor(_) => FactTone::Quiet,
+            Self::ShellState(state) => match state {
+                ShellState::Running => FactTone::Note,
+                ShellState::Exited => FactTone::Quiet,
+                ShellState::Killed | ShellState::LifetimeEnded | ShellState::EndedWithRuntime => {
+                    FactTone::Bad
+                }
+            },
         }
     }
 }

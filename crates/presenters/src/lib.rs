@@ -1,9 +1,10 @@
 //! Presenters (DESIGN §8): cards from `(kind, arguments, result)`, pure functions of recorded
 //! data, so the card a UI shows live is the card a replay shows. Card kinds: generic,
 //! terminal, diff, search, read, web, todo, question, code-run; details in another shape
-//! fall back to the generic card. Renderers: plain text, ANSI colour, HTML; and the session
-//! page, one self-contained HTML file with the conversation, each batch's timeline and
-//! every card.
+//! fall back to the generic card. A call on a background shell is a terminal card named by
+//! the shell's id. Renderers: plain text, ANSI colour, HTML; and the session page, one
+//! self-contained HTML file with the conversation, each batch's timeline, every card and
+//! each background shell's life.
 //!
 //! Depends on `session-log` only (it reads recorded data, never the runtime).
 //!
@@ -43,12 +44,14 @@ mod page;
 mod present;
 mod registry;
 mod render;
+mod shell;
+mod shell_lives;
 mod timeline;
 mod walk;
 
 pub use card::{
     Card, CardBody, CardKind, CardStatus, DiffFile, DiffLine, DiffLineKind, QuestionItem,
-    SearchFile, SearchLine, SubCall, TodoItem,
+    SearchFile, SearchLine, SubCall, TerminalShell, TodoItem,
 };
 pub use page::{session_page, tokens};
 pub use present::{effect_line, parse_arguments, present_call, present_result, sandbox_refusals};
@@ -56,5 +59,6 @@ pub use registry::{Presenter, Presenters, approval_note};
 pub use render::{
     Newlines, colour_wanted, escape_controls, render_ansi, render_html, render_plain,
 };
+pub use shell_lives::{ShellCall, ShellEnding, ShellLife, ShellStart, ShellTouch, shell_lives};
 pub use timeline::{BatchTimeline, Lane, Phase, Segment, Summary, batches, duration};
 pub use walk::{SessionItem, session_items};

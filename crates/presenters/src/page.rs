@@ -1,6 +1,7 @@
 //! The session page: one self-contained HTML file (inline CSS, no script, no network) made
 //! from the log alone — the conversation, each batch's timeline (one lane per call: policy,
-//! approval wait, queue, run, commit wait) and every call as its card.
+//! approval wait, queue, run, commit wait), every call as its card, and each background
+//! shell's life across the calls that touched it.
 
 use std::collections::HashMap;
 
@@ -9,6 +10,7 @@ use toolrail_session_log::{CallRecord, Event, EventData, call_records};
 
 use crate::registry::Presenters;
 use crate::render::html::{escape, render_html};
+use crate::shell_lives::{ShellLife, shell_lives};
 use crate::timeline::{BatchTimeline, Summary, duration};
 use crate::walk::{SessionItem, session_items};
 
@@ -25,6 +27,7 @@ pub fn session_page(title: &str, events: &[Event], presenters: &Presenters) -> S
     out.push_str(&facts_html(events));
     out.push_str(&summary_html(&summary));
     out.push_str(&usage_html(events));
+    out.push_str(&shells_html(&shell_lives(events)));
     // Anchors already given, page-wide: an id a later answer reused gets one of its own.
     let mut anchors: HashMap<String, usize> = HashMap::new();
     for item in session_items(events, &records) {
@@ -152,6 +155,43 @@ fn usage_html(events: &[Event]) -> String {
     )
 }
 
+/// The "background shells" section: each shell's heading (id, command, how it stands at
+/// the end of the log), then its start, each call that touched it and its end. Nothing
+/// when the session started no shell.
+fn shells_html(lives: &[ShellLife]) -> String {
+    if lives.is_empty() {
+        return String::new();
+    }
+    let mut out = "<section class=\"shells\">\n<h2>background shells</h2>\n".to_owned();
+    for life in lives {
+        let fate = life.fate().as_str();
+        out.push_str(&format!(
+            "<div class=\"shell\" data-shell=\"{}\">\n<p class=\"shell-head\"><span class=\"id\">{}</span> · <code>{}</code> <span class=\"shell-state {fate}\">{}</span></p>\n<ol class=\"shell-life\">\n",
+            escape(&life.id),
+            escape(&life.id),
+            escape(&life.command_words()),
+            escape(&life.fate_words())
+        ));
+        if let Some(start) = life.start_words() {
+            out.push_str(&format!("<li class=\"started\">{}</li>\n", escape(&start)));
+        }
+        for touch in &life.touches {
+            out.push_str(&format!(
+                "<li class=\"touched {}\" data-call-id=\"{}\">{}</li>\n",
+                touch.state.as_str(),
+                escape(&touch.call.call_id),
+                escape(&touch.words())
+            ));
+        }
+        out.push_str(&format!(
+            "<li class=\"ended {fate}\">{}</li>\n</ol>\n</div>\n",
+            escape(&life.end_words())
+        ));
+    }
+    out.push_str("</section>\n");
+    out
+}
+
 fn summary_html(summary: &Summary) -> String {
     format!("<p class=\"summary\">{}</p>\n", escape(&summary.line()))
 }
@@ -248,7 +288,13 @@ pre { background: #f0f2f4; padding: .5rem .7rem; overflow-x: auto; margin: .3rem
 .card .synthetic { font-weight: normal; font-size: .75rem; color: #777; margin-left: .4rem; }
 .card .error { color: #b3261e; margin: .2rem 0; }
 .card .description { color: #666; margin: .2rem 0; }
-.exit.ok { color: #2e7d32; } .exit.bad { color: #b3261e; } .cut { color: #8d6e00; }
+.exit.ok { color: #2e7d32; } .exit.bad { color: #b3261e; } .cut { color: #8d6e00; } .quiet { color: #777; }
+.card header .shell-state { margin-left: .6rem; font-weight: normal; font-size: .85rem; }
+.shells { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: .5rem .8rem; margin: .6rem 0; }
+.shells h2 { font-size: 1rem; margin: 0 0 .3rem; }
+.shell-head { margin: .4rem 0 .1rem; } .shell-head .id { font-weight: 600; font-family: ui-monospace, monospace; }
+.shell-head .shell-state { font-size: .85rem; color: #b3261e; } .shell-head .shell-state.running { color: #8d6e00; } .shell-head .shell-state.exited { color: #555; }
+.shell-life { margin: 0; font: 12px/1.5 ui-monospace, monospace; color: #444; }
 .diff .add, .file .add { color: #2e7d32; } .diff .del, .file .del { color: #b3261e; } .diff .hunk { color: #00838f; }
 .file { margin: .3rem 0 0; font-family: ui-monospace, monospace; }
 .matches .hit { font-weight: 600; } .matches .ctx { color: #777; }

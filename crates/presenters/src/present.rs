@@ -11,10 +11,11 @@ use crate::card::{
     Card, CardBody, CardKind, CardStatus, DiffFile, DiffLine, DiffLineKind, QuestionItem,
     SearchFile, SearchLine, SubCall, TodoItem,
 };
+use crate::shell;
 
 /// The card for a call that has no result yet.
 pub fn present_call(kind: CardKind, tool: &str, args: &Value) -> Card {
-    let body = call_body(kind, args).unwrap_or_else(|| generic(args, None));
+    let body = call_body(kind, tool, args).unwrap_or_else(|| generic(args, None));
     Card {
         kind: body_kind(&body),
         tool: tool.to_owned(),
@@ -32,10 +33,10 @@ pub fn present_result(kind: CardKind, tool: &str, args: &Value, result: &ToolRes
     let output = result.text();
     let body = match &result.details {
         // The details say what they are; the tool's name only guesses.
-        Some(details) => result_body(args, details, &output),
+        Some(details) => result_body(tool, args, details, &output),
         // Tools that leave details out (todo, questions, write) are shown from their
         // arguments and value; a failure before the body ran, from the call.
-        None => fallback_body(kind, args, result).or_else(|| call_body(kind, args)),
+        None => fallback_body(kind, tool, args, result).or_else(|| call_body(kind, tool, args)),
     }
     .unwrap_or_else(|| generic(args, Some(output.clone())));
     let status = match &result.error {
@@ -98,14 +99,20 @@ fn body_kind(body: &CardBody) -> CardKind {
 
 fn title(tool: &str, body: &CardBody) -> String {
     match body {
-        CardBody::Terminal { command, .. } => {
+        CardBody::Terminal { command, shell, .. } => {
             let first = command.lines().next().unwrap_or_default();
             let more = if command.lines().nth(1).is_some() {
                 " …"
             } else {
                 ""
             };
-            format!("$ {first}{more}")
+            // A background shell is named by its id: `sh1 · npm run dev`; before a call on
+            // it has its result, the command is not known yet and the tool stands in.
+            match shell {
+                Some(shell) if command.is_empty() => format!("{} · {tool}", shell.id),
+                Some(shell) => format!("{} · {first}{more}", shell.id),
+                None => format!("$ {first}{more}"),
+            }
         }
         CardBody::Diff { files } => match files.as_slice() {
             [one] => format!("{tool} {}", one.path),
@@ -158,17 +165,21 @@ fn bool_of(value: &Value, field: &str) -> bool {
 }
 
 /// A body from the arguments alone; `None` when they do not fit the kind.
-fn call_body(kind: CardKind, args: &Value) -> Option<CardBody> {
+fn call_body(kind: CardKind, tool: &str, args: &Value) -> Option<CardBody> {
     Some(match kind {
         CardKind::Generic => return None,
-        CardKind::Terminal => CardBody::Terminal {
-            command: str_of(args, "command")?,
-            description: str_of(args, "description"),
-            exit_code: None,
-            signal: None,
-            timed_out: false,
-            output: None,
-            truncated: false,
+        CardKind::Terminal => match shell::call_body(tool, args) {
+            Some(on_a_shell) => on_a_shell,
+            None => CardBody::Terminal {
+                command: str_of(args, "command")?,
+                description: str_of(args, "description"),
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                output: None,
+                truncated: false,
+                shell: None,
+            },
         },
         CardKind::Diff => CardBody::Diff {
             files: vec![proposed_change(args)?],
@@ -288,13 +299,18 @@ fn questions(asked: &Value, answers: Option<&Value>) -> Option<Vec<QuestionItem>
 
 /// A body from a result without details: tools that show what they did through their
 /// arguments and value.
-fn fallback_body(kind: CardKind, args: &Value, result: &ToolResultRecord) -> Option<CardBody> {
+fn fallback_body(
+    kind: CardKind,
+    tool: &str,
+    args: &Value,
+    result: &ToolResultRecord,
+) -> Option<CardBody> {
     let value = result.value.as_ref();
     match kind {
         CardKind::Question => Some(CardBody::Question {
             questions: questions(args.get("questions")?, value)?,
         }),
-        CardKind::Diff if !result.is_error() => call_body(kind, args),
+        CardKind::Diff if !result.is_error() => call_body(kind, tool, args),
         CardKind::Read if !result.is_error() => {
             let value = value?;
             Some(CardBody::Read {
@@ -317,12 +333,14 @@ fn fallback_body(kind: CardKind, args: &Value, result: &ToolResultRecord) -> Opt
 }
 
 /// A body from a result's details; `None` (the generic card) for a tool's own details.
-fn result_body(args: &Value, details: &Details, output: &str) -> Option<CardBody> {
+fn result_body(tool: &str, args: &Value, details: &Details, output: &str) -> Option<CardBody> {
     Some(match details {
         Details::Custom(_) => return None,
         Details::Terminal(terminal) => CardBody::Terminal {
             command: terminal.command.clone(),
-            description: terminal.description.clone(),
+            // A call on a shell is titled by the shell's command: what this call did to it
+            // (its arguments, in words) says more than what the command is for.
+            description: shell::asked(tool, args).or_else(|| terminal.description.clone()),
             exit_code: terminal.exit_code,
             signal: terminal.signal,
             timed_out: terminal.timed_out,
@@ -333,6 +351,7 @@ fn result_body(args: &Value, details: &Details, output: &str) -> Option<CardBody
                     .unwrap_or_else(|| output.to_owned()),
             ),
             truncated: terminal.truncated,
+            shell: terminal.shell.as_ref().map(shell::terminal_shell),
         },
         Details::Diff(diff) => CardBody::Diff {
             files: diff.files.iter().map(diff_file).collect(),

@@ -1,7 +1,7 @@
 //! Cards as HTML fragments for the session page: every text escaped, long outputs collapsed
 //! into `<details>` (expandable without script). The classes are styled by the page's CSS.
 
-use crate::card::{Card, CardBody, CardStatus, DiffLineKind, FactTone};
+use crate::card::{Card, CardBody, CardStatus, DiffLineKind, FactTone, TerminalFact};
 
 /// Lines shown open; longer texts are collapsed.
 const OPEN_LINES: usize = 12;
@@ -15,12 +15,27 @@ pub fn render_html(card: &Card) -> String {
         CardStatus::Succeeded => "succeeded",
         CardStatus::Failed { .. } => "failed",
     };
+    // A background shell's cards share its id, so a page or a UI can show them as one
+    // terminal over time.
+    let shell = card
+        .body
+        .shell()
+        .map(|shell| format!(" data-shell=\"{}\"", escape(&shell.id)))
+        .unwrap_or_default();
     let mut out = format!(
-        "<article class=\"card kind-{} status-{state}\" data-tool=\"{}\">\n<header><span class=\"mark\"></span><span class=\"title\">{}</span>",
+        "<article class=\"card kind-{} status-{state}\" data-tool=\"{}\"{shell}>\n<header><span class=\"mark\"></span><span class=\"title\">{}</span>",
         card.kind.as_str(),
         escape(&card.tool),
         escape(&card.title)
     );
+    if let Some(fact @ TerminalFact::ShellState(state)) = card.body.shell_state() {
+        out.push_str(&format!(
+            "<span class=\"shell-state {} {}\">{}</span>",
+            state.as_str(),
+            tone_class(fact.tone()),
+            fact.words()
+        ));
+    }
     if let CardStatus::Failed {
         code,
         message,
@@ -56,6 +71,16 @@ pub fn render_html(card: &Card) -> String {
     }
     out.push_str("</article>\n");
     out
+}
+
+/// The class a fact's tone is styled by (the page's CSS colours them).
+fn tone_class(tone: FactTone) -> &'static str {
+    match tone {
+        FactTone::Note => "cut",
+        FactTone::Bad => "exit bad",
+        FactTone::Good => "exit ok",
+        FactTone::Quiet => "quiet",
+    }
 }
 
 /// The char boundary at or before `at`.
@@ -171,12 +196,11 @@ fn body(body: &CardBody, children_of: &[Card], out: &mut String) {
                 .terminal_facts()
                 .into_iter()
                 .map(|fact| {
-                    let class = match fact.tone() {
-                        FactTone::Note => "cut",
-                        FactTone::Bad => "exit bad",
-                        FactTone::Good => "exit ok",
-                    };
-                    format!("<span class=\"{class}\">{}</span>", fact.words())
+                    format!(
+                        "<span class=\"{}\">{}</span>",
+                        tone_class(fact.tone()),
+                        fact.words()
+                    )
                 })
                 .collect();
             if !facts.is_empty() {

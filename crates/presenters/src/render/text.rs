@@ -1,7 +1,7 @@
 //! Cards as terminal text: plain, or with ANSI colours. One layout for both; colour only
 //! paints it, so the plain text is the ANSI text with the escapes taken out.
 
-use crate::card::{Card, CardBody, CardStatus, DiffLineKind, FactTone};
+use crate::card::{Card, CardBody, CardStatus, DiffLineKind, FactTone, TerminalFact};
 
 /// Lines of a terminal output, diff or program shown before the rest is summarised.
 const TAIL_LINES: usize = 12;
@@ -168,6 +168,9 @@ impl Text {
             self.paint(paint, mark),
             self.paint(Paint::Bold, &card.title)
         ));
+        if let Some(state) = card.body.shell_state() {
+            out.push_str(&format!("  {}", self.fact(state)));
+        }
         if let CardStatus::Failed {
             code,
             message,
@@ -231,14 +234,7 @@ impl Text {
                 let facts: Vec<String> = body
                     .terminal_facts()
                     .into_iter()
-                    .map(|fact| {
-                        let paint = match fact.tone() {
-                            FactTone::Note => Paint::Yellow,
-                            FactTone::Bad => Paint::Red,
-                            FactTone::Good => Paint::Green,
-                        };
-                        self.paint(paint, &fact.words())
-                    })
+                    .map(|fact| self.fact(fact))
                     .collect();
                 if !facts.is_empty() {
                     out.push_str(&format!("  {}\n", facts.join(" · ")));
@@ -386,6 +382,17 @@ impl Text {
                 }
             }
         }
+    }
+
+    /// A terminal fact in words, coloured by its tone.
+    fn fact(&self, fact: TerminalFact) -> String {
+        let paint = match fact.tone() {
+            FactTone::Note => Paint::Yellow,
+            FactTone::Bad => Paint::Red,
+            FactTone::Good => Paint::Green,
+            FactTone::Quiet => Paint::Dim,
+        };
+        self.paint(paint, &fact.words())
     }
 
     /// The first `max` lines of `text`, then how many more there were.
