@@ -101,6 +101,7 @@ impl ConfinedCommand {
             workdir: &self.workdir,
             limits: self.limits,
             walk_cache: None,
+            terminal: None,
         };
         let argv = std::iter::once(self.program.clone()).chain(self.args.iter().cloned());
         let mut prepared = confinement

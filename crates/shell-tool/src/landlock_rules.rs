@@ -49,6 +49,17 @@ pub(crate) fn ruleset(confinement: &Confinement<'_>) -> Result<Option<OwnedFd>, 
             AccessFs::ReadFile | AccessFs::WriteFile,
         ))
         .map_err(|error| why(&error))?;
+    // A command on a pseudo-terminal may open it again, as its path or as `/dev/tty`.
+    if let Some(terminal) = confinement.terminal {
+        for path in [terminal, Path::new("/dev/tty")] {
+            created = created
+                .add_rule(PathBeneath::new(
+                    open(path)?,
+                    AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,
+                ))
+                .map_err(|error| why(&error))?;
+        }
+    }
     // The shared-memory folder needs a rule of its own: bound over `/dev/shm`, what lies
     // in it is reached through the bind, whose walk up never passes the temp folder.
     let shm = shared_memory_folder(confinement.private_tmp);

@@ -72,6 +72,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod background;
 mod bash;
 mod confined;
 mod diagnose;
@@ -86,6 +87,10 @@ mod sandbox;
 mod seccomp;
 mod tree;
 
+pub use background::{
+    BackgroundConfig, EndedWithRuntime, Key, ShellKillTool, ShellListTool, ShellOutputTool,
+    ShellSummary, ShellWriteTool, Shells, ended_with_runtime,
+};
 pub use bash::{BashArgs, BashTool, ShellConfig};
 pub use confined::{ConfineError, ConfinedChild, ConfinedCommand};
 pub use diagnose::{Diagnosis, diagnose};

@@ -59,6 +59,10 @@ pub(crate) struct Containment {
     /// Drop every capability and lock root's exec magic off. Full access keeps them (its
     /// command may make namespaces of its own and use them); `NoNewPrivs` is set always.
     pub drop_capabilities: bool,
+    /// The command's stdin is a pseudo-terminal it must own: it leads a session of its own
+    /// with that terminal as its controlling terminal (so `/dev/tty`, job control and
+    /// Ctrl-C reach it).
+    pub controlling_terminal: bool,
 }
 
 /// One mount the init makes. Paths are absolute; none may contain a symlink (each is opened
@@ -128,6 +132,7 @@ pub(crate) enum Stage {
     Landlock = 13,
     Seccomp = 14,
     Descriptors = 15,
+    Terminal = 16,
 }
 
 impl Stage {
@@ -148,6 +153,7 @@ impl Stage {
             Self::Landlock,
             Self::Seccomp,
             Self::Descriptors,
+            Self::Terminal,
         ]
         .into_iter()
         .find(|stage| *stage as u16 == code)
@@ -190,6 +196,9 @@ impl SetupFailure {
             Some(Stage::Landlock) => "applying the Landlock ruleset".to_owned(),
             Some(Stage::Seccomp) => "applying the seccomp filter".to_owned(),
             Some(Stage::Descriptors) => "closing inherited descriptors".to_owned(),
+            Some(Stage::Terminal) => {
+                "making the pseudo-terminal the command's controlling terminal".to_owned()
+            }
             None => "an unknown step".to_owned(),
         };
         format!("{what}: {}", io::Error::from_raw_os_error(self.errno))
@@ -541,6 +550,11 @@ impl Child {
     unsafe fn confine_command(&mut self) -> Result<(), StepError> {
         // SAFETY: plain system calls on values made before the fork.
         unsafe {
+            if self.containment.controlling_terminal
+                && (libc::setsid() == -1 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0)
+            {
+                return Err((Stage::Terminal, 0, errno()));
+            }
             for &(resource, value) in &self.containment.rlimits {
                 let limit = libc::rlimit {
                     rlim_cur: value,

@@ -73,7 +73,7 @@ pub(crate) async fn wait_or_stop(
 
 /// The first process below `wrapper` (following first children, a few levels down) that
 /// leads its own process group, read from `/proc`.
-fn group_below(wrapper: u32) -> Option<Pid> {
+pub(crate) fn group_below(wrapper: u32) -> Option<Pid> {
     let mut parent = wrapper;
     for _ in 0..3 {
         let children =

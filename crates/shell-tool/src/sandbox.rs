@@ -188,6 +188,9 @@ pub(crate) struct Confinement<'a> {
     pub limits: ResourceLimits,
     /// Folder listings from the tool's earlier calls.
     pub walk_cache: Option<&'a WalkCache>,
+    /// The command's stdin is a pseudo-terminal (its path, to let the command open it
+    /// again as `/dev/tty`), which becomes its controlling terminal.
+    pub terminal: Option<&'a Path>,
 }
 
 /// A command ready to spawn in its sandbox, with the channel that tells whether the
@@ -333,6 +336,7 @@ impl Confinement<'_> {
                 Vec::new()
             },
             drop_capabilities: sandboxed,
+            controlling_terminal: self.terminal.is_some(),
         };
         let mut command = std::process::Command::new(program);
         command.args(args);
@@ -412,11 +416,20 @@ impl Confinement<'_> {
         } else {
             None
         };
-        bwrap
-            .arg("--chdir")
-            .arg(self.workdir)
-            .args(["--", "/bin/sh", "-c", BWRAP_PROLOGUE, "toolrail-sandbox"])
-            .args(argv);
+        bwrap.arg("--chdir").arg(self.workdir).args([
+            "--",
+            "/bin/sh",
+            "-c",
+            BWRAP_PROLOGUE,
+            "toolrail-sandbox",
+        ]);
+        if self.terminal.is_some() {
+            // bubblewrap starts the command in a new session without a terminal; util-linux
+            // `setsid --ctty` makes the pseudo-terminal on stdin its controlling terminal
+            // (and `--wait` keeps the command's end the sandbox's end).
+            bwrap.args(["setsid", "--wait", "--ctty"]);
+        }
+        bwrap.args(argv);
         bwrap.current_dir(self.workdir);
         // The process limit here is RLIMIT_NPROC (it does not bind root: see the tier).
         let rlimits = self.limits.rlimits(true);
@@ -518,6 +531,7 @@ pub(crate) fn trial(tier: &SandboxTier) -> Result<(), String> {
         workdir: &private_tmp,
         limits: ResourceLimits::default(),
         walk_cache: None,
+        terminal: None,
     };
     let result = (|| {
         let mut prepared = confinement.prepare(["true".into()])?;

@@ -96,6 +96,7 @@ impl ProcessTree {
             landlock: None,
             seccomp: Vec::new(),
             drop_capabilities: false,
+            controlling_terminal: false,
         };
         let mut command = std::process::Command::new(&self.program);
         command.args(&self.args).current_dir(&self.workdir);

@@ -286,6 +286,8 @@ fn only_commands_declared_read_only_may_share_the_batch() {
     let tool = BashTool::new(config);
     let of = |command: &str| {
         tool.concurrency(&toolrail_shell_tool::BashArgs {
+            background: false,
+            tty: false,
             command: command.to_owned(),
             description: String::new(),
             timeout_ms: None,

@@ -15,9 +15,11 @@ use toolrail_tools_core::{
 };
 
 mod run;
+mod shells;
 
 use run::{Place, remove_private_tmp, unique_name};
 
+use crate::background::{BackgroundConfig, Shells};
 use crate::file_view::WalkCache;
 use crate::mode_rules::{ModeRule, rule_for};
 use crate::sandbox::{Escalation, ResourceLimits, SandboxMode, SandboxTier, TierCheck};
@@ -66,6 +68,9 @@ pub struct ShellConfig {
     /// Bytes of each stream kept in its spill file (default 64 MiB); past it the file
     /// stops and the result says so.
     pub spill_cap: u64,
+    /// How background shells run: their limit, lifetime, yield window, and whether a
+    /// foreground command that overruns moves to the background.
+    pub background: BackgroundConfig,
     /// Globs of commands the embedder declares read-only (`git status*`, `ls*`): a line
     /// whose every simple command matches one (as a shell parses it, nothing unknown, nothing
     /// redirected to a file) may run beside other calls. Everything else runs alone.
@@ -98,6 +103,7 @@ impl ShellConfig {
             protected: ProtectedPaths::for_current_user(),
             limits: ResourceLimits::default(),
             spill_cap: 64 << 20,
+            background: BackgroundConfig::default(),
         }
     }
 }
@@ -124,6 +130,16 @@ pub struct BashArgs {
     /// Why the command needs what `escalate` asks for, shown to the person asked.
     #[serde(default)]
     pub justification: Option<String>,
+    /// Start the command in the background and return at once with its shell id and its
+    /// first output: for servers, watchers and long builds. Read it with `shell_output`,
+    /// write to it with `shell_write`, end it with `shell_kill`.
+    #[serde(default)]
+    pub background: bool,
+    /// Run the command on a pseudo-terminal, for programs that insist on one (prompts,
+    /// REPLs); with `background`, `shell_write` can then type keys such as `ctrl-c`.
+    /// Without it, a foreground command's input is closed.
+    #[serde(default)]
+    pub tty: bool,
 }
 
 /// `bash`: a command line run by `bash -c` in the sandbox, with capped output and an
@@ -136,6 +152,10 @@ pub struct BashTool {
     tier_usable: TierCheck,
     /// The workspace's folder listings, for finding every `.git` quickly.
     walk_cache: WalkCache,
+    /// The session's background shells.
+    shells: Shells,
+    /// Whether the shell tools read them (only then may a command start in the background).
+    background_tools: bool,
 }
 
 impl BashTool {
@@ -143,14 +163,41 @@ impl BashTool {
     pub const NAME: &'static str = "bash";
 
     /// `bash` as `config` says; its description states the output cap and the default
-    /// deadline. Whether the sandbox can be had here is checked at the first call.
-    pub fn new(mut config: ShellConfig) -> Self {
+    /// deadline. Whether the sandbox can be had here is checked at the first call. Without
+    /// [`BashTool::with_shells`] a command cannot start in the background (there would be
+    /// no tool to read or end it).
+    pub fn new(config: ShellConfig) -> Self {
+        let shells = Shells::new(config.background.clone());
+        Self::build(config, shells, false)
+    }
+
+    /// `bash` whose background shells go to `shells`, the table the shell tools
+    /// ([`Shells::tools`]) read.
+    ///
+    /// ```
+    /// use toolrail_shell_tool::{BashTool, ShellConfig, Shells};
+    /// use toolrail_tools_core::{RegistryBuilder, Typed, WorkspaceRoots};
+    ///
+    /// let workspace = tempfile::tempdir()?;
+    /// let config = ShellConfig::new(WorkspaceRoots::new([workspace.path()])?, workspace.path().join("out"));
+    /// let shells = Shells::new(config.background.clone());
+    /// let bash = Typed::new(BashTool::with_shells(config, shells.clone()));
+    /// let builder = shells.tools().into_iter().fold(RegistryBuilder::new().builtin(bash), |builder, tool| builder.builtin(tool));
+    /// let (registry, _) = builder.build()?;
+    /// assert!(registry.snapshot().names().contains(&"shell_output"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_shells(config: ShellConfig, shells: Shells) -> Self {
+        Self::build(config, shells, true)
+    }
+
+    fn build(mut config: ShellConfig, shells: Shells, background_tools: bool) -> Self {
         // A relative folder would mean something else to every process started elsewhere.
         if let Ok(absolute) = std::path::absolute(&config.spill_dir) {
             config.spill_dir = absolute;
         }
         let description = format!(
-            "Run a command with `bash -c` in the workspace (stdin closed, a clean environment). Output over {} KiB per stream is cut in the middle (head and tail kept) and the full output saved to a file named in the result. A non-zero exit code is reported, not treated as a failure. The command is stopped after `timeout_ms` (default {} s): SIGTERM, then SIGKILL. Background processes do not outlive the call.",
+            "Run a command with `bash -c` in the workspace (stdin closed, a clean environment). Output over {} KiB per stream is cut in the middle (head and tail kept) and the full output saved to a file named in the result. A non-zero exit code is reported, not treated as a failure. The command is stopped after `timeout_ms` (default {} s): SIGTERM, then SIGKILL. Processes it leaves behind (`&`, `nohup`) do not outlive the call: for a server, a watcher or a long build use `background: true`, which returns a shell id at once; `tty: true` gives the command a terminal.",
             config.output_cap / 1024,
             config.default_timeout.as_secs()
         );
@@ -175,6 +222,8 @@ impl BashTool {
             read_only,
             tier_usable: TierCheck::new(),
             walk_cache: WalkCache::default(),
+            shells,
+            background_tools,
         }
     }
 
@@ -311,6 +360,16 @@ impl TypedTool for BashTool {
         let timeout = args
             .timeout_ms
             .map_or(self.config.default_timeout, Duration::from_millis);
+        if args.background {
+            return self.run_background(ctx, &args, &admitted, &workdir).await;
+        }
+        if args.tty
+            || (self.background_tools && self.config.background.auto_background_after.is_some())
+        {
+            return self
+                .run_watched(ctx, &args, &admitted, &workdir, timeout)
+                .await;
+        }
         let id = unique_name(ctx.identity().call_id.as_str());
         let private_tmp = self.private_tmp(&id)?;
         let place = Place {

@@ -24,10 +24,10 @@ use crate::sandbox::{Confinement, Escalation, Prepared, SandboxMode, SetupCheck}
 /// A command the policy let run: the rule that matched it, its sandbox, and what an
 /// approval granted beyond the default.
 pub(super) struct Admitted<'a> {
-    rule: Option<&'a ModeRule>,
-    mode: SandboxMode,
-    network: bool,
-    granted: Vec<Escalation>,
+    pub(super) rule: Option<&'a ModeRule>,
+    pub(super) mode: SandboxMode,
+    pub(super) network: bool,
+    pub(super) granted: Vec<Escalation>,
 }
 
 /// Where and for how long the call's command runs, and the name of its files.
@@ -135,6 +135,7 @@ impl BashTool {
             workdir,
             limits: self.config.limits,
             walk_cache: Some(&self.walk_cache),
+            terminal: None,
         };
         let Prepared { mut command, check } = confinement
             .prepare(["bash", "-c", &args.command].map(OsString::from))
@@ -144,20 +145,8 @@ impl BashTool {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true)
-            .env_clear();
-        for name in &self.config.env_allow {
-            if let Some(value) = std::env::var_os(name) {
-                command.env(name, value);
-            }
-        }
-        command
-            .env("TERM", "dumb")
-            .env("SHELL", "/bin/bash")
-            .env("TMPDIR", private_tmp);
-        for (name, value) in &self.config.env_extra {
-            command.env(name, value);
-        }
+            .kill_on_drop(true);
+        self.environment(&mut command, private_tmp);
         let started = Instant::now();
         let mut child = command
             .spawn()
@@ -194,6 +183,28 @@ impl BashTool {
         })
     }
 
+    /// The command's whole environment: the allowed variables of this process, the ones
+    /// that keep programs from waiting on a person (no pager, no colour, a dumb terminal),
+    /// the call's temp folder, and the embedder's own.
+    pub(super) fn environment(&self, command: &mut tokio::process::Command, private_tmp: &Path) {
+        command.env_clear();
+        for name in &self.config.env_allow {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        command
+            .env("TERM", "dumb")
+            .env("NO_COLOR", "1")
+            .env("PAGER", "cat")
+            .env("GIT_PAGER", "cat")
+            .env("SHELL", "/bin/bash")
+            .env("TMPDIR", private_tmp);
+        for (name, value) in &self.config.env_extra {
+            command.env(name, value);
+        }
+    }
+
     /// What the model, the program and the card read of a command that ran.
     pub(super) fn outcome(
         &self,
@@ -222,7 +233,7 @@ impl BashTool {
     }
 
     /// The sandbox the command ran in, in the value programs read.
-    fn record_sandbox(&self, output: &mut ToolOutput, admitted: &Admitted<'_>) {
+    pub(super) fn record_sandbox(&self, output: &mut ToolOutput, admitted: &Admitted<'_>) {
         set_field(
             output,
             "sandbox",
@@ -274,7 +285,7 @@ fn set_field(output: &mut ToolOutput, key: &str, field: serde_json::Value) {
 }
 
 /// The sandbox could not be made: nothing ran.
-fn unavailable(mode: SandboxMode, why: &str) -> ToolFailure {
+pub(super) fn unavailable(mode: SandboxMode, why: &str) -> ToolFailure {
     ToolFailure::with_code(
         SANDBOX_UNAVAILABLE,
         format!(
