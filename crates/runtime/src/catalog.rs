@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use toolrail_fs_tools::FileTools;
 use toolrail_interaction::{AskUser, PlanMode, QuestionService, TodoBoard, TodoWriteTool};
-use toolrail_shell_tool::{BashTool, ShellConfig};
+use toolrail_shell_tool::{BashTool, ShellConfig, Shells};
 use toolrail_tools_core::{Tool, Typed, TypedTool};
 
 /// The session's shared pieces a shipped tool is made from.
@@ -20,6 +20,11 @@ pub struct CatalogContext {
     pub files: FileTools,
     /// What `bash` is made with: its sandbox, environment, deadline and output cap.
     pub shell: ShellConfig,
+    /// The session's background shells, which `bash` starts and the shell tools read.
+    pub shells: Shells,
+    /// Whether `bash` may start background shells: only when `shell_output` is on to read
+    /// them.
+    pub background: bool,
     /// The session's todo list, which `todo_write` replaces.
     pub todo: TodoBoard,
     /// Who answers `ask_user`; the runtime gives one that answers nothing (every question
@@ -82,6 +87,23 @@ fn file_tool(context: &CatalogContext, name: &'static str) -> Option<Arc<dyn Too
         .find(|tool| tool.spec().name() == name)
 }
 
+fn shell_tool(context: &CatalogContext, name: &'static str) -> Option<Arc<dyn Tool>> {
+    context
+        .shells
+        .tools()
+        .into_iter()
+        .find(|tool| tool.spec().name() == name)
+}
+
+fn bash(context: &CatalogContext, _: &'static str) -> Option<Arc<dyn Tool>> {
+    let config = context.shell.clone();
+    typed(if context.background {
+        BashTool::with_shells(config, context.shells.clone())
+    } else {
+        BashTool::new(config)
+    })
+}
+
 fn typed<T: TypedTool>(tool: T) -> Option<Arc<dyn Tool>> {
     Some(Arc::new(Typed::new(tool)))
 }
@@ -118,8 +140,28 @@ pub const CATALOG: &[CatalogEntry] = &[
     ),
     CatalogEntry::on(
         "bash",
-        "run a command in the sandbox: bash -c, capped output, enforced timeout",
-        |context, _| typed(BashTool::new(context.shell.clone())),
+        "run a command in the sandbox: bash -c, capped output, enforced timeout; or in the background",
+        bash,
+    ),
+    CatalogEntry::on(
+        "shell_output",
+        "read a background shell's new output: since a cursor, filtered, waiting for more",
+        shell_tool,
+    ),
+    CatalogEntry::on(
+        "shell_write",
+        "write input or keys (ctrl-c, ctrl-d) to a background shell",
+        shell_tool,
+    ),
+    CatalogEntry::on(
+        "shell_kill",
+        "end a background shell and everything it started",
+        shell_tool,
+    ),
+    CatalogEntry::on(
+        "shell_list",
+        "list the session's background shells",
+        shell_tool,
     ),
     CatalogEntry::on(
         "todo_write",
@@ -183,6 +225,8 @@ mod tests {
         let context = CatalogContext {
             files: FileTools::new(roots.clone()),
             shell: ShellConfig::new(roots, dir.join("outputs")),
+            shells: Shells::new(toolrail_shell_tool::BackgroundConfig::default()),
+            background: true,
             todo: TodoBoard::new(),
             questions: Arc::new(toolrail_interaction::ScriptedQuestions::new([])),
             plan: PlanMode::new(toolrail_tools_core::PlanModeSwitch::new()),

@@ -46,6 +46,10 @@ fn model_server(answers: Vec<serde_json::Value>) -> (String, mpsc::Receiver<Stri
 }
 
 fn configuration(folder: &Path, url: &str) -> SessionConfig {
+    configuration_with(folder, url, r#"["bash"]"#)
+}
+
+fn configuration_with(folder: &Path, url: &str, tools: &str) -> SessionConfig {
     let workspace = folder.join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     SessionConfig::from_toml(&format!(
@@ -53,7 +57,7 @@ fn configuration(folder: &Path, url: &str) -> SessionConfig {
         [workspace]
         roots = ["{workspace}"]
         [tools]
-        enabled = ["bash"]
+        enabled = {tools}
         [permissions]
         preset = "full-auto"
         [model]
@@ -178,4 +182,162 @@ async fn an_agent_killed_mid_call_is_resumed_with_honest_results_the_model_then_
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+const SHELLS_CHILD: &str = "TOOLRAIL_SHELLS_CHILD";
+const SHELL_TOOLS: &str = r#"["bash", "shell_output", "shell_write", "shell_kill", "shell_list"]"#;
+
+/// The child of the shells test: an agent that starts three background shells, then a slow
+/// foreground command, until it is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shells_child() {
+    let (Some(folder), Ok(url)) = (
+        std::env::var_os(SHELLS_CHILD),
+        std::env::var("TOOLRAIL_CRASH_URL"),
+    ) else {
+        return; // Run as a test of its own: nothing to do.
+    };
+    let agent = Agent::builder()
+        .config(configuration_with(Path::new(&folder), &url, SHELL_TOOLS))
+        .session_id("shells")
+        .build()
+        .await
+        .unwrap();
+    let _ = agent.prompt("Start the servers.").await;
+    panic!("the child was to be killed before its turn ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shells_killed_with_their_runtime_are_reported_ended_once_after_resume() {
+    let folder = tempfile::tempdir().unwrap();
+    let token = format!("7{}", std::process::id());
+    let call = |id: &str, arguments: serde_json::Value| {
+        serde_json::json!({"id": id, "type": "function", "function": {
+            "name": "bash", "arguments": arguments.to_string()}})
+    };
+    let background = |id: &str, name: &str, tty: bool| {
+        call(
+            id,
+            serde_json::json!({
+            "command": format!("echo ready-{name}; setsid sleep {token}.{name} & exec sleep {token}.{name}"),
+            "description": "server", "background": true, "tty": tty}),
+        )
+    };
+    let (url, requests) = model_server(vec![
+        serde_json::json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [background("c1", "1", false), background("c2", "2", false), background("c3", "3", true),
+                call("c4", serde_json::json!({"command": format!("sleep {token}.9"), "description": "wait"}))]}}]}),
+        serde_json::json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "c5", "type": "function", "function": {"name": "shell_list", "arguments": "{}"}}]}}]}),
+        serde_json::json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": "They are gone; I will start them again."}}]}),
+    ]);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "shells_child", "--nocapture"])
+        .env(SHELLS_CHILD, folder.path())
+        .env("TOOLRAIL_CRASH_URL", &url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let store = Store::jsonl(folder.path().join("sessions")).unwrap();
+    let id = SessionId::new("shells");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let waiting = store.read(&id).is_ok_and(|events| {
+            events.iter().any(|event| {
+                matches!(event.data, EventData::ToolStart(_))
+                    && event
+                        .call_id
+                        .as_ref()
+                        .is_some_and(|call| call.as_str() == "c4")
+            })
+        });
+        if waiting {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the child never reached its last call"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the child ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let needle = [token.clone()];
+    let sleeping = toolrail_test_support::processes::live_with(&needle);
+    assert!(
+        sleeping.len() >= 6,
+        "three shells with a setsid'd child each: {sleeping:?}"
+    );
+    child.kill().unwrap(); // SIGKILL: the runtime and nothing else
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !toolrail_test_support::processes::live_with(&needle).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "a shell outlived its runtime: {:?}",
+            toolrail_test_support::processes::live_with(&needle)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let first = requests.recv().unwrap();
+    assert!(first.contains("Start the servers."), "{first}");
+
+    let resumed = Agent::resume(&store, &id).await.unwrap();
+    let answer = resumed.agent.prompt("Are the servers up?").await.unwrap();
+    assert_eq!(answer.text, "They are gone; I will start them again.");
+    let events = store.read(&id).unwrap();
+    let exited: Vec<(String, String)> = events
+        .iter()
+        .filter_map(|event| match &event.data {
+            EventData::ShellExited(exited) => {
+                Some((exited.id.clone(), exited.end.as_str().to_owned()))
+            }
+            _ => None,
+        })
+        .collect();
+    let ended = |id: &str| (id.to_owned(), "ended_with_runtime".to_owned());
+    assert_eq!(exited, [ended("sh1"), ended("sh2"), ended("sh3")]);
+    // The model is told once, with each shell's output so far.
+    let second = requests.recv().unwrap();
+    assert_eq!(
+        second.matches("ended with the runtime").count(),
+        3,
+        "{second}"
+    );
+    for name in ["ready-1", "ready-2", "ready-3"] {
+        assert!(second.contains(name), "{name} missing from {second}");
+    }
+    assert!(second.contains("none of these is running now"), "{second}");
+    let third = requests.recv().unwrap();
+    assert_eq!(
+        third.matches("ended with the runtime").count(),
+        3,
+        "told once, not again: {third}"
+    );
+    let listed: serde_json::Value = serde_json::from_str(&third).unwrap();
+    let list = listed["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|message| message["tool_call_id"] == "c5")
+        .and_then(|message| message["content"].as_str())
+        .unwrap()
+        .to_owned();
+    assert_eq!(list.matches("ended with runtime").count(), 3, "{list}");
+    assert!(!list.contains("running"), "{list}");
+
+    // A second resume finds nothing left to report.
+    drop(resumed);
+    let again = Agent::resume(&store, &id).await.unwrap();
+    drop(again);
+    let reports = store
+        .read(&id)
+        .unwrap()
+        .iter()
+        .filter(|event| matches!(&event.data, EventData::ShellExited(_)))
+        .count();
+    assert_eq!(reports, 3);
 }

@@ -88,8 +88,8 @@ mod seccomp;
 mod tree;
 
 pub use background::{
-    BackgroundConfig, EndedWithRuntime, Key, ShellKillTool, ShellListTool, ShellOutputTool,
-    ShellSummary, ShellWriteTool, Shells, ended_with_runtime,
+    BackgroundConfig, EndedWithRuntime, InputReading, Key, ShellKillTool, ShellListTool,
+    ShellOutputTool, ShellSummary, ShellWriteTool, Shells, ended_with_runtime,
 };
 pub use bash::{BashArgs, BashTool, ShellConfig};
 pub use confined::{ConfineError, ConfinedChild, ConfinedCommand};

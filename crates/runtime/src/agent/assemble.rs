@@ -18,13 +18,13 @@ use toolrail_permissions::{
 };
 use toolrail_policy_guards::{PlanModeGuard, WorkspacePathGuard};
 use toolrail_session_log::{
-    Event, SessionId, SessionLog,
-    event::{FORMAT_VERSION, SessionStart},
+    AppendUrgency, Event, EventData, EventDraft, SessionId, SessionLog, Timestamp,
+    event::{ContextMessage, FORMAT_VERSION, SessionStart},
     recover,
     recovery::EffectProbe,
 };
 use toolrail_session_store::Durability;
-use toolrail_shell_tool::{ModeRule, SandboxMode, SandboxTier, ShellConfig};
+use toolrail_shell_tool::{ModeRule, SandboxMode, SandboxTier, ShellConfig, Shells};
 use toolrail_tools_core::{
     ApprovalService, CancellationToken, ExecuteLayer, Guard, Pipeline, PipelineConfig,
     PlanModeSwitch, PostExecuteHook, PreExecuteHook, ProtectedPaths, Registry, RegistryBuilder,
@@ -33,6 +33,7 @@ use toolrail_tools_core::{
 
 use super::builder::BuildError;
 use super::events::{Tap, TapLive};
+use super::shell_input::{ShellInputGuard, ShellInputHook, ShellInputRules};
 use super::{Agent, Shared};
 use crate::catalog::{self, CatalogContext};
 use crate::config::{ConfigError, PresetName, SandboxModeName, SandboxTierName, SessionConfig};
@@ -307,12 +308,24 @@ impl Pieces {
             .clone()
             .unwrap_or_else(|| Arc::new(ScriptedQuestions::new([])));
         let shell = shell_config(config, roots, &spill_dir, protected)?;
+        let shells = if before.is_empty() {
+            Shells::new(shell.background.clone())
+        } else {
+            Shells::resumed(shell.background.clone(), before)
+        };
+        let background = config
+            .tools
+            .enabled
+            .iter()
+            .any(|name| name == "shell_output");
         let code = CodePiece::make(config, roots, &session_folder)?;
         Ok(Self {
             permissions,
             context: CatalogContext {
                 files,
                 shell,
+                shells,
+                background,
                 todo,
                 questions,
                 plan: plan.clone(),
@@ -425,11 +438,17 @@ fn pipeline(
             ..PipelineConfig::default()
         })
         .pre_hook(Arc::new(pieces.permissions.hook()));
+    let shell_input = ShellInputRules::new(
+        pieces.context.shells.clone(),
+        Arc::clone(&pieces.permissions),
+    );
+    pipeline = pipeline.pre_hook(Arc::new(ShellInputHook(Arc::clone(&shell_input))));
     for hook in stages.pre_hooks {
         pipeline = pipeline.pre_hook(hook);
     }
     pipeline = pipeline
         .guard(Arc::new(pieces.permissions.deny_guard()))
+        .guard(Arc::new(ShellInputGuard(shell_input)))
         .guard(Arc::new(WorkspacePathGuard::new(roots.clone())));
     if config.permissions.plan_mode {
         pipeline = pipeline.guard(Arc::new(PlanModeGuard::new(pieces.switch.clone())));
@@ -572,6 +591,7 @@ async fn open(
     };
     let probe = probe_for(source.store().durability());
     let recovery = repair(&events, torn_bytes_dropped, probe, &log).await?;
+    report_ended_shells(&events, &log).await?;
     // Read again, repairs included: the next request carries them.
     drop(events);
     let earlier = source.store().read(source.id())?;
@@ -580,6 +600,45 @@ async fn open(
         earlier,
         recovery: Some(recovery),
     })
+}
+
+/// Background shells the log shows running did not outlive the runtime that ran them: each
+/// is recorded as ended (`shell/exited`) and the model is told once, with its output so
+/// far (`context/message`), before the session goes on.
+async fn report_ended_shells(
+    events: &[Event],
+    log: &Arc<dyn SessionLog>,
+) -> Result<(), BuildError> {
+    let Some(ended) = toolrail_shell_tool::ended_with_runtime(events) else {
+        return Ok(());
+    };
+    let turn = events.iter().rev().find_map(|event| event.turn);
+    let mut drafts: Vec<EventData> = ended
+        .exited
+        .into_iter()
+        .map(EventData::ShellExited)
+        .collect();
+    drafts.push(EventData::ContextMessage(ContextMessage {
+        source: "runtime".to_owned(),
+        content: ended.message,
+    }));
+    for data in drafts {
+        let draft = EventDraft {
+            ts: Timestamp::now(),
+            turn,
+            step: None,
+            call_id: None,
+            data,
+        };
+        log.append(draft, AppendUrgency::Durable)
+            .await
+            .map_err(|error| {
+                BuildError::Session(format!(
+                    "recording the shells that ended with the runtime: {error}"
+                ))
+            })?;
+    }
+    Ok(())
 }
 
 /// In strict mode a file write's intent is durable before the file is touched: the probe
@@ -773,6 +832,13 @@ fn shell_config(
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
     shell.grace = Duration::from_millis(config.limits.cancel_grace_ms.min(2_000));
+    shell.background.max_live = bash.max_background_shells;
+    shell.background.lifetime = Duration::from_secs(bash.background_lifetime_s);
+    shell.background.auto_background_after =
+        bash.auto_background_after_ms.map(Duration::from_millis);
+    if let Some(interpreters) = &bash.interpreters {
+        shell.background.interpreters = interpreters.clone();
+    }
     Ok(shell)
 }
 

@@ -8,6 +8,7 @@
 mod assemble;
 mod builder;
 mod events;
+mod shell_input;
 mod stream;
 
 use std::future::Future as _;

@@ -29,7 +29,8 @@ impl Default for WorkspaceConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct ToolsConfig {
     /// Default: every tool of the catalog but the interactive ones: `read`, `write`,
-    /// `edit`, `glob`, `grep`, `bash`, `todo_write`.
+    /// `edit`, `glob`, `grep`, `bash`, `shell_output`, `shell_write`, `shell_kill`,
+    /// `shell_list`, `todo_write`.
     pub enabled: Vec<String>,
     /// Tools offered only through `tool_search` (from the next request once found).
     pub deferred: Vec<String>,
@@ -51,13 +52,17 @@ impl Default for ToolsConfig {
 }
 
 /// The tools a session has when the configuration names none.
-pub const DEFAULT_TOOLS: [&str; 7] = [
+pub const DEFAULT_TOOLS: [&str; 11] = [
     "read",
     "write",
     "edit",
     "glob",
     "grep",
     "bash",
+    "shell_output",
+    "shell_write",
+    "shell_kill",
+    "shell_list",
     "todo_write",
 ];
 
@@ -78,6 +83,17 @@ pub struct BashConfig {
     pub env_allow: Option<Vec<String>>,
     /// Variables set for every command, over the allowed ones.
     pub env: BTreeMap<String, String>,
+    /// Background shells that may run at once (default 16).
+    pub max_background_shells: usize,
+    /// Seconds a background shell may run before it is stopped (default 3,600).
+    pub background_lifetime_s: u64,
+    /// A foreground command still running after this many milliseconds is moved to the
+    /// background instead of being stopped at its deadline (default: never).
+    pub auto_background_after_ms: Option<u64>,
+    /// Programs that read commands (shells, REPLs): input `shell_write` sends to a shell
+    /// running one is judged by the rules as a `bash` command (default: common shells and
+    /// REPLs — bash, sh, zsh, python3, node, psql, …).
+    pub interpreters: Option<Vec<String>>,
 }
 
 impl Default for BashConfig {
@@ -88,6 +104,10 @@ impl Default for BashConfig {
             read_only_commands: Vec::new(),
             env_allow: None,
             env: BTreeMap::new(),
+            max_background_shells: 16,
+            background_lifetime_s: 3600,
+            auto_background_after_ms: None,
+            interpreters: None,
         }
     }
 }

@@ -111,6 +111,22 @@ impl Default for BackgroundConfig {
     }
 }
 
+/// Programs whose input is a shell command line.
+const SHELLS: [&str; 7] = ["bash", "sh", "dash", "zsh", "ksh", "fish", "busybox"];
+
+/// How the permission rules read what `shell_write` sends to a shell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputReading {
+    /// The shell runs a shell: its input is a command line, judged as `bash`'s is.
+    CommandLine,
+    /// The shell runs a REPL (or a program known only at run time): its input is code that
+    /// may run any command, judged as a command known only at run time — every deny rule
+    /// over commands refuses it, an ask rule asks, no allow rule alone permits it.
+    Code,
+    /// Another program: its input is data, judged only by `shell_write`'s own rules.
+    Input,
+}
+
 /// A session's background shells: live ones, and those that ended (a resumed session's
 /// included). Cloning shares the table.
 ///
@@ -235,20 +251,33 @@ impl Shells {
         entries.iter().map(Entry::summary).collect()
     }
 
-    /// Whether input written to shell `id` is judged as a command: its command line runs
-    /// a program of [`BackgroundConfig::interpreters`], or one known only at run time.
-    /// `None` when there is no such shell.
-    pub fn reads_commands(&self, id: &str) -> Option<bool> {
+    /// How input written to shell `id` is judged (`None` when there is no such shell): as
+    /// a command line when its command runs a shell, as code that may run anything when it
+    /// runs another program of [`BackgroundConfig::interpreters`] or one known only at run
+    /// time, and as mere input otherwise.
+    pub fn input_reading(&self, id: &str) -> Option<InputReading> {
         let command = match self.entry(id)? {
             Entry::Live(shell) => shell.command.clone(),
             Entry::Past(shell) => shell.command.clone(),
         };
         let line = toolrail_tools_core::command_line::CommandLine::parse(&command);
         let interpreters = &self.table.config.interpreters;
-        Some(!line.is_permitted_by(|text| {
-            let program = text.split(' ').next().unwrap_or_default();
-            !interpreters.iter().any(|name| name == program)
-        }))
+        let counts = |program: &str| interpreters.iter().any(|name| name == program);
+        let mut reading = InputReading::Input;
+        if line.commands().is_empty() {
+            reading = InputReading::Code;
+        }
+        for simple in line.commands() {
+            match simple.program() {
+                Some(program) if counts(program) && SHELLS.contains(&program) => {
+                    return Some(InputReading::CommandLine);
+                }
+                Some(program) if !counts(program) => {}
+                // An interpreter, or a program known only at run time.
+                Some(_) | None => reading = InputReading::Code,
+            }
+        }
+        Some(reading)
     }
 
     /// Stops every live shell at once (SIGKILL to each whole tree). Dropping the last

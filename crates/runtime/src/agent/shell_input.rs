@@ -1,0 +1,143 @@
+//! Input written to a background shell that reads commands is judged by the permission
+//! rules as a `bash` call ([`Shells::input_reading`]): to a shell, with the input as its
+//! command line; to a REPL, as a command known only at run time (its code may run any
+//! command, so every deny rule over commands refuses it). The rules' hook decides (allow,
+//! ask, deny, with the same presets and session approvals), and their deny list runs again
+//! as a guard, so no hook, approval or session key undoes a deny. `shell_write`'s own rules
+//! apply as well; the stronger decision stands. Input to any other program is judged as
+//! `shell_write` alone.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolrail_permissions::{Permissions, RuleEffect};
+use toolrail_policy_guards::DenyListGuard;
+use toolrail_session_log::BoxFuture;
+use toolrail_shell_tool::{BashTool, InputReading, Shells};
+use toolrail_tools_core::spec::SubjectKind;
+use toolrail_tools_core::{
+    CallView, Guard, GuardVerdict, HookError, PreExecuteDecision, PreExecuteHook, PreNext,
+    ToolKind, ToolSpec,
+};
+
+/// The tool whose input is judged.
+const SHELL_WRITE: &str = "shell_write";
+/// What code written to a REPL is judged as: a command whose program is known only when
+/// it runs.
+const REPL_CODE: &str = "$REPL_CODE";
+
+/// The hook and the guard, sharing the session's shells and rules.
+pub(crate) struct ShellInputRules {
+    shells: Shells,
+    permissions: Arc<Permissions>,
+    deny: DenyListGuard,
+    /// `bash` as the rules see it: an execute tool whose subject is its command.
+    bash: ToolSpec,
+}
+
+impl ShellInputRules {
+    pub(crate) fn new(shells: Shells, permissions: Arc<Permissions>) -> Arc<Self> {
+        let bash = ToolSpec::builder(
+            BashTool::NAME,
+            "input written to a shell, judged as a command",
+            json!({"type": "object"}),
+        )
+        .kind(ToolKind::Execute)
+        .subject("command", SubjectKind::Command)
+        .build();
+        Arc::new(Self {
+            deny: permissions.deny_guard(),
+            shells,
+            permissions,
+            bash,
+        })
+    }
+
+    /// The input of a `shell_write` call to a shell that reads commands, as `bash`
+    /// arguments; `None` for every other call.
+    fn as_command(&self, call: &CallView<'_>) -> Option<Value> {
+        if call.spec.name() != SHELL_WRITE {
+            return None;
+        }
+        let id = call.arguments.get("id")?.as_str()?;
+        let input = call.arguments.get("input")?.as_str()?;
+        if input.trim().is_empty() {
+            return None;
+        }
+        // A shell the table does not know is refused by the tool itself, before anything is
+        // written; judging it as a command would only word that refusal differently.
+        match self.shells.input_reading(id)? {
+            InputReading::CommandLine => Some(json!({ "command": input })),
+            // Code a REPL runs may run any command: judged as one known only at run time.
+            InputReading::Code => Some(json!({ "command": REPL_CODE })),
+            InputReading::Input => None,
+        }
+    }
+
+    fn as_bash<'a>(&'a self, call: &'a CallView<'a>, arguments: &'a Value) -> CallView<'a> {
+        CallView {
+            identity: call.identity,
+            spec: &self.bash,
+            source: call.source,
+            arguments,
+        }
+    }
+}
+
+/// The hook half (installed right after the rules' own hook).
+pub(crate) struct ShellInputHook(pub(crate) Arc<ShellInputRules>);
+
+impl PreExecuteHook for ShellInputHook {
+    fn name(&self) -> &str {
+        "shell-input-rules"
+    }
+
+    fn decide<'a>(
+        &'a self,
+        call: &'a CallView<'a>,
+        next: PreNext<'a>,
+    ) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>> {
+        Box::pin(async move {
+            let Some(arguments) = self.0.as_command(call) else {
+                return next.run().await;
+            };
+            let verdict = self.0.permissions.decide(&self.0.as_bash(call, &arguments));
+            let reason =
+                |reason: String| format!("the input, judged as a `bash` command: {reason}");
+            let ours = match verdict.effect {
+                RuleEffect::Deny => {
+                    return Ok(PreExecuteDecision::Deny {
+                        reason: reason(verdict.reason),
+                    });
+                }
+                RuleEffect::Ask => PreExecuteDecision::Ask {
+                    reason: reason(verdict.reason),
+                    session_key: verdict.session_key,
+                },
+                RuleEffect::Allow => PreExecuteDecision::Allow,
+            };
+            let theirs = next.run().await?;
+            Ok(match (&ours, &theirs) {
+                (_, PreExecuteDecision::Deny { .. }) => theirs,
+                (PreExecuteDecision::Ask { .. }, _) => ours,
+                _ => theirs,
+            })
+        })
+    }
+}
+
+/// The guard half: the deny rules again, over the input as a command.
+pub(crate) struct ShellInputGuard(pub(crate) Arc<ShellInputRules>);
+
+impl Guard for ShellInputGuard {
+    fn name(&self) -> &str {
+        "shell-input-deny-list"
+    }
+
+    fn check(&self, call: &CallView<'_>) -> GuardVerdict {
+        match self.0.as_command(call) {
+            Some(arguments) => self.0.deny.check(&self.0.as_bash(call, &arguments)),
+            None => GuardVerdict::Abstain,
+        }
+    }
+}
