@@ -256,8 +256,10 @@ pub(crate) fn describe(life: &Life) -> String {
             };
             match end {
                 ShellEnd::Exited => format!("exited ({how})"),
-                ShellEnd::Killed => format!("killed ({how})"),
-                ShellEnd::LifetimeEnded => format!("stopped at the end of its lifetime ({how})"),
+                ShellEnd::Killed => format!("was killed ({how})"),
+                ShellEnd::LifetimeEnded => {
+                    format!("was stopped at the end of its lifetime ({how})")
+                }
                 ShellEnd::EndedWithRuntime => "ended with the runtime".to_owned(),
             }
         }
