@@ -500,3 +500,38 @@ async fn unknown_shells_and_bad_filters_are_clear_errors() {
         "a wait ends with the shell"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreground_command_on_a_terminal_sees_one_and_keeps_its_deadline() {
+    let s = session(|config| config.mode = SandboxMode::ReadOnly);
+    let on_tty = s
+        .call("bash", json!({"command": "test -t 0 && test -t 1 && tty >/dev/null && echo on a terminal", "tty": true}))
+        .await;
+    assert_eq!(
+        text(&on_tty),
+        "on a terminal\n[exit code 0]",
+        "{:?}",
+        value(&on_tty)
+    );
+    let without = s
+        .call("bash", json!({"command": "test -t 0 || echo no terminal"}))
+        .await;
+    assert_eq!(text(&without), "no terminal\n[exit code 0]");
+    let slow = s
+        .call(
+            "bash",
+            json!({"command": "echo waiting; exec sleep 45.3", "tty": true, "timeout_ms": 400}),
+        )
+        .await;
+    assert_eq!(value(&slow)["timed_out"], true, "{}", text(&slow));
+    assert!(
+        text(&slow).starts_with("waiting\n[timed out after 400 ms"),
+        "{}",
+        text(&slow)
+    );
+    assert_eq!(gone("45.3").await, Vec::<String>::new());
+    assert!(
+        s.shells.list().is_empty(),
+        "a foreground command is no background shell"
+    );
+}

@@ -50,6 +50,8 @@ struct LiveCall {
     title: String,
     stage: Stage,
     since: Instant,
+    /// The newest progress the call reported as text (a background shell's last line).
+    latest: Option<String>,
 }
 
 /// An approval a call went through: what was asked, and the answer once given.
@@ -188,6 +190,7 @@ impl Console {
                         title,
                         stage: Stage::Waiting,
                         since: Instant::now(),
+                        latest: None,
                     },
                 );
                 self.order.push(call_id.clone());
@@ -217,6 +220,14 @@ impl Console {
             AgentEvent::CallFinished { call_id } => {
                 if let Some(call) = self.calls.get_mut(call_id) {
                     call.stage = Stage::Settling;
+                }
+            }
+            AgentEvent::CallProgress { call_id, data } => {
+                if let (Some(call), Some(text)) = (
+                    self.calls.get_mut(call_id),
+                    data.get("text").and_then(|text| text.as_str()),
+                ) {
+                    call.latest = Some(text.to_owned());
                 }
             }
             AgentEvent::CallCommitted {
@@ -258,7 +269,6 @@ impl Console {
             | AgentEvent::ToolCallDelta { .. }
             | AgentEvent::AnswerRestarted { .. }
             | AgentEvent::Message(_)
-            | AgentEvent::CallProgress { .. }
             | AgentEvent::Context { .. }
             | AgentEvent::TurnEnded(_) => {}
         }
@@ -389,8 +399,12 @@ impl Console {
                 Stage::Settling => ("…", "committing".to_owned()),
             };
             // Model text on one row: every control character escaped, newlines too.
+            let latest = call
+                .latest
+                .as_deref()
+                .map_or_else(String::new, |text| format!(" · {text}"));
             let line = fit(
-                &one_row(&format!("  {mark} {call_id} {title} · {state}")),
+                &one_row(&format!("  {mark} {call_id} {title} · {state}{latest}")),
                 width,
             );
             if colour {

@@ -132,6 +132,7 @@ impl TypedTool for ShellOutputTool {
             wait,
             filter.as_ref(),
             SHOWN,
+            Some(ctx),
             ctx.cancellation(),
         )
         .await;
@@ -325,7 +326,16 @@ impl TypedTool for ShellWriteTool {
             window,
             quiet: Duration::from_millis(100).min(window),
         };
-        let view = observe(&shell, since, wait, None, SHOWN, ctx.cancellation()).await;
+        let view = observe(
+            &shell,
+            since,
+            wait,
+            None,
+            SHOWN,
+            Some(ctx),
+            ctx.cancellation(),
+        )
+        .await;
         shell
             .read_cursor
             .fetch_max(view.cursor, std::sync::atomic::Ordering::AcqRel);
@@ -474,7 +484,16 @@ impl TypedTool for ShellKillTool {
         }
         let since = shell.read_cursor.load(std::sync::atomic::Ordering::Acquire);
         let wait = super::view::Wait::ForEnd(self.grace + Duration::from_secs(10));
-        let view = observe(&shell, since, wait, None, SHOWN, ctx.cancellation()).await;
+        let view = observe(
+            &shell,
+            since,
+            wait,
+            None,
+            SHOWN,
+            Some(ctx),
+            ctx.cancellation(),
+        )
+        .await;
         shell
             .read_cursor
             .fetch_max(view.cursor, std::sync::atomic::Ordering::AcqRel);

@@ -47,13 +47,16 @@ pub(crate) struct ShellView {
     pub life: Life,
 }
 
-/// Waits as `wait` says, then reads the shell's output after `since`.
+/// Waits as `wait` says, then reads the shell's output after `since`. While it waits, each
+/// new output is reported as the call's progress (its last line), so a watcher sees the
+/// shell move.
 pub(crate) async fn observe(
     shell: &Shell,
     since: u64,
     wait: Wait,
     filter: Option<&Regex>,
     cap: usize,
+    ctx: Option<&ToolContext>,
     cancel: &CancellationToken,
 ) -> ShellView {
     let mut changes = shell.subscribe();
@@ -94,6 +97,9 @@ pub(crate) async fn observe(
                 if quiet_since.is_some() {
                     quiet_since = Some(Instant::now());
                 }
+                if let Some(ctx) = ctx {
+                    report_progress(ctx, shell, since);
+                }
             }
             () = tokio::time::sleep_until(deadline) => break,
             () = cancel.cancelled() => break,
@@ -102,6 +108,26 @@ pub(crate) async fn observe(
     let life = shell.life();
     let delta = shell.since(since);
     read_delta(delta, since, &life, shell.tty, filter, cap)
+}
+
+/// The shell's newest line (after `since`) as the call's progress.
+fn report_progress(ctx: &ToolContext, shell: &Shell, since: u64) {
+    let total = shell.total();
+    if total <= since {
+        return;
+    }
+    let delta = shell.since(since.max(total.saturating_sub(512)));
+    let text = text_of(&delta, shell.tty);
+    let line = text
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or_default();
+    ctx.progress(serde_json::json!({
+        "shell": shell.id,
+        "output_bytes": total,
+        "text": line,
+    }));
 }
 
 /// Whether output after `since` holds something the call waits for.

@@ -228,6 +228,7 @@ impl BashTool {
             wait,
             None,
             self.config.output_cap,
+            Some(ctx),
             ctx.cancellation(),
         )
         .await;
@@ -282,6 +283,7 @@ impl BashTool {
             Wait::ForEnd(budget.unwrap_or(timeout)),
             None,
             cap,
+            Some(ctx),
             cancel,
         )
         .await;
@@ -310,7 +312,7 @@ impl BashTool {
                 return Ok(output);
             }
             let rest = timeout.saturating_sub(began.elapsed());
-            view = observe(&shell, 0, Wait::ForEnd(rest), None, cap, cancel).await;
+            view = observe(&shell, 0, Wait::ForEnd(rest), None, cap, Some(ctx), cancel).await;
         }
         let stopped = if view.life == Life::Running {
             shell.stop(nix::sys::signal::Signal::SIGTERM);
@@ -321,6 +323,7 @@ impl BashTool {
                 settle,
                 None,
                 cap,
+                None,
                 &toolrail_tools_core::CancellationToken::new(),
             )
             .await;
