@@ -322,6 +322,46 @@ fn event_data() -> impl Strategy<Value = EventData> {
         any::<bool>().prop_map(|active| EventData::PlanMode(PlanMode { active })),
         proptest::collection::vec(text(), 0..3)
             .prop_map(|names| EventData::ToolsLoaded(ToolsLoaded { names })),
+        (
+            text(),
+            text(),
+            any::<bool>(),
+            proptest::option::of(text()),
+            text()
+        )
+            .prop_map(
+                |(id, command, tty, pid_namespace, output)| EventData::ShellStarted(ShellStarted {
+                    id,
+                    command,
+                    mode: "read-only".to_owned(),
+                    tty,
+                    pid_namespace,
+                    output,
+                })
+            ),
+        (
+            text(),
+            prop::sample::select(vec![
+                ShellEnd::Exited,
+                ShellEnd::Killed,
+                ShellEnd::LifetimeEnded,
+                ShellEnd::EndedWithRuntime
+            ]),
+            proptest::option::of(any::<i64>()),
+            proptest::option::of(any::<i64>()),
+            text(),
+            any::<u64>()
+        )
+            .prop_map(|(id, end, exit_code, signal, output, output_bytes)| {
+                EventData::ShellExited(ShellExited {
+                    id,
+                    end,
+                    exit_code,
+                    signal,
+                    output,
+                    output_bytes,
+                })
+            }),
         proptest::option::of(json_value()).prop_map(|usage| EventData::StepEnd(StepEnd { usage })),
         (turn_end_kind(), proptest::option::of(text()))
             .prop_map(|(kind, message)| EventData::TurnEnd(TurnEnd { kind, message })),
@@ -430,6 +470,8 @@ fn kind_strings_are_exactly_those_of_the_design() {
             "fs/write-intent",
             "plan/mode",
             "tools/loaded",
+            "shell/started",
+            "shell/exited",
             "step/end",
             "turn/end",
             "recovery/repaired",
