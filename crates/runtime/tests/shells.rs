@@ -119,7 +119,7 @@ async fn reads_of_two_shells_overlap_and_a_write_and_a_read_of_one_keep_model_or
             (
                 "c5",
                 "shell_write",
-                json!({"id": "sh2", "input": "hello\n"}),
+                json!({"id": "sh2", "input": "hello\n", "wait_ms": 5000}),
             ),
             ("c6", "shell_output", json!({"id": "sh2"})),
         ]),

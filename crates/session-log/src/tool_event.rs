@@ -5,7 +5,8 @@
 
 use crate::event::{
     CodeDispatch, CodeDispatchStart, EventData, FsObserved, FsWriteIntent, PlanMode,
-    QuestionAnswered, QuestionAsked, ShellExited, ShellStarted, TodoWrite, ToolsLoaded, UnknownEvent,
+    QuestionAnswered, QuestionAsked, ShellExited, ShellStarted, TodoWrite, ToolsLoaded,
+    UnknownEvent,
 };
 use crate::replay::Narrative;
 
