@@ -381,9 +381,10 @@ impl TerminalFact {
             Self::ShellState(state) => match state {
                 ShellState::Running => FactTone::Note,
                 ShellState::Exited => FactTone::Quiet,
-                ShellState::Killed | ShellState::LifetimeEnded | ShellState::EndedWithRuntime => {
-                    FactTone::Bad
-                }
+                ShellState::Killed
+                | ShellState::LifetimeEnded
+                | ShellState::EndedWithRuntime
+                | ShellState::NeverRan => FactTone::Bad,
             },
         }
     }

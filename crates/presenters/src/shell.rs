@@ -124,6 +124,7 @@ pub(crate) fn state_words(state: ShellState) -> &'static str {
         ShellState::Killed => "killed",
         ShellState::LifetimeEnded => "lifetime ended",
         ShellState::EndedWithRuntime => "ended with the runtime",
+        ShellState::NeverRan => "never ran",
     }
 }
 

@@ -308,5 +308,6 @@ fn state_of(end: ShellEnd) -> ShellState {
         ShellEnd::Killed => ShellState::Killed,
         ShellEnd::LifetimeEnded => ShellState::LifetimeEnded,
         ShellEnd::EndedWithRuntime => ShellState::EndedWithRuntime,
+        ShellEnd::NeverRan => ShellState::NeverRan,
     }
 }

@@ -277,3 +277,56 @@ async fn code_written_to_a_repl_is_refused_by_a_deny_rule_and_data_to_a_program_
         text("c4")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_is_judged_as_the_terminal_will_run_it_not_as_written() {
+    let folder = tempfile::tempdir().unwrap();
+    let marker = folder.path().join("workspace").join("made");
+    let marker = marker.display().to_string();
+    let write = |id: &str, arguments: serde_json::Value| calls(&[(id, "shell_write", arguments)]);
+    let script = vec![
+        ScriptedModel::tool_call("c1", "bash", &background("exec sh").to_string()),
+        // A carriage return ends a line on a terminal: two commands, not one `echo`.
+        write(
+            "c2",
+            json!({"id": "sh1", "input": format!("echo hi\rtouch {marker}\r")}),
+        ),
+        // A command typed over two writes is judged whole when its line ends.
+        write("c3", json!({"id": "sh1", "input": "tou"})),
+        write(
+            "c4",
+            json!({"id": "sh1", "input": format!("ch {marker}\n")}),
+        ),
+        // Keys that edit the line or recall history cannot be read as a command.
+        write("c5", json!({"id": "sh1", "keys": ["up", "enter"]})),
+        write("c6", json!({"id": "sh1", "input": "\u{15}echo fine\n"})),
+        ScriptedModel::text("done"),
+    ];
+    let mut config = config(&folder);
+    config.sandbox.mode = toolrail_runtime::SandboxModeName::WorkspaceWrite;
+    let approvals = Arc::new(ScriptedApprovals::new([
+        ApprovalAnswer::AllowedOnce,
+        ApprovalAnswer::Rejected { reason: None },
+        ApprovalAnswer::Rejected { reason: None },
+        ApprovalAnswer::Rejected { reason: None },
+        ApprovalAnswer::Rejected { reason: None },
+    ]));
+    let policy = Policy::Ask("bash(touch *)", Arc::clone(&approvals));
+    let (agent, _) = session(&folder, config, script, policy).await;
+    agent.prompt("type into the shell").await.unwrap();
+    let events = agent.store().read(&SessionId::new("shells")).unwrap();
+    let code = |call: &str| {
+        result_of(&events, call)
+            .error_code()
+            .map(|code| code.as_str().to_owned())
+    };
+    let rejected = Some("APPROVAL_REJECTED".to_owned());
+    assert_eq!(code("c1"), None);
+    assert_eq!(code("c2"), rejected, "{}", result_of(&events, "c2").text());
+    assert_eq!(code("c3"), None, "an unfinished `tou` runs nothing yet");
+    assert_eq!(code("c4"), rejected, "{}", result_of(&events, "c4").text());
+    assert_eq!(code("c5"), rejected, "{}", result_of(&events, "c5").text());
+    assert_eq!(code("c6"), rejected, "{}", result_of(&events, "c6").text());
+    assert_eq!(approvals.asked().len(), 5);
+    assert!(!std::path::Path::new(&marker).exists());
+}

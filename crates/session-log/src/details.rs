@@ -139,6 +139,8 @@ pub enum ShellState {
     LifetimeEnded,
     /// It ended with the runtime that ran it.
     EndedWithRuntime,
+    /// Its sandbox could not be made: the command never ran.
+    NeverRan,
 }
 
 impl ShellState {
@@ -150,6 +152,7 @@ impl ShellState {
             Self::Killed => "killed",
             Self::LifetimeEnded => "lifetime_ended",
             Self::EndedWithRuntime => "ended_with_runtime",
+            Self::NeverRan => "never_ran",
         }
     }
 }

@@ -729,6 +729,8 @@ pub enum ShellEnd {
     /// The runtime that ran it ended (closed, dropped or killed) while it ran: its
     /// processes ended with it.
     EndedWithRuntime,
+    /// Its sandbox could not be made: the command never ran.
+    NeverRan,
 }
 
 impl ShellEnd {
@@ -739,6 +741,7 @@ impl ShellEnd {
             Self::Killed => "killed",
             Self::LifetimeEnded => "lifetime_ended",
             Self::EndedWithRuntime => "ended_with_runtime",
+            Self::NeverRan => "never_ran",
         }
     }
 }

@@ -345,7 +345,8 @@ fn event_data() -> impl Strategy<Value = EventData> {
                 ShellEnd::Exited,
                 ShellEnd::Killed,
                 ShellEnd::LifetimeEnded,
-                ShellEnd::EndedWithRuntime
+                ShellEnd::EndedWithRuntime,
+                ShellEnd::NeverRan
             ]),
             proptest::option::of(any::<i64>()),
             proptest::option::of(any::<i64>()),

@@ -543,3 +543,25 @@ async fn a_foreground_command_on_a_terminal_sees_one_and_keeps_its_deadline() {
         "a foreground command is no background shell"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_a_terminal_shell_before_it_owns_its_terminal_signals_nothing_else() {
+    // A terminal with no foreground group answers 0, which `killpg` reads as the caller's
+    // own group: this test process would get the SIGTERM.
+    let s = session(|config| config.background.lifetime = Duration::ZERO);
+    for _ in 0..10 {
+        let stopped = s
+            .call(
+                "bash",
+                json!({"command": "exec sleep 46.1", "tty": true, "timeout_ms": 1}),
+            )
+            .await;
+        assert_eq!(value(&stopped)["timed_out"], true, "{}", text(&stopped));
+        let (id, _) = s
+            .start(json!({"command": "exec sleep 46.2", "tty": true}))
+            .await;
+        let (_, ended) = until_ended(&s, &id).await;
+        assert_eq!(value(&ended)["state"], "lifetime_ended");
+    }
+    assert_eq!(gone("46.").await, Vec::<String>::new());
+}

@@ -613,15 +613,13 @@ async fn report_ended_shells(
         return Ok(());
     };
     let turn = events.iter().rev().find_map(|event| event.turn);
-    let mut drafts: Vec<EventData> = ended
-        .exited
-        .into_iter()
-        .map(EventData::ShellExited)
-        .collect();
-    drafts.push(EventData::ContextMessage(ContextMessage {
+    // The message first: a crash between the two leaves the shells open in the log, so
+    // the next opening tells the model again rather than never.
+    let mut drafts = vec![EventData::ContextMessage(ContextMessage {
         source: "runtime".to_owned(),
         content: ended.message,
-    }));
+    })];
+    drafts.extend(ended.exited.into_iter().map(EventData::ShellExited));
     for data in drafts {
         let draft = EventDraft {
             ts: Timestamp::now(),
@@ -836,8 +834,13 @@ fn shell_config(
     shell.background.lifetime = Duration::from_secs(bash.background_lifetime_s);
     shell.background.auto_background_after =
         bash.auto_background_after_ms.map(Duration::from_millis);
+    // Added to the defaults, never instead of them: a list that forgot `python3` must not
+    // make its input data.
     if let Some(interpreters) = &bash.interpreters {
-        shell.background.interpreters = interpreters.clone();
+        shell
+            .background
+            .interpreters
+            .extend(interpreters.iter().cloned());
     }
     Ok(shell)
 }

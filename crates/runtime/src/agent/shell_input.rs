@@ -54,24 +54,58 @@ impl ShellInputRules {
     }
 
     /// The input of a `shell_write` call to a shell that reads commands, as `bash`
-    /// arguments; `None` for every other call.
+    /// arguments; `None` for every other call. What is judged is what the shell will run:
+    /// the line earlier writes left unfinished with this input, carriage returns as line
+    /// ends (a terminal turns them into one). Input that edits the line or recalls history
+    /// (a control character, a key other than `enter`, end of input mid-line) cannot be
+    /// read that way and is judged as a command known only at run time; so is a write to a
+    /// shell the table does not know (yet).
     fn as_command(&self, call: &CallView<'_>) -> Option<Value> {
         if call.spec.name() != SHELL_WRITE {
             return None;
         }
-        let id = call.arguments.get("id")?.as_str()?;
-        let input = call.arguments.get("input")?.as_str()?;
-        if input.trim().is_empty() {
+        let unknown = Some(json!({ "command": REPL_CODE }));
+        let id = call
+            .arguments
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let input = call
+            .arguments
+            .get("input")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let keys: Vec<&str> = call
+            .arguments
+            .get("keys")
+            .and_then(Value::as_array)
+            .map(|keys| keys.iter().map(|key| key.as_str().unwrap_or("?")).collect())
+            .unwrap_or_default();
+        let close = call.arguments.get("close").and_then(Value::as_bool) == Some(true);
+        match self.shells.input_reading(id) {
+            None => return unknown,
+            Some(InputReading::Input) => return None,
+            Some(InputReading::Code) => return unknown,
+            Some(InputReading::CommandLine) => {}
+        }
+        let edits = input
+            .chars()
+            .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'));
+        if edits || keys.iter().any(|key| *key != "enter") {
+            return unknown;
+        }
+        let mut line = self.shells.pending_input(id);
+        line.push_str(&input.replace('\r', "\n"));
+        if !keys.is_empty() {
+            line.push('\n');
+        }
+        if close && !line.is_empty() && !line.ends_with('\n') {
+            return unknown;
+        }
+        if line.trim().is_empty() {
             return None;
         }
-        // A shell the table does not know is refused by the tool itself, before anything is
-        // written; judging it as a command would only word that refusal differently.
-        match self.shells.input_reading(id)? {
-            InputReading::CommandLine => Some(json!({ "command": input })),
-            // Code a REPL runs may run any command: judged as one known only at run time.
-            InputReading::Code => Some(json!({ "command": REPL_CODE })),
-            InputReading::Input => None,
-        }
+        Some(json!({ "command": line }))
     }
 
     fn as_bash<'a>(&'a self, call: &'a CallView<'a>, arguments: &'a Value) -> CallView<'a> {

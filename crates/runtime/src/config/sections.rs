@@ -90,9 +90,9 @@ pub struct BashConfig {
     /// A foreground command still running after this many milliseconds is moved to the
     /// background instead of being stopped at its deadline (default: never).
     pub auto_background_after_ms: Option<u64>,
-    /// Programs that read commands (shells, REPLs): input `shell_write` sends to a shell
-    /// running one is judged by the rules as a `bash` command (default: common shells and
-    /// REPLs — bash, sh, zsh, python3, node, psql, …).
+    /// Programs that read commands (shells, REPLs), added to the defaults (common shells
+    /// and REPLs — bash, sh, zsh, python3, node, psql, …): input `shell_write` sends to a
+    /// shell running one is judged by the rules as a `bash` command.
     pub interpreters: Option<Vec<String>>,
 }
 

@@ -6,7 +6,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
-use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -73,8 +73,11 @@ impl Fd {
     }
 
     /// The foreground process group of the terminal this descriptor is the master of.
+    /// `None` when it has none (the kernel answers 0, which `killpg` would read as the
+    /// caller's own group) or names this process's own group.
     pub(crate) fn foreground_group(&self) -> Option<nix::unistd::Pid> {
-        nix::unistd::tcgetpgrp(self.0.get_ref().as_fd()).ok()
+        let group = nix::unistd::tcgetpgrp(self.0.get_ref().as_fd()).ok()?;
+        (group.as_raw() > 1 && group != nix::unistd::getpgrp()).then_some(group)
     }
 }
 
@@ -84,18 +87,39 @@ pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// A new pseudo-terminal of `columns` × `rows`: `(master, slave, the slave's path)`.
-/// Both ends are closed at exec; the command gets the slave as its stdio.
+/// Both ends are opened close-on-exec (no other child, spawned meanwhile, may inherit
+/// them); the command gets the slave as its stdio.
 pub(crate) fn terminal(columns: u16, rows: u16) -> io::Result<(OwnedFd, OwnedFd, PathBuf)> {
-    let size = nix::pty::Winsize {
+    use nix::pty::{grantpt, posix_openpt, ptsname_r, unlockpt};
+    let master = posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)?;
+    grantpt(&master)?;
+    unlockpt(&master)?;
+    let path = PathBuf::from(ptsname_r(&master)?);
+    let slave = nix::fcntl::open(
+        &path,
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let master = OwnedFd::from(master);
+    set_size(&master, columns, rows)?;
+    Ok((master, slave, path))
+}
+
+/// Sets the terminal's size, which programs read to lay out their output.
+#[allow(unsafe_code)]
+fn set_size(master: &OwnedFd, columns: u16, rows: u16) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let size = libc::winsize {
         ws_row: rows,
         ws_col: columns,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
-    let opened = nix::pty::openpty(Some(&size), None).map_err(io::Error::from)?;
-    for fd in [&opened.master, &opened.slave] {
-        fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(io::Error::from)?;
+    // SAFETY: TIOCSWINSZ reads one `winsize` from a valid pointer; the descriptor is open.
+    let done = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
-    let path = nix::unistd::ttyname(&opened.slave).map_err(io::Error::from)?;
-    Ok((opened.master, opened.slave, path))
 }

@@ -112,7 +112,9 @@ impl Default for BackgroundConfig {
 }
 
 /// Programs whose input is a shell command line.
-const SHELLS: [&str; 7] = ["bash", "sh", "dash", "zsh", "ksh", "fish", "busybox"];
+const SHELLS: [&str; 12] = [
+    "bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "rbash", "fish", "busybox",
+];
 
 /// How the permission rules read what `shell_write` sends to a shell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +176,19 @@ pub(crate) struct PastShell {
     pub signal: Option<i32>,
     pub output_file: PathBuf,
     pub output_bytes: u64,
+    /// Where the last read without a cursor stopped.
+    pub read_cursor: u64,
+}
+
+impl PastShell {
+    /// How it ended, in words: `exited (exit code 0)`, `was killed (signal 15)`.
+    pub(crate) fn describe(&self) -> String {
+        view::describe(&Life::Ended(shell::Ending {
+            end: self.end,
+            exit_code: self.exit_code,
+            signal: self.signal,
+        }))
+    }
 }
 
 /// One shell as `shell_list` and embedders see it.
@@ -280,6 +295,15 @@ impl Shells {
         Some(reading)
     }
 
+    /// What earlier writes left on the line being typed into shell `id` (empty when the
+    /// last write ended its line): the rules judge a write together with it.
+    pub fn pending_input(&self, id: &str) -> String {
+        match self.entry(id) {
+            Some(Entry::Live(shell)) => shell.pending_line.lock().clone(),
+            Some(Entry::Past(_)) | None => String::new(),
+        }
+    }
+
     /// Stops every live shell at once (SIGKILL to each whole tree). Dropping the last
     /// handle to the table does the same.
     pub fn kill_all(&self) {
@@ -306,7 +330,39 @@ impl Shells {
     }
 
     pub(crate) fn add(&self, shell: Arc<Shell>) {
+        self.retire_recorded();
         self.table.entries.lock().push(Entry::Live(shell));
+    }
+
+    /// Turns every live shell whose end is recorded into a past one: its input, terminal
+    /// and kept output are let go (its output file stays), so shells that came and went
+    /// hold no descriptors or memory for the rest of the session.
+    pub(crate) fn retire_recorded(&self) {
+        let mut entries = self.table.entries.lock();
+        for entry in entries.iter_mut() {
+            let Entry::Live(shell) = entry else {
+                continue;
+            };
+            if !shell.exit_recorded.load(Ordering::Acquire) {
+                continue;
+            }
+            let (end, exit_code, signal) = match shell.life() {
+                Life::Ended(ending) => (ending.end, ending.exit_code, ending.signal),
+                Life::NeverRan(_) => (ShellEnd::NeverRan, None, None),
+                Life::Running => continue,
+            };
+            *entry = Entry::Past(Arc::new(PastShell {
+                id: shell.id.clone(),
+                command: shell.command.clone(),
+                tty: shell.tty,
+                end,
+                exit_code,
+                signal,
+                output_file: shell.output_file.clone(),
+                output_bytes: shell.total(),
+                read_cursor: shell.read_cursor.load(Ordering::Acquire),
+            }));
+        }
     }
 
     fn entry(&self, id: &str) -> Option<Entry> {

@@ -42,6 +42,7 @@ pub(crate) fn past_shells(events: &[Event]) -> Vec<PastShell> {
                     signal: exited.signal.and_then(|signal| i32::try_from(signal).ok()),
                     output_file,
                     output_bytes: exited.output_bytes,
+                    read_cursor: 0,
                 },
                 None => {
                     let exited = unrecorded_end(shell);
@@ -54,6 +55,7 @@ pub(crate) fn past_shells(events: &[Event]) -> Vec<PastShell> {
                         signal: exited.signal.and_then(|signal| i32::try_from(signal).ok()),
                         output_file,
                         output_bytes: exited.output_bytes,
+                        read_cursor: 0,
                     }
                 }
             }
@@ -144,6 +146,7 @@ pub fn ended_with_runtime(events: &[Event]) -> Option<EndedWithRuntime> {
             ShellEnd::Exited => Some("exited"),
             ShellEnd::Killed => Some("been killed"),
             ShellEnd::LifetimeEnded => Some("passed its lifetime and been stopped"),
+            ShellEnd::NeverRan => Some("failed to start (its sandbox could not be made)"),
         };
         let how = match already {
             None => "ended with the runtime".to_owned(),

@@ -61,6 +61,9 @@ pub(crate) enum Life {
 
 /// What the watcher publishes.
 struct Published {
+    /// The output file stopped at its cap: later output is only in memory, and only what
+    /// memory keeps.
+    file_cut: AtomicBool,
     transcript: Mutex<Transcript>,
     life: Mutex<Life>,
     changed: watch::Sender<()>,
@@ -90,6 +93,9 @@ pub(crate) struct Shell {
     pub read_cursor: AtomicU64,
     /// Whether `shell/exited` was recorded.
     pub exit_recorded: AtomicBool,
+    /// What writes left on the line being typed (after the last line end): the rules judge
+    /// a write together with it, since the shell runs the line only once it ends.
+    pub pending_line: Mutex<String>,
     watcher: tokio::task::JoinHandle<()>,
 }
 
@@ -112,6 +118,7 @@ impl Shell {
     /// Hands `launch` to a watcher task and returns the shell.
     pub(crate) fn start(identity: Identity, launch: Launch, watch: Watch) -> Self {
         let published = Arc::new(Published {
+            file_cut: AtomicBool::new(false),
             transcript: Mutex::new(Transcript::new(watch.memory_bytes)),
             life: Mutex::new(Life::Running),
             changed: watch::Sender::new(()),
@@ -141,12 +148,20 @@ impl Shell {
             stop,
             read_cursor: AtomicU64::new(0),
             exit_recorded: AtomicBool::new(false),
+            pending_line: Mutex::new(String::new()),
             watcher,
         }
     }
 
     pub(crate) fn life(&self) -> Life {
         self.published.life.lock().clone()
+    }
+
+    /// Whether the output file stopped at its cap.
+    pub(crate) fn file_cut(&self) -> bool {
+        self.published
+            .file_cut
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub(crate) fn total(&self) -> u64 {
@@ -223,6 +238,18 @@ impl Shell {
     }
 }
 
+impl Shell {
+    /// Notes what a write sent, for the line being typed.
+    pub(crate) fn note_written(&self, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        let mut pending = self.pending_line.lock();
+        match text.rfind(['\n', '\r', '\u{3}', '\u{4}', '\u{15}']) {
+            Some(end) => *pending = text.get(end + 1..).unwrap_or_default().to_owned(),
+            None => pending.push_str(&text),
+        }
+    }
+}
+
 /// What kind of input a shell takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum InputKind {
@@ -270,8 +297,11 @@ async fn watcher(
     let mut stopping: Option<ShellEnd> = None;
     let mut kill_at: Option<Instant> = None;
     let mut drain_until: Option<Instant> = None;
-    let lifetime_end = Instant::now() + watch.lifetime;
     let far = Instant::now() + Duration::from_secs(86_400 * 365);
+    let lifetime_end = Instant::now()
+        .checked_add(watch.lifetime)
+        .unwrap_or(far)
+        .min(far);
     loop {
         if status.is_some() && !output_open {
             break;
@@ -285,6 +315,9 @@ async fn watcher(
                     if let Some(file) = spill.as_mut() {
                         let room = usize::try_from(watch.spill_cap.saturating_sub(spilled)).unwrap_or(usize::MAX);
                         let kept = bytes.get(..bytes.len().min(room)).unwrap_or_default();
+                        if kept.len() < bytes.len() {
+                            published.file_cut.store(true, std::sync::atomic::Ordering::Release);
+                        }
                         if !kept.is_empty() && file.write_all(kept).await.is_err() {
                             spill = None;
                         }
@@ -389,15 +422,17 @@ fn signal_tree(
     // On a terminal the command leads a session of its own: its foreground job (what a
     // Ctrl-C would reach) and the command's own group. Otherwise the group below the
     // sandbox's wrapper, as a foreground command is stopped.
-    if tty {
-        if let Some(group) = output.foreground_group() {
+    let groups = if tty {
+        [output.foreground_group(), wrapper.and_then(command_below)]
+    } else {
+        [wrapper.and_then(group_below), None]
+    };
+    // Never 0 or 1, never this process's own group: those would reach the runtime.
+    let own = nix::unistd::getpgrp();
+    for group in groups.into_iter().flatten() {
+        if group.as_raw() > 1 && group != own {
             let _ = killpg(group, signal);
         }
-        if let Some(command) = wrapper.and_then(command_below) {
-            let _ = killpg(command, signal);
-        }
-    } else if let Some(group) = wrapper.and_then(group_below) {
-        let _ = killpg(group, signal);
     }
     Instant::now() + grace
 }

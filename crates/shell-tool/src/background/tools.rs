@@ -118,7 +118,9 @@ impl TypedTool for ShellOutputTool {
         };
         let shell = match self.shells.find(&args.id).map_err(not_found)? {
             Found::Live(shell) => shell,
-            Found::Past(past) => return Ok(past_output(&past, args.since.unwrap_or(0))),
+            Found::Past(past) => {
+                return Ok(past_output(&past, args.since.unwrap_or(past.read_cursor)));
+            }
         };
         let since = args
             .since
@@ -142,32 +144,44 @@ impl TypedTool for ShellOutputTool {
                 .fetch_max(view.cursor, std::sync::atomic::Ordering::AcqRel);
         }
         record_end(ctx, &shell, &view.life).await;
+        self.shells.retire_recorded();
         Ok(view.output(&shell, json!({})))
     }
 }
 
-/// What `shell_output` says of a shell of an earlier run: how it ended, and the end of
+/// What `shell_output` says of a shell that ended and was retired (in this run or an
+/// earlier one): how it ended, and the end of
 /// its output file after `since`.
 fn past_output(past: &PastShell, since: u64) -> ToolOutput {
     use std::io::{Read, Seek, SeekFrom};
     use toolrail_tools_core::log::details::{ShellFacts, Terminal};
     let state = super::view::state_of_end(past.end);
     let mut bytes = Vec::new();
+    let mut skipped = 0;
     if let Ok(mut file) = std::fs::File::open(&past.output_file) {
         let size = file.metadata().map_or(0, |meta| meta.len());
         let from = since.max(size.saturating_sub(SHOWN as u64));
+        skipped = from.saturating_sub(since);
         if file.seek(SeekFrom::Start(from)).is_ok() {
             let _ = file.take(SHOWN as u64).read_to_end(&mut bytes);
         }
     }
-    let mut text = super::transcript::plain_terminal_text(&bytes);
+    let mut text = if skipped > 0 {
+        format!(
+            "[… {skipped} bytes left out; the whole output is in {} …]\n",
+            past.output_file.display()
+        )
+    } else {
+        String::new()
+    };
+    text.push_str(&super::transcript::plain_terminal_text(&bytes));
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
     text.push_str(&format!(
-        "[shell {} {} (an earlier run of this session) · cursor {}]",
+        "[shell {} {} · cursor {}]",
         past.id,
-        state.as_str().replace('_', " "),
+        past.describe(),
         past.output_bytes
     ));
     let value = json!({
@@ -269,11 +283,9 @@ impl TypedTool for ShellWriteTool {
                 return Err(ToolFailure::with_code(
                     SHELL_ENDED,
                     format!(
-                        "shell {} is not running: it {} in an earlier run of this session; nothing was written",
+                        "shell {} is not running: it {}; nothing was written",
                         past.id,
-                        super::view::state_of_end(past.end)
-                            .as_str()
-                            .replace('_', " ")
+                        past.describe()
                     ),
                 ));
             }
@@ -281,6 +293,7 @@ impl TypedTool for ShellWriteTool {
         let life = shell.life();
         if life != Life::Running {
             record_end(ctx, &shell, &life).await;
+            self.shells.retire_recorded();
             return Err(ended(&shell, &life));
         }
         let bytes = input_bytes(&shell, &args).await?;
@@ -296,7 +309,7 @@ impl TypedTool for ShellWriteTool {
             }
         };
         match written {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => shell.note_written(&bytes),
             Ok(Err(WriteFailure::Closed)) => {
                 return Err(ToolFailure::with_code(
                     SHELL_INPUT_CLOSED,
@@ -340,6 +353,7 @@ impl TypedTool for ShellWriteTool {
             .read_cursor
             .fetch_max(view.cursor, std::sync::atomic::Ordering::AcqRel);
         record_end(ctx, &shell, &view.life).await;
+        self.shells.retire_recorded();
         Ok(view.output(
             &shell,
             json!({"written_bytes": bytes.len(), "closed": close}),
@@ -504,6 +518,7 @@ impl TypedTool for ShellKillTool {
             )));
         }
         record_end(ctx, &shell, &view.life).await;
+        self.shells.retire_recorded();
         Ok(view.output(&shell, json!({"was_running": was_running})))
     }
 }

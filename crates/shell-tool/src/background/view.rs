@@ -252,7 +252,7 @@ pub(crate) fn state_of(life: &Life) -> (ShellState, Option<i32>, Option<i32>) {
     match life {
         Life::Running => (ShellState::Running, None, None),
         Life::Ended(ending) => (state_of_end(ending.end), ending.exit_code, ending.signal),
-        Life::NeverRan(_) => (ShellState::Exited, None, None),
+        Life::NeverRan(_) => (ShellState::NeverRan, None, None),
     }
 }
 
@@ -262,6 +262,7 @@ pub(crate) fn state_of_end(end: ShellEnd) -> ShellState {
         ShellEnd::Killed => ShellState::Killed,
         ShellEnd::LifetimeEnded => ShellState::LifetimeEnded,
         ShellEnd::EndedWithRuntime => ShellState::EndedWithRuntime,
+        ShellEnd::NeverRan => ShellState::NeverRan,
     }
 }
 
@@ -287,6 +288,7 @@ pub(crate) fn describe(life: &Life) -> String {
                     format!("was stopped at the end of its lifetime ({how})")
                 }
                 ShellEnd::EndedWithRuntime => "ended with the runtime".to_owned(),
+                ShellEnd::NeverRan => "never ran (its sandbox could not be made)".to_owned(),
             }
         }
     }
@@ -318,6 +320,11 @@ impl ShellView {
                 shell.output_file.display()
             ));
         }
+        if shell.file_cut() {
+            text.push_str(
+                "\n[the output file stopped at its size cap: later output is kept only as far as memory holds it]",
+            );
+        }
         let mut value = json!({
             "id": shell.id,
             "state": state.as_str(),
@@ -330,6 +337,7 @@ impl ShellView {
             "left_out_bytes": self.left_out,
             "matched_lines": self.matched,
             "output_file": shell.output_file.display().to_string(),
+            "output_file_cut": shell.file_cut(),
         });
         if let (Some(value), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
             value.extend(extra.clone());
@@ -360,8 +368,14 @@ impl ShellView {
 
 /// Records `shell/exited` once, by the first call that sees the shell ended.
 pub(crate) async fn record_end(ctx: &ToolContext, shell: &Shell, life: &Life) {
-    let Life::Ended(ending) = life else {
-        return;
+    let ending = match life {
+        Life::Ended(ending) => *ending,
+        Life::NeverRan(_) => Ending {
+            end: ShellEnd::NeverRan,
+            exit_code: None,
+            signal: None,
+        },
+        Life::Running => return,
     };
     if shell
         .exit_recorded

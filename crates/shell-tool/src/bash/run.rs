@@ -297,7 +297,7 @@ pub(super) fn unavailable(mode: SandboxMode, why: &str) -> ToolFailure {
 
 /// What the sandbox refused, as the command's own words say it: on the card, in the
 /// summary's count, and in a line the model reads.
-fn note_refusals(output: &mut ToolOutput, mode: SandboxMode, stderr_text: &str) {
+pub(super) fn note_refusals(output: &mut ToolOutput, mode: SandboxMode, stderr_text: &str) {
     if mode == SandboxMode::FullAccess {
         return;
     }

@@ -16,7 +16,7 @@ use toolrail_tools_core::log::details::Details;
 use toolrail_tools_core::log::event::ShellStarted;
 use toolrail_tools_core::{ToolCode, ToolContext, ToolFailure, ToolOutput, ToolResult, tool_code};
 
-use super::run::{Admitted, unavailable, unique_name};
+use super::run::{Admitted, note_refusals, unavailable, unique_name};
 use super::{BashArgs, BashTool};
 use crate::background::view::{Wait, record_end};
 use crate::background::{
@@ -233,6 +233,7 @@ impl BashTool {
         )
         .await;
         if let Life::NeverRan(why) = &view.life {
+            record_end(ctx, &shell, &view.life).await;
             return Err(unavailable(admitted.mode, why));
         }
         shell
@@ -249,6 +250,8 @@ impl BashTool {
         );
         self.describe(&mut output, args);
         self.record_sandbox(&mut output, admitted);
+        // What the sandbox refused, as the command's own words said (one stream here).
+        note_refusals(&mut output, admitted.mode, &view.text);
         Ok(output)
     }
 
@@ -309,6 +312,7 @@ impl BashTool {
                 );
                 self.describe(&mut output, args);
                 self.record_sandbox(&mut output, admitted);
+                note_refusals(&mut output, admitted.mode, &view.text);
                 return Ok(output);
             }
             let rest = timeout.saturating_sub(began.elapsed());
@@ -348,6 +352,8 @@ impl BashTool {
             foreground_report(&shell, &view, stopped.is_some(), timeout, began.elapsed());
         self.describe(&mut output, args);
         self.record_sandbox(&mut output, admitted);
+        // What the sandbox refused, as the command's own words said (one stream here).
+        note_refusals(&mut output, admitted.mode, &view.text);
         Ok(output)
     }
 
