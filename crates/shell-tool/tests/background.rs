@@ -545,10 +545,11 @@ async fn a_foreground_command_on_a_terminal_sees_one_and_keeps_its_deadline() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stopping_a_terminal_shell_before_it_owns_its_terminal_signals_nothing_else() {
+async fn stopping_a_terminal_shell_never_signals_the_runtime_s_own_group() {
     // A terminal with no foreground group answers 0, which `killpg` reads as the caller's
     // own group: this test process would get the SIGTERM.
-    let s = session(|config| config.background.lifetime = Duration::ZERO);
+    let s = session(|_| {});
+    let at_once = session(|config| config.background.lifetime = Duration::ZERO);
     for _ in 0..10 {
         let stopped = s
             .call(
@@ -557,11 +558,23 @@ async fn stopping_a_terminal_shell_before_it_owns_its_terminal_signals_nothing_e
             )
             .await;
         assert_eq!(value(&stopped)["timed_out"], true, "{}", text(&stopped));
-        let (id, _) = s
+        let (id, _) = at_once
             .start(json!({"command": "exec sleep 46.2", "tty": true}))
             .await;
-        let (_, ended) = until_ended(&s, &id).await;
+        let (_, ended) = until_ended(&at_once, &id).await;
         assert_eq!(value(&ended)["state"], "lifetime_ended");
     }
+    // A command that lets go of its terminal leaves it with no foreground group at all.
+    let detached = "exec python3 -c 'import fcntl, signal, termios, time; signal.signal(signal.SIGHUP, signal.SIG_IGN); fcntl.ioctl(0, termios.TIOCNOTTY); print(\"detached\", flush=True); time.sleep(46.3)'";
+    let (id, _) = s.start(json!({"command": detached, "tty": true})).await;
+    let found = s
+        .call(
+            "shell_output",
+            json!({"id": id, "since": 0, "filter": "detached", "wait_ms": 10000}),
+        )
+        .await;
+    assert_eq!(value(&found)["matched_lines"], 1, "{}", text(&found));
+    let killed = s.call("shell_kill", json!({"id": id})).await;
+    assert_eq!(value(&killed)["state"], "killed", "{}", text(&killed));
     assert_eq!(gone("46.").await, Vec::<String>::new());
 }
