@@ -75,6 +75,31 @@ fn configuration_with(folder: &Path, url: &str, tools: &str) -> SessionConfig {
     .unwrap()
 }
 
+/// Waits (bounded) until the child's log shows `call` started, the child still running.
+fn wait_for_start(store: &Store, id: &SessionId, call: &str, child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let started = store.read(id).is_ok_and(|events| {
+            events.iter().any(|event| {
+                matches!(event.data, EventData::ToolStart(_))
+                    && event.call_id.as_ref().is_some_and(|id| id.as_str() == call)
+            })
+        });
+        if started {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the child's call {call} never started"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the child ended before its call {call} started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The child: an agent whose turn runs a slow command, until it is killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_child() {
@@ -118,27 +143,7 @@ async fn an_agent_killed_mid_call_is_resumed_with_honest_results_the_model_then_
         .unwrap();
     let store = Store::jsonl(folder.path().join("sessions")).unwrap();
     let id = SessionId::new("crash");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let started = store.read(&id).is_ok_and(|events| {
-            events.iter().any(|event| {
-                matches!(event.data, EventData::ToolStart(_))
-                    && event
-                        .call_id
-                        .as_ref()
-                        .is_some_and(|call| call.as_str() == "c1")
-            })
-        });
-        if started {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the child's call never started");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the child ended before its call started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_start(&store, &id, "c1", &mut child);
     child.kill().unwrap(); // SIGKILL: nothing of the agent runs after this
     child.wait().unwrap();
     let first = requests.recv().unwrap();
@@ -244,27 +249,7 @@ async fn shells_killed_with_their_runtime_are_reported_ended_once_after_resume()
         .unwrap();
     let store = Store::jsonl(folder.path().join("sessions")).unwrap();
     let id = SessionId::new("shells");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let waiting = store.read(&id).is_ok_and(|events| {
-            events.iter().any(|event| {
-                matches!(event.data, EventData::ToolStart(_))
-                    && event
-                        .call_id
-                        .as_ref()
-                        .is_some_and(|call| call.as_str() == "c4")
-            })
-        });
-        if waiting {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the child never reached its last call"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "the child ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_start(&store, &id, "c4", &mut child);
     let needle = [token.clone()];
     let sleeping = toolrail_test_support::processes::live_with(&needle);
     assert!(
