@@ -58,8 +58,8 @@ mod script;
 mod todo;
 
 pub use approvals::{
-    ApprovalInbox, ChannelApprovals, PendingApproval, ScriptedApprovals, TerminalApprovals,
-    approval_question, parse_reply,
+    ApprovalEndpoint, ApprovalInbox, ChannelApprovals, EndpointError, PendingApproval,
+    ScriptedApprovals, TerminalApprovals, approval_question, parse_reply,
 };
 pub use digest::workspace_digest;
 pub use pending::{Inbox, Pending};
