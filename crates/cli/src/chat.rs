@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use serde_json::Value;
-use toolrail_interaction::{ApprovalInbox, ChannelApprovals};
+use toolrail_interaction::{ApprovalEndpoint, ApprovalInbox, ChannelApprovals};
 use toolrail_runtime::{Agent, AgentBuilder, SessionConfig, Store};
 use toolrail_session_log::SessionId;
 
@@ -52,6 +52,8 @@ pub(crate) struct Conversation {
     pub agent: Agent,
     config: SessionConfig,
     approve: ApproveWith,
+    /// The approvals endpoint, while approvals are answered over HTTP.
+    _endpoint: Option<ApprovalEndpoint>,
     inbox: Option<ApprovalInbox>,
     keyboard: Keyboard,
     interrupts: Interrupts,
@@ -65,6 +67,8 @@ pub(crate) struct Conversation {
 enum ApproveWith {
     Ask,
     Refuse(Arc<crate::flags::Refuse>),
+    /// The approvals endpoint's service, and where it listens.
+    Remote(Arc<ChannelApprovals>, std::net::SocketAddr),
 }
 
 impl Conversation {
@@ -75,9 +79,24 @@ impl Conversation {
         console: Console,
         resume: Option<(&Store, &SessionId)>,
     ) -> Result<Self> {
+        let mut endpoint = None;
         let approve = match approve {
             Approve::Ask => ApproveWith::Ask,
             Approve::Refuse(refuse) => ApproveWith::Refuse(refuse),
+            Approve::Listen(address) => {
+                let (service, started) = ApprovalEndpoint::start(address, None)
+                    .await
+                    .map_err(|error| bad_input!("{error}"))?;
+                // The token is printed once, here; whoever answers keeps it.
+                eprintln!(
+                    "toolrail: approvals are answered at http://{} with `Authorization: Bearer {}`: GET /pending, POST /answer {{\"id\": N, \"answer\": \"allow_once\" | \"allow_for_session\" | \"reject\"}}",
+                    started.address(),
+                    started.token()
+                );
+                let address = started.address();
+                endpoint = Some(started);
+                ApproveWith::Remote(Arc::new(service), address)
+            }
         };
         let history = state_folder().ok().map(|folder| {
             let _ = std::fs::create_dir_all(&folder);
@@ -88,6 +107,7 @@ impl Conversation {
             agent,
             config,
             approve,
+            _endpoint: endpoint,
             inbox,
             keyboard: Keyboard::open(history),
             interrupts: Interrupts::catch(),
@@ -114,9 +134,11 @@ impl Conversation {
             "toolrail chat · session {}{model} · {tools} tool{} · {}",
             self.agent.session_id(),
             if tools == 1 { "" } else { "s" },
-            match self.approve {
-                ApproveWith::Ask => "approvals asked here",
-                ApproveWith::Refuse(_) => "approvals refused",
+            match &self.approve {
+                ApproveWith::Ask => "approvals asked here".to_owned(),
+                ApproveWith::Refuse(_) => "approvals refused".to_owned(),
+                ApproveWith::Remote(_, address) =>
+                    format!("approvals answered at http://{address}"),
             }
         );
         println!("Type a message. /help lists commands; Ctrl-C cancels a turn, twice leaves.");
@@ -318,6 +340,7 @@ fn builder(config: &SessionConfig, approve: &ApproveWith) -> (AgentBuilder, Opti
             (builder.approvals(Arc::new(service)), Some(inbox))
         }
         ApproveWith::Refuse(refuse) => (builder.approvals(refuse.clone()), None),
+        ApproveWith::Remote(service, _) => (builder.approvals(service.clone()), None),
     }
 }
 

@@ -94,6 +94,11 @@ pub(crate) struct AgentFlags {
     /// choose one.
     #[arg(long, value_enum)]
     pub approve: Option<ApproveArg>,
+    /// Answer approvals over HTTP instead of here: a JSON endpoint on this loopback address
+    /// (`127.0.0.1:PORT`; port 0 picks one) with a bearer token printed once at start;
+    /// `GET /pending` lists what waits, `POST /answer {"id", "answer"}` answers it.
+    #[arg(long = "approvals-listen", value_name = "ADDR")]
+    pub approvals_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -286,6 +291,14 @@ impl AgentFlags {
     /// Who answers approvals, given whether a person is at a terminal; sets what the policy
     /// must know (`rules-only` asks no one).
     pub(crate) fn approvals(&self, terminal: bool, config: &mut SessionConfig) -> Result<Approve> {
+        if let Some(address) = self.approvals_listen {
+            return match self.approve {
+                None | Some(ApproveArg::Ask) => Ok(Approve::Listen(address)),
+                Some(_) => Err(bad_input!(
+                    "--approvals-listen answers approvals over HTTP; it cannot go with --approve never or rules-only (choose one)"
+                )),
+            };
+        }
         let chosen = match (self.approve, terminal) {
             (Some(ApproveArg::Ask), false) => {
                 return Err(bad_input!(
@@ -322,6 +335,8 @@ pub(crate) enum Approve {
     Ask,
     /// By a service that rejects every request.
     Refuse(Arc<Refuse>),
+    /// Over HTTP, at an endpoint on this loopback address.
+    Listen(std::net::SocketAddr),
 }
 
 /// Rejects every request, saying why.

@@ -284,6 +284,7 @@ fn flags_a_scenario_ignores(flags: &crate::flags::AgentFlags) -> Vec<&'static st
         ("--allow", !flags.allow.is_empty()),
         ("--deny", !flags.deny.is_empty()),
         ("--approve", flags.approve.is_some()),
+        ("--approvals-listen", flags.approvals_listen.is_some()),
     ];
     given
         .into_iter()

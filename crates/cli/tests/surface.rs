@@ -538,3 +538,86 @@ fn a_toolrail_toml_names_the_model_and_the_sessions_stay_in_the_workspace() {
     );
     assert!(!elsewhere.path().join(".toolrail").exists());
 }
+
+/// `toolrail run --approvals-listen`: the address and token are printed once on stderr; the
+/// question is answered from `curl` with them; without the token nothing is decided.
+#[test]
+fn an_approval_is_answered_over_http_with_the_token_printed_at_start() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let (_gate, gate) = mpsc::channel();
+    let (url, _requests) = scripted_server(touch_answers(), gate);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolrail"))
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env("OPENAI_API_KEY", "test")
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .args([
+            "run",
+            "--prompt",
+            "Make the file",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+        ])
+        .args(["--base-url", &url, "--sandbox", "workspace-write", "--json"])
+        .args(["--approvals-listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    let token = line
+        .split("Bearer ")
+        .nth(1)
+        .map(|rest| rest.trim_end_matches(|c: char| !c.is_ascii_hexdigit()))
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_hexdigit()).next())
+        .unwrap_or_else(|| panic!("no token in {line:?}"))
+        .to_owned();
+    let curl = |args: &[&str]| {
+        let output = Command::new("curl")
+            .args(["-s", "-m", "10", "-w", "\n%{http_code}"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').unwrap().to_owned();
+        (status.to_owned(), body.to_owned())
+    };
+    let auth = format!("Authorization: Bearer {token}");
+    let pending = format!("http://{address}/pending");
+    let mut listed = String::new();
+    for _ in 0..200 {
+        let (status, body) = curl(&["-H", &auth, &pending]);
+        assert_eq!(status, "200", "{body}");
+        if body.contains("touch made.txt") {
+            listed = body;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let id = listed["pending"][0]["id"].as_u64().unwrap();
+    let answer = format!(r#"{{"id": {id}, "answer": "allow_once"}}"#);
+    let url = format!("http://{address}/answer");
+    let (status, _) = curl(&["-X", "POST", "--data", &answer, &url]);
+    assert_eq!(status, "401", "no token, no decision");
+    assert!(!dir.path().join("made.txt").exists());
+    let (status, body) = curl(&["-H", &auth, "-X", "POST", "--data", &answer, &url]);
+    assert_eq!(status, "200", "{body}");
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["calls"][0]["error"], Value::Null, "{report}");
+    assert!(dir.path().join("made.txt").exists());
+}
