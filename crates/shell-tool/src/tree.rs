@@ -230,7 +230,16 @@ mod tests {
                         && alive(*pid)
                 })
         };
-        let pid = sleeper().expect("the setsid sleep runs");
+        // `up` may come before `setsid` has exec'd the sleeper: look for it a while.
+        let mut found = None;
+        for _ in 0..200 {
+            found = sleeper();
+            if found.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let pid = found.expect("the setsid sleep runs");
         tree.kill();
         tree.wait().await.unwrap();
         for _ in 0..200 {
