@@ -105,7 +105,7 @@ async fn session(
 async fn reads_of_two_shells_overlap_and_a_write_and_a_read_of_one_keep_model_order() {
     let folder = tempfile::tempdir().unwrap();
     // Reads that wait for a line that never comes: each holds its slot for its whole wait.
-    let wait = |id: &str| json!({"id": id, "filter": "never-printed", "wait_ms": 700});
+    let wait = |id: &str| json!({"id": id, "filter": "never-printed", "wait_ms": 1500});
     let script = vec![
         calls(&[
             ("c1", "bash", background("echo one; exec sleep 44.1")),

@@ -159,15 +159,24 @@ async fn a_dev_server_is_read_as_it_prints_then_killed_with_everything_it_starte
         text(&started)
     );
     assert_eq!(value(&started)["state"], "running");
-    let sleepers = alive("41.")
-        .into_iter()
-        .filter(|line| {
-            line.split(": ")
-                .nth(1)
-                .is_some_and(|cmd| cmd.starts_with("sleep"))
-        })
-        .count();
-    assert_eq!(sleepers, 3, "the three sleepers run");
+    // Each sleeper is exec'd by a wrapper (`setsid`, `nohup`): look a while for all three.
+    let sleepers = || {
+        alive("41.")
+            .into_iter()
+            .filter(|line| {
+                line.split(": ")
+                    .nth(1)
+                    .is_some_and(|cmd| cmd.starts_with("sleep"))
+            })
+            .count()
+    };
+    for _ in 0..200 {
+        if sleepers() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(sleepers(), 3, "the three sleepers run");
 
     let ready = s
         .call(
@@ -399,15 +408,24 @@ async fn the_seventeenth_shell_is_refused_by_the_limit_of_sixteen() {
         "{}",
         text(&refused)
     );
-    let sleeping = alive("42.7")
-        .into_iter()
-        .filter(|line| {
-            line.split(": ")
-                .nth(1)
-                .is_some_and(|cmd| cmd.starts_with("sleep"))
-        })
-        .count();
-    assert_eq!(sleeping, 16, "the refused one never started");
+    // A shell's `bash` becomes `sleep` when it execs: look a while for all sixteen.
+    let sleeping = || {
+        alive("42.7")
+            .into_iter()
+            .filter(|line| {
+                line.split(": ")
+                    .nth(1)
+                    .is_some_and(|cmd| cmd.starts_with("sleep"))
+            })
+            .count()
+    };
+    for _ in 0..200 {
+        if sleeping() >= 16 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(sleeping(), 16, "the refused one never started");
     let killed = s
         .call("shell_kill", json!({"id": "sh3", "signal": "KILL"}))
         .await;

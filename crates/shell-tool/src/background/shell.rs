@@ -289,7 +289,7 @@ async fn watcher(
     watch: Watch,
     tty: bool,
 ) {
-    let mut spill = open_spill(&watch.output_file).await;
+    let mut spill = open_spill(&watch.output_file);
     let mut spilled: u64 = 0;
     let mut buffer = vec![0u8; 64 * 1024];
     let mut status = None;
@@ -318,7 +318,10 @@ async fn watcher(
                         if kept.len() < bytes.len() {
                             published.file_cut.store(true, std::sync::atomic::Ordering::Release);
                         }
-                        if !kept.is_empty() && file.write_all(kept).await.is_err() {
+                        // Written through at once (a local append, no buffer of ours): what
+                        // was read is in the file even if the runtime is killed the next
+                        // moment, for the resume that reports it.
+                        if !kept.is_empty() && std::io::Write::write_all(file, kept).is_err() {
                             spill = None;
                         }
                         spilled += kept.len() as u64;
@@ -352,9 +355,7 @@ async fn watcher(
             }
         }
     }
-    if let Some(mut file) = spill {
-        let _ = file.flush().await;
-    }
+    drop(spill);
     let text = {
         let transcript = published.transcript.lock();
         let delta = transcript.since(0);
@@ -396,13 +397,14 @@ pub(crate) fn exit_file(output_file: &std::path::Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-async fn open_spill(path: &std::path::Path) -> Option<tokio::fs::File> {
-    let mut options = tokio::fs::OpenOptions::new();
+fn open_spill(path: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = std::fs::OpenOptions::new();
     options
         .write(true)
         .create_new(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    options.open(path).await.ok()
+    options.open(path).ok()
 }
 
 /// Sends `signal` to the shell's processes (SIGKILL ends the whole tree at once) and
