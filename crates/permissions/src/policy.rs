@@ -454,6 +454,33 @@ fn escape_glob(text: &str) -> String {
     escaped
 }
 
+impl Verdict {
+    /// The verdict as a pre-execute hook's decision, the rest of the chain consulted: a deny
+    /// ends the chain; otherwise the rest runs and the more restrictive of the two decisions
+    /// is returned (a deny of the rest stands, an ask of ours stands). For a hook that judges
+    /// a call by the rules as another call — the runtime's judging of shell input as `bash`.
+    pub async fn then(self, next: PreNext<'_>) -> Result<PreExecuteDecision, HookError> {
+        let ours = match self.effect {
+            RuleEffect::Deny => {
+                return Ok(PreExecuteDecision::Deny {
+                    reason: self.reason,
+                });
+            }
+            RuleEffect::Ask => PreExecuteDecision::Ask {
+                reason: self.reason,
+                session_key: self.session_key,
+            },
+            RuleEffect::Allow => PreExecuteDecision::Allow,
+        };
+        let theirs = next.run().await?;
+        Ok(match (&ours, &theirs) {
+            (_, PreExecuteDecision::Deny { .. }) => theirs,
+            (PreExecuteDecision::Ask { .. }, _) => ours,
+            _ => theirs,
+        })
+    }
+}
+
 /// The permission rules in the pre-execute waterfall. A deny ends the chain; otherwise the
 /// rest of the chain runs and the more restrictive of the two decisions is returned (the
 /// pipeline keeps every decision anyway: nothing later can launder a deny or an ask).
@@ -471,26 +498,6 @@ impl PreExecuteHook for PermissionHook {
         call: &'a CallView<'a>,
         next: PreNext<'a>,
     ) -> BoxFuture<'a, Result<PreExecuteDecision, HookError>> {
-        Box::pin(async move {
-            let verdict = self.permissions.decide(call);
-            let ours = match verdict.effect {
-                RuleEffect::Deny => {
-                    return Ok(PreExecuteDecision::Deny {
-                        reason: verdict.reason,
-                    });
-                }
-                RuleEffect::Ask => PreExecuteDecision::Ask {
-                    reason: verdict.reason,
-                    session_key: verdict.session_key,
-                },
-                RuleEffect::Allow => PreExecuteDecision::Allow,
-            };
-            let theirs = next.run().await?;
-            Ok(match (&ours, &theirs) {
-                (_, PreExecuteDecision::Deny { .. }) => theirs,
-                (PreExecuteDecision::Ask { .. }, _) => ours,
-                _ => theirs,
-            })
-        })
+        Box::pin(self.permissions.decide(call).then(next))
     }
 }

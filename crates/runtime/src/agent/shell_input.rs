@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolrail_permissions::{Permissions, RuleEffect};
+use toolrail_permissions::Permissions;
 use toolrail_policy_guards::DenyListGuard;
 use toolrail_session_log::BoxFuture;
 use toolrail_shell_tool::{BashTool, InputReading, Shells};
@@ -135,27 +135,9 @@ impl PreExecuteHook for ShellInputHook {
             let Some(arguments) = self.0.as_command(call) else {
                 return next.run().await;
             };
-            let verdict = self.0.permissions.decide(&self.0.as_bash(call, &arguments));
-            let reason =
-                |reason: String| format!("the input, judged as a `bash` command: {reason}");
-            let ours = match verdict.effect {
-                RuleEffect::Deny => {
-                    return Ok(PreExecuteDecision::Deny {
-                        reason: reason(verdict.reason),
-                    });
-                }
-                RuleEffect::Ask => PreExecuteDecision::Ask {
-                    reason: reason(verdict.reason),
-                    session_key: verdict.session_key,
-                },
-                RuleEffect::Allow => PreExecuteDecision::Allow,
-            };
-            let theirs = next.run().await?;
-            Ok(match (&ours, &theirs) {
-                (_, PreExecuteDecision::Deny { .. }) => theirs,
-                (PreExecuteDecision::Ask { .. }, _) => ours,
-                _ => theirs,
-            })
+            let mut verdict = self.0.permissions.decide(&self.0.as_bash(call, &arguments));
+            verdict.reason = format!("the input, judged as a `bash` command: {}", verdict.reason);
+            verdict.then(next).await
         })
     }
 }

@@ -346,18 +346,16 @@ impl Shells {
             if !shell.exit_recorded.load(Ordering::Acquire) {
                 continue;
             }
-            let (end, exit_code, signal) = match shell.life() {
-                Life::Ended(ending) => (ending.end, ending.exit_code, ending.signal),
-                Life::NeverRan(_) => (ShellEnd::NeverRan, None, None),
-                Life::Running => continue,
+            let Some(ending) = shell.life().ending() else {
+                continue;
             };
             *entry = Entry::Past(Arc::new(PastShell {
                 id: shell.id.clone(),
                 command: shell.command.clone(),
                 tty: shell.tty,
-                end,
-                exit_code,
-                signal,
+                end: ending.end,
+                exit_code: ending.exit_code,
+                signal: ending.signal,
                 output_file: shell.output_file.clone(),
                 output_bytes: shell.total(),
                 read_cursor: shell.read_cursor.load(Ordering::Acquire),

@@ -30,37 +30,28 @@ pub(crate) fn past_shells(events: &[Event]) -> Vec<PastShell> {
     }
     started
         .into_iter()
-        .map(|shell| {
-            let output_file = PathBuf::from(&shell.output);
-            match exits.get(shell.id.as_str()) {
-                Some(exited) => PastShell {
-                    id: shell.id.clone(),
-                    command: shell.command.clone(),
-                    tty: shell.tty,
-                    end: exited.end,
-                    exit_code: exited.exit_code.and_then(|code| i32::try_from(code).ok()),
-                    signal: exited.signal.and_then(|signal| i32::try_from(signal).ok()),
-                    output_file,
-                    output_bytes: exited.output_bytes,
-                    read_cursor: 0,
-                },
-                None => {
-                    let exited = unrecorded_end(shell);
-                    PastShell {
-                        id: shell.id.clone(),
-                        command: shell.command.clone(),
-                        tty: shell.tty,
-                        end: exited.end,
-                        exit_code: exited.exit_code.and_then(|code| i32::try_from(code).ok()),
-                        signal: exited.signal.and_then(|signal| i32::try_from(signal).ok()),
-                        output_file,
-                        output_bytes: exited.output_bytes,
-                        read_cursor: 0,
-                    }
-                }
-            }
+        .map(|shell| match exits.get(shell.id.as_str()) {
+            Some(exited) => PastShell::from_log(shell, exited),
+            None => PastShell::from_log(shell, &unrecorded_end(shell)),
         })
         .collect()
+}
+
+impl PastShell {
+    /// The shell `started` names, ended as `exited` says.
+    fn from_log(started: &ShellStarted, exited: &ShellExited) -> Self {
+        Self {
+            id: started.id.clone(),
+            command: started.command.clone(),
+            tty: started.tty,
+            end: exited.end,
+            exit_code: exited.exit_code.and_then(|code| i32::try_from(code).ok()),
+            signal: exited.signal.and_then(|signal| i32::try_from(signal).ok()),
+            output_file: PathBuf::from(&started.output),
+            output_bytes: exited.output_bytes,
+            read_cursor: 0,
+        }
+    }
 }
 
 /// The end of a shell the log shows running: what its watcher wrote beside its output, if

@@ -238,6 +238,21 @@ impl Shell {
     }
 }
 
+impl Life {
+    /// How the shell ended, once it did (a shell that never ran ended `never_ran`).
+    pub(crate) fn ending(&self) -> Option<Ending> {
+        match self {
+            Self::Running => None,
+            Self::Ended(ending) => Some(*ending),
+            Self::NeverRan(_) => Some(Ending {
+                end: ShellEnd::NeverRan,
+                exit_code: None,
+                signal: None,
+            }),
+        }
+    }
+}
+
 impl Shell {
     /// Notes what a write sent, for the line being typed.
     pub(crate) fn note_written(&self, bytes: &[u8]) {

@@ -249,10 +249,9 @@ fn cut(text: String, cap: usize) -> (String, u64) {
 
 /// A shell's state as cards show it, with its exit code and signal.
 pub(crate) fn state_of(life: &Life) -> (ShellState, Option<i32>, Option<i32>) {
-    match life {
-        Life::Running => (ShellState::Running, None, None),
-        Life::Ended(ending) => (state_of_end(ending.end), ending.exit_code, ending.signal),
-        Life::NeverRan(_) => (ShellState::NeverRan, None, None),
+    match life.ending() {
+        None => (ShellState::Running, None, None),
+        Some(ending) => (state_of_end(ending.end), ending.exit_code, ending.signal),
     }
 }
 
@@ -368,14 +367,8 @@ impl ShellView {
 
 /// Records `shell/exited` once, by the first call that sees the shell ended.
 pub(crate) async fn record_end(ctx: &ToolContext, shell: &Shell, life: &Life) {
-    let ending = match life {
-        Life::Ended(ending) => *ending,
-        Life::NeverRan(_) => Ending {
-            end: ShellEnd::NeverRan,
-            exit_code: None,
-            signal: None,
-        },
-        Life::Running => return,
+    let Some(ending) = life.ending() else {
+        return;
     };
     if shell
         .exit_recorded

@@ -124,22 +124,8 @@ impl BashTool {
             id,
             timeout,
         } = *place;
-        let confinement = Confinement {
-            mode: admitted.mode,
-            network: admitted.network,
-            tier: &self.config.tier,
-            roots: self.config.roots.as_slice(),
-            protected: &self.config.protected,
-            spill_dir: &self.config.spill_dir,
-            private_tmp,
-            workdir,
-            limits: self.config.limits,
-            walk_cache: Some(&self.walk_cache),
-            terminal: None,
-        };
-        let Prepared { mut command, check } = confinement
-            .prepare(["bash", "-c", &args.command].map(OsString::from))
-            .map_err(|why| unavailable(admitted.mode, &why))?;
+        let Prepared { mut command, check } =
+            self.prepared_bash(args, admitted, workdir, private_tmp, None)?;
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -181,6 +167,34 @@ impl BashTool {
             took: started.elapsed(),
             setup: check,
         })
+    }
+
+    /// `bash -c <command>` confined as `admitted` says, in `workdir`, with `private_tmp` its
+    /// writable folder and `terminal` (a pty's path) its controlling terminal if given: what
+    /// a foreground call and a background shell both spawn.
+    pub(super) fn prepared_bash(
+        &self,
+        args: &BashArgs,
+        admitted: &Admitted<'_>,
+        workdir: &Path,
+        private_tmp: &Path,
+        terminal: Option<&Path>,
+    ) -> Result<Prepared, ToolFailure> {
+        Confinement {
+            mode: admitted.mode,
+            network: admitted.network,
+            tier: &self.config.tier,
+            roots: self.config.roots.as_slice(),
+            protected: &self.config.protected,
+            spill_dir: &self.config.spill_dir,
+            private_tmp,
+            workdir,
+            limits: self.config.limits,
+            walk_cache: Some(&self.walk_cache),
+            terminal,
+        }
+        .prepare(["bash", "-c", &args.command].map(OsString::from))
+        .map_err(|why| unavailable(admitted.mode, &why))
     }
 
     /// The command's whole environment: the allowed variables of this process, the ones

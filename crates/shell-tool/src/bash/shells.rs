@@ -4,7 +4,6 @@
 //! (`auto_background_after`). The command is admitted and confined exactly as any `bash`
 //! call is; only who waits for it differs.
 
-use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -22,7 +21,7 @@ use crate::background::view::{Wait, record_end};
 use crate::background::{
     Fd, Identity, Input, Launch, Life, Shell, ShellView, Watch, observe, pipe, terminal,
 };
-use crate::sandbox::{Confinement, Prepared};
+use crate::sandbox::Prepared;
 
 /// The session runs as many background shells as it may.
 const SHELL_LIMIT: ToolCode = tool_code!("SHELL_LIMIT");
@@ -95,22 +94,9 @@ impl BashTool {
             ),
             Stdin::Pipe | Stdin::Closed => None,
         };
-        let confinement = Confinement {
-            mode: admitted.mode,
-            network: admitted.network,
-            tier: &self.config.tier,
-            roots: self.config.roots.as_slice(),
-            protected: &self.config.protected,
-            spill_dir: &self.config.spill_dir,
-            private_tmp,
-            workdir,
-            limits: self.config.limits,
-            walk_cache: Some(&self.walk_cache),
-            terminal: tty.as_ref().map(|(_, _, path)| path.as_path()),
-        };
-        let Prepared { mut command, check } = confinement
-            .prepare(["bash", "-c", &args.command].map(OsString::from))
-            .map_err(|why| unavailable(admitted.mode, &why))?;
+        let terminal_path = tty.as_ref().map(|(_, _, path)| path.as_path());
+        let Prepared { mut command, check } =
+            self.prepared_bash(args, admitted, workdir, private_tmp, terminal_path)?;
         let output = match tty {
             Some((master, slave, _)) => {
                 let copy = |fd: &std::os::fd::OwnedFd| {
@@ -248,10 +234,7 @@ impl BashTool {
                 id = shell.id
             ),
         );
-        self.describe(&mut output, args);
-        self.record_sandbox(&mut output, admitted);
-        // What the sandbox refused, as the command's own words said (one stream here).
-        note_refusals(&mut output, admitted.mode, &view.text);
+        self.finish(&mut output, args, admitted, &view);
         Ok(output)
     }
 
@@ -310,9 +293,7 @@ impl BashTool {
                         id = shell.id
                     ),
                 );
-                self.describe(&mut output, args);
-                self.record_sandbox(&mut output, admitted);
-                note_refusals(&mut output, admitted.mode, &view.text);
+                self.finish(&mut output, args, admitted, &view);
                 return Ok(output);
             }
             let rest = timeout.saturating_sub(began.elapsed());
@@ -350,18 +331,25 @@ impl BashTool {
         }
         let mut output =
             foreground_report(&shell, &view, stopped.is_some(), timeout, began.elapsed());
-        self.describe(&mut output, args);
-        self.record_sandbox(&mut output, admitted);
-        // What the sandbox refused, as the command's own words said (one stream here).
-        note_refusals(&mut output, admitted.mode, &view.text);
+        self.finish(&mut output, args, admitted, &view);
         Ok(output)
     }
 
-    /// The call's description on the shell's card.
-    fn describe(&self, output: &mut ToolOutput, args: &BashArgs) {
+    /// What every result made from a shell adds: the call's description on its card, the
+    /// sandbox it ran in, and what the sandbox refused as the command's own words said (one
+    /// stream here).
+    fn finish(
+        &self,
+        output: &mut ToolOutput,
+        args: &BashArgs,
+        admitted: &Admitted<'_>,
+        view: &ShellView,
+    ) {
         if let Some(Details::Terminal(terminal)) = output.details.as_mut() {
             terminal.description = Some(args.description.clone());
         }
+        self.record_sandbox(output, admitted);
+        note_refusals(output, admitted.mode, &view.text);
     }
 }
 
