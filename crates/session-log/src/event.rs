@@ -494,6 +494,12 @@ pub struct ApprovalAsked {
     /// The key an "approve for session" answer would cover.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_key: Option<String>,
+    /// When an unanswered question stops waiting and the call is `APPROVAL_EXPIRED` (the
+    /// pipeline's approval timeout from when it was first asked); `None`: it waits as long
+    /// as the approver takes. Kept so a session reopened after a restart asks again only
+    /// until this moment, never longer (DESIGN §6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
 }
 
 /// The approver's answer, as the approval service gives it and as the log records it (one

@@ -16,3 +16,13 @@ pub fn retry_advice(safe_to_retry: bool) -> &'static str {
         "it may have acted: verify before retrying"
     }
 }
+
+/// Why a call whose approval got no answer in time was not run (`APPROVAL_EXPIRED`): said by
+/// the pipeline when its approval timeout passes, and by a reopened session for a question a
+/// restart left unanswered past its `expires_at`.
+pub const APPROVAL_EXPIRED: &str = "no approval answer came in time; the call was not run";
+
+/// Why a call that needs approval was not run when no one could be asked
+/// (`APPROVAL_UNAVAILABLE`): no approval service, or recovery with no one to ask again.
+pub const APPROVAL_UNAVAILABLE: &str =
+    "this call needs approval and no approval service could be asked; the call was not run";

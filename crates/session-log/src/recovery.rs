@@ -5,6 +5,16 @@
 //! `recovery/repaired` lists what was repaired and why, and `turn/end {interrupted}` closes the
 //! turn. Everything is appended, durably; history is never rewritten. A repaired log has no
 //! open turn, so recovering it again does nothing.
+//!
+//! A call that was waiting for an approval (`approval/asked`, no `approval/decided`, no
+//! `tool/start`) is a pending approval (`pending.rs`): never answered yes by recovery, it is
+//! asked again through an [`ApprovalResumer`], or closed as `expired` / `unavailable`.
+
+mod pending;
+
+pub use pending::{
+    ApprovalResumer, ApprovalResumption, PendingApproval, ResumedApproval, waited_us,
+};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -63,8 +73,11 @@ pub trait EffectProbe: Send + Sync {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RecoveryReport {
     /// Calls that received a synthetic result, in call order, with their code (`None` when a
-    /// probe found the call completed).
+    /// probe found the call completed). Pending approvals are in `approvals` instead.
     pub repaired: Vec<(CallId, Option<ErrorCode>)>,
+    /// Calls that were waiting for an approval, in call order: asked again, expired, or
+    /// closed with no one to ask.
+    pub approvals: Vec<ResumedApproval>,
     /// Whether an open turn was closed.
     pub closed_turn: Option<TurnId>,
     /// Bytes of a torn tail that opening the file cut off.
@@ -74,7 +87,10 @@ pub struct RecoveryReport {
 impl RecoveryReport {
     /// Whether recovery changed anything.
     pub fn is_empty(&self) -> bool {
-        self.repaired.is_empty() && self.closed_turn.is_none() && self.torn_bytes_dropped == 0
+        self.repaired.is_empty()
+            && self.approvals.is_empty()
+            && self.closed_turn.is_none()
+            && self.torn_bytes_dropped == 0
     }
 }
 
@@ -135,10 +151,118 @@ impl RecoveryReport {
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// A call that was waiting for an approval is closed with no one to ask again: `expired`
+/// past its question's deadline, else `unavailable` (see [`recover_asking_again`] to ask).
 pub async fn recover(
     events: &[Event],
     torn_bytes_dropped: u64,
     probes: &[Arc<dyn EffectProbe>],
+    log: &dyn SessionLog,
+) -> Result<RecoveryReport, SinkError> {
+    recover_inner(events, torn_bytes_dropped, probes, None, log).await
+}
+
+/// [`recover`], with every pending approval handed to `approvals` in call order (between the
+/// synthetic results of the calls before and after it, so results stay in model order): it
+/// asks the question again, or records it expired, and commits the call's result.
+///
+/// # Example
+///
+/// A session stopped while `c1` waited for an approval whose deadline has since passed. The
+/// resumer here only records expiry, as the runtime's does past a deadline (before it, the
+/// runtime's asks the session's approval service again through the pipeline).
+///
+/// ```
+/// use std::sync::Arc;
+/// use toolrail_session_log::{
+///     AppendUrgency, BoxFuture, CallId, ErrorCode, EventData, EventDraft, EventSink,
+///     MemorySink, SinkError, StepId, Timestamp, ToolResultRecord, TurnId,
+///     event::{ApprovalAnswer, ApprovalAsked, ApprovalDecided, AssistantBlock, AssistantMessage, StopReason, TurnStart},
+///     recovery::{ApprovalResumer, ApprovalResumption, PendingApproval, recover_asking_again, waited_us},
+/// };
+///
+/// struct ExpireOnly(Arc<MemorySink>);
+/// impl ApprovalResumer for ExpireOnly {
+///     fn resume<'a>(
+///         &'a self,
+///         call: &'a PendingApproval<'a>,
+///     ) -> BoxFuture<'a, Result<(ApprovalResumption, Option<ErrorCode>), SinkError>> {
+///         Box::pin(async move {
+///             assert!(call.expired_at(Timestamp::now()));
+///             let at = |data| EventDraft {
+///                 ts: Timestamp::now(),
+///                 turn: Some(call.turn),
+///                 step: call.step,
+///                 call_id: Some(call.call_id.clone()),
+///                 data,
+///             };
+///             let waited_us = waited_us(call.asked_at, Timestamp::now());
+///             let decided = ApprovalDecided { answer: ApprovalAnswer::Expired, waited_us };
+///             self.0.append(at(EventData::ApprovalDecided(decided)), AppendUrgency::Durable).await?;
+///             let record = ToolResultRecord::failure(ErrorCode::ApprovalExpired, "no answer in time");
+///             self.0.append(at(EventData::ToolResult(Arc::new(record))), AppendUrgency::Durable).await?;
+///             Ok((ApprovalResumption::Expired, Some(ErrorCode::ApprovalExpired)))
+///         })
+///     }
+/// }
+///
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let log = Arc::new(MemorySink::new());
+/// let draft = |call: Option<&str>, data| EventDraft {
+///     ts: Timestamp::from_millis(1_000),
+///     turn: Some(TurnId(1)),
+///     step: Some(StepId(1)),
+///     call_id: call.map(CallId::from),
+///     data,
+/// };
+/// let message = AssistantMessage {
+///     blocks: vec![AssistantBlock::ToolCall {
+///         call_id: CallId::from("c1"),
+///         name: "bash".to_owned(),
+///         arguments_raw: r#"{"command":"make deploy"}"#.to_owned(),
+///     }],
+///     stop_reason: StopReason::ToolCalls,
+/// };
+/// let asked = ApprovalAsked {
+///     reason: "deploys ask".to_owned(),
+///     arguments: Arc::new(serde_json::json!({"command": "make deploy"})),
+///     session_key: None,
+///     expires_at: Some(Timestamp::from_millis(2_000)),
+/// };
+/// for event in [
+///     draft(None, EventData::TurnStart(TurnStart { user: Vec::new() })),
+///     draft(None, EventData::AssistantMessage(message)),
+///     draft(Some("c1"), EventData::ApprovalAsked(asked)),
+/// ] {
+///     log.append(event, AppendUrgency::Buffered).await?;
+/// }
+/// let resumer = ExpireOnly(Arc::clone(&log));
+/// let report = recover_asking_again(&log.events(), 0, &[], &resumer, log.as_ref()).await?;
+/// assert_eq!(report.approvals[0].resumption, ApprovalResumption::Expired);
+/// assert_eq!(
+///     log.kinds()[3..],
+///     ["approval/decided", "tool/result", "recovery/repaired", "turn/end"]
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub async fn recover_asking_again(
+    events: &[Event],
+    torn_bytes_dropped: u64,
+    probes: &[Arc<dyn EffectProbe>],
+    approvals: &dyn ApprovalResumer,
+    log: &dyn SessionLog,
+) -> Result<RecoveryReport, SinkError> {
+    recover_inner(events, torn_bytes_dropped, probes, Some(approvals), log).await
+}
+
+async fn recover_inner(
+    events: &[Event],
+    torn_bytes_dropped: u64,
+    probes: &[Arc<dyn EffectProbe>],
+    approvals: Option<&dyn ApprovalResumer>,
     log: &dyn SessionLog,
 ) -> Result<RecoveryReport, SinkError> {
     let mut report = RecoveryReport {
@@ -192,6 +316,50 @@ pub async fn recover(
                     && matches!(event.data, EventData::ToolStart(_))
             });
             let mut evidence = None;
+            let pending = match (batch.truncated, &call.repeat_refusal, started) {
+                (false, None, false) => pending::pending_question(since, &call.call_id),
+                _ => None,
+            };
+            if let Some((asked, asked_at)) = pending {
+                let pending = PendingApproval {
+                    call_id: &call.call_id,
+                    index: call.index,
+                    name: call.name,
+                    arguments_raw: call.arguments_raw,
+                    turn: turn.id,
+                    step: batch.step,
+                    asked,
+                    asked_at,
+                };
+                let (resumption, code) = match approvals {
+                    Some(approvals) => approvals.resume(&pending).await?,
+                    None => {
+                        let (resumption, record) = pending::close_unasked(log, &pending).await?;
+                        let code = record.error_code().cloned();
+                        append(
+                            log,
+                            Some(turn.id),
+                            batch.step,
+                            Some(call.call_id.clone()),
+                            EventData::ToolResult(Arc::new(record)),
+                        )
+                        .await?;
+                        (resumption, code)
+                    }
+                };
+                let outcome = code.as_ref().map_or("ran", ErrorCode::as_str);
+                notes.push(format!(
+                    "{}: waiting for an approval, {resumption} ({outcome})",
+                    call.call_id
+                ));
+                repaired_ids.push(call.call_id.clone());
+                report.approvals.push(ResumedApproval {
+                    call_id: call.call_id.clone(),
+                    resumption,
+                    code,
+                });
+                continue;
+            }
             let record = if batch.truncated {
                 synthetic(ToolResultRecord::failure(
                     ErrorCode::TruncatedCall,
@@ -306,6 +474,7 @@ fn last_turn(events: &[Event]) -> Option<LastTurn> {
 
 struct PendingCall<'a> {
     call_id: CallId,
+    index: u32,
     /// Why the runtime refuses it, when its id repeated an earlier call's.
     repeat_refusal: Option<String>,
     name: &'a str,
@@ -337,9 +506,11 @@ fn last_batch<'a>(in_turn: &[&'a Event]) -> Option<LastBatch<'a>> {
     let unanswered = message
         .tool_calls()
         .into_iter()
-        .filter(|call| !answered.contains(&call.call_id))
-        .map(|call| PendingCall {
+        .enumerate()
+        .filter(|(_, call)| !answered.contains(&call.call_id))
+        .map(|(index, call)| PendingCall {
             repeat_refusal: call.repeat_refusal(),
+            index: u32::try_from(index).unwrap_or(u32::MAX),
             call_id: call.call_id,
             name: call.name,
             arguments_raw: call.arguments_raw,

@@ -497,3 +497,141 @@ async fn a_repeated_call_id_left_open_is_refused_as_the_live_run_would() {
         "{text}"
     );
 }
+
+impl Session {
+    fn ask(&self, turn: u32, id: &str, expires_at: Option<Timestamp>) {
+        self.add(
+            Some(turn),
+            Some(id),
+            EventData::ApprovalAsked(ApprovalAsked {
+                reason: "writes ask".to_owned(),
+                arguments: Arc::new(serde_json::json!({})),
+                session_key: None,
+                expires_at,
+            }),
+        );
+    }
+
+    fn decide(&self, turn: u32, id: &str, answer: ApprovalAnswer) {
+        self.add(
+            Some(turn),
+            Some(id),
+            EventData::ApprovalDecided(ApprovalDecided {
+                answer,
+                waited_us: 5,
+            }),
+        );
+    }
+}
+
+fn decided(events: &[Event]) -> Vec<ApprovalAnswer> {
+    events
+        .iter()
+        .filter_map(|event| match &event.data {
+            EventData::ApprovalDecided(decided) => Some(decided.answer.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pending_approval_is_never_a_yes_with_no_one_to_ask_again() {
+    // c1 answered, c2 waiting for a person with no deadline, c3 never recorded.
+    let session = Session::new(&[]);
+    session.turn(1, &[("c1", "write"), ("c2", "write"), ("c3", "write")]);
+    session.call(1, "c1", "write", false);
+    session.ask(1, "c1", None);
+    session.decide(1, "c1", ApprovalAnswer::AllowedOnce);
+    session.add(
+        Some(1),
+        Some("c1"),
+        EventData::ToolStart(ToolStart::default()),
+    );
+    session.result(1, "c1");
+    session.call(1, "c2", "write", false);
+    session.ask(1, "c2", None);
+    let (report, appended) = session.recover(&[]).await;
+    assert_eq!(
+        codes(&appended),
+        pairs(&[
+            ("c2", "approval/decided"),
+            ("c2", "APPROVAL_UNAVAILABLE"),
+            ("c3", "TOOL_NOT_STARTED"),
+            ("", "recovery/repaired"),
+            ("", "Interrupted"),
+        ])
+    );
+    assert_eq!(decided(&appended), [ApprovalAnswer::Unavailable]);
+    assert_eq!(
+        report.approvals,
+        [ResumedApproval {
+            call_id: CallId::from("c2"),
+            resumption: ApprovalResumption::NoOneToAsk,
+            code: Some(ErrorCode::ApprovalUnavailable),
+        }]
+    );
+    assert_eq!(
+        report.repaired,
+        [(CallId::from("c3"), Some(ErrorCode::ToolNotStarted))]
+    );
+    let EventData::ToolResult(record) = &appended[1].data else {
+        panic!("expected c2's result")
+    };
+    assert_eq!(
+        record.text(),
+        format!("Error: {}", outcome::APPROVAL_UNAVAILABLE)
+    );
+    // Recovering again changes nothing: the question is closed.
+    let (again, more) = session.recover(&[]).await;
+    assert!(again.is_empty() && more.is_empty(), "{more:?}");
+}
+
+#[tokio::test]
+async fn a_pending_approval_past_its_deadline_is_expired_and_one_before_it_unavailable() {
+    let past = Timestamp::from_millis(Timestamp::now().as_millis() - 1);
+    let session = Session::new(&[]);
+    session.turn(1, &[("c1", "write")]);
+    session.call(1, "c1", "write", false);
+    session.ask(1, "c1", Some(past));
+    let (report, appended) = session.recover(&[]).await;
+    assert_eq!(decided(&appended), [ApprovalAnswer::Expired]);
+    assert_eq!(report.approvals[0].resumption, ApprovalResumption::Expired);
+    assert_eq!(report.approvals[0].code, Some(ErrorCode::ApprovalExpired));
+
+    let future = Timestamp::from_millis(Timestamp::now().as_millis() + 3_600_000);
+    let session = Session::new(&[]);
+    session.turn(1, &[("c1", "write")]);
+    session.call(1, "c1", "write", false);
+    session.ask(1, "c1", Some(future));
+    let (report, appended) = session.recover(&[]).await;
+    assert_eq!(decided(&appended), [ApprovalAnswer::Unavailable]);
+    assert_eq!(
+        report.approvals[0].resumption,
+        ApprovalResumption::NoOneToAsk
+    );
+}
+
+#[tokio::test]
+async fn an_answered_or_started_call_is_no_pending_approval() {
+    // Answered (rejected, its result lost to the crash): not started, as before.
+    let session = Session::new(&[]);
+    session.turn(1, &[("c1", "write"), ("c2", "write")]);
+    session.call(1, "c1", "write", false);
+    session.ask(1, "c1", None);
+    session.decide(1, "c1", ApprovalAnswer::Rejected { reason: None });
+    // Allowed and started: its outcome is unknown, no question is asked again.
+    session.call(1, "c2", "write", false);
+    session.ask(1, "c2", None);
+    session.decide(1, "c2", ApprovalAnswer::AllowedOnce);
+    session.add(
+        Some(1),
+        Some("c2"),
+        EventData::ToolStart(ToolStart::default()),
+    );
+    let (report, appended) = session.recover(&[]).await;
+    assert!(report.approvals.is_empty());
+    assert_eq!(
+        codes(&appended)[..2],
+        pairs(&[("c1", "TOOL_NOT_STARTED"), ("c2", "TOOL_OUTCOME_UNKNOWN")])
+    );
+}

@@ -244,13 +244,20 @@ fn event_data() -> impl Strategy<Value = EventData> {
                 reason
             })
         ),
-        (text(), json_value(), proptest::option::of(text())).prop_map(
-            |(reason, arguments, session_key)| EventData::ApprovalAsked(ApprovalAsked {
-                reason,
-                arguments: arguments.into(),
-                session_key
-            })
-        ),
+        (
+            text(),
+            json_value(),
+            proptest::option::of(text()),
+            proptest::option::of(0u64..=Timestamp::MAX.as_millis())
+        )
+            .prop_map(|(reason, arguments, session_key, expires_at)| {
+                EventData::ApprovalAsked(ApprovalAsked {
+                    reason,
+                    arguments: arguments.into(),
+                    session_key,
+                    expires_at: expires_at.map(Timestamp::from_millis),
+                })
+            }),
         (answer(), any::<u64>()).prop_map(|(answer, waited_us)| EventData::ApprovalDecided(
             ApprovalDecided { answer, waited_us }
         )),
@@ -501,6 +508,32 @@ fn unknown_kinds_are_kept_and_known_kinds_with_bad_data_are_errors() {
         error.contains("event kind `tool/call` has malformed data"),
         "{error}"
     );
+}
+
+#[test]
+fn an_approval_asked_before_deadlines_were_recorded_reads_and_writes_back_the_same() {
+    // A log written before `expires_at` existed: the question has no deadline.
+    let old = r#"{"seq":4,"ts":"2026-11-30T17:48:29.123Z","kind":"approval/asked","turn":1,"step":1,"call_id":"c1","data":{"reason":"bash asks","arguments":{"command":"ls"}}}"#;
+    let event: Event = serde_json::from_str(old).unwrap();
+    let EventData::ApprovalAsked(asked) = &event.data else {
+        panic!("expected approval/asked, got {:?}", event.data)
+    };
+    assert_eq!(asked.expires_at, None);
+    assert_eq!(serde_json::to_string(&event).unwrap(), old);
+
+    let with_deadline = old.replace(
+        r#""arguments":{"command":"ls"}"#,
+        r#""arguments":{"command":"ls"},"expires_at":"2026-11-30T17:49:29.123Z""#,
+    );
+    let event: Event = serde_json::from_str(&with_deadline).unwrap();
+    let EventData::ApprovalAsked(asked) = &event.data else {
+        panic!("expected approval/asked, got {:?}", event.data)
+    };
+    assert_eq!(
+        asked.expires_at,
+        Some(Timestamp::parse("2026-11-30T17:49:29.123Z").unwrap())
+    );
+    assert_eq!(serde_json::to_string(&event).unwrap(), with_deadline);
 }
 
 #[tokio::test]
