@@ -28,7 +28,7 @@ use toolrail_session_log::{
 pub use content_cap::DEFAULT_CONTENT_TEXT_CAP;
 pub use dispatch::SettledCall;
 pub use finish::PendingCommit;
-pub use prepare::{Preparation, ReadyCall};
+pub use prepare::{PendingAsk, Preparation, ReadyCall};
 
 use crate::approval::ApprovalService;
 use crate::arguments::CallArgs;

@@ -7,14 +7,17 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Waker};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::time::Instant;
 use toolrail_session_log::{
-    AppendUrgency, ErrorCode, EventData, ToolErrorInfo,
+    AppendUrgency, ErrorCode, EventData, Timestamp, ToolErrorInfo,
     event::{ApprovalAsked, ApprovalDecided, ArgsRewritten},
+    recovery::waited_us,
 };
 
+use super::prepare::AskedAgain;
 use super::prepare::{info, micros};
 use super::{BatchControl, CallCore, Pipeline, PipelineError};
 use crate::approval::{ApprovalAnswer, ApprovalRequest};
@@ -57,11 +60,12 @@ impl Pipeline {
         parsed: Option<Result<Value, ArgumentError>>,
         tools: &ToolSet,
         control: &BatchControl,
+        again: Option<&mut AskedAgain>,
     ) -> Result<Arc<ToolEntry>, Stop> {
         let entry = parse(core, parsed, tools)?;
         let hooks_ask = self.pre_hooks(core, &entry, control).await?;
         if let Some(ask) = must_ask(core, &entry, hooks_ask) {
-            self.approval(core, &entry, ask, control).await?;
+            self.approval(core, &entry, ask, control, again).await?;
         }
         self.guards(core, &entry)?;
         Ok(entry)
@@ -155,13 +159,18 @@ impl Pipeline {
         entry: &ToolEntry,
         ask: Ask,
         control: &BatchControl,
+        again: Option<&mut AskedAgain>,
     ) -> Result<(), Stop> {
         let started = Instant::now();
+        let recorded_deadline = again.as_ref().and_then(|again| again.expires_at);
         // Boxed: asking is the rare path, and its state would otherwise enlarge every
         // call's future (moved, and so copied, on each call).
         let answer =
-            Box::pin(self.ask_approval(core, entry, ask.reason, ask.session_key, control)).await?;
+            Box::pin(self.ask_approval(core, entry, ask, recorded_deadline, control)).await?;
         core.marks.approval = started.elapsed();
+        if let Some(again) = again {
+            again.answer = Some(answer.clone());
+        }
         if let Some(refusal) = approval_refusal(&answer) {
             return Err(Stop::Refused(refusal));
         }
@@ -195,21 +204,48 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Asks the approval service (stage 4), logging the question and its answer.
+    /// Asks the approval service (stage 4), logging the question, its deadline and its
+    /// answer. A question asked again after a restart keeps the deadline it was first asked
+    /// with (`recorded_deadline`), so a restart never lengthens the wait.
     async fn ask_approval(
         &self,
         core: &CallCore,
         entry: &ToolEntry,
-        reason: String,
-        session_key: Option<String>,
+        ask: Ask,
+        recorded_deadline: Option<Timestamp>,
         control: &BatchControl,
     ) -> Result<ApprovalAnswer, PipelineError> {
+        let Ask {
+            reason,
+            session_key,
+        } = ask;
+        let started = Instant::now();
+        let (expires, expires_at) = match recorded_deadline {
+            Some(deadline) => {
+                let left = deadline
+                    .as_millis()
+                    .saturating_sub(Timestamp::from_instant(started.into_std()).as_millis());
+                (
+                    started.checked_add(Duration::from_millis(left)),
+                    Some(deadline),
+                )
+            }
+            None => {
+                // A wait too long to represent is no limit.
+                let expires = self
+                    .config
+                    .approval_timeout
+                    .and_then(|limit| started.checked_add(limit));
+                let at = expires.map(|at| Timestamp::from_instant(at.into_std()));
+                (expires, at)
+            }
+        };
         let asked = EventData::ApprovalAsked(ApprovalAsked {
             reason: reason.clone(),
             arguments: Arc::clone(core.arguments.shared()),
             session_key: session_key.clone(),
+            expires_at,
         });
-        let started = Instant::now();
         self.append(&core.identity, started, asked, AppendUrgency::Buffered)
             .await?;
         let answer = match &self.approval {
@@ -239,11 +275,6 @@ impl Pipeline {
                     preview,
                 };
                 let asking = CatchUnwind::start(|| service.request(&request, &control.cancel));
-                // A wait too long to represent is no limit.
-                let expires = self
-                    .config
-                    .approval_timeout
-                    .and_then(|limit| Instant::now().checked_add(limit));
                 let answer = tokio::select! {
                     biased;
                     () = control.cancel.cancelled() => ApprovalAnswer::Cancelled,
@@ -323,7 +354,7 @@ fn must_ask(core: &CallCore, entry: &ToolEntry, hooks_ask: Option<Ask>) -> Optio
 
 /// The arguments, checked against the schema and by the tool; what the tool decoded for its
 /// check is kept in them for the stages after.
-fn validate(entry: &ToolEntry, value: Value) -> Result<CallArgs, ArgumentError> {
+pub(super) fn validate(entry: &ToolEntry, value: Value) -> Result<CallArgs, ArgumentError> {
     check_schema(entry.input_validator(), &value)?;
     let tool = entry.tool();
     let arguments = CallArgs::new(value);
@@ -388,13 +419,42 @@ fn approval_refusal(answer: &ApprovalAnswer) -> Option<ToolErrorInfo> {
             ErrorCode::ApprovalCancelled,
             "the approval was cancelled; the call was not run",
         )),
-        ApprovalAnswer::Expired => Some(info(
-            ErrorCode::ApprovalExpired,
-            "no approval answer came in time; the call was not run",
-        )),
+        ApprovalAnswer::Expired => Some(expired_refusal()),
         ApprovalAnswer::Unavailable => Some(info(
             ErrorCode::ApprovalUnavailable,
-            "this call needs approval and no approval service could be asked; the call was not run",
+            toolrail_session_log::outcome::APPROVAL_UNAVAILABLE,
         )),
+    }
+}
+
+/// The refusal of a call whose approval got no answer before its deadline.
+pub(super) fn expired_refusal() -> ToolErrorInfo {
+    info(
+        ErrorCode::ApprovalExpired,
+        toolrail_session_log::outcome::APPROVAL_EXPIRED,
+    )
+}
+
+impl Pipeline {
+    /// Closes a question a restart left unanswered past its deadline, as a live run's
+    /// timeout does: `approval/decided {expired}`, waited since it was asked.
+    pub(super) async fn record_expired(
+        &self,
+        core: &CallCore,
+        asked_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), PipelineError> {
+        let decided = EventData::ApprovalDecided(ApprovalDecided {
+            answer: ApprovalAnswer::Expired,
+            waited_us: waited_us(asked_at, now),
+        });
+        self.append(
+            &core.identity,
+            Instant::now(),
+            decided,
+            AppendUrgency::Buffered,
+        )
+        .await?;
+        Ok(())
     }
 }

@@ -9,8 +9,10 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendUrgency, ErrorCode, EventData, ToolErrorInfo, event::ToolCall,
+    AppendUrgency, ErrorCode, EventData, Timestamp, ToolErrorInfo,
+    event::{ApprovalAnswer, ToolCall},
     message_calls::repeated_call_id_refusal,
+    recovery::ApprovalResumption,
 };
 
 use super::policy::Stop;
@@ -30,8 +32,34 @@ enum Parsing {
     Skip,
 }
 
+/// Whether stage 1 appends `tool/call` (a call a restart left waiting for its approval is
+/// in the log already).
+#[derive(Clone, Copy)]
+enum Recording {
+    Append,
+    AlreadyRecorded,
+}
+
 /// The arguments of a call refused before they were parsed.
 static NO_ARGUMENTS: LazyLock<Arc<Value>> = LazyLock::new(|| Arc::new(Value::Null));
+
+/// When a question a restart left unanswered was asked, and until when it may wait: read
+/// from its `approval/asked` (see [`Pipeline::prepare_pending`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingAsk {
+    /// When the question was last asked.
+    pub asked_at: Timestamp,
+    /// Its recorded deadline; `None` (none was recorded): the pipeline's approval timeout,
+    /// counted from now.
+    pub expires_at: Option<Timestamp>,
+}
+
+/// A question asked again by [`Pipeline::prepare_pending`]: the deadline it keeps, and the
+/// answer stage 4 got, if it asked.
+pub(super) struct AskedAgain {
+    pub expires_at: Option<Timestamp>,
+    pub answer: Option<ApprovalAnswer>,
+}
 
 /// The outcome of preparation.
 #[must_use = "a prepared call must be dispatched, or its refusal finished: dropping it leaves the call without a result"]
@@ -111,15 +139,109 @@ impl Pipeline {
             return Ok(Preparation::Refused(settled));
         }
         let (mut core, parsed) = self
-            .record(tools, request, control.cancel.clone(), Parsing::Parse)
+            .record(
+                tools,
+                request,
+                control.cancel.clone(),
+                Parsing::Parse,
+                Recording::Append,
+            )
             .await?;
-        let outcome = self.policy(&mut core, parsed, tools, control).await;
+        let outcome = self.policy(&mut core, parsed, tools, control, None).await;
         core.marks.prepared = Instant::now();
         Ok(match outcome {
             Ok(entry) => Preparation::Ready(ReadyCall { core, entry }),
             Err(Stop::Refused(error)) => Preparation::Refused(SettledCall::refused(core, error)),
             Err(Stop::Log(error)) => return Err(error),
         })
+    }
+
+    /// Stages 2–5 again for a call the log recorded whose approval a restart left unanswered
+    /// (`approval/asked` with no `approval/decided`, no `tool/start`): `tool/call` is not
+    /// appended again, everything else is judged again — the arguments parsed, the hooks and
+    /// rules asked, the approval service asked again under the question's recorded deadline
+    /// (recorded as a new `approval/asked`), the guards. Past that deadline nothing is asked:
+    /// `approval/decided {expired}` is appended and the call is refused `APPROVAL_EXPIRED`,
+    /// as when the timeout passes in a live run. Dispatch or finish the outcome as usual;
+    /// the call then has exactly one `tool/result`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use toolrail_session_log::{CallId, MemorySink, Timestamp, recovery::ApprovalResumption};
+    /// # use toolrail_tools_core::{CallRequest, Pipeline, RegistryBuilder};
+    /// # use toolrail_tools_core::pipeline::{BatchControl, PendingAsk, Preparation};
+    /// # tokio::runtime::Runtime::new()?.block_on(async {
+    /// let log = Arc::new(MemorySink::new());
+    /// let pipeline = Pipeline::builder(log.clone()).build();
+    /// let (registry, _warnings) = RegistryBuilder::new().build()?;
+    /// let tools = registry.snapshot();
+    /// // Asked a minute ago with a 30-second deadline: it expired while the runtime was down.
+    /// let now = Timestamp::now().as_millis();
+    /// let pending = PendingAsk {
+    ///     asked_at: Timestamp::from_millis(now - 60_000),
+    ///     expires_at: Some(Timestamp::from_millis(now - 30_000)),
+    /// };
+    /// let request = CallRequest::new("c1", 0, "deploy", "{}");
+    /// let (prepared, what) = pipeline
+    ///     .prepare_pending(&tools, request, pending, &BatchControl::default())
+    ///     .await?;
+    /// assert_eq!(what, ApprovalResumption::Expired);
+    /// let Preparation::Refused(refused) = prepared else { unreachable!() };
+    /// let committed = pipeline.finish(refused).await?;
+    /// assert_eq!(committed.record().error_code().map(|code| code.as_str()), Some("APPROVAL_EXPIRED"));
+    /// assert_eq!(log.kinds(), ["approval/decided", "tool/result"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn prepare_pending(
+        &self,
+        tools: &ToolSet,
+        request: CallRequest,
+        pending: PendingAsk,
+        control: &BatchControl,
+    ) -> Result<(Preparation, ApprovalResumption), PipelineError> {
+        let (mut core, parsed) = self
+            .record(
+                tools,
+                request,
+                control.cancel.clone(),
+                Parsing::Parse,
+                Recording::AlreadyRecorded,
+            )
+            .await?;
+        let now = Timestamp::now();
+        if pending.expires_at.is_some_and(|deadline| now >= deadline) {
+            // The arguments as they were judged, for the stages after (nothing is asked).
+            if let (Some(entry), Some(Ok(value))) = (&core.entry, parsed)
+                && let Ok(arguments) = super::policy::validate(entry, value)
+            {
+                core.arguments = arguments;
+            }
+            self.record_expired(&core, pending.asked_at, now).await?;
+            core.marks.prepared = Instant::now();
+            let refused = SettledCall::refused(core, super::policy::expired_refusal());
+            return Ok((Preparation::Refused(refused), ApprovalResumption::Expired));
+        }
+        let mut again = AskedAgain {
+            expires_at: pending.expires_at,
+            answer: None,
+        };
+        let outcome = self
+            .policy(&mut core, parsed, tools, control, Some(&mut again))
+            .await;
+        core.marks.prepared = Instant::now();
+        let resumption = match (again.answer, &self.approval) {
+            (Some(ApprovalAnswer::Unavailable), None) => ApprovalResumption::NoOneToAsk,
+            (Some(answer), _) => ApprovalResumption::AskedAgain(answer),
+            (None, _) => ApprovalResumption::NotAskedAgain,
+        };
+        let preparation = match outcome {
+            Ok(entry) => Preparation::Ready(ReadyCall { core, entry }),
+            Err(Stop::Refused(error)) => Preparation::Refused(SettledCall::refused(core, error)),
+            Err(Stop::Log(error)) => return Err(error),
+        };
+        Ok((preparation, resumption))
     }
 
     /// Records a call of an assistant message that the output-length limit cut off, and
@@ -154,7 +276,13 @@ impl Pipeline {
         error: ToolErrorInfo,
     ) -> Result<SettledCall, PipelineError> {
         let (mut core, _) = self
-            .record(tools, request, CancellationToken::new(), Parsing::Skip)
+            .record(
+                tools,
+                request,
+                CancellationToken::new(),
+                Parsing::Skip,
+                Recording::Append,
+            )
             .await?;
         core.marks.prepared = Instant::now();
         Ok(SettledCall::refused(core, error))
@@ -169,6 +297,7 @@ impl Pipeline {
         request: CallRequest,
         cancel: CancellationToken,
         parsing: Parsing,
+        recording: Recording,
     ) -> Result<(CallCore, Option<Result<Value, ArgumentError>>), PipelineError> {
         let recorded = Instant::now();
         let entry = tools.resolve(&request.name, request.origin).cloned();
@@ -194,13 +323,18 @@ impl Pipeline {
             (Parsing::Parse, Some(_)) => Some(parse_arguments(&call.arguments_raw)),
             (Parsing::Parse | Parsing::Skip, _) => None,
         };
-        self.append(
-            &identity,
-            recorded,
-            EventData::ToolCall(call),
-            AppendUrgency::Buffered,
-        )
-        .await?;
+        match recording {
+            Recording::Append => {
+                self.append(
+                    &identity,
+                    recorded,
+                    EventData::ToolCall(call),
+                    AppendUrgency::Buffered,
+                )
+                .await?;
+            }
+            Recording::AlreadyRecorded => {}
+        }
         let core = CallCore {
             identity,
             entry,
