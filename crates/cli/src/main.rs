@@ -9,6 +9,7 @@
 //! Exit codes: 0 when the session ran (tool errors included), 2 for a bad invocation or input
 //! (the message names what and how to fix it), 1 for an internal failure.
 
+mod acp;
 mod chat;
 mod console;
 mod demo;
@@ -70,6 +71,8 @@ enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// Which sandbox tier runs commands here, what it enforces, and why one cannot run.
     Sandbox(sandbox::SandboxArgs),
+    /// Serve an editor over ACP (Agent Client Protocol) on stdin and stdout.
+    Acp(Box<acp::AcpArgs>),
 }
 
 /// Input that cannot be used (a file that is not a scenario, an unknown tool): exit code 2.
@@ -118,6 +121,7 @@ fn main() -> ExitCode {
         Command::Worker(args) => worker::run(args),
         Command::Enqueue(args) => enqueue::run(args),
         Command::Sandbox(args) => sandbox::run(args),
+        Command::Acp(args) => acp::run(*args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,302 @@
+//! What the client is shown: a running turn's [`AgentEvent`]s, and a loaded session's log,
+//! as ACP `session/update`s. Both go through the same mapping of a call (kind, title,
+//! locations) and of a committed result (status, content), so a session shown live and the
+//! same session loaded later read alike.
+//!
+//! Gap: toolrail's `Details::Diff` carries a unified diff, not the file's text before and
+//! after, so it is sent as text content (a fenced `diff`), not as ACP `diff` content.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+use toolrail_runtime::AgentEvent;
+use toolrail_session_log::details::Details;
+use toolrail_session_log::event::{AssistantBlock, TurnEndKind};
+use toolrail_session_log::{CallId, ContentBlock, Event, EventData, ToolResultRecord};
+
+/// ACP's kind of a tool, by the tool's name.
+pub(crate) fn tool_kind(name: &str) -> &'static str {
+    match name {
+        "read" => "read",
+        "write" | "edit" => "edit",
+        "grep" | "glob" | "tool_search" => "search",
+        "todo_write" => "think",
+        "web_fetch" => "fetch",
+        _ if name == "bash" || name.starts_with("shell_") || name == "run_code" => "execute",
+        _ => "other",
+    }
+}
+
+/// A readable title: the tool and what it works on (`bash: cargo test`, `read: src/lib.rs`).
+pub(crate) fn title(name: &str, arguments: &Value) -> String {
+    let subject = ["command", "path", "file_path", "pattern", "query", "url"]
+        .iter()
+        .find_map(|key| arguments.get(key).and_then(Value::as_str))
+        .map(|subject| subject.lines().next().unwrap_or_default().to_owned());
+    match subject {
+        Some(subject) if !subject.is_empty() => format!("{name}: {subject}"),
+        _ => name.to_owned(),
+    }
+}
+
+/// The files a call names, absolute (relative paths are the workspace's).
+pub(crate) fn locations(arguments: &Value, root: &Path) -> Vec<Value> {
+    ["path", "file_path"]
+        .iter()
+        .filter_map(|key| arguments.get(key).and_then(Value::as_str))
+        .map(|path| {
+            let line = arguments
+                .get("offset")
+                .or_else(|| arguments.get("line"))
+                .and_then(Value::as_u64);
+            let mut location = json!({"path": root.join(path).display().to_string()});
+            if let (Some(line), Some(object)) = (line, location.as_object_mut()) {
+                object.insert("line".to_owned(), json!(line.max(1)));
+            }
+            location
+        })
+        .collect()
+}
+
+/// A call the client is told of first: pending, with what it will act on.
+pub(crate) fn call(call_id: &CallId, name: &str, arguments: &Value, root: &Path) -> Value {
+    json!({
+        "sessionUpdate": "tool_call",
+        "toolCallId": call_id.as_str(),
+        "title": title(name, arguments),
+        "kind": tool_kind(name),
+        "status": "pending",
+        "locations": locations(arguments, root),
+        "rawInput": arguments,
+    })
+}
+
+/// A call's status changing (`in_progress`).
+fn status(call_id: &CallId, status: &str) -> Value {
+    json!({"sessionUpdate": "tool_call_update", "toolCallId": call_id.as_str(), "status": status})
+}
+
+/// A call's committed result: `completed` or `failed`, its content, and its error code as
+/// raw output.
+pub(crate) fn committed(call_id: &CallId, record: &ToolResultRecord) -> Value {
+    let mut update = json!({
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": call_id.as_str(),
+        "status": if record.is_error() { "failed" } else { "completed" },
+        "content": result_content(record),
+    });
+    if let (Some(error), Some(object)) = (&record.error, update.as_object_mut()) {
+        object.insert(
+            "rawOutput".to_owned(),
+            json!({"error": {"code": error.code.as_str(), "message": error.message}}),
+        );
+    }
+    update
+}
+
+/// A result's content blocks as ACP content, then its diff (as text: see the module's
+/// note).
+fn result_content(record: &ToolResultRecord) -> Vec<Value> {
+    let mut content: Vec<Value> = record
+        .content
+        .iter()
+        .map(|block| json!({"type": "content", "content": content_block(block)}))
+        .collect();
+    if let Some(Details::Diff(diff)) = &record.details {
+        for file in &diff.files {
+            content.push(json!({
+                "type": "content",
+                "content": {
+                    "type": "text",
+                    "text": format!("```diff\n{}\n```", file.diff.trim_end()),
+                },
+            }));
+        }
+    }
+    content
+}
+
+/// One of toolrail's content blocks as an ACP content block.
+pub(crate) fn content_block(block: &ContentBlock) -> Value {
+    match block {
+        ContentBlock::Text { text } => json!({"type": "text", "text": text}),
+        ContentBlock::Image { media_type, data } => {
+            json!({"type": "image", "mimeType": media_type, "data": data})
+        }
+        ContentBlock::Json { value } => json!({"type": "text", "text": value.to_string()}),
+    }
+}
+
+fn chunk(kind: &str, text: &str) -> Value {
+    json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+}
+
+/// How a turn's end is said to the client.
+pub(crate) fn stop_reason(end: &TurnEndKind) -> &'static str {
+    match end {
+        TurnEndKind::Completed | TurnEndKind::Error | TurnEndKind::Interrupted => "end_turn",
+        TurnEndKind::Aborted => "cancelled",
+        TurnEndKind::MaxSteps => "max_turn_requests",
+        TurnEndKind::Truncated => "max_tokens",
+    }
+}
+
+/// A running turn's updates: each call is announced once (when prepared, or when
+/// committed if it never was), then updated.
+pub(crate) struct Turn<'a> {
+    root: &'a Path,
+    announced: HashSet<CallId>,
+}
+
+impl<'a> Turn<'a> {
+    pub(crate) fn new(root: &'a Path) -> Self {
+        Self {
+            root,
+            announced: HashSet::new(),
+        }
+    }
+
+    /// The updates `event` shows (none for the events a client has no place for).
+    pub(crate) fn updates(&mut self, event: &AgentEvent) -> Vec<Value> {
+        match event {
+            AgentEvent::TextDelta(text) => vec![chunk("agent_message_chunk", text)],
+            AgentEvent::ReasoningDelta(text) => vec![chunk("agent_thought_chunk", text)],
+            AgentEvent::CallPrepared {
+                call_id,
+                name,
+                arguments,
+            } => {
+                self.announced.insert(call_id.clone());
+                vec![call(call_id, name, arguments, self.root)]
+            }
+            AgentEvent::CallStarted { call_id } => vec![status(call_id, "in_progress")],
+            AgentEvent::CallCommitted {
+                call_id,
+                name,
+                arguments,
+                record,
+            } => {
+                let mut updates = Vec::new();
+                if self.announced.insert(call_id.clone()) {
+                    updates.push(call(call_id, name, arguments, self.root));
+                }
+                updates.push(committed(call_id, record));
+                updates
+            }
+            AgentEvent::Context { source, content } if source == "user" => content
+                .iter()
+                .map(|block| json!({"sessionUpdate": "user_message_chunk", "content": content_block(block)}))
+                .collect(),
+            // What the client is told of otherwise: the approval through its own request,
+            // the answer's text through its deltas (a restarted answer cannot be taken
+            // back in ACP), the end through the prompt's response.
+            AgentEvent::StepStarted { .. }
+            | AgentEvent::ToolCallStreaming { .. }
+            | AgentEvent::ToolCallDelta { .. }
+            | AgentEvent::AnswerRestarted { .. }
+            | AgentEvent::Message(_)
+            | AgentEvent::ApprovalAsked { .. }
+            | AgentEvent::ApprovalDecided { .. }
+            | AgentEvent::CallProgress { .. }
+            | AgentEvent::CallFinished { .. }
+            | AgentEvent::Context { .. }
+            | AgentEvent::TurnEnded(_) => Vec::new(),
+        }
+    }
+}
+
+/// A session's log as the updates a client that watched it would have been sent: each
+/// turn's user message, the assistant's text (and reasoning), and each call with its
+/// final status.
+pub(crate) fn replay(events: &[Event], root: &Path) -> Vec<Value> {
+    let mut updates = Vec::new();
+    let mut announced = HashSet::new();
+    for event in events {
+        let call_id = event.call_id.as_ref().filter(|id| !id.is_code_sub_call());
+        if let EventData::TurnStart(start) = &event.data {
+            updates.extend(start.user.iter().map(|block| {
+                json!({"sessionUpdate": "user_message_chunk", "content": content_block(block)})
+            }));
+        } else if let EventData::AssistantMessage(message) = &event.data {
+            for block in &message.blocks {
+                match block {
+                    AssistantBlock::Text { text } if !text.is_empty() => {
+                        updates.push(chunk("agent_message_chunk", text));
+                    }
+                    AssistantBlock::Thinking { text } if !text.is_empty() => {
+                        updates.push(chunk("agent_thought_chunk", text));
+                    }
+                    AssistantBlock::Text { .. }
+                    | AssistantBlock::Thinking { .. }
+                    | AssistantBlock::ToolCall { .. } => {}
+                }
+            }
+        } else if let (EventData::ToolCall(called), Some(call_id)) = (&event.data, call_id) {
+            let arguments: Value = serde_json::from_str(&called.arguments_raw)
+                .unwrap_or_else(|_| Value::Object(Map::new()));
+            announced.insert(call_id.clone());
+            updates.push(call(call_id, &called.name, &arguments, root));
+        } else if let (EventData::ToolResult(record), Some(call_id)) = (&event.data, call_id) {
+            if announced.insert(call_id.clone()) {
+                updates.push(call(call_id, "", &Value::Null, root));
+            }
+            updates.push(committed(call_id, record));
+        } else if let EventData::ContextMessage(message) = &event.data
+            && message.source == "user"
+        {
+            updates.extend(message.content.iter().map(|block| {
+                json!({"sessionUpdate": "user_message_chunk", "content": content_block(block)})
+            }));
+        }
+    }
+    updates
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn calls_are_kinded_titled_and_located_for_the_client() {
+        let root = Path::new("/w");
+        let bash = json!({"command": "cargo test\n--all", "description": "test"});
+        let read = json!({"path": "src/lib.rs", "offset": 10});
+        assert_eq!(
+            [
+                (tool_kind("bash"), title("bash", &bash)),
+                (
+                    tool_kind("shell_read"),
+                    title("shell_read", &json!({"id": 3}))
+                ),
+                (tool_kind("read"), title("read", &read)),
+                (tool_kind("edit"), title("edit", &json!({"path": "a"}))),
+                (
+                    tool_kind("grep"),
+                    title("grep", &json!({"pattern": "fn main"}))
+                ),
+                (
+                    tool_kind("mcp__time__now"),
+                    title("mcp__time__now", &json!({}))
+                ),
+            ],
+            [
+                ("execute", "bash: cargo test".to_owned()),
+                ("execute", "shell_read".to_owned()),
+                ("read", "read: src/lib.rs".to_owned()),
+                ("edit", "edit: a".to_owned()),
+                ("search", "grep: fn main".to_owned()),
+                ("other", "mcp__time__now".to_owned()),
+            ]
+        );
+        assert_eq!(
+            locations(&read, root),
+            [json!({"path": "/w/src/lib.rs", "line": 10})]
+        );
+        assert_eq!(locations(&bash, root), Vec::<Value>::new());
+    }
+}
