@@ -269,8 +269,17 @@ fn an_acp_client_made_with_the_official_sdk_sees_what_the_log_holds() {
         ["t1", "t2", "t3", "t4"],
         "every call has an outcome in the log"
     );
-    assert_eq!(results["t1"], None);
-    assert!(results["t2"].is_some() && results["t3"].is_some() && results["t4"].is_some());
+    let codes: Vec<Option<&str>> = results.values().map(Option::as_deref).collect();
+    assert_eq!(
+        codes,
+        [
+            None,
+            Some("APPROVAL_REJECTED"),
+            Some("ABORTED"),
+            Some("NOT_EXECUTED")
+        ],
+        "allowed and ran; rejected; stopped while running; never started"
+    );
     let (live, live_text, _) = seen(updates, "live");
     let shown: BTreeMap<String, Option<String>> = live
         .iter()
@@ -336,6 +345,27 @@ fn an_acp_client_made_with_the_official_sdk_sees_what_the_log_holds() {
             .collect()
     };
     assert_eq!(statuses(&loaded), statuses(&live));
+    let announced = |phase: &str| -> Vec<(String, String, String)> {
+        updates
+            .iter()
+            .filter(|seen| seen["phase"] == phase && seen["update"]["sessionUpdate"] == "tool_call")
+            .map(|seen| {
+                let update = &seen["update"];
+                let field = |name: &str| update[name].as_str().unwrap().to_owned();
+                (field("toolCallId"), field("title"), field("kind"))
+            })
+            .collect()
+    };
+    assert_eq!(announced("live"), announced("load"));
+    assert_eq!(
+        announced("live")[3],
+        (
+            "t4".to_owned(),
+            "bash: sleep 31".to_owned(),
+            "execute".to_owned()
+        ),
+        "a call the cancel kept from being prepared is named from the model's message"
+    );
     // The model was asked six times: nothing more ran after the cancel.
     assert_eq!(requests.try_iter().count(), 6);
 }

@@ -6,13 +6,13 @@
 //! Gap: toolrail's `Details::Diff` carries a unified diff, not the file's text before and
 //! after, so it is sent as text content (a fenced `diff`), not as ACP `diff` content.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use serde_json::{Map, Value, json};
 use toolrail_runtime::AgentEvent;
 use toolrail_session_log::details::Details;
-use toolrail_session_log::event::{AssistantBlock, TurnEndKind};
+use toolrail_session_log::event::{AssistantBlock, AssistantMessage, TurnEndKind};
 use toolrail_session_log::{CallId, ContentBlock, Event, EventData, ToolResultRecord};
 
 /// ACP's kind of a tool, by the tool's name.
@@ -147,6 +147,9 @@ pub(crate) fn stop_reason(end: &TurnEndKind) -> &'static str {
 pub(crate) struct Turn<'a> {
     root: &'a Path,
     announced: HashSet<CallId>,
+    /// The calls the model's messages made, for a call committed without being prepared
+    /// (a batch cancelled before it was reached).
+    asked: HashMap<CallId, (String, Value)>,
 }
 
 impl<'a> Turn<'a> {
@@ -154,6 +157,7 @@ impl<'a> Turn<'a> {
         Self {
             root,
             announced: HashSet::new(),
+            asked: HashMap::new(),
         }
     }
 
@@ -179,10 +183,20 @@ impl<'a> Turn<'a> {
             } => {
                 let mut updates = Vec::new();
                 if self.announced.insert(call_id.clone()) {
-                    updates.push(call(call_id, name, arguments, self.root));
+                    // Committed unprepared, the event names no tool: the message did.
+                    updates.push(match self.asked.get(call_id) {
+                        Some((asked_name, asked_arguments)) if name.is_empty() => {
+                            call(call_id, asked_name, asked_arguments, self.root)
+                        }
+                        _ => call(call_id, name, arguments, self.root),
+                    });
                 }
                 updates.push(committed(call_id, record));
                 updates
+            }
+            AgentEvent::Message(message) => {
+                self.asked.extend(calls_of(message));
+                Vec::new()
             }
             AgentEvent::Context { source, content } if source == "user" => content
                 .iter()
@@ -195,7 +209,6 @@ impl<'a> Turn<'a> {
             | AgentEvent::ToolCallStreaming { .. }
             | AgentEvent::ToolCallDelta { .. }
             | AgentEvent::AnswerRestarted { .. }
-            | AgentEvent::Message(_)
             | AgentEvent::ApprovalAsked { .. }
             | AgentEvent::ApprovalDecided { .. }
             | AgentEvent::CallProgress { .. }
@@ -206,12 +219,26 @@ impl<'a> Turn<'a> {
     }
 }
 
+/// The calls a message makes: each one's name and arguments (`{}` when they do not parse).
+fn calls_of(message: &AssistantMessage) -> Vec<(CallId, (String, Value))> {
+    message
+        .tool_calls()
+        .into_iter()
+        .map(|asked| {
+            let arguments = serde_json::from_str(asked.arguments_raw)
+                .unwrap_or_else(|_| Value::Object(Map::new()));
+            (asked.call_id, (asked.name.to_owned(), arguments))
+        })
+        .collect()
+}
+
 /// A session's log as the updates a client that watched it would have been sent: each
 /// turn's user message, the assistant's text (and reasoning), and each call with its
 /// final status.
 pub(crate) fn replay(events: &[Event], root: &Path) -> Vec<Value> {
     let mut updates = Vec::new();
     let mut announced = HashSet::new();
+    let mut asked = HashMap::new();
     for event in events {
         let call_id = event.call_id.as_ref().filter(|id| !id.is_code_sub_call());
         if let EventData::TurnStart(start) = &event.data {
@@ -219,6 +246,7 @@ pub(crate) fn replay(events: &[Event], root: &Path) -> Vec<Value> {
                 json!({"sessionUpdate": "user_message_chunk", "content": content_block(block)})
             }));
         } else if let EventData::AssistantMessage(message) = &event.data {
+            asked.extend(calls_of(message));
             for block in &message.blocks {
                 match block {
                     AssistantBlock::Text { text } if !text.is_empty() => {
@@ -239,7 +267,11 @@ pub(crate) fn replay(events: &[Event], root: &Path) -> Vec<Value> {
             updates.push(call(call_id, &called.name, &arguments, root));
         } else if let (EventData::ToolResult(record), Some(call_id)) = (&event.data, call_id) {
             if announced.insert(call_id.clone()) {
-                updates.push(call(call_id, "", &Value::Null, root));
+                let (name, arguments) = asked
+                    .get(call_id)
+                    .cloned()
+                    .unwrap_or_else(|| (String::new(), Value::Null));
+                updates.push(call(call_id, &name, &arguments, root));
             }
             updates.push(committed(call_id, record));
         } else if let EventData::ContextMessage(message) = &event.data
