@@ -1,6 +1,8 @@
 //! `toolrail resume SESSION`: reopens a session (by the path of its log, or its id in a
 //! store), recovers it and says what was repaired, then goes on with the conversation —
-//! interactively, or for one turn with `--prompt`.
+//! interactively, or for one turn with `--prompt`. A call that was waiting for an approval
+//! when the session stopped is asked again with the approvals chosen here (`--approve`,
+//! `--approvals-listen`), or recorded expired past its deadline; never allowed unasked.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -28,9 +30,13 @@ pub(crate) struct ResumeArgs {
     /// The turn's message from a file (`-`: stdin).
     #[arg(long)]
     prompt_file: Option<PathBuf>,
-    /// Who answers a call that asks (see `toolrail chat --help`).
+    /// Who answers a call that asks (see `toolrail chat --help`), a call left waiting for
+    /// its approval included.
     #[arg(long, value_enum)]
     approve: Option<ApproveArg>,
+    /// Answer approvals over HTTP on this loopback address (see `toolrail chat --help`).
+    #[arg(long = "approvals-listen", value_name = "ADDR")]
+    approvals_listen: Option<std::net::SocketAddr>,
 }
 
 pub(crate) fn run(args: ResumeArgs) -> Result<()> {
@@ -41,6 +47,7 @@ pub(crate) fn run(args: ResumeArgs) -> Result<()> {
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let flags = AgentFlags {
         approve: args.approve,
+        approvals_listen: args.approvals_listen,
         ..AgentFlags::default()
     };
     let approve = flags.approvals(terminal, &mut config)?;

@@ -46,5 +46,5 @@ pub use config::{
     PresetName, ProviderName, RetryConfig, RuleEntry, SandboxConfig, SandboxModeName,
     SandboxRuleConfig, SandboxTierName, SessionConfig, StoreConfig, ToolsConfig, WorkspaceConfig,
 };
-pub use recovery::{RecoverMode, Recovery, RepairedCall};
+pub use recovery::{PendingApprovalCall, RecoverMode, Recovery, RepairedCall};
 pub use store::{Store, StoreOpenError, StoreUrl};

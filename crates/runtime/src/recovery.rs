@@ -1,11 +1,16 @@
 //! What recovery did to a session, in words a person reads: each call a crash left without
-//! a result, which tool it was, and what became of it.
+//! a result, which tool it was, and what became of it — and `PipelineResumer`, which asks a
+//! reopened session's pending approvals again through its own pipeline.
 
 use std::fmt;
+use std::sync::Arc;
 
 use toolrail_session_log::{
-    CallId, ErrorCode, Event, EventData, TurnId, call_records, recovery::RecoveryReport,
+    BoxFuture, CallId, ErrorCode, Event, EventData, SinkError, TurnId, call_records,
+    recovery::{ApprovalResumer, ApprovalResumption, PendingApproval, RecoveryReport},
 };
+use toolrail_tools_core::pipeline::{BatchControl, PendingAsk, Preparation};
+use toolrail_tools_core::{CallRequest, Pipeline, PipelineError, Registry};
 
 /// One call recovery answered.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +38,30 @@ impl RepairedCall {
     }
 }
 
+/// A call that was waiting for an approval when the session stopped, and what became of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingApprovalCall {
+    /// The call's id in the log.
+    pub call_id: CallId,
+    /// The tool's name, as the call named it.
+    pub tool: String,
+    /// Asked again (and the answer), expired, or no one to ask.
+    pub resumption: ApprovalResumption,
+    /// The committed result's error code; `None`: allowed, it ran and succeeded.
+    pub outcome: Option<ErrorCode>,
+}
+
+impl fmt::Display for PendingApprovalCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let outcome = self.outcome.as_ref().map_or("ran", ErrorCode::as_str);
+        write!(
+            f,
+            "{} ({}): was waiting for an approval — {} → {outcome}",
+            self.call_id, self.tool, self.resumption
+        )
+    }
+}
+
 /// What recovery repaired when a session was opened.
 ///
 /// ```
@@ -44,6 +73,9 @@ impl RepairedCall {
 pub struct Recovery {
     /// Each call that received a synthetic result, in call order.
     pub calls: Vec<RepairedCall>,
+    /// Each call that was waiting for an approval, in call order: asked again, expired, or
+    /// refused with no one to ask (never allowed without an answer).
+    pub approvals: Vec<PendingApprovalCall>,
     /// The turn closed as interrupted, if one was open.
     pub closed_turn: Option<TurnId>,
     /// Bytes of a torn last line cut off when the file was opened.
@@ -56,16 +88,30 @@ impl Recovery {
     /// The report of `recover`, with each call's tool read from the session's `events`.
     pub fn new(report: &RecoveryReport, events: &[Event]) -> Self {
         let records = call_records(events);
+        let tool = |call_id: &CallId| {
+            records
+                .iter()
+                .rev()
+                .find(|record| record.call_id == *call_id)
+                .map_or_else(|| "?".to_owned(), |record| record.name.clone())
+        };
         let calls = report
             .repaired
             .iter()
             .map(|(call_id, outcome)| RepairedCall {
                 call_id: call_id.clone(),
-                tool: records
-                    .iter()
-                    .find(|record| record.call_id == *call_id)
-                    .map_or_else(|| "?".to_owned(), |record| record.name.clone()),
+                tool: tool(call_id),
                 outcome: outcome.clone(),
+            })
+            .collect();
+        let approvals = report
+            .approvals
+            .iter()
+            .map(|resumed| PendingApprovalCall {
+                call_id: resumed.call_id.clone(),
+                tool: tool(&resumed.call_id),
+                resumption: resumed.resumption.clone(),
+                outcome: resumed.code.clone(),
             })
             .collect();
         let earlier_repairs = events
@@ -74,6 +120,7 @@ impl Recovery {
             .count();
         Self {
             calls,
+            approvals,
             closed_turn: report.closed_turn,
             torn_bytes_dropped: report.torn_bytes_dropped,
             earlier_repairs,
@@ -82,7 +129,10 @@ impl Recovery {
 
     /// Whether recovery changed anything.
     pub fn is_empty(&self) -> bool {
-        self.calls.is_empty() && self.closed_turn.is_none() && self.torn_bytes_dropped == 0
+        self.calls.is_empty()
+            && self.approvals.is_empty()
+            && self.closed_turn.is_none()
+            && self.torn_bytes_dropped == 0
     }
 }
 
@@ -109,6 +159,9 @@ impl fmt::Display for Recovery {
                 call.tool,
                 call.advice()
             ));
+        }
+        for call in &self.approvals {
+            lines.push(call.to_string());
         }
         if let Some(turn) = self.closed_turn {
             lines.push(format!("turn {} closed as interrupted", turn.0));
@@ -177,5 +230,65 @@ impl crate::Store {
                 crate::agent::repair(&events, 0, probe, &scratch).await
             }
         }
+    }
+}
+
+/// Asks a reopened session's pending approvals again through the session's own pipeline:
+/// the rules, hooks, approval service (under the question's recorded deadline) and guards
+/// judge the call again, an allowed call is dispatched like any other, and its real
+/// result is committed; past the deadline it is `APPROVAL_EXPIRED` without asking.
+pub(crate) struct PipelineResumer {
+    pub pipeline: Arc<Pipeline>,
+    pub registry: Registry,
+}
+
+impl PipelineResumer {
+    async fn settle(
+        &self,
+        call: &PendingApproval<'_>,
+    ) -> Result<(ApprovalResumption, Option<ErrorCode>), PipelineError> {
+        let mut request = CallRequest::new(
+            call.call_id.clone(),
+            call.index,
+            call.name,
+            call.arguments_raw,
+        );
+        request.turn = Some(call.turn);
+        request.step = call.step;
+        let pending = PendingAsk {
+            asked_at: call.asked_at,
+            expires_at: call.asked.expires_at,
+        };
+        // The tools as they are now: a tool gone since is `UNKNOWN_TOOL`, never run.
+        let tools = self.registry.snapshot();
+        let control = BatchControl::default();
+        let pipeline = &self.pipeline;
+        let (prepared, resumption) = pipeline
+            .prepare_pending(&tools, request, pending, &control)
+            .await?;
+        let settled = match prepared {
+            Preparation::Ready(ready) => pipeline.dispatch(ready, &control).await?,
+            Preparation::Refused(refused) => refused,
+        };
+        let committed = pipeline.finish(settled).await?;
+        pipeline.log_context(&committed).await?;
+        Ok((resumption, committed.record().error_code().cloned()))
+    }
+}
+
+impl ApprovalResumer for PipelineResumer {
+    fn resume<'a>(
+        &'a self,
+        call: &'a PendingApproval<'a>,
+    ) -> BoxFuture<'a, Result<(ApprovalResumption, Option<ErrorCode>), SinkError>> {
+        Box::pin(async move {
+            self.settle(call).await.map_err(|error| match error {
+                PipelineError::Log { source, .. } => source,
+                PipelineError::Internal(message) => SinkError::Refused(format!(
+                    "asking call `{}`'s approval again failed inside the runtime: {message}",
+                    call.call_id
+                )),
+            })
+        })
     }
 }

@@ -21,7 +21,7 @@ use toolrail_session_log::{
     AppendUrgency, Event, EventData, EventDraft, SessionId, SessionLog, Timestamp,
     event::{ContextMessage, FORMAT_VERSION, SessionStart},
     recover,
-    recovery::EffectProbe,
+    recovery::{EffectProbe, recover_asking_again},
 };
 use toolrail_session_store::Durability;
 use toolrail_shell_tool::{ModeRule, SandboxMode, SandboxTier, ShellConfig, Shells};
@@ -37,7 +37,7 @@ use super::shell_input::{ShellInputGuard, ShellInputHook, ShellInputRules};
 use super::{Agent, Shared};
 use crate::catalog::{self, CatalogContext};
 use crate::config::{ConfigError, PresetName, SandboxModeName, SandboxTierName, SessionConfig};
-use crate::recovery::Recovery;
+use crate::recovery::{PipelineResumer, Recovery};
 use crate::store::Store;
 
 /// What the embedder added in code, beside the configuration.
@@ -116,11 +116,16 @@ enum Found {
     },
 }
 
-/// The session's log and what it held before, recovered.
+/// The session's log, and for a session that held events, what it held (not yet recovered).
 struct Opened {
     log: Arc<dyn SessionLog>,
-    earlier: Vec<Event>,
-    recovery: Option<Recovery>,
+    reopened: Option<Reopened>,
+}
+
+/// A reopened session's events as read, and the bytes of a torn last line cut off.
+struct Reopened {
+    events: Vec<Event>,
+    torn_bytes_dropped: u64,
 }
 
 /// Makes every piece and opens the session; nothing is written before every piece is made.
@@ -182,9 +187,26 @@ pub(crate) async fn assemble(
     }
     .with_max_parallel(config.limits.max_parallel)
     .map_err(|error| ConfigError::invalid("limits.max_parallel", error.to_string()))?;
+    // Recovery runs once every piece is made: a call a restart left waiting for its
+    // approval is asked again through this session's own pipeline and approval service.
+    let (earlier, recovery) = match opened.reopened {
+        None => (Vec::new(), None),
+        Some(reopened) => {
+            let resumer = PipelineResumer {
+                pipeline: Arc::clone(&pipeline),
+                registry: registry.clone(),
+            };
+            let probe = probe_for(store.durability());
+            let recovery = repair_asking_again(&reopened, probe, &opened.log, &resumer).await?;
+            report_ended_shells(&reopened.events, &opened.log).await?;
+            // Read again, repairs included: the next request carries them.
+            drop(reopened);
+            (store.read(source.id())?, Some(recovery))
+        }
+    };
     let scheduler = Scheduler::new(Arc::clone(&pipeline), scheduler_config);
     let mut turns = AgentLoop::new(registry.clone(), scheduler, tap.clone(), model, loop_config);
-    if opened.earlier.is_empty() {
+    if earlier.is_empty() {
         if config.permissions.plan_mode {
             pieces
                 .plan
@@ -193,7 +215,7 @@ pub(crate) async fn assemble(
                 .map_err(|error| BuildError::Session(format!("entering plan mode: {error}")))?;
         }
     } else {
-        turns = turns.resume(&opened.earlier);
+        turns = turns.resume(&earlier);
     }
     let live: Live = Arc::new(TapLive {
         tap: Arc::clone(&tap),
@@ -215,8 +237,8 @@ pub(crate) async fn assemble(
     };
     Ok(Assembled {
         agent,
-        recovery: opened.recovery,
-        earlier: opened.earlier,
+        recovery,
+        earlier,
     })
 }
 
@@ -551,8 +573,8 @@ fn leased_store(store: &Store) -> Result<&toolrail_session_store::PostgresStore,
         .ok_or_else(|| BuildError::Session("a leased session needs a PostgreSQL store".to_owned()))
 }
 
-/// The session's log: created for a session with no events, or recovered (with every
-/// shipped effect probe) for one that holds some.
+/// The session's log: created for a session with no events, or opened as it was for one
+/// that holds some (recovered once the pipeline is made).
 async fn open(
     source: &Source,
     found: Found,
@@ -584,21 +606,16 @@ async fn open(
             };
             return Ok(Opened {
                 log,
-                earlier: Vec::new(),
-                recovery: None,
+                reopened: None,
             });
         }
     };
-    let probe = probe_for(source.store().durability());
-    let recovery = repair(&events, torn_bytes_dropped, probe, &log).await?;
-    report_ended_shells(&events, &log).await?;
-    // Read again, repairs included: the next request carries them.
-    drop(events);
-    let earlier = source.store().read(source.id())?;
     Ok(Opened {
         log,
-        earlier,
-        recovery: Some(recovery),
+        reopened: Some(Reopened {
+            events,
+            torn_bytes_dropped,
+        }),
     })
 }
 
@@ -659,6 +676,25 @@ pub(crate) async fn repair(
         .await
         .map_err(BuildError::Recovery)?;
     Ok(Recovery::new(&report, events))
+}
+
+/// [`repair`], with every pending approval asked again through `resumer`.
+async fn repair_asking_again(
+    reopened: &Reopened,
+    probe: Arc<dyn EffectProbe>,
+    log: &Arc<dyn SessionLog>,
+    resumer: &PipelineResumer,
+) -> Result<Recovery, BuildError> {
+    let report = recover_asking_again(
+        &reopened.events,
+        reopened.torn_bytes_dropped,
+        &[probe],
+        resumer,
+        log.as_ref(),
+    )
+    .await
+    .map_err(BuildError::Recovery)?;
+    Ok(Recovery::new(&report, &reopened.events))
 }
 
 /// Where a session's outputs go: beside a JSONL store's files, else in the first root's
