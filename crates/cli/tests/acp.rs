@@ -237,6 +237,12 @@ fn an_acp_client_made_with_the_official_sdk_sees_what_the_log_holds() {
             ["reject", "reject_once"]
         ])
     );
+    assert!(
+        permissions
+            .iter()
+            .all(|asked| asked["announcedFirst"] == true),
+        "a call is announced (tool_call) before the client is asked about it"
+    );
     assert!(workspace.join("made.txt").is_file());
     assert!(!workspace.join("other.txt").exists(), "a rejected call ran");
     assert_eq!(transcript["cancelled"], "t3");

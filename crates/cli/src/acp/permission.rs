@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use toolrail_tools_core::log::BoxFuture;
 use toolrail_tools_core::{ApprovalAnswer, ApprovalRequest, ApprovalService, CancellationToken};
 
-use super::updates;
+use super::updates::{self, Announced};
 use super::wire::{Peer, RequestFailed};
 
 /// The option ids toolrail offers.
@@ -24,14 +24,34 @@ pub(crate) struct ClientApprovals {
     session: String,
     /// The workspace, for the calls' locations.
     root: PathBuf,
+    /// The running turn's calls the client knows of.
+    announced: Announced,
 }
 
 impl ClientApprovals {
-    pub(crate) fn new(peer: Peer, session: String, root: PathBuf) -> Self {
+    pub(crate) fn new(peer: Peer, session: String, root: PathBuf, announced: Announced) -> Self {
         Self {
             peer,
             session,
             root,
+            announced,
+        }
+    }
+
+    /// Tells the client of the call first (`tool_call`, pending), as ACP's flow has it.
+    fn announce(&self, request: &ApprovalRequest) {
+        let identity = &request.identity;
+        if self.announced.lock().insert(identity.call_id.clone()) {
+            let update = updates::call(
+                &identity.call_id,
+                &identity.name,
+                &request.arguments,
+                &self.root,
+            );
+            self.peer.notify(
+                "session/update",
+                json!({"sessionId": self.session, "update": update}),
+            );
         }
     }
 
@@ -79,6 +99,7 @@ impl ApprovalService for ClientApprovals {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ApprovalAnswer> {
         Box::pin(async move {
+            self.announce(request);
             let params = self.params(request);
             tokio::select! {
                 () = cancel.cancelled() => ApprovalAnswer::Cancelled,

@@ -23,6 +23,8 @@ use crate::run::build_error;
 /// One open session.
 struct Session {
     agent: Agent,
+    /// The running turn's calls the client was told of (see [`updates::Announced`]).
+    announced: updates::Announced,
     /// The workspace (the client's `cwd`).
     root: PathBuf,
     /// Set by `session/cancel` while a prompt runs: its answer is then `cancelled`
@@ -50,13 +52,13 @@ impl Sessions {
     pub(crate) async fn create(&self, params: &Value) -> Result<Value, RpcError> {
         let (root, config) = self.config(params)?;
         let id = new_session_id();
-        let agent = self
-            .builder(config, &id, &root)
+        let (builder, announced) = self.builder(config, &id, &root);
+        let agent = builder
             .session_id(id.clone())
             .build()
             .await
             .map_err(|error| RpcError::from_anyhow(&build_error(error)))?;
-        self.keep(&id, agent, root);
+        self.keep(&id, agent, root, announced);
         Ok(json!({"sessionId": id}))
     }
 
@@ -88,8 +90,8 @@ impl Sessions {
             .map_err(|error| RpcError::new(code::INVALID_PARAMS, error.to_string()))?;
         // The servers the client names now join those the session was recorded with.
         recorded.mcp_servers.extend(config.mcp_servers);
-        let resumed = self
-            .builder(recorded, &id, &root)
+        let (builder, announced) = self.builder(recorded, &id, &root);
+        let resumed = builder
             .resume(&store, &session)
             .await
             .map_err(|error| RpcError::from_anyhow(&build_error(error)))?;
@@ -102,7 +104,7 @@ impl Sessions {
         for update in updates::replay(&events, &root) {
             self.update(&id, update);
         }
-        self.keep(&id, resumed.agent, root);
+        self.keep(&id, resumed.agent, root, announced);
         Ok(json!({}))
     }
 
@@ -113,7 +115,7 @@ impl Sessions {
         let session = self.session(&id)?;
         let text = prompt_text(params.get("prompt").unwrap_or(&Value::Null))?;
         session.cancelled.store(false, Ordering::SeqCst);
-        let mut turn = updates::Turn::new(&session.root);
+        let mut turn = updates::Turn::new(&session.root, Arc::clone(&session.announced));
         let mut events = session.agent.stream(text);
         let stopped = loop {
             match events.next().await {
@@ -182,9 +184,10 @@ impl Sessions {
         })
     }
 
-    fn keep(&self, id: &str, agent: Agent, root: PathBuf) {
+    fn keep(&self, id: &str, agent: Agent, root: PathBuf, announced: updates::Announced) {
         let session = Arc::new(Session {
             agent,
+            announced,
             root,
             cancelled: AtomicBool::new(false),
         });
@@ -225,11 +228,25 @@ impl Sessions {
         Ok((cwd, config))
     }
 
-    fn builder(&self, config: SessionConfig, id: &str, root: &std::path::Path) -> AgentBuilder {
-        let approvals = ClientApprovals::new(self.peer.clone(), id.to_owned(), root.to_path_buf());
-        Agent::builder()
+    /// A builder whose approvals ask this client, and the announced calls they share with
+    /// the session's turns.
+    fn builder(
+        &self,
+        config: SessionConfig,
+        id: &str,
+        root: &std::path::Path,
+    ) -> (AgentBuilder, updates::Announced) {
+        let announced = updates::Announced::default();
+        let approvals = ClientApprovals::new(
+            self.peer.clone(),
+            id.to_owned(),
+            root.to_path_buf(),
+            Arc::clone(&announced),
+        );
+        let builder = Agent::builder()
             .config(config)
-            .approvals(Arc::new(approvals))
+            .approvals(Arc::new(approvals));
+        (builder, announced)
     }
 }
 

@@ -9,6 +9,9 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 use toolrail_runtime::AgentEvent;
 use toolrail_session_log::details::Details;
@@ -142,21 +145,29 @@ pub(crate) fn stop_reason(end: &TurnEndKind) -> &'static str {
     }
 }
 
-/// A running turn's updates: each call is announced once (when prepared, or when
+/// The calls of the running turn the client was told of: shared by the turn's updates and
+/// the approval service, which announces a call before asking about it (a call asks before
+/// it is prepared).
+pub(crate) type Announced = Arc<Mutex<HashSet<CallId>>>;
+
+/// A running turn's updates: each call is announced once (when asked about, prepared, or
 /// committed if it never was), then updated.
 pub(crate) struct Turn<'a> {
     root: &'a Path,
-    announced: HashSet<CallId>,
+    announced: Announced,
     /// The calls the model's messages made, for a call committed without being prepared
     /// (a batch cancelled before it was reached).
     asked: HashMap<CallId, (String, Value)>,
 }
 
 impl<'a> Turn<'a> {
-    pub(crate) fn new(root: &'a Path) -> Self {
+    /// A turn's updates; `announced` is cleared (a model may use its call ids again in
+    /// another turn).
+    pub(crate) fn new(root: &'a Path, announced: Announced) -> Self {
+        announced.lock().clear();
         Self {
             root,
-            announced: HashSet::new(),
+            announced,
             asked: HashMap::new(),
         }
     }
@@ -171,8 +182,11 @@ impl<'a> Turn<'a> {
                 name,
                 arguments,
             } => {
-                self.announced.insert(call_id.clone());
-                vec![call(call_id, name, arguments, self.root)]
+                if self.announced.lock().insert(call_id.clone()) {
+                    vec![call(call_id, name, arguments, self.root)]
+                } else {
+                    Vec::new()
+                }
             }
             AgentEvent::CallStarted { call_id } => vec![status(call_id, "in_progress")],
             AgentEvent::CallCommitted {
@@ -182,7 +196,8 @@ impl<'a> Turn<'a> {
                 record,
             } => {
                 let mut updates = Vec::new();
-                if self.announced.insert(call_id.clone()) {
+                let first = self.announced.lock().insert(call_id.clone());
+                if first {
                     // Committed unprepared, the event names no tool: the message did.
                     updates.push(match self.asked.get(call_id) {
                         Some((asked_name, asked_arguments)) if name.is_empty() => {

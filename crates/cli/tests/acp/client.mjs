@@ -62,6 +62,12 @@ async function connection(phase, work) {
         kind: toolCall.kind,
         options: options.map((option) => [option.optionId, option.kind]),
         chose,
+        // Whether the client had been told of the call before it was asked about it.
+        announcedFirst: transcript.updates.some(
+          (seen) =>
+            seen.update.sessionUpdate === "tool_call" &&
+            seen.update.toolCallId === toolCall.toolCallId,
+        ),
       });
       return { outcome: { outcome: "selected", optionId: chose } };
     });
