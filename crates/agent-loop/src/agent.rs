@@ -10,7 +10,10 @@ use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
     AppendUrgency, ContentBlock, ConversationItem, EventData, EventDraft, SessionLog, Settle,
     SinkError, StepId, Timestamp, TurnId,
-    event::{ContextMessage, StepEnd, StepStart, StopReason, TurnEnd, TurnEndKind, TurnStart},
+    event::{
+        AssistantMessage, ContextMessage, StepEnd, StepStart, StopReason, TurnEnd, TurnEndKind,
+        TurnStart,
+    },
 };
 use toolrail_tools_core::{CallRequest, PipelineError, Registry, ToolSet};
 
@@ -239,24 +242,7 @@ impl AgentLoop {
                 }
             };
             let (message, usage) = (response.message, response.usage);
-            let calls: Vec<CallRequest> = message
-                .tool_calls()
-                .into_iter()
-                .enumerate()
-                .map(|(index, call)| {
-                    let request = CallRequest::new(
-                        call.call_id,
-                        u32::try_from(index).unwrap_or(u32::MAX),
-                        call.name,
-                        call.arguments_raw,
-                    )
-                    .in_step(turn, step);
-                    match call.repeated_id {
-                        Some(sent) => request.repeating(sent.clone()),
-                        None => request,
-                    }
-                })
-                .collect();
+            let calls = requests_of(&message, turn, step);
             let truncated = message.stop_reason == StopReason::Length;
             self.append(
                 turn,
@@ -343,6 +329,64 @@ impl AgentLoop {
             "the step limit was reached",
         )
         .await
+    }
+
+    /// Runs one turn whose only step's message comes from a client instead of the model:
+    /// an MCP client or an editor calling tools directly. The turn is logged like any other
+    /// — `user` says who called, `message` holds the calls — its calls run as one batch
+    /// against the registry's tools as they are now (not a presentation of them), and the
+    /// turn ends after that batch: the model is asked nothing. Cancelling ends it `aborted`
+    /// with an honest outcome for every call.
+    pub async fn run_client_turn(
+        &mut self,
+        user: Vec<ContentBlock>,
+        message: AssistantMessage,
+        cancel: CancellationToken,
+        live: Option<Live>,
+    ) -> Result<TurnEndKind, LoopError> {
+        let turn = TurnId(self.next_turn);
+        self.next_turn += 1;
+        self.append(
+            turn,
+            None,
+            EventData::TurnStart(TurnStart { user: user.clone() }),
+        )
+        .await?;
+        self.remember(ConversationItem::User(user));
+        let step = StepId(1);
+        self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
+            .await?;
+        let calls = requests_of(&message, turn, step);
+        self.append(
+            turn,
+            Some(step),
+            EventData::AssistantMessage(message.clone()),
+        )
+        .await?;
+        self.remember(ConversationItem::Assistant(message));
+        let tools = self.registry.snapshot();
+        let outcome = match self
+            .scheduler
+            .run_batch(&tools, calls, cancel.child_token(), live)
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                let _ = self
+                    .end(turn, step, TurnEndKind::Error, &error.to_string())
+                    .await;
+                return Err(error.into());
+            }
+        };
+        self.answer(&outcome.results);
+        self.end_step(turn, step, None).await?;
+        self.log.settle(Settle::BatchEnd).await?;
+        if cancel.is_cancelled() {
+            return self
+                .end(turn, step, TurnEndKind::Aborted, "cancelled by the client")
+                .await;
+        }
+        self.end(turn, step, TurnEndKind::Completed, "").await
     }
 
     /// What this step offers the model: made anew only when the registry's snapshot changed
@@ -465,4 +509,26 @@ impl AgentLoop {
         };
         self.log.append(draft, AppendUrgency::Buffered).await
     }
+}
+
+/// The message's calls as the scheduler takes them, under ids distinct within the message.
+fn requests_of(message: &AssistantMessage, turn: TurnId, step: StepId) -> Vec<CallRequest> {
+    message
+        .tool_calls()
+        .into_iter()
+        .enumerate()
+        .map(|(index, call)| {
+            let request = CallRequest::new(
+                call.call_id,
+                u32::try_from(index).unwrap_or(u32::MAX),
+                call.name,
+                call.arguments_raw,
+            )
+            .in_step(turn, step);
+            match call.repeated_id {
+                Some(sent) => request.repeating(sent.clone()),
+                None => request,
+            }
+        })
+        .collect()
 }

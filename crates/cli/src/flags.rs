@@ -145,6 +145,17 @@ impl AgentFlags {
     /// The configuration the flags describe, over `--config` or the workspace's
     /// `toolrail.toml`; its store defaults to the workspace's sessions folder.
     pub(crate) fn config(&self) -> Result<SessionConfig> {
+        let config = self.config_without_model()?;
+        if config.model.is_none() {
+            return Err(bad_input!(
+                "no model to talk to: give --provider and --model (and --base-url for a local server), or a [model] section in toolrail.toml"
+            ));
+        }
+        Ok(config)
+    }
+
+    /// [`AgentFlags::config`] for a session that may have no model (`mcp serve`).
+    pub(crate) fn config_without_model(&self) -> Result<SessionConfig> {
         let workspace = self.workspace()?;
         let file = self.config.clone().or_else(|| {
             let default = workspace.join("toolrail.toml");
@@ -222,11 +233,6 @@ impl AgentFlags {
         config
             .validate()
             .map_err(|error| bad_input!("{}", flag_error(&error.to_string())))?;
-        if config.model.is_none() {
-            return Err(bad_input!(
-                "no model to talk to: give --provider and --model (and --base-url for a local server), or a [model] section in toolrail.toml"
-            ));
-        }
         Ok(config)
     }
 

@@ -17,6 +17,7 @@ mod enqueue;
 mod flags;
 mod live;
 mod mcp;
+mod mcp_serve;
 mod places;
 mod recover;
 mod replay;

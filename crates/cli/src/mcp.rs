@@ -1,6 +1,9 @@
 //! `toolrail mcp list --config FILE`: starts the configured MCP servers against the shipped
 //! tools, prints each server's state and the tools as registered (name, kind, read-only,
 //! concurrency), then ends the servers.
+//!
+//! `toolrail mcp serve`: the workspace's tools served to an MCP client (stdio, or streamable
+//! HTTP on a loopback address), every call a call of one toolrail session.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +11,7 @@ use anyhow::Result;
 use toolrail_mcp::{McpConfig, McpServers, ServerState};
 use toolrail_session_log::ToolSource;
 
+use crate::flags::AgentFlags;
 use crate::{bad_input, runtime};
 
 #[derive(clap::Args)]
@@ -24,6 +28,19 @@ enum McpCommand {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Serve this workspace's tools to an MCP client: every call is recorded in a session,
+    /// judged by the rules, asked through the client where a rule says ask, and confined.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+pub(crate) struct ServeArgs {
+    /// Serve streamable HTTP at `http://ADDR/mcp` (loopback only: 127.0.0.1:PORT) instead
+    /// of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) listen: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    pub(crate) flags: AgentFlags,
 }
 
 /// An MCP configuration file (JSON or TOML, the `mcpServers` shape).
@@ -61,7 +78,10 @@ impl std::fmt::Display for NotRunning {
 impl std::error::Error for NotRunning {}
 
 pub(crate) fn run(args: McpArgs) -> Result<()> {
-    let McpCommand::List { config } = args.command;
+    let config = match args.command {
+        McpCommand::List { config } => config,
+        McpCommand::Serve(serve) => return crate::mcp_serve::run(serve),
+    };
     let parsed = read_config(&config)?;
     // The shipped tools first, so a name an MCP tool cannot have shows as taken.
     let registry = toolrail_runtime::Agent::builder()

@@ -50,6 +50,7 @@ mod call;
 mod config;
 mod naming;
 mod process;
+pub mod serve;
 mod server;
 mod stderr;
 mod tool;

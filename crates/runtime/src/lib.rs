@@ -34,11 +34,13 @@ mod config;
 pub mod fleet;
 mod recovery;
 pub mod scenario;
+#[cfg(feature = "mcp")]
+pub mod serve;
 mod store;
 
 pub use agent::{
     Agent, AgentBuilder, AgentError, AgentEvent, AgentStream, Answer, BuildError, Canceller,
-    Resumed,
+    ClientCall, Resumed,
 };
 pub use config::{
     BashConfig, CodeConfig, CodeLanguage, CodePresentation, ConfigError, DEFAULT_TOOLS,

@@ -7,6 +7,7 @@
 
 mod assemble;
 mod builder;
+mod client_call;
 mod events;
 mod shell_input;
 mod stream;
@@ -25,6 +26,7 @@ use toolrail_tools_core::{CancellationToken, Registry};
 
 pub(crate) use assemble::{Source, probe_for, repair};
 pub use builder::{AgentBuilder, BuildError};
+pub use client_call::ClientCall;
 pub use events::AgentEvent;
 pub use stream::AgentStream;
 
@@ -264,10 +266,48 @@ impl Agent {
         }
     }
 
+    /// Runs one tool call a client sent directly (an MCP client, an editor) as a turn of
+    /// its own, showing what happens as it happens: the same pipeline, rules, approvals,
+    /// sandbox and log as a model's call, and no model request. The last event is
+    /// [`AgentEvent::TurnEnded`], whose answer's `results` hold the call's one committed
+    /// result. Like a prompt, it is refused with [`AgentError::Busy`] while a turn runs,
+    /// and [`Agent::cancel`] (or dropping the stream) ends it with an honest outcome.
+    ///
+    /// ```no_run
+    /// # async fn demo(agent: toolrail_runtime::Agent) -> Result<(), Box<dyn std::error::Error>> {
+    /// use toolrail_runtime::{AgentEvent, ClientCall};
+    /// let call = ClientCall::new("my-editor", "grep", &serde_json::json!({"pattern": "TODO"}));
+    /// let mut events = agent.stream_call(call);
+    /// while let Some(event) = events.next().await {
+    ///     if let AgentEvent::TurnEnded(answer) = event? {
+    ///         println!("{}", answer.results[0].text());
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn stream_call(&self, call: ClientCall) -> AgentStream {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let turn = Turn::Client(call.user(), call.message());
+        match self.start_turn(turn, Some(sender), None) {
+            Ok(turn) => AgentStream::running(turn, receiver),
+            Err(error) => AgentStream::refused(error),
+        }
+    }
+
     /// Starts a turn on a task of its own.
     fn start(
         &self,
         user: Vec<ContentBlock>,
+        events: Option<tokio::sync::mpsc::UnboundedSender<AgentEvent>>,
+        parent: Option<&CancellationToken>,
+    ) -> Result<RunningTurn, AgentError> {
+        self.start_turn(Turn::Model(user), events, parent)
+    }
+
+    /// Starts a turn of either kind on a task of its own.
+    fn start_turn(
+        &self,
+        turn: Turn,
         events: Option<tokio::sync::mpsc::UnboundedSender<AgentEvent>>,
         parent: Option<&CancellationToken>,
     ) -> Result<RunningTurn, AgentError> {
@@ -282,15 +322,25 @@ impl Agent {
         let token = cancel.clone();
         let task = tokio::spawn(async move {
             shared.tap.begin(events);
-            let ended = turns
-                .run_turn(user, token, Some(Arc::clone(&shared.live)))
-                .await;
+            let live = Some(Arc::clone(&shared.live));
+            let ended = match turn {
+                Turn::Model(user) => turns.run_turn(user, token, live).await,
+                Turn::Client(user, message) => {
+                    turns.run_client_turn(user, message, token, live).await
+                }
+            };
             let kept = shared.tap.end();
             drop(turns);
             ended.map(|end| answer_of(kept, end))
         });
         Ok(RunningTurn { task, cancel })
     }
+}
+
+/// What a turn starts from: the user's words for the model, or a client's call.
+enum Turn {
+    Model(Vec<ContentBlock>),
+    Client(Vec<ContentBlock>, AssistantMessage),
 }
 
 /// A turn running on its task; dropping it before the end cancels the turn.

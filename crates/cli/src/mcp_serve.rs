@@ -1,0 +1,107 @@
+//! `toolrail mcp serve`: the workspace's tools served to one MCP client on stdio, or to any
+//! on `http://ADDR/mcp` (loopback only). One session holds every call: recorded, judged by
+//! the rules, asked through the client (MCP elicitation) where a rule says ask, confined,
+//! logged; `toolrail replay` reads it like any other. stdout is the protocol's on stdio:
+//! everything for people goes to stderr.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use toolrail_interaction::{ApprovalEndpoint, ChannelApprovals};
+use toolrail_mcp::serve::{ElicitedApprovals, McpServe, serve_http};
+use toolrail_runtime::serve::{AgentHost, NoModel};
+use toolrail_runtime::{Agent, SessionConfig};
+use toolrail_tools_core::CancellationToken;
+
+use crate::flags::{Approve, ApproveArg};
+use crate::mcp::ServeArgs;
+use crate::places::{new_session_id, resume_hint};
+use crate::run::build_error;
+use crate::{bad_input, runtime};
+
+/// Who answers the calls that ask.
+enum Answerer {
+    /// The MCP client, through elicitation; a client that cannot be asked is no yes.
+    Client(Arc<ElicitedApprovals>),
+    /// Not the client: refused by rule (`--approve never|rules-only`) or over HTTP.
+    Other(Approve),
+}
+
+pub(crate) fn run(args: ServeArgs) -> Result<()> {
+    let mut config = args.flags.config_without_model()?;
+    let answerer = match (args.flags.approve, args.flags.approvals_listen) {
+        (None | Some(ApproveArg::Ask), None) => Answerer::Client(ElicitedApprovals::shared()),
+        // The same choices as `run` without a terminal; `ask` means the client here.
+        _ => Answerer::Other(args.flags.approvals(false, &mut config)?),
+    };
+    runtime()?.block_on(serve(args.listen, config, answerer))
+}
+
+async fn serve(
+    listen: Option<std::net::SocketAddr>,
+    config: SessionConfig,
+    answerer: Answerer,
+) -> Result<()> {
+    let mut builder = Agent::builder()
+        .config(config.clone())
+        .session_id(new_session_id());
+    if config.model.is_none() {
+        builder = builder.model_client(Arc::new(NoModel));
+    }
+    let mut endpoint = None;
+    let (builder, asking) = match answerer {
+        Answerer::Client(approvals) => (builder.approvals(approvals.clone()), Some(approvals)),
+        Answerer::Other(Approve::Refuse(refuse)) => (builder.approvals(refuse), None),
+        Answerer::Other(Approve::Listen(address)) => {
+            let (service, started): (ChannelApprovals, ApprovalEndpoint) =
+                ApprovalEndpoint::start(address, None)
+                    .await
+                    .map_err(|error| bad_input!("{error}"))?;
+            eprintln!(
+                "toolrail: approvals are answered at http://{} with `Authorization: Bearer {}`",
+                started.address(),
+                started.token()
+            );
+            endpoint = Some(started);
+            (builder.approvals(Arc::new(service)), None)
+        }
+        Answerer::Other(Approve::Ask) => {
+            return Err(bad_input!(
+                "mcp serve has no terminal to ask on: approvals go to the MCP client, or choose --approvals-listen, --approve never or --approve rules-only"
+            ));
+        }
+    };
+    let agent = builder.build().await.map_err(build_error)?;
+    let hint = resume_hint(agent.store(), agent.session_id());
+    let session = agent.session_id().clone();
+    let tools = agent.tools().snapshot().offered().count();
+    let host = Arc::new(AgentHost::new(agent));
+    let mut server = McpServe::new(host);
+    if let Some(approvals) = asking {
+        server = server.asking_through(approvals);
+    }
+    let served = match listen {
+        None => {
+            eprintln!("toolrail: serving {tools} tools over MCP on stdio (session {session})");
+            server.serve_stdio().await.map_err(anyhow::Error::new)
+        }
+        Some(address) => {
+            let stop = CancellationToken::new();
+            let on_signal = stop.clone();
+            tokio::spawn(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                on_signal.cancel();
+            });
+            serve_http(server, address, stop, |bound| {
+                eprintln!(
+                    "toolrail: serving {tools} tools over MCP at http://{bound}/mcp (session {session}); Ctrl-C ends it"
+                );
+            })
+            .await
+            .map_err(|error| bad_input!("{error}"))
+        }
+    };
+    drop(endpoint);
+    eprintln!("toolrail: the served calls are in {hint}");
+    served
+}
