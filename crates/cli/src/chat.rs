@@ -327,8 +327,11 @@ async fn reopen(
     store: &Store,
     id: &SessionId,
 ) -> Result<(Agent, Option<ApprovalInbox>, toolrail_runtime::Recovery)> {
-    let (builder, inbox) = builder(config, approve);
-    let resumed = builder.resume(store, id).await.map_err(build_error)?;
+    let (builder, mut inbox) = builder(config, approve);
+    // A call left waiting for its approval is asked again while the session reopens.
+    let resumed = crate::resume::answering(builder.resume(store, id), inbox.as_mut())
+        .await
+        .map_err(build_error)?;
     Ok((resumed.agent, inbox, resumed.recovery))
 }
 

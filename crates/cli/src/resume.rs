@@ -4,11 +4,14 @@
 //! when the session stopped is asked again with the approvals chosen here (`--approve`,
 //! `--approvals-listen`), or recorded expired past its deadline; never allowed unasked.
 
-use std::io::IsTerminal;
+use std::future::Future;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 
 use anyhow::Result;
+use toolrail_interaction::{ApprovalInbox, PendingApproval, approval_question, parse_reply};
 use toolrail_runtime::SessionConfig;
+use toolrail_session_log::event::ApprovalAnswer;
 
 use crate::chat::{Conversation, human_mode, usage_line};
 use crate::console::Console;
@@ -89,4 +92,76 @@ pub(crate) fn run(args: ResumeArgs) -> Result<()> {
             }
         }
     })
+}
+
+/// Runs `resuming` (a session being reopened), answering on the terminal the questions it
+/// asks meanwhile: a call a restart left waiting for its approval is asked again while the
+/// session reopens, before the console is up. With no inbox (approvals answered by a
+/// service: `--approve never`, `--approvals-listen`) it only waits.
+pub(crate) async fn answering<T>(
+    resuming: impl Future<Output = T>,
+    inbox: Option<&mut ApprovalInbox>,
+) -> T {
+    let Some(inbox) = inbox else {
+        return resuming.await;
+    };
+    let mut resuming = std::pin::pin!(resuming);
+    loop {
+        tokio::select! {
+            done = &mut resuming => return done,
+            pending = inbox.next() => match pending {
+                Some(pending) if pending.is_withdrawn() => {}
+                Some(pending) => ask_on_terminal(pending).await,
+                None => return resuming.await,
+            },
+        }
+    }
+}
+
+/// Asks one question on the terminal (three tries at a readable answer, as a turn's console
+/// does); the end of input is no one to answer, never a yes.
+async fn ask_on_terminal(pending: PendingApproval) {
+    const ATTEMPTS: usize = 3;
+    let (question, prompt) = approval_question(pending.request());
+    let key = pending.request().session_key.clone();
+    print!("\n{question}{prompt}");
+    let _ = std::io::stdout().flush();
+    let mut answer = None;
+    for _ in 0..ATTEMPTS {
+        let read = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .map(|read| (read, line))
+        });
+        let line = tokio::select! {
+            read = read => read,
+            () = pending.withdrawn() => {
+                // The question's deadline passed while it was asked: the pipeline recorded it.
+                println!("\n(the question expired unanswered: the call was not run)");
+                return;
+            }
+        };
+        match line {
+            Ok(Ok((0, _)) | Err(_)) | Err(_) => {
+                answer = Some(ApprovalAnswer::Unavailable);
+                break;
+            }
+            Ok(Ok((_, line))) => {
+                if let Some(given) = parse_reply(&line, key.as_deref()) {
+                    answer = Some(given);
+                    break;
+                }
+                let choices = if key.is_some() { "y, s or n" } else { "y or n" };
+                print!("  please answer {choices}\n{prompt}");
+                let _ = std::io::stdout().flush();
+            }
+        }
+    }
+    let answer = answer.unwrap_or_else(|| ApprovalAnswer::Rejected {
+        reason: Some("no readable answer on the terminal".to_owned()),
+    });
+    if pending.answer(answer).is_err() {
+        println!("(too late: the question was withdrawn before the answer reached it)");
+    }
 }

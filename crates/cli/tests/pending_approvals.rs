@@ -136,7 +136,7 @@ fn of_t1<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
 /// `toolrail run` in `dir` until its question is in the log, then SIGKILL: the call was
 /// asked, never answered, never ran. Returns the session's id and the asked event.
 fn ask_and_kill(dir: &Path, url: &str) -> (String, Value) {
-    let mut child: Child = toolrail(dir)
+    let mut child = toolrail(dir)
         .args(["run", "--prompt", "Make the file", "--provider", "openai"])
         .args([
             "--model",
@@ -150,6 +150,7 @@ fn ask_and_kill(dir: &Path, url: &str) -> (String, Value) {
         .spawn()
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut child = KillOnDrop(child);
     let endpoint = Endpoint::read(&mut stderr);
     let deadline = Instant::now() + Duration::from_secs(30);
     let (log, asked) = loop {
@@ -164,8 +165,8 @@ fn ask_and_kill(dir: &Path, url: &str) -> (String, Value) {
     // The question is in the log and on the endpoint, unanswered.
     let (_, pending) = endpoint.curl(&[&format!("http://{}/pending", endpoint.address)]);
     assert!(pending.contains("touch made.txt"), "{pending}");
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child.0.kill().unwrap(); // SIGKILL
+    child.0.wait().unwrap();
     let before = events(&log);
     assert!(of_t1(&before, "approval/decided").is_empty(), "{before:?}");
     assert!(of_t1(&before, "tool/start").is_empty());
@@ -208,12 +209,16 @@ fn a_pending_approval_is_asked_again_on_resume_and_the_call_runs_once_when_allow
         "no timeout, no deadline"
     );
 
-    let mut child = resume(dir.path(), &id, &["--approvals-listen", "127.0.0.1:0"]);
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut child = KillOnDrop(resume(
+        dir.path(),
+        &id,
+        &["--approvals-listen", "127.0.0.1:0"],
+    ));
+    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
     let endpoint = Endpoint::read(&mut stderr);
     assert!(!dir.path().join(MARKER).exists(), "ran before asked again");
     endpoint.answer("allow_once");
-    let output = child.wait_with_output().unwrap();
+    let output = child.output();
     let out = text(&output);
     assert!(output.status.success(), "{out}");
     assert!(
@@ -246,10 +251,14 @@ fn a_pending_approval_rejected_on_resume_never_runs() {
     let (url, _requests) = scripted_server(answers(), gate);
     let (id, _) = ask_and_kill(dir.path(), &url);
 
-    let mut child = resume(dir.path(), &id, &["--approvals-listen", "127.0.0.1:0"]);
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut child = KillOnDrop(resume(
+        dir.path(),
+        &id,
+        &["--approvals-listen", "127.0.0.1:0"],
+    ));
+    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
     Endpoint::read(&mut stderr).answer("reject");
-    let output = child.wait_with_output().unwrap();
+    let output = child.output();
     let out = text(&output);
     assert!(output.status.success(), "{out}");
     assert!(out.contains("asked again: rejected"), "{out}");
@@ -313,4 +322,106 @@ fn a_pending_approval_past_its_deadline_is_expired_on_resume_and_never_asked() {
     assert_eq!(decided.len(), 1);
     assert_eq!(decided[0]["data"]["answer"], "expired");
     assert!(decided[0]["data"]["waited_us"].as_u64().unwrap() >= 3_000_000);
+}
+
+/// On a terminal (a pty made by `script`), `toolrail resume` asks the question itself while
+/// the session reopens, before its console is up; `y` runs the call once.
+#[test]
+fn on_a_terminal_resume_asks_the_pending_approval_there() {
+    use std::io::{Read as _, Write as _};
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` to make a terminal");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_gate, gate) = mpsc::channel();
+    let (url, _requests) = scripted_server(answers(), gate);
+    let (id, _) = ask_and_kill(dir.path(), &url);
+
+    let resume = format!(
+        "{} resume {id} --prompt 'Go on'",
+        env!("CARGO_BIN_EXE_toolrail")
+    );
+    let mut child = Command::new("script")
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env("TERM", "dumb")
+        .env("OPENAI_API_KEY", "test")
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .args(["-qec", &resume, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut child = KillOnDrop(child);
+    let (seen, lines) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while let Ok(read) = stdout.read(&mut buffer) {
+            if read == 0 {
+                break;
+            }
+            all.extend_from_slice(&buffer[..read]);
+            let _ = seen.send(String::from_utf8_lossy(&all).into_owned());
+        }
+        String::from_utf8_lossy(&all).into_owned()
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let so_far = lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("the question never showed on the terminal"));
+        if so_far.contains("asks to run") {
+            break;
+        }
+    }
+    assert!(
+        !dir.path().join(MARKER).exists(),
+        "ran before it was answered"
+    );
+    child.0.stdin.as_mut().unwrap().write_all(b"y\n").unwrap();
+    let status = child.0.wait().unwrap();
+    let out = reader.join().unwrap();
+    assert!(status.success(), "{out}");
+    assert!(out.contains("asked again: allowed once → ran"), "{out}");
+    assert!(dir.path().join(MARKER).exists(), "{out}");
+    let (events, result) = settled(dir.path());
+    assert_eq!(result.get("error"), None, "{result}");
+    assert_eq!(of_t1(&events, "tool/start").len(), 1);
+}
+
+/// A child killed if the test fails before it ends (a question nobody shows waits forever).
+struct KillOnDrop(Child);
+
+impl KillOnDrop {
+    /// Waits for the child's end and takes what is left of its output.
+    fn output(mut self) -> std::process::Output {
+        // Read to the end first: a child blocked on a full pipe would never end.
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        if let Some(pipe) = self.0.stdout.as_mut() {
+            std::io::Read::read_to_end(pipe, &mut stdout).unwrap();
+        }
+        if let Some(pipe) = self.0.stderr.as_mut() {
+            std::io::Read::read_to_end(pipe, &mut stderr).unwrap();
+        }
+        let status = self.0.wait().unwrap();
+        std::process::Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
