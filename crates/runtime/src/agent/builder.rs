@@ -254,7 +254,10 @@ impl AgentBuilder {
 
     /// Opens session `id` in `store`, recovers it (every call a crash left without a
     /// result gets an honest one: not started, or outcome unknown unless the file tools'
-    /// probe can tell), and returns an agent whose next prompt continues the conversation,
+    /// probe can tell; a call left waiting for its approval is asked again through this
+    /// builder's approval service — so `resume` waits for that answer — or recorded
+    /// `APPROVAL_EXPIRED` past its question's deadline, never allowed unasked), and returns
+    /// an agent whose next prompt continues the conversation,
     /// with file observations, session approvals, the todo board, plan mode and loaded
     /// tools as the log left them.
     ///
