@@ -30,7 +30,7 @@ enum McpCommand {
     },
     /// Serve this workspace's tools to an MCP client: every call is recorded in a session,
     /// judged by the rules, asked through the client where a rule says ask, and confined.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
 }
 
 #[derive(clap::Args)]
@@ -80,7 +80,7 @@ impl std::error::Error for NotRunning {}
 pub(crate) fn run(args: McpArgs) -> Result<()> {
     let config = match args.command {
         McpCommand::List { config } => config,
-        McpCommand::Serve(serve) => return crate::mcp_serve::run(serve),
+        McpCommand::Serve(serve) => return crate::mcp_serve::run(*serve),
     };
     let parsed = read_config(&config)?;
     // The shipped tools first, so a name an MCP tool cannot have shows as taken.

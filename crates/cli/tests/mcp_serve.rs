@@ -6,6 +6,8 @@
 //! never run), a 5 MB output (capped, saved whole), a call a rule asks about, and a slow
 //! call the client cancels (aborted in the log); the log of the served calls replays.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

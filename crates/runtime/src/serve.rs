@@ -111,7 +111,7 @@ fn progress_text(data: &Value) -> String {
             .iter()
             .find_map(|key| map.get(*key).and_then(Value::as_str))
             .map_or_else(|| data.to_string(), str::to_owned),
-        other => other.to_string(),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::Array(_) => data.to_string(),
     }
 }
 

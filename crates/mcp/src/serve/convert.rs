@@ -41,9 +41,10 @@ fn is_destructive(kind: ToolKind) -> bool {
 
 /// A schema as an object; anything else (a spec's schema always is one) as the empty one.
 fn object_of(schema: &Value) -> JsonObject {
-    match schema {
-        Value::Object(map) => map.clone(),
-        _ => JsonObject::default(),
+    if let Value::Object(map) = schema {
+        map.clone()
+    } else {
+        JsonObject::default()
     }
 }
 
