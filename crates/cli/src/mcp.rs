@@ -96,11 +96,12 @@ pub(crate) fn run(args: McpArgs) -> Result<()> {
             match &state {
                 ServerState::Running {
                     version,
+                    protocol,
                     tools,
                     skipped,
                 } => {
                     println!(
-                        "{server}: running, version {version}, {} tool{}",
+                        "{server}: running, version {version}, protocol {protocol}, {} tool{}",
                         tools.len(),
                         if tools.len() == 1 { "" } else { "s" }
                     );

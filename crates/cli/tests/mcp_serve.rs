@@ -424,3 +424,43 @@ fn the_inspector_cli_lists_calls_and_is_refused() {
     assert_eq!(denied["_meta"]["toolrail/error_code"], "POLICY_DENIED");
     assert!(!dir.path().join("denied-marker").exists());
 }
+
+/// toolrail as an MCP client asks for the newest revision first: `toolrail mcp serve`
+/// speaks it (2026-07-28, stateless), and a server of an earlier revision
+/// (server-everything, 2025-11-25) is met with the handshake and keeps working.
+#[test]
+fn as_a_client_toolrail_negotiates_the_newest_revision_and_older_servers_keep_working() {
+    let Some(modules) = installed("target/ci-npm/node_modules", "the npm MCP servers") else {
+        return;
+    };
+    let everything = modules.join("@modelcontextprotocol/server-everything/dist/index.js");
+    let dir = workspace();
+    let servers = serde_json::json!({"mcpServers": {
+        "self": {"command": env!("CARGO_BIN_EXE_toolrail"),
+                 "args": ["mcp", "serve", "--workspace", dir.path()]},
+        "everything": {"command": "node", "args": [everything, "stdio"]},
+    }});
+    let file = dir.path().join("servers.json");
+    std::fs::write(&file, servers.to_string()).expect("servers");
+    let output = Command::new(env!("CARGO_BIN_EXE_toolrail"))
+        .args(["mcp", "list", "--config"])
+        .arg(&file)
+        .current_dir(dir.path())
+        .output()
+        .expect("mcp list");
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{shown}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        shown.contains("self: running, version 0.1.0, protocol 2026-07-28"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("everything: running, version 2.0.0, protocol 2025-11-25"),
+        "{shown}"
+    );
+    assert!(shown.contains("mcp__self__grep"), "{shown}");
+}

@@ -218,7 +218,7 @@ fn mcp_list_names_each_tool_it_cannot_offer_and_offers_the_rest() {
     let shown = text(&output);
     assert_eq!(output.status.code(), Some(0), "{shown}");
     assert!(
-        shown.contains("odd: running, version 1.0, 1 tool"),
+        shown.contains("odd: running, version 1.0, protocol ") && shown.contains(", 1 tool"),
         "{shown}"
     );
     assert!(shown.contains("mcp__odd__ok"), "{shown}");

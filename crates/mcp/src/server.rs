@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use rmcp::handler::client::progress::ProgressDispatcher;
-use rmcp::model::ProgressNotificationParam;
-use rmcp::service::{NotificationContext, RunningServiceCancellationToken};
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+use rmcp::model::{ProgressNotificationParam, ProtocolVersion};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningServiceCancellationToken,
+};
+use rmcp::{ClientHandler, Peer, RoleClient};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::ToolSource;
@@ -37,6 +39,9 @@ pub enum ServerState {
         /// The version the server gave in its handshake (`unknown` when it gave none),
         /// recorded with every call of its tools.
         version: String,
+        /// The protocol revision the connection speaks, as negotiated (`2026-07-28`,
+        /// `2025-11-25`, …).
+        protocol: String,
         /// Its offered tools, by their names in the session (`mcp__<server>__<tool>`).
         tools: Vec<String>,
         /// Tools it listed that are not offered, each with why (a definition that cannot be
@@ -221,6 +226,16 @@ struct Client {
     changed: Arc<Notify>,
 }
 
+/// The newest revision rmcp speaks is asked for first (`server/discover`, the stateless
+/// 2026-07-28 revision); a server that does not know it is met with the `initialize`
+/// handshake of the newest revision that has one, and its own answer settles the version.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::LATEST],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
+
 impl ClientHandler for Client {
     async fn on_progress(
         &self,
@@ -385,17 +400,21 @@ impl Server {
             progress: self.progress.clone(),
             changed: Arc::clone(&changed),
         };
-        let service =
-            match tokio::time::timeout(self.config.startup_timeout(), client.serve(wire)).await {
-                Ok(Ok(service)) => service,
-                Ok(Err(error)) => return format!("the MCP handshake failed: {error}"),
-                Err(_) => {
-                    return format!(
-                        "the server did not answer within {} ms",
-                        self.config.startup_timeout_ms
-                    );
-                }
-            };
+        let service = match tokio::time::timeout(
+            self.config.startup_timeout(),
+            client.serve_with_lifecycle(wire, lifecycle()),
+        )
+        .await
+        {
+            Ok(Ok(service)) => service,
+            Ok(Err(error)) => return format!("the MCP handshake failed: {error}"),
+            Err(_) => {
+                return format!(
+                    "the server did not answer within {} ms",
+                    self.config.startup_timeout_ms
+                );
+            }
+        };
         let version = service
             .peer_info()
             .and_then(|info| {
@@ -403,6 +422,10 @@ impl Server {
                     .as_ref()
                     .map(|server| server.version.clone())
             })
+            .unwrap_or_else(|| "unknown".to_owned());
+        let protocol = service
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
             .unwrap_or_else(|| "unknown".to_owned());
         let peer = service.peer().clone();
         *self.link.lock() = Some(Link {
@@ -412,7 +435,10 @@ impl Server {
             book: Arc::clone(&book),
             contained: spawned.contained,
         });
-        if let Err(why) = self.list_and_register(&peer, &book, &version).await {
+        if let Err(why) = self
+            .list_and_register(&peer, &book, &version, &protocol)
+            .await
+        {
             return why;
         }
         let waiting = service.waiting();
@@ -429,7 +455,7 @@ impl Server {
                     // Notifications that come while it settles, or while the list is read,
                     // leave one wake-up: a flood is read a few times, not once each.
                     tokio::time::sleep(SETTLE).await;
-                    match self.list_and_register(&peer, &book, &version).await {
+                    match self.list_and_register(&peer, &book, &version, &protocol).await {
                         Ok(()) => {
                             self.relisted.fetch_add(1, Ordering::Relaxed);
                         }
@@ -448,6 +474,7 @@ impl Server {
         peer: &Peer<RoleClient>,
         book: &Book,
         version: &str,
+        protocol: &str,
     ) -> Result<(), String> {
         drop(book.take_skipped());
         let tools = tokio::time::timeout(self.config.startup_timeout(), peer.list_all_tools())
@@ -507,6 +534,7 @@ impl Server {
         }
         self.set_state(ServerState::Running {
             version: version.to_owned(),
+            protocol: protocol.to_owned(),
             tools: registered,
             skipped,
         });
