@@ -191,44 +191,49 @@ fn check_common(seen: &Value, dir: &Path) {
     assert!(shown.contains("called `grep`"), "{shown}");
 }
 
-#[test]
-fn the_python_sdk_on_stdio_with_the_handshake_is_asked_by_elicitation() {
-    let Some(python) = installed(VENV_PYTHON, "the Python MCP SDK") else {
-        return;
-    };
-    let dir = workspace();
-    let path = dir.path().to_string_lossy().to_string();
-    let seen = python_client(
-        &python,
-        &[env!("CARGO_BIN_EXE_toolrail"), &path, "stdio", "legacy"],
-    );
-    assert_eq!(seen["protocol"], "2025-11-25");
-    assert_eq!(seen["server"], "toolrail");
-    check_common(&seen, dir.path());
-    // The call a rule asks about was asked through the client, allowed once, and ran.
+/// The two calls a rule asks about were asked through the client: the first allowed once
+/// (it ran), the second rejected (it never ran); the log holds both answers.
+fn check_asked(seen: &Value, dir: &Path) {
     let questions = seen["questions"].as_array().cloned().unwrap_or_default();
-    assert_eq!(questions.len(), 1, "{questions:?}");
+    assert_eq!(questions.len(), 2, "{questions:?}");
     assert!(
         questions[0]
             .as_str()
             .unwrap_or_default()
-            .contains("echo asked-and-ran")
+            .contains("echo asked-and-ran"),
+        "{questions:?}"
     );
-    assert_eq!(seen["asked"]["is_error"], false);
+    assert_eq!(seen["asked"]["is_error"], false, "{}", seen["asked"]);
     assert!(
         seen["asked"]["text"]
             .as_str()
             .unwrap_or_default()
             .contains("asked-and-ran")
     );
-    let (_, events) = log_of(dir.path());
-    let asked = seen["asked"]["call_id"].as_str().unwrap_or_default();
+    assert_eq!(
+        seen["rejected"]["code"], "APPROVAL_REJECTED",
+        "{}",
+        seen["rejected"]
+    );
     assert!(
+        !dir.join("rejected-marker").exists(),
+        "a rejected command ran"
+    );
+    let (_, events) = log_of(dir);
+    let answer_of = |call: &Value| {
+        let call = call.as_str().unwrap_or_default();
         events
             .iter()
-            .any(|event| event["kind"] == "approval/decided"
-                && event["call_id"] == asked
-                && event["data"]["answer"] == "allowed_once")
+            .filter(|event| event["kind"] == "approval/decided" && event["call_id"] == call)
+            .map(|event| event["data"]["answer"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(answer_of(&seen["asked"]["call_id"]), ["allowed_once"]);
+    assert_eq!(answer_of(&seen["rejected"]["call_id"]), ["rejected"]);
+    let rejected = seen["rejected"]["call_id"].as_str().unwrap_or_default();
+    assert!(
+        !started(&events, rejected),
+        "the rejected call has a tool/start"
     );
     // While the slow call ran, the client heard how it stood.
     let progress = seen["progress"].as_array().cloned().unwrap_or_default();
@@ -239,7 +244,7 @@ fn the_python_sdk_on_stdio_with_the_handshake_is_asked_by_elicitation() {
 }
 
 #[test]
-fn the_python_sdk_on_the_stateless_revision_gets_an_honest_refusal_for_what_asks() {
+fn the_python_sdk_on_stdio_with_the_handshake_is_asked_mid_call() {
     let Some(python) = installed(VENV_PYTHON, "the Python MCP SDK") else {
         return;
     };
@@ -247,14 +252,65 @@ fn the_python_sdk_on_the_stateless_revision_gets_an_honest_refusal_for_what_asks
     let path = dir.path().to_string_lossy().to_string();
     let seen = python_client(
         &python,
-        &[env!("CARGO_BIN_EXE_toolrail"), &path, "stdio", "auto"],
+        &[
+            env!("CARGO_BIN_EXE_toolrail"),
+            &path,
+            "stdio",
+            "legacy",
+            "answers",
+        ],
+    );
+    assert_eq!(seen["protocol"], "2025-11-25");
+    assert_eq!(seen["server"], "toolrail");
+    check_common(&seen, dir.path());
+    check_asked(&seen, dir.path());
+}
+
+#[test]
+fn the_python_sdk_on_the_stateless_revision_answers_through_input_required() {
+    let Some(python) = installed(VENV_PYTHON, "the Python MCP SDK") else {
+        return;
+    };
+    let dir = workspace();
+    let path = dir.path().to_string_lossy().to_string();
+    let seen = python_client(
+        &python,
+        &[
+            env!("CARGO_BIN_EXE_toolrail"),
+            &path,
+            "stdio",
+            "auto",
+            "answers",
+        ],
     );
     assert_eq!(seen["protocol"], "2026-07-28");
     check_common(&seen, dir.path());
-    // This revision has no server-to-client requests: nobody could be asked, and the
-    // result says so; the command never ran.
-    assert_eq!(seen["asked"]["is_error"], true);
-    assert_eq!(seen["asked"]["code"], "APPROVAL_UNAVAILABLE");
+    check_asked(&seen, dir.path());
+}
+
+#[test]
+fn a_client_that_cannot_answer_a_form_gets_an_honest_refusal_for_what_asks() {
+    let Some(python) = installed(VENV_PYTHON, "the Python MCP SDK") else {
+        return;
+    };
+    let dir = workspace();
+    let path = dir.path().to_string_lossy().to_string();
+    let seen = python_client(
+        &python,
+        &[
+            env!("CARGO_BIN_EXE_toolrail"),
+            &path,
+            "stdio",
+            "auto",
+            "none",
+        ],
+    );
+    check_common(&seen, dir.path());
+    // Nobody could be asked, and the result says so; neither command ran.
+    for call in ["asked", "rejected"] {
+        assert_eq!(seen[call]["code"], "APPROVAL_UNAVAILABLE", "{}", seen[call]);
+    }
+    assert!(!dir.path().join("rejected-marker").exists());
     assert!(seen["questions"].as_array().is_some_and(Vec::is_empty));
 }
 
@@ -319,10 +375,11 @@ fn the_python_sdk_over_streamable_http() {
             "http",
             &server.url,
             "auto",
+            "answers",
         ],
     );
     check_common(&seen, dir.path());
-    assert_eq!(seen["asked"]["code"], "APPROVAL_UNAVAILABLE");
+    check_asked(&seen, dir.path());
 }
 
 #[test]

@@ -1,9 +1,11 @@
 """Drives `toolrail mcp serve` with the official Python MCP SDK, as a stranger's client
 would, and prints one JSON object of what it saw for the Rust test to check.
 
-usage: python_client.py TOOLRAIL WORKSPACE (stdio | http URL) MODE
-MODE is the SDK's connect mode: "auto" (the newest revision both sides speak) or "legacy"
-(the initialize handshake, where servers may ask the client questions mid-call).
+usage: python_client.py TOOLRAIL WORKSPACE (stdio | http URL) MODE ANSWERS
+MODE is the SDK's connect mode: "auto" (the newest revision both sides speak: questions come
+back as a call's input_required result) or "legacy" (the initialize handshake: the server
+asks mid-call). ANSWERS is "answers" (the client answers forms: allow once, then reject) or
+"none" (it declares no elicitation).
 """
 
 import json
@@ -38,18 +40,21 @@ async def main():
             args=["mcp", "serve", "--workspace", workspace],
             cwd=workspace,
         )
-        mode = sys.argv[4]
+        mode, answers = sys.argv[4], sys.argv[5]
     else:
         server = sys.argv[4]
-        mode = sys.argv[5]
+        mode, answers = sys.argv[5], sys.argv[6]
     asked = []
+    decisions = ["allow_once", "reject"]
 
     async def elicit(context, params):
         asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
+        decision = decisions.pop(0) if decisions else "reject"
+        return types.ElicitResult(action="accept", content={"decision": decision})
 
     seen = {"progress": []}
-    async with Client(server, mode=mode, elicitation_callback=elicit, read_timeout_seconds=60) as client:
+    callback = elicit if answers == "answers" else None
+    async with Client(server, mode=mode, elicitation_callback=callback, read_timeout_seconds=60) as client:
         seen["protocol"] = client.protocol_version
         seen["server"] = client.server_info.name if client.server_info else None
         listed = await client.list_tools()
@@ -68,6 +73,11 @@ async def main():
             await client.call_tool("bash", {"command": "head -c 5000000 /dev/zero | tr '\\0' a", "description": "print 5 MB"})
         )
         seen["asked"] = summary(await client.call_tool("bash", {"command": "echo asked-and-ran", "description": "a call that asks"}))
+        seen["rejected"] = summary(
+            await client.call_tool(
+                "bash", {"command": "echo asked-rejected > rejected-marker", "description": "a call refused"}
+            )
+        )
         seen["questions"] = list(asked)
 
         async def progress(done, total, message):

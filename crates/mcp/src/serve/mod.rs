@@ -10,14 +10,16 @@
 mod approvals;
 mod convert;
 mod http;
+mod parked;
 
 use std::sync::Arc;
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-        PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, Implementation, InputRequest, InputRequiredResult,
+        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+        ServerConfig,
     },
     service::RequestContext,
 };
@@ -28,7 +30,9 @@ use toolrail_session_log::{BoxFuture, ToolResultRecord};
 use toolrail_tools_core::ToolSet;
 
 pub use approvals::ElicitedApprovals;
+use approvals::{Asking, Question};
 pub use http::{HttpServeError, serve_http};
+use parked::{Flight, Parked, ParkedCalls};
 
 /// What [`McpServe`] serves: a session that lists its tools and commits calls.
 ///
@@ -78,6 +82,8 @@ pub struct McpServe {
     /// Calls take their turn here, in the order they were taken up (tokio's mutex is fair).
     order: Arc<tokio::sync::Mutex<()>>,
     approvals: Option<Arc<ElicitedApprovals>>,
+    /// Calls whose question went back to their client (stateless revision).
+    parked: ParkedCalls,
 }
 
 impl std::fmt::Debug for McpServe {
@@ -104,6 +110,7 @@ impl McpServe {
             host,
             order: Arc::default(),
             approvals: None,
+            parked: ParkedCalls::default(),
         }
     }
 
@@ -133,13 +140,12 @@ impl McpServe {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(handle) = &request.request_state {
+            return self.answer_parked(handle, &request, context).await;
+        }
         let client = context
-            .peer
-            .peer_info()
-            .map(|info| {
-                let client = &info.client_info;
-                format!("MCP client {} {}", client.name, client.version)
-            })
+            .client_info()
+            .map(|client| format!("MCP client {} {}", client.name, client.version))
             .unwrap_or_else(|| "an MCP client".to_owned());
         let call = HostedCall {
             client,
@@ -149,47 +155,138 @@ impl McpServe {
                 .arguments
                 .map_or_else(|| Value::Object(Default::default()), Value::Object),
         };
-        let call_id = call.id.clone();
-        let cancel = context.ct.clone();
         // Waiting for its turn ends when the client cancels: nothing was recorded yet.
         let turn = tokio::select! {
             biased;
-            () = cancel.cancelled() => return Err(ErrorData::internal_error("the call was cancelled before it started", None)),
-            turn = self.order.lock() => turn,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error("the call was cancelled before it started", None));
+            }
+            turn = Arc::clone(&self.order).lock_owned() => turn,
         };
+        let (questions_to, questions) = mpsc::unbounded_channel();
         if let Some(approvals) = &self.approvals {
-            approvals.asking(context.peer.clone());
+            let stateless = context
+                .protocol_version()
+                .is_some_and(|version| !version.has_initialize());
+            let can_answer = context
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.elicitation.is_some());
+            approvals.asking(match (stateless, can_answer) {
+                (true, true) => Asking::Returned(questions_to),
+                (false, true) => Asking::Request(context.peer.clone()),
+                // A client that cannot answer a form is asked nothing: no yes.
+                (_, false) => Asking::Nobody,
+            });
         }
-        let (progress, mut reports) = mpsc::unbounded_channel::<String>();
-        let forward = context.meta.get_progress_token().map(|token| {
-            let peer = context.peer.clone();
-            tokio::spawn(async move {
-                let mut count = 0_u32;
-                while let Some(message) = reports.recv().await {
-                    count += 1;
-                    let note = ProgressNotificationParam::new(token.clone(), f64::from(count))
-                        .with_message(message);
-                    if peer.notify_progress(note).await.is_err() {
-                        break;
+        let (progress_to, progress) = mpsc::unbounded_channel::<String>();
+        let cancel = CancellationToken::new();
+        let flight = Flight {
+            call_id: call.id.clone(),
+            task: tokio::spawn(self.host.call(call, progress_to, cancel.clone())),
+            questions,
+            progress,
+            cancel,
+            _turn: turn,
+        };
+        self.drive(flight, &context).await
+    }
+
+    /// The retry of a call whose question went back to the client: its answer to the
+    /// parked call, which then goes on.
+    async fn answer_parked(
+        &self,
+        handle: &str,
+        request: &CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(parked) = self.parked.take(handle) else {
+            return Err(ErrorData::invalid_params(
+                "no call waits for this requestState: it was answered already, or its question expired; call the tool again",
+                None,
+            ));
+        };
+        let answered = request
+            .input_responses
+            .as_ref()
+            .and_then(|responses| responses.get(QUESTION_KEY))
+            .and_then(|response| {
+                serde_json::from_value::<rmcp::model::ElicitResult>(response.clone()).ok()
+            });
+        let answer = match answered {
+            Some(answered) => approvals::answer_of(
+                &answered.action,
+                answered.content.as_ref(),
+                parked.session_key.as_ref(),
+            ),
+            // A retry without a readable answer is no yes.
+            None => toolrail_tools_core::ApprovalAnswer::Rejected {
+                reason: Some("the MCP client's retry carried no answer to the approval".to_owned()),
+            },
+        };
+        let _ = parked.answer.send(answer);
+        self.drive(parked.flight, &context).await
+    }
+
+    /// Follows a call to its result: progress to the client, the client's cancellation to
+    /// the call, and a question for the client (stateless revision) back as the
+    /// `input_required` result, the call parked until the retry.
+    async fn drive(
+        &self,
+        mut flight: Flight,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let token = context.meta.get_progress_token();
+        let mut reported = 0_u32;
+        let mut cancelled = false;
+        loop {
+            tokio::select! {
+                biased;
+                joined = &mut flight.task => {
+                    return match joined {
+                        Ok(Ok(record)) => Ok(convert::result_of(&record, &flight.call_id).into()),
+                        Ok(Err(why)) => Err(ErrorData::internal_error(
+                            format!("toolrail could not run or record the call: {why}"),
+                            None,
+                        )),
+                        Err(error) => Err(ErrorData::internal_error(
+                            format!("the call's task ended without an outcome: {error}"),
+                            None,
+                        )),
+                    };
+                }
+                () = context.ct.cancelled(), if !cancelled => {
+                    // The call still commits an honest outcome; its result is the answer.
+                    cancelled = true;
+                    flight.cancel.cancel();
+                }
+                Some(question) = flight.questions.recv() => {
+                    let Question { form, session_key, answer } = question;
+                    let mut asked = rmcp::model::InputRequests::new();
+                    asked.insert(
+                        QUESTION_KEY.to_owned(),
+                        InputRequest::Elicitation(rmcp::model::ElicitRequest::new(form)),
+                    );
+                    let handle = self.parked.park(Parked { flight, session_key, answer });
+                    return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+                        Some(asked),
+                        Some(handle),
+                    )));
+                }
+                Some(note) = flight.progress.recv() => {
+                    if let Some(token) = &token {
+                        reported += 1;
+                        let note = ProgressNotificationParam::new(token.clone(), f64::from(reported))
+                            .with_message(note);
+                        let _ = context.peer.notify_progress(note).await;
                     }
                 }
-            })
-        });
-        let outcome = self.host.call(call, progress, cancel).await;
-        drop(turn);
-        if let Some(forward) = forward {
-            // The sender is gone with the call: the forwarder ends after the last report.
-            let _ = forward.await;
-        }
-        match outcome {
-            Ok(record) => Ok(convert::result_of(&record, &call_id).into()),
-            Err(why) => Err(ErrorData::internal_error(
-                format!("toolrail could not run or record the call: {why}"),
-                None,
-            )),
+            }
         }
     }
 }
+
+/// The key of the one question an `input_required` result carries.
+const QUESTION_KEY: &str = "toolrail_approval";
 
 fn request_id_text(id: &rmcp::model::RequestId) -> String {
     match serde_json::to_value(id) {
