@@ -72,8 +72,14 @@ async fn serve(
         }
     };
     let agent = builder.build().await.map_err(build_error)?;
-    let hint = resume_hint(agent.store(), agent.session_id());
+    // `replay` names a session as `resume` does.
+    let replay = resume_hint(agent.store(), agent.session_id()).replacen(
+        "toolrail resume",
+        "toolrail replay",
+        1,
+    );
     let session = agent.session_id().clone();
+    let session_id = session.clone();
     let tools = agent.tools().snapshot().offered().count();
     let host = Arc::new(AgentHost::new(agent));
     let mut server = McpServe::new(host);
@@ -102,6 +108,6 @@ async fn serve(
         }
     };
     drop(endpoint);
-    eprintln!("toolrail: the served calls are in {hint}");
+    eprintln!("toolrail: the served calls are in session {session_id}; see them with `{replay}`");
     served
 }
