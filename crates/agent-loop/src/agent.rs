@@ -192,7 +192,10 @@ impl AgentLoop {
         self.append(
             turn,
             None,
-            EventData::TurnStart(TurnStart { user: user.clone() }),
+            EventData::TurnStart(TurnStart {
+                user: user.clone(),
+                trace: None,
+            }),
         )
         .await?;
         self.remember(ConversationItem::User(user));
@@ -349,7 +352,10 @@ impl AgentLoop {
         self.append(
             turn,
             None,
-            EventData::TurnStart(TurnStart { user: user.clone() }),
+            EventData::TurnStart(TurnStart {
+                user: user.clone(),
+                trace: None,
+            }),
         )
         .await?;
         self.remember(ConversationItem::User(user));

@@ -319,6 +319,7 @@ async fn a_resumed_session_carries_the_synthetic_results_of_its_recovery() {
             None,
             EventData::TurnStart(TurnStart {
                 user: vec![ContentBlock::text("write it")],
+                trace: None,
             }),
         ),
         (

@@ -277,6 +277,7 @@ fn a_five_megabyte_output_is_collapsed_and_kept_out_of_the_page() {
             None,
             EventData::TurnStart(TurnStart {
                 user: vec![ContentBlock::text("Export it all.")],
+                trace: None,
             }),
         ),
         draft(
@@ -298,6 +299,7 @@ fn a_five_megabyte_output_is_collapsed_and_kept_out_of_the_page() {
                 arguments_raw: arguments.into(),
                 source: None,
                 version: None,
+                trace: None,
             }),
         ),
         draft(

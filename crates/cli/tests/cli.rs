@@ -393,10 +393,17 @@ fn interrupted_log(dir: &Path) -> std::path::PathBuf {
             arguments_raw: r#"{"command": "make deploy", "description": "deploy"}"#.into(),
             source: None,
             version: None,
+            trace: None,
         })
     };
     let events = vec![
-        draft(None, EventData::TurnStart(TurnStart { user: vec![] })),
+        draft(
+            None,
+            EventData::TurnStart(TurnStart {
+                user: vec![],
+                trace: None,
+            }),
+        ),
         draft(
             None,
             EventData::AssistantMessage(AssistantMessage {

@@ -43,7 +43,10 @@ async fn interrupted_write(
         call_id: call_id.map(CallId::from),
         data,
     };
-    let turn = EventData::TurnStart(TurnStart { user: vec![] });
+    let turn = EventData::TurnStart(TurnStart {
+        user: vec![],
+        trace: None,
+    });
     b.sink
         .append(draft(None, turn), AppendUrgency::Durable)
         .await

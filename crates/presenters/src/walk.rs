@@ -175,7 +175,10 @@ mod tests {
         let mut events = vec![event(
             1,
             None,
-            EventData::TurnStart(TurnStart { user: vec![] }),
+            EventData::TurnStart(TurnStart {
+                user: vec![],
+                trace: None,
+            }),
         )];
         let mut push = |call_id: Option<&str>, data: EventData| {
             let seq = u64::try_from(events.len()).unwrap() + 1;
@@ -199,6 +202,7 @@ mod tests {
                     arguments_raw: raw.clone(),
                     source: None,
                     version: None,
+                    trace: None,
                 };
                 push(Some(id), EventData::ToolCall(call));
                 let result = ToolResultRecord::success(vec![ContentBlock::text(raw)]);

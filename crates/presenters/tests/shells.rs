@@ -209,6 +209,7 @@ fn called(index: u32, name: &str, args: Value) -> EventData {
         arguments_raw: args.to_string(),
         source: None,
         version: None,
+        trace: None,
     })
 }
 

@@ -16,6 +16,7 @@ use crate::content::ContentBlock;
 use crate::ids::{CallId, SessionId, StepId, TurnId};
 use crate::result::{ToolResultRecord, ToolSource, is_false};
 use crate::time::Timestamp;
+use crate::trace::TraceRef;
 
 /// The version of the event vocabulary written in `session/start`.
 pub const FORMAT_VERSION: u32 = 1;
@@ -377,6 +378,10 @@ pub struct SessionStart {
 pub struct TurnStart {
     /// The message's blocks, as the model will read them.
     pub user: Vec<ContentBlock>,
+    /// The turn's `invoke_agent` span, when the session exports telemetry (absent in older
+    /// logs and in sessions that do not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRef>,
 }
 
 /// Data of `step/start`.
@@ -469,6 +474,10 @@ pub struct ToolCall {
     /// The tool's version; absent when the name is not in the tool set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<Arc<str>>,
+    /// The call's `execute_tool` span, when the session exports telemetry (absent in older
+    /// logs and in sessions that do not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRef>,
 }
 
 /// Data of `tool/args-rewritten`: what the model asked for and what will run.

@@ -20,7 +20,7 @@
 //!
 //! # tokio::runtime::Runtime::new()?.block_on(async {
 //! let log = MemorySink::new();
-//! let user = TurnStart { user: vec![ContentBlock::text("hello")] };
+//! let user = TurnStart { user: vec![ContentBlock::text("hello")], trace: None };
 //! let draft = EventDraft {
 //!     ts: Timestamp::now(),
 //!     turn: Some(TurnId(1)),
@@ -53,6 +53,7 @@ mod result;
 mod sink;
 pub mod time;
 mod tool_event;
+mod trace;
 
 pub use content::ContentBlock;
 pub use error_text::error_chain;
@@ -70,3 +71,4 @@ pub use sink::{
 };
 pub use time::Timestamp;
 pub use tool_event::ToolEvent;
+pub use trace::TraceRef;

@@ -63,6 +63,7 @@ impl Session {
             None,
             EventData::TurnStart(TurnStart {
                 user: vec![ContentBlock::text("go")],
+                trace: None,
             }),
         );
         let blocks = calls
@@ -93,6 +94,7 @@ impl Session {
                 arguments_raw: "{}".to_owned(),
                 source: None,
                 version: None,
+                trace: None,
             }),
         );
         if started {
@@ -265,7 +267,10 @@ async fn a_turn_without_a_message_is_closed_and_a_closed_session_is_not() {
     session.add(
         Some(1),
         None,
-        EventData::TurnStart(TurnStart { user: vec![] }),
+        EventData::TurnStart(TurnStart {
+            user: vec![],
+            trace: None,
+        }),
     );
     let (report, appended) = session.recover(&[]).await;
     assert!(report.repaired.is_empty());
@@ -404,7 +409,10 @@ async fn calls_of_a_cut_off_message_are_truncated_not_merely_unstarted() {
     session.add(
         Some(1),
         None,
-        EventData::TurnStart(TurnStart { user: vec![] }),
+        EventData::TurnStart(TurnStart {
+            user: vec![],
+            trace: None,
+        }),
     );
     let blocks = vec![AssistantBlock::ToolCall {
         call_id: CallId::from("c1"),

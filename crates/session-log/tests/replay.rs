@@ -46,6 +46,7 @@ fn session() -> Vec<Event> {
             arguments_raw: "{}".into(),
             source: Some(ToolSource::Builtin),
             version: Some("1".into()),
+            trace: None,
         })
     };
     let parts = vec![
@@ -53,6 +54,7 @@ fn session() -> Vec<Event> {
             None,
             EventData::TurnStart(TurnStart {
                 user: vec![ContentBlock::text("read a and b")],
+                trace: None,
             }),
         ),
         (
@@ -215,6 +217,7 @@ fn code_mode_sub_calls_belong_to_their_parent_with_their_values() {
                 arguments_raw: "{}".into(),
                 source: None,
                 version: None,
+                trace: None,
             }),
         ),
         event(

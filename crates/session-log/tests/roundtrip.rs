@@ -111,6 +111,11 @@ fn result_record() -> impl Strategy<Value = ToolResultRecord> {
         )
 }
 
+fn trace_ref() -> impl Strategy<Value = TraceRef> {
+    (any::<[u8; 16]>(), any::<[u8; 8]>())
+        .prop_map(|(trace_id, span_id)| TraceRef { trace_id, span_id })
+}
+
 fn source() -> impl Strategy<Value = ToolSource> {
     prop_oneof![
         Just(ToolSource::Builtin),
@@ -208,7 +213,8 @@ fn event_data() -> impl Strategy<Value = EventData> {
                     meta,
                 })
             }),
-        blocks().prop_map(|user| EventData::TurnStart(TurnStart { user })),
+        (blocks(), proptest::option::of(trace_ref()))
+            .prop_map(|(user, trace)| EventData::TurnStart(TurnStart { user, trace })),
         proptest::option::of(text()).prop_map(|model| EventData::StepStart(StepStart { model })),
         (
             proptest::collection::vec(assistant_block(), 0..3),
@@ -225,17 +231,19 @@ fn event_data() -> impl Strategy<Value = EventData> {
             text(),
             text(),
             proptest::option::of(source()),
-            proptest::option::of(text())
+            proptest::option::of(text()),
+            proptest::option::of(trace_ref())
         )
-            .prop_map(
-                |(index, name, arguments_raw, source, version)| EventData::ToolCall(ToolCall {
+            .prop_map(|(index, name, arguments_raw, source, version, trace)| {
+                EventData::ToolCall(ToolCall {
                     index,
                     name,
                     arguments_raw,
                     source,
                     version: version.map(Into::into),
+                    trace,
                 })
-            ),
+            }),
         (json_value(), json_value(), text(), text()).prop_map(
             |(original, effective, by, reason)| EventData::ArgsRewritten(ArgsRewritten {
                 original,
@@ -451,6 +459,32 @@ fn the_envelope_has_the_documented_shape() {
         serde_json::to_string(&event).unwrap(),
         r#"{"seq":7,"ts":"2026-11-30T17:48:29.123Z","kind":"tool/start","turn":1,"step":2,"call_id":"c1","data":{"timeout_ms":500}}"#
     );
+}
+
+/// The span ids a traced session writes (issue 28): beside the data, absent when the
+/// session is not traced, so a log written before them reads as it did.
+#[test]
+fn trace_refs_are_written_only_when_traced_and_older_lines_read() {
+    let traced = r#"{"seq":3,"ts":"2026-11-30T17:48:29.123Z","kind":"tool/call","turn":1,"step":1,"call_id":"c1","data":{"index":0,"name":"read","arguments_raw":"{}","trace":{"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}}}"#;
+    let event: Event = serde_json::from_str(traced).unwrap();
+    let EventData::ToolCall(call) = &event.data else {
+        panic!("{event:?}")
+    };
+    assert_eq!(
+        call.trace.map(|trace| trace.to_string()).as_deref(),
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+    );
+    assert_eq!(serde_json::to_string(&event).unwrap(), traced);
+    let older = r#"{"seq":2,"ts":"2026-11-30T17:48:29.123Z","kind":"turn/start","turn":1,"data":{"user":[]}}"#;
+    let event: Event = serde_json::from_str(older).unwrap();
+    assert_eq!(
+        event.data,
+        EventData::TurnStart(TurnStart {
+            user: Vec::new(),
+            trace: None
+        })
+    );
+    assert_eq!(serde_json::to_string(&event).unwrap(), older);
 }
 
 #[test]

@@ -48,7 +48,13 @@ async fn crash_child() {
         data,
     };
     log.append(
-        draft(None, EventData::TurnStart(TurnStart { user: vec![] })),
+        draft(
+            None,
+            EventData::TurnStart(TurnStart {
+                user: vec![],
+                trace: None,
+            }),
+        ),
         AppendUrgency::Durable,
     )
     .await
@@ -76,6 +82,7 @@ async fn crash_child() {
             arguments_raw: "{}".into(),
             source: None,
             version: None,
+            trace: None,
         };
         log.append(
             draft(Some(&id), EventData::ToolCall(recorded)),

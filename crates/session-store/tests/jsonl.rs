@@ -182,12 +182,19 @@ async fn a_whole_last_event_without_its_newline_is_kept_and_the_next_append_star
         arguments_raw: "{}".into(),
         source: None,
         version: None,
+        trace: None,
     };
     let result = Arc::new(ToolResultRecord::success(vec![ContentBlock::text(
         "written",
     )]));
     for draft in [
-        at(None, EventData::TurnStart(TurnStart { user: vec![] })),
+        at(
+            None,
+            EventData::TurnStart(TurnStart {
+                user: vec![],
+                trace: None,
+            }),
+        ),
         at(None, EventData::AssistantMessage(message)),
         at(Some("c1"), EventData::ToolCall(recorded)),
         at(Some("c1"), EventData::ToolStart(ToolStart::default())),

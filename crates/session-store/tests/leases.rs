@@ -187,7 +187,13 @@ async fn a_takeover_recovers_the_dead_worker_s_call_as_outcome_unknown() {
         stop_reason: StopReason::ToolCalls,
     });
     for (call, data) in [
-        (None, EventData::TurnStart(TurnStart { user: Vec::new() })),
+        (
+            None,
+            EventData::TurnStart(TurnStart {
+                user: Vec::new(),
+                trace: None,
+            }),
+        ),
         (None, message),
         (
             Some("w1"),
@@ -197,6 +203,7 @@ async fn a_takeover_recovers_the_dead_worker_s_call_as_outcome_unknown() {
                 arguments_raw: "{}".into(),
                 source: None,
                 version: None,
+                trace: None,
             }),
         ),
         (Some("w1"), EventData::ToolStart(ToolStart::default())),

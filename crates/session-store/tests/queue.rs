@@ -39,6 +39,7 @@ fn event(data: EventData) -> EventDraft {
 fn turn_start() -> EventDraft {
     event(EventData::TurnStart(TurnStart {
         user: vec![ContentBlock::text("go")],
+        trace: None,
     }))
 }
 

@@ -25,7 +25,14 @@ async fn a_crashed_jsonl_session_is_repaired_durably_once() {
         data,
     };
     log.append(
-        add(1, None, EventData::TurnStart(TurnStart { user: vec![] })),
+        add(
+            1,
+            None,
+            EventData::TurnStart(TurnStart {
+                user: vec![],
+                trace: None,
+            }),
+        ),
         AppendUrgency::Durable,
     )
     .await

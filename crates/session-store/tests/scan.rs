@@ -83,6 +83,7 @@ async fn what_this_build_writes_scans_as_it_reads_large_values_included() {
     for data in [
         EventData::TurnStart(TurnStart {
             user: vec![ContentBlock::text("with \"quotes\" and \\ and \n")],
+            trace: None,
         }),
         EventData::StepStart(StepStart::default()),
         EventData::ToolStart(ToolStart {

@@ -160,7 +160,13 @@ async fn recovery_cases<S: SessionStore>(store: S) {
     let log = store.create(start("crash", &["fetch"])).unwrap();
     let add = |call: Option<&'static str>, data: EventData| (call, data);
     let events = [
-        add(None, EventData::TurnStart(TurnStart { user: vec![] })),
+        add(
+            None,
+            EventData::TurnStart(TurnStart {
+                user: vec![],
+                trace: None,
+            }),
+        ),
         add(
             None,
             message(&[
@@ -187,6 +193,7 @@ async fn recovery_cases<S: SessionStore>(store: S) {
                 arguments_raw: "{}".into(),
                 source: None,
                 version: None,
+                trace: None,
             }),
         ),
         add(Some("d"), EventData::ToolStart(ToolStart::default())),

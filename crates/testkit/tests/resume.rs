@@ -111,6 +111,7 @@ async fn a_resumed_session_keeps_plan_mode_and_goes_on_from_its_next_step() {
                 Some((1, None)),
                 EventData::TurnStart(TurnStart {
                     user: vec![ContentBlock::text("one")],
+                    trace: None,
                 }),
             ),
             (

@@ -130,6 +130,7 @@ mod tests {
     fn start(user: &str) -> Event {
         event(EventData::TurnStart(TurnStart {
             user: vec![ContentBlock::text(user)],
+            trace: None,
         }))
     }
 

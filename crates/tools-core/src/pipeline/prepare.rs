@@ -318,6 +318,7 @@ impl Pipeline {
             arguments_raw: request.arguments_raw,
             source: identity.source.clone(),
             version: identity.version.clone(),
+            trace: None,
         };
         let parsed = match (parsing, &entry) {
             (Parsing::Parse, Some(_)) => Some(parse_arguments(&call.arguments_raw)),
