@@ -193,11 +193,32 @@ impl Console {
                         latest: None,
                     },
                 );
-                self.order.push(call_id.clone());
+                // A call asked about before it was prepared has its line already.
+                if !self.order.contains(call_id) {
+                    self.order.push(call_id.clone());
+                }
             }
             AgentEvent::ApprovalAsked {
-                call_id, reason, ..
+                call_id,
+                reason,
+                session_key,
+                ..
             } => {
+                // Asked before it is prepared: when someone elsewhere answers (the approvals
+                // endpoint), its line says what it waits for meanwhile.
+                if !self.calls.contains_key(call_id) {
+                    self.calls.insert(
+                        call_id.clone(),
+                        LiveCall {
+                            name: String::new(),
+                            title: session_key.clone().unwrap_or_default(),
+                            stage: Stage::Waiting,
+                            since: Instant::now(),
+                            latest: None,
+                        },
+                    );
+                    self.order.push(call_id.clone());
+                }
                 self.asked.insert(
                     call_id.clone(),
                     Asked {
@@ -391,7 +412,15 @@ impl Console {
             };
             let title = &call.title;
             let (mark, state) = match call.stage {
-                Stage::Waiting => ("·", "waiting".to_owned()),
+                // Asked and not answered here: someone elsewhere (the approvals endpoint)
+                // is being asked.
+                Stage::Waiting => match self.asked.get(call_id) {
+                    Some(Asked {
+                        reason,
+                        answer: None,
+                    }) => ("?", format!("waiting for approval: {reason}")),
+                    Some(_) | None => ("·", "waiting".to_owned()),
+                },
                 Stage::Running => (
                     "⟳",
                     duration(u64::try_from(call.since.elapsed().as_micros()).unwrap_or(u64::MAX)),
