@@ -488,3 +488,77 @@ fn keys_typed_before_a_question_never_answer_it() {
         "{history}"
     );
 }
+
+/// With `--approvals-listen`, a call waiting for an answer from elsewhere has a live line
+/// saying so (and why) until the endpoint answers it; then its card.
+#[test]
+fn a_call_answered_elsewhere_shows_what_it_waits_for() {
+    if !tmux_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("project");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_gate, gate) = mpsc::channel();
+    let (url, _requests) = scripted_server(
+        vec![
+            Answer::new(vec![
+                call_chunk(
+                    0,
+                    "e1",
+                    "bash",
+                    r#"{"command": "echo answered-elsewhere", "description": "say it"}"#,
+                ),
+                finish_chunk("tool_calls"),
+            ]),
+            Answer::new(vec![text_chunk("Done."), finish_chunk("stop")]),
+        ],
+        gate,
+    );
+    let command = format!(
+        "cd {} && env NO_COLOR=1 OPENAI_API_KEY=test XDG_STATE_HOME={} {} chat --provider openai --model scripted --base-url {url} --preset untrusted --approvals-listen 127.0.0.1:0",
+        workspace.display(),
+        dir.path().join("state").display(),
+        env!("CARGO_BIN_EXE_toolrail"),
+    );
+    let terminal = Terminal::start(&command);
+    terminal.wait_prompts(1);
+    let history = terminal.history();
+    let joined: String = history.lines().collect();
+    let address = joined
+        .split("answered at http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the endpoint's address")
+        .to_owned();
+    let token = joined
+        .split("Bearer ")
+        .nth(1)
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_hexdigit)
+                .collect::<String>()
+        })
+        .expect("the token");
+    terminal.type_line("Say it");
+    let screen = terminal.wait("the waiting line", |history| {
+        history.contains("? e1 bash(echo answered-elsewhere) · waiting for approval:")
+    });
+    assert!(screen.contains("the `untrusted` preset"), "{screen}");
+    let answered = Command::new("curl")
+        .args(["-s", "-X", "POST", "-H"])
+        .arg(format!("Authorization: Bearer {token}"))
+        .arg(format!("http://{address}/answer"))
+        .args(["-d", r#"{"id": 1, "answer": "allow_once"}"#])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&answered.stdout).contains("\"decided\":true"),
+        "{}",
+        String::from_utf8_lossy(&answered.stdout)
+    );
+    terminal.wait("the answer", |history| history.contains("Done."));
+    let history = terminal.history();
+    assert!(history.contains("→ allowed once"), "{history}");
+    assert!(history.contains("│ answered-elsewhere"), "{history}");
+}
