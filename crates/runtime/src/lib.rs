@@ -37,6 +37,8 @@ pub mod scenario;
 #[cfg(feature = "mcp")]
 pub mod serve;
 mod store;
+#[cfg(feature = "otlp")]
+pub mod telemetry;
 
 pub use agent::{
     Agent, AgentBuilder, AgentError, AgentEvent, AgentStream, Answer, BuildError, Canceller,
@@ -46,7 +48,8 @@ pub use config::{
     BashConfig, CodeConfig, CodeLanguage, CodePresentation, ConfigError, DEFAULT_TOOLS,
     DurabilityName, FilesConfig, LimitsConfig, McpServerConfig, ModelConfig, PermissionsConfig,
     PresetName, ProviderName, RetryConfig, RuleEntry, SandboxConfig, SandboxModeName,
-    SandboxRuleConfig, SandboxTierName, SessionConfig, StoreConfig, ToolsConfig, WorkspaceConfig,
+    SandboxRuleConfig, SandboxTierName, SessionConfig, StoreConfig, TelemetryConfig, ToolsConfig,
+    WorkspaceConfig,
 };
 pub use recovery::{PendingApprovalCall, RecoverMode, Recovery, RepairedCall};
 pub use store::{Store, StoreOpenError, StoreUrl};

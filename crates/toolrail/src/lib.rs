@@ -67,7 +67,8 @@
 //! Cargo features, all on by default and each removable: `postgres` and `sqlite` (stores),
 //! `providers` (OpenAI-compatible and Anthropic clients), `mcp` (MCP servers' tools),
 //! `code-js` and `code-python` (code mode). Without any, an agent keeps JSONL sessions and
-//! takes a model client you give it.
+//! takes a model client you give it. Off by default: `otlp` (OpenTelemetry spans and
+//! metrics over OTLP/HTTP, `docs/observability.md`).
 
 pub use toolrail_runtime::{
     Agent, AgentBuilder, AgentError, AgentEvent, AgentStream, Answer, BashConfig, BuildError,
@@ -75,8 +76,13 @@ pub use toolrail_runtime::{
     DurabilityName, FilesConfig, LimitsConfig, McpServerConfig, ModelConfig, PermissionsConfig,
     PresetName, ProviderName, Recovery, RepairedCall, Resumed, RetryConfig, RuleEntry,
     SandboxConfig, SandboxModeName, SandboxRuleConfig, SandboxTierName, SessionConfig, Store,
-    StoreConfig, StoreOpenError, StoreUrl, ToolsConfig, WorkspaceConfig, catalog, scenario,
+    StoreConfig, StoreOpenError, StoreUrl, TelemetryConfig, ToolsConfig, WorkspaceConfig, catalog,
+    scenario,
 };
+
+/// OpenTelemetry export of sessions: GenAI spans and metrics over OTLP/HTTP.
+#[cfg(feature = "otlp")]
+pub use toolrail_runtime::telemetry;
 
 /// The fleet worker: sessions shared by many processes through PostgreSQL.
 #[cfg(feature = "postgres")]

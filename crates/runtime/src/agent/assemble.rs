@@ -51,6 +51,8 @@ pub(super) struct Additions {
     /// The system prompt, over `model.system`.
     pub system: Option<String>,
     pub stages: Stages,
+    #[cfg(feature = "otlp")]
+    pub telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 /// The embedder's stages, installed after the runtime's own.
@@ -153,7 +155,18 @@ pub(crate) async fn assemble(
     };
     let mcp = mcp_config(&config)?;
     let opened = open(&source, found, &config, &registry).await?;
-    let tap = Arc::new(Tap::new(Arc::clone(&opened.log)));
+    let tap = Tap::new(Arc::clone(&opened.log));
+    #[cfg(feature = "otlp")]
+    let tap = match &additions.telemetry {
+        Some(telemetry) => tap.with_spans(crate::telemetry::spans::SessionSpans::new(
+            telemetry,
+            source.id().clone(),
+            chat_settings(&config),
+            registry.clone(),
+        )),
+        None => tap,
+    };
+    let tap = Arc::new(tap);
     let pipeline = Arc::new(pipeline(
         &config,
         &roots,
@@ -201,7 +214,10 @@ pub(crate) async fn assemble(
             report_ended_shells(&reopened.events, &opened.log).await?;
             // Read again, repairs included: the next request carries them.
             drop(reopened);
-            (store.read(source.id())?, Some(recovery))
+            let earlier = store.read(source.id())?;
+            #[cfg(feature = "otlp")]
+            tap.resumed(&earlier);
+            (earlier, Some(recovery))
         }
     };
     let scheduler = Scheduler::new(Arc::clone(&pipeline), scheduler_config);
@@ -240,6 +256,25 @@ pub(crate) async fn assemble(
         recovery,
         earlier,
     })
+}
+
+/// The model settings a `chat` span names.
+#[cfg(feature = "otlp")]
+fn chat_settings(config: &SessionConfig) -> crate::telemetry::genai::ChatSettings {
+    let Some(model) = &config.model else {
+        return crate::telemetry::genai::ChatSettings::default();
+    };
+    let provider = match model.provider {
+        crate::config::ProviderName::Openai => "openai",
+        crate::config::ProviderName::Anthropic => "anthropic",
+    };
+    crate::telemetry::genai::ChatSettings {
+        provider: Some(provider.to_owned()),
+        model: Some(model.model.clone()),
+        temperature: model.temperature,
+        top_p: model.top_p,
+        max_tokens: model.max_tokens,
+    }
 }
 
 /// The session's tools as `config` and `tools` make them, without a store, a log or a

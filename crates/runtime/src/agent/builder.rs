@@ -229,6 +229,15 @@ impl AgentBuilder {
         self
     }
 
+    /// Exports the session's turns, model requests and tool calls as OpenTelemetry spans
+    /// and metrics through `telemetry` (one [`Telemetry`](crate::telemetry::Telemetry) per
+    /// process, shared by its sessions), and records the span ids in the log.
+    #[cfg(feature = "otlp")]
+    pub fn telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> Self {
+        self.additions.telemetry = Some(telemetry);
+        self
+    }
+
     /// The new session's id (default: made from the time and this process).
     pub fn session_id(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(SessionId::new(id.into()));

@@ -162,6 +162,19 @@ impl TurnState {
 pub(crate) struct Tap {
     inner: Arc<dyn SessionLog>,
     turn: Mutex<TurnState>,
+    /// The session's spans, when it exports telemetry: made from each event as it is
+    /// appended, under the same lock, so in the log's order.
+    #[cfg(feature = "otlp")]
+    spans: Option<Mutex<crate::telemetry::spans::SessionSpans>>,
+}
+
+/// Who writes a turn's messages: the model, or a client calling a tool itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TurnSource {
+    /// A prompt: each step asks the model.
+    Model,
+    /// A client's call (`toolrail mcp serve`): no model is asked.
+    Client,
 }
 
 impl Tap {
@@ -169,16 +182,39 @@ impl Tap {
         Self {
             inner,
             turn: Mutex::new(TurnState::default()),
+            #[cfg(feature = "otlp")]
+            spans: None,
+        }
+    }
+
+    /// The session's spans are made from what it appends from now on.
+    #[cfg(feature = "otlp")]
+    pub(super) fn with_spans(mut self, spans: crate::telemetry::spans::SessionSpans) -> Self {
+        self.spans = Some(Mutex::new(spans));
+        self
+    }
+
+    /// A reopened session's spans link to the turn its interruption left open.
+    #[cfg(feature = "otlp")]
+    pub(super) fn resumed(&self, earlier: &[toolrail_session_log::Event]) {
+        if let Some(spans) = &self.spans {
+            spans.lock().resumed(earlier, std::time::SystemTime::now());
         }
     }
 
     /// Starts a turn: what is kept is cleared; events go to `events`, if given.
-    pub(super) fn begin(&self, events: Option<UnboundedSender<AgentEvent>>) {
+    pub(super) fn begin(&self, events: Option<UnboundedSender<AgentEvent>>, source: TurnSource) {
         let mut turn = self.turn.lock();
         *turn = TurnState {
             events,
             ..TurnState::default()
         };
+        #[cfg(feature = "otlp")]
+        if let Some(spans) = &self.spans {
+            spans.lock().begin(source);
+        }
+        #[cfg(not(feature = "otlp"))]
+        let _ = source;
     }
 
     /// Ends the turn: what it kept; no more events are sent.
@@ -315,6 +351,14 @@ impl EventSink for Tap {
         // The store numbers the event inside `append`, before it returns; doing that under
         // the tap's lock keeps what is kept, and what is shown, in the log's order.
         let mut turn = self.turn.lock();
+        #[cfg(feature = "otlp")]
+        let mut draft = draft;
+        #[cfg(feature = "otlp")]
+        if let Some(spans) = &self.spans {
+            spans
+                .lock()
+                .observe(&mut draft, std::time::SystemTime::now());
+        }
         let shown = Self::appended(&mut turn, &draft);
         let appended = self.inner.append(draft, urgency);
         if let Some(shown) = shown {

@@ -32,6 +32,7 @@ pub use stream::AgentStream;
 
 use crate::recovery::Recovery;
 use crate::store::Store;
+pub(crate) use events::TurnSource;
 use events::{Kept, Tap};
 
 /// An agent session.
@@ -321,7 +322,11 @@ impl Agent {
         let shared = Arc::clone(&self.shared);
         let token = cancel.clone();
         let task = tokio::spawn(async move {
-            shared.tap.begin(events);
+            let source = match &turn {
+                Turn::Model(_) => TurnSource::Model,
+                Turn::Client(..) => TurnSource::Client,
+            };
+            shared.tap.begin(events, source);
             let live = Some(Arc::clone(&shared.live));
             let ended = match turn {
                 Turn::Model(user) => turns.run_turn(user, token, live).await,

@@ -14,7 +14,7 @@ pub use sections::{
     BashConfig, CodeConfig, CodeLanguage, CodePresentation, DEFAULT_TOOLS, DurabilityName,
     FilesConfig, LimitsConfig, ModelConfig, PermissionsConfig, PresetName, ProviderName,
     RetryConfig, RuleEntry, SandboxConfig, SandboxModeName, SandboxRuleConfig, SandboxTierName,
-    StoreConfig, ToolsConfig, WorkspaceConfig,
+    StoreConfig, TelemetryConfig, ToolsConfig, WorkspaceConfig,
 };
 
 /// One MCP server, in the common `mcpServers` shape.
@@ -75,6 +75,9 @@ pub struct SessionConfig {
     /// `[limits]`: the scheduler's and the loop's bounds.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// `[telemetry]`: OpenTelemetry export (off by default).
+    #[serde(default, skip_serializing_if = "TelemetryConfig::is_default")]
+    pub telemetry: TelemetryConfig,
 }
 
 /// A configuration that cannot be used: where, what, and what to do.

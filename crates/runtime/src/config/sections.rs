@@ -630,3 +630,40 @@ impl LimitsConfig {
         Ok(())
     }
 }
+
+/// `[telemetry]`: OpenTelemetry export of the session's spans and metrics
+/// (docs/observability.md). Exporting needs the `otlp` feature; `toolrail run` and `chat`
+/// switch it on with `--otlp`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// Export over OTLP/HTTP with protobuf bodies (default false).
+    pub otlp: bool,
+    /// The collector's base URL (`http://127.0.0.1:4318`; `/v1/traces` and `/v1/metrics`
+    /// are appended). Unset: `OTEL_EXPORTER_OTLP_ENDPOINT`, else `http://localhost:4318`.
+    pub endpoint: Option<String>,
+    /// Export the arguments and result text of tool calls (`gen_ai.tool.call.arguments`,
+    /// `gen_ai.tool.call.result`) too (default false: they can hold secrets).
+    pub capture_content: bool,
+    /// Spans waiting for export at most (default 2,048); past it spans are dropped and
+    /// counted, so a slow or dead collector never grows memory.
+    pub max_queue: usize,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            otlp: false,
+            endpoint: None,
+            capture_content: false,
+            max_queue: 2_048,
+        }
+    }
+}
+
+impl TelemetryConfig {
+    /// Nothing asked for: the section is left out of a recorded configuration.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}

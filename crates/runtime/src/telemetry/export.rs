@@ -1,0 +1,170 @@
+//! The OTLP/HTTP exporters and the bounded queue in front of them: the SDK's batch
+//! processor exports on a thread of its own; the count of spans queued or being sent is
+//! ours, so a span past the bound is dropped here — counted, and reported once — before
+//! it could queue up behind a collector that does not keep up.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use opentelemetry::Context;
+use opentelemetry_otlp::{Protocol, WithExportConfig as _};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, Span, SpanData, SpanExporter,
+    SpanProcessor,
+};
+
+use super::{Counters, TelemetryError};
+use crate::config::TelemetryConfig;
+
+/// The tracer and meter providers `config` describes.
+pub(super) fn providers(
+    config: &TelemetryConfig,
+    counters: &Arc<Counters>,
+) -> Result<(SdkTracerProvider, SdkMeterProvider), TelemetryError> {
+    let resource = resource();
+    let endpoint = config
+        .endpoint
+        .as_deref()
+        .map(|base| base.trim_end_matches('/').to_owned());
+    let mut spans = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary);
+    if let Some(base) = &endpoint {
+        spans = spans.with_endpoint(format!("{base}/v1/traces"));
+    }
+    let spans = spans
+        .build()
+        .map_err(|error| TelemetryError::Exporter(error.to_string()))?;
+    let mut metrics = opentelemetry_otlp::MetricExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary);
+    if let Some(base) = &endpoint {
+        metrics = metrics.with_endpoint(format!("{base}/v1/metrics"));
+    }
+    let metrics = metrics
+        .build()
+        .map_err(|error| TelemetryError::Exporter(error.to_string()))?;
+    let bound = config.max_queue.max(1);
+    let pending = Arc::new(AtomicUsize::new(0));
+    let batch = BatchSpanProcessor::builder(Counted {
+        inner: spans,
+        pending: Arc::clone(&pending),
+        counters: Arc::clone(counters),
+    })
+    .with_batch_config(
+        BatchConfigBuilder::default()
+            .with_max_queue_size(bound)
+            .with_max_export_batch_size(bound.min(512))
+            .with_scheduled_delay(Duration::from_millis(500))
+            .build(),
+    )
+    .build();
+    let tracers = SdkTracerProvider::builder()
+        .with_resource(resource.clone())
+        .with_span_processor(Bounded {
+            inner: batch,
+            pending,
+            bound,
+            counters: Arc::clone(counters),
+        })
+        .build();
+    let meters = SdkMeterProvider::builder()
+        .with_resource(resource)
+        .with_periodic_exporter(metrics)
+        .build();
+    Ok((tracers, meters))
+}
+
+/// The SDK's resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), named `toolrail`
+/// when neither names the service.
+fn resource() -> Resource {
+    let named = std::env::var_os("OTEL_SERVICE_NAME").is_some()
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES")
+            .is_ok_and(|attributes| attributes.contains("service.name="));
+    let builder = Resource::builder();
+    if named {
+        builder.build()
+    } else {
+        builder.with_service_name("toolrail").build()
+    }
+}
+
+/// The batch processor behind a bound on the spans queued or being sent.
+#[derive(Debug)]
+struct Bounded {
+    inner: BatchSpanProcessor,
+    pending: Arc<AtomicUsize>,
+    bound: usize,
+    counters: Arc<Counters>,
+}
+
+impl SpanProcessor for Bounded {
+    fn on_start(&self, span: &mut Span, cx: &Context) {
+        self.inner.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        if self.pending.fetch_add(1, Ordering::AcqRel) >= self.bound {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+            if self.counters.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!(
+                    bound = self.bound,
+                    "the OTLP collector is not keeping up: spans past the queue's bound are dropped (counted; the total is reported at exit)"
+                );
+            }
+            return;
+        }
+        self.inner.on_end(span);
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// The OTLP exporter, giving back each batch's place in the bound once it is sent (or
+/// failed).
+#[derive(Debug)]
+struct Counted<E> {
+    inner: E,
+    pending: Arc<AtomicUsize>,
+    counters: Arc<Counters>,
+}
+
+impl<E: SpanExporter> SpanExporter for Counted<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let spans = batch.len();
+        let sent = self.inner.export(batch).await;
+        self.pending.fetch_sub(spans, Ordering::AcqRel);
+        if sent.is_err() {
+            self.counters
+                .failed
+                .fetch_add(u64::try_from(spans).unwrap_or(u64::MAX), Ordering::Relaxed);
+        }
+        sent
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}

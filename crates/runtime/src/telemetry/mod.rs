@@ -1,0 +1,195 @@
+//! OpenTelemetry for sessions (feature `otlp`): every turn, model request, batch and tool
+//! call as a GenAI span, the GenAI histograms, exported over OTLP/HTTP (protobuf).
+//!
+//! Spans are made from the session's own records as they are appended (`spans.rs`), with
+//! the `opentelemetry` API directly rather than `tracing` spans: a phase's times come from
+//! the record's timing, a call's parent is its batch or its program's `run_code` call
+//! whatever task runs it, and the span ids go into the log; `genai.rs` holds the names and
+//! the mapping from records, for a log-driven exporter too. A session without telemetry
+//! pays one branch per appended event.
+
+mod export;
+pub mod genai;
+pub(crate) mod spans;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use opentelemetry::metrics::{Histogram, MeterProvider as _};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+
+use crate::config::TelemetryConfig;
+use genai::{Capture, Semconv, metric};
+
+/// Why telemetry could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// The OTLP exporter could not be made (a malformed endpoint or header variable).
+    #[error(
+        "the OTLP exporter could not be made: {0}; check [telemetry] endpoint, OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_HEADERS"
+    )]
+    Exporter(String),
+}
+
+/// The GenAI histograms.
+#[derive(Clone)]
+pub(crate) struct Instruments {
+    pub operation_duration: Histogram<f64>,
+    pub token_usage: Histogram<u64>,
+    pub execute_tool_duration: Histogram<f64>,
+}
+
+/// What became of the spans by the end: how many the bounded queue dropped, how many the
+/// collector did not take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExportReport {
+    /// Spans dropped because the queue was full (the collector did not keep up).
+    pub dropped: u64,
+    /// Spans sent in batches the collector refused or never answered.
+    pub failed: u64,
+}
+
+#[derive(Default, Debug)]
+pub(crate) struct Counters {
+    pub dropped: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+/// A process's OpenTelemetry export: give it to [`AgentBuilder::telemetry`] for every
+/// session that should be traced, and [`Telemetry::shutdown`] it before the process ends
+/// (spans are exported in batches: what is queued goes out then).
+///
+/// The exporter is OTLP over HTTP with protobuf bodies. The collector is
+/// `[telemetry] endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT` (signal paths `/v1/traces`,
+/// `/v1/metrics` appended), else `http://localhost:4318`; headers from
+/// `OTEL_EXPORTER_OTLP_HEADERS`; the service is `OTEL_SERVICE_NAME`, else `toolrail`.
+/// Spans wait in a bounded queue (`max_queue`) exported on a thread of its own, so a slow
+/// or dead collector never slows a call nor grows memory: past the bound, spans are
+/// dropped, counted, and reported once.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use toolrail_runtime::{Agent, TelemetryConfig, telemetry::Telemetry};
+/// let telemetry = Telemetry::otlp(&TelemetryConfig { otlp: true, ..TelemetryConfig::default() })?;
+/// let agent = Agent::builder()
+///     .workspace(["."])
+///     .telemetry(telemetry.clone())
+///     .build()
+///     .await?;
+/// agent.prompt("What does this project do?").await?;
+/// let report = telemetry.shutdown();
+/// assert_eq!(report.dropped, 0);
+/// # Ok(()) }
+/// ```
+///
+/// [`AgentBuilder::telemetry`]: crate::AgentBuilder::telemetry
+#[derive(Clone)]
+pub struct Telemetry {
+    pub(crate) tracer: SdkTracer,
+    pub(crate) instruments: Instruments,
+    pub(crate) capture: Capture,
+    pub(crate) semconv: Semconv,
+    tracers: SdkTracerProvider,
+    meters: SdkMeterProvider,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("capture", &self.capture)
+            .field("semconv", &self.semconv)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Telemetry {
+    /// Starts the OTLP export `config` describes (whether or not `config.otlp` is set: the
+    /// caller decided to export). Reads the standard `OTEL_*` variables.
+    pub fn otlp(config: &TelemetryConfig) -> Result<Self, TelemetryError> {
+        let counters = Arc::new(Counters::default());
+        let (tracers, meters) = export::providers(config, &counters)?;
+        let semconv = Semconv::from_opt_in(
+            std::env::var("OTEL_SEMCONV_STABILITY_OPT_IN")
+                .ok()
+                .as_deref(),
+        );
+        Ok(Self::with_providers(
+            tracers, meters, config, semconv, counters,
+        ))
+    }
+
+    /// Telemetry over providers made elsewhere (tests read spans from an in-memory
+    /// exporter).
+    pub(crate) fn with_providers(
+        tracers: SdkTracerProvider,
+        meters: SdkMeterProvider,
+        config: &TelemetryConfig,
+        semconv: Semconv,
+        counters: Arc<Counters>,
+    ) -> Self {
+        let tracer = tracers.tracer(genai::SCOPE);
+        let meter = meters.meter(genai::SCOPE);
+        // The conventions' advised buckets: seconds from 10 ms to 80 s; tokens 1 to 4^13.
+        let seconds = vec![
+            0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+        ];
+        let tokens = (0..14).map(|power| 4f64.powi(power)).collect();
+        let instruments = Instruments {
+            operation_duration: meter
+                .f64_histogram(metric::OPERATION_DURATION)
+                .with_unit("s")
+                .with_description("GenAI operation duration")
+                .with_boundaries(seconds.clone())
+                .build(),
+            token_usage: meter
+                .u64_histogram(metric::TOKEN_USAGE)
+                .with_unit("{token}")
+                .with_description("Measures number of input and output tokens used")
+                .with_boundaries(tokens)
+                .build(),
+            execute_tool_duration: meter
+                .f64_histogram(metric::EXECUTE_TOOL_DURATION)
+                .with_unit("s")
+                .with_description("Tool call duration, from record to commit")
+                .with_boundaries(seconds)
+                .build(),
+        };
+        let capture = if config.capture_content {
+            Capture::Content
+        } else {
+            Capture::Off
+        };
+        Self {
+            tracer,
+            instruments,
+            capture,
+            semconv,
+            tracers,
+            meters,
+            counters,
+        }
+    }
+
+    /// What became of the spans so far.
+    pub fn report(&self) -> ExportReport {
+        ExportReport {
+            dropped: self.counters.dropped.load(Ordering::Relaxed),
+            failed: self.counters.failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Exports what is queued (waiting at most about `OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s by
+    /// default, for a collector that does not answer) and stops the export threads. Spans
+    /// ended later are dropped.
+    pub fn shutdown(&self) -> ExportReport {
+        let timeout = Duration::from_secs(10);
+        // A collector that is gone is what the report says; there is nothing else to do.
+        let _ = self.tracers.shutdown_with_timeout(timeout);
+        let _ = self.meters.shutdown_with_timeout(timeout);
+        self.report()
+    }
+}
