@@ -12,9 +12,12 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use rmcp::handler::client::progress::ProgressDispatcher;
-use rmcp::model::{ProgressNotificationParam, ProtocolVersion};
+use rmcp::model::{
+    ProgressNotificationParam, ProtocolVersion, ServerNotification, SubscriptionFilter,
+};
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningServiceCancellationToken,
+    Subscription,
 };
 use rmcp::{ClientHandler, Peer, RoleClient};
 use tokio::sync::Notify;
@@ -224,6 +227,14 @@ struct Client {
     /// Woken by `tools/list_changed`; a wake-up not yet taken stands for any number of
     /// notifications, which is what coalesces them.
     changed: Arc<Notify>,
+}
+
+/// The subscription's next notification; `None` once it ended. Never ready without one.
+async fn next_notification(subscription: &mut Option<Subscription>) -> Option<ServerNotification> {
+    match subscription {
+        Some(subscription) => subscription.next().await.ok().flatten(),
+        None => std::future::pending().await,
+    }
 }
 
 /// The newest revision rmcp speaks is asked for first (`server/discover`, the stateless
@@ -441,10 +452,23 @@ impl Server {
         {
             return why;
         }
+        // On the stateless revision a server tells of changes only to a subscriber.
+        let mut subscription = match service.peer_info() {
+            Some(info) if !info.protocol_version.has_initialize() => self.subscribe(&peer).await,
+            Some(_) | None => None,
+        };
         let waiting = service.waiting();
         tokio::pin!(waiting);
         loop {
             tokio::select! {
+                told = next_notification(&mut subscription) => match told {
+                    Some(ServerNotification::ToolListChangedNotification(_)) => changed.notify_one(),
+                    Some(_) => {}
+                    None => {
+                        tracing_note(&self.name, "the server ended its notification subscription; tool changes are no longer followed");
+                        subscription = None;
+                    }
+                },
                 ended = &mut waiting => {
                     return match ended {
                         Ok(reason) => format!("the connection ended ({reason:?})"),
@@ -463,6 +487,31 @@ impl Server {
                     }
                     tokio::time::sleep(RELIST_SPACING.saturating_sub(SETTLE)).await;
                 }
+            }
+        }
+    }
+
+    /// A subscription to the server's tool-list changes (`subscriptions/listen`), or `None`
+    /// (said once) when the server refuses or does not answer in time.
+    async fn subscribe(&self, peer: &Peer<RoleClient>) -> Option<Subscription> {
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        match tokio::time::timeout(self.config.startup_timeout(), peer.listen(filter)).await {
+            Ok(Ok(subscription)) => Some(subscription),
+            Ok(Err(error)) => {
+                tracing_note(
+                    &self.name,
+                    &format!(
+                        "no subscription to tool changes ({error}); its tools are listed once"
+                    ),
+                );
+                None
+            }
+            Err(_) => {
+                tracing_note(
+                    &self.name,
+                    "no answer to the subscription to tool changes; its tools are listed once",
+                );
+                None
             }
         }
     }
