@@ -2,7 +2,12 @@
 //! official Python SDK (`mcp` on PyPI, which `.ci/run` installs under `target/ci-venv/mcp`):
 //! the revision is negotiated, and a change of the server's tool list reaches the registry
 //! through the subscription that revision requires (a server there tells no one else).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::wildcard_enum_match_arm
+)]
 
 use std::path::PathBuf;
 use std::time::Duration;
