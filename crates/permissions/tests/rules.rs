@@ -9,7 +9,10 @@ use serde_json::json;
 use support::{decide, harness, rules, workspace};
 use toolrail_permissions::{Permissions, Preset, RuleEffect, RuleFile, SessionApprovals};
 use toolrail_tools_core::ApprovalAnswer;
-use toolrail_tools_core::log::{ErrorCode, Event, EventData, Timestamp, event::ApprovalDecided};
+use toolrail_tools_core::log::{
+    ErrorCode, Event, EventData, Timestamp,
+    event::{ApprovalDecided, DecidedBy},
+};
 
 #[test]
 fn deny_beats_ask_beats_allow_and_the_most_specific_rule_is_named() {
@@ -272,6 +275,7 @@ fn unusable_session_keys_cover_nothing() {
                 key: "bash(".to_owned(),
             },
             waited_us: 0,
+            by: DecidedBy::Approver,
         }),
     }]);
     assert!(session.keys().is_empty());

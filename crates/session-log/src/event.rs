@@ -547,6 +547,33 @@ pub struct ApprovalDecided {
     pub answer: ApprovalAnswer,
     /// Microseconds from asking to the answer.
     pub waited_us: u64,
+    /// Whether the approver gave this answer or toolrail closed the question without one;
+    /// written only for [`DecidedBy::Toolrail`], so a log written before it was recorded
+    /// reads every answer as the approver's.
+    #[serde(default, skip_serializing_if = "DecidedBy::is_approver")]
+    pub by: DecidedBy,
+}
+
+/// Who decided an approval: what tells a scripted approver's answers already given (a
+/// resumed scenario goes on with the next one) from questions nobody answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    /// The approval service answered (a person, a client, a script): its answer is logged,
+    /// whichever it is — an approver may answer `expired` or `cancelled` itself.
+    #[default]
+    Approver,
+    /// toolrail closed the question without the approver's answer: the approval timeout,
+    /// a cancelled batch, no approval service (or one that panicked), or a restart that
+    /// found the question past its deadline.
+    Toolrail,
+}
+
+impl DecidedBy {
+    /// Whether the approval service gave the answer.
+    pub fn is_approver(&self) -> bool {
+        matches!(self, Self::Approver)
+    }
 }
 
 /// Data of `tool/start`.

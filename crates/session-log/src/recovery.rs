@@ -178,7 +178,7 @@ pub async fn recover(
 /// use toolrail_session_log::{
 ///     AppendUrgency, BoxFuture, CallId, ErrorCode, EventData, EventDraft, EventSink,
 ///     MemorySink, SinkError, StepId, Timestamp, ToolResultRecord, TurnId,
-///     event::{ApprovalAnswer, ApprovalAsked, ApprovalDecided, AssistantBlock, AssistantMessage, StopReason, TurnStart},
+///     event::{ApprovalAnswer, ApprovalAsked, ApprovalDecided, AssistantBlock, DecidedBy, AssistantMessage, StopReason, TurnStart},
 ///     recovery::{ApprovalResumer, ApprovalResumption, PendingApproval, recover_asking_again, waited_us},
 /// };
 ///
@@ -198,7 +198,7 @@ pub async fn recover(
 ///                 data,
 ///             };
 ///             let waited_us = waited_us(call.asked_at, Timestamp::now());
-///             let decided = ApprovalDecided { answer: ApprovalAnswer::Expired, waited_us };
+///             let decided = ApprovalDecided { answer: ApprovalAnswer::Expired, waited_us, by: DecidedBy::Toolrail };
 ///             self.0.append(at(EventData::ApprovalDecided(decided)), AppendUrgency::Durable).await?;
 ///             let record = ToolResultRecord::failure(ErrorCode::ApprovalExpired, "no answer in time");
 ///             self.0.append(at(EventData::ToolResult(Arc::new(record))), AppendUrgency::Durable).await?;

@@ -527,6 +527,7 @@ impl Session {
             EventData::ApprovalDecided(ApprovalDecided {
                 answer,
                 waited_us: 5,
+                by: DecidedBy::Approver,
             }),
         );
     }

@@ -266,9 +266,18 @@ fn event_data() -> impl Strategy<Value = EventData> {
                     expires_at: expires_at.map(Timestamp::from_millis),
                 })
             }),
-        (answer(), any::<u64>()).prop_map(|(answer, waited_us)| EventData::ApprovalDecided(
-            ApprovalDecided { answer, waited_us }
-        )),
+        (answer(), any::<u64>(), any::<bool>()).prop_map(|(answer, waited_us, unanswered)| {
+            let by = if unanswered {
+                DecidedBy::Toolrail
+            } else {
+                DecidedBy::Approver
+            };
+            EventData::ApprovalDecided(ApprovalDecided {
+                answer,
+                waited_us,
+                by,
+            })
+        }),
         proptest::option::of(any::<u64>())
             .prop_map(|timeout_ms| EventData::ToolStart(ToolStart { timeout_ms })),
         (call_id(), text(), json_value()).prop_map(|(parent_call_id, name, arguments)| {

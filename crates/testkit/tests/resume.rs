@@ -1,6 +1,7 @@
 //! A scenario run at a place that already holds the session resumes it from the log: plan
 //! mode as the log left it, the interrupted turn going on from its next scripted step, and
-//! a session whose first worker died before its first turn seeded and run whole.
+//! a session whose first worker died before its first turn seeded and run whole, and a
+//! call its worker died asking about asked again with its own scripted answer.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -15,8 +16,8 @@ use toolrail_session_log::{
     AppendUrgency, CallId, ContentBlock, Event, EventData, EventDraft, EventSink, SessionId,
     StepId, Timestamp, TurnId,
     event::{
-        AssistantBlock, AssistantMessage, FORMAT_VERSION, PlanMode, SessionStart, StepStart,
-        StopReason, TurnStart,
+        ApprovalAnswer, ApprovalAsked, ApprovalDecided, AssistantBlock, AssistantMessage,
+        DecidedBy, FORMAT_VERSION, PlanMode, SessionStart, StepStart, StopReason, TurnStart,
     },
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
@@ -44,6 +45,12 @@ type Place = Option<(u32, Option<u32>)>;
 
 /// A log as a worker that died left it: `data` after `session/start`.
 async fn died_with(dir: &Path, data: Vec<(Place, EventData)>) {
+    let data = data.into_iter().map(|(place, data)| (place, None, data));
+    died_with_calls(dir, data.collect()).await;
+}
+
+/// [`died_with`], each event naming its call, if any.
+async fn died_with_calls(dir: &Path, data: Vec<(Place, Option<&str>, EventData)>) {
     let store = JsonlStore::new(dir, Durability::Strict).unwrap();
     let log = store
         .create(SessionStart {
@@ -53,12 +60,12 @@ async fn died_with(dir: &Path, data: Vec<(Place, EventData)>) {
             meta: None,
         })
         .unwrap();
-    for (place, data) in data {
+    for (place, call, data) in data {
         let draft = EventDraft {
             ts: Timestamp::now(),
             turn: place.map(|(turn, _)| TurnId(turn)),
             step: place.and_then(|(_, step)| step.map(StepId)),
-            call_id: None,
+            call_id: call.map(CallId::new),
             data,
         };
         log.append(draft, AppendUrgency::Durable).await.unwrap();
@@ -197,4 +204,114 @@ async fn a_session_whose_worker_died_before_its_first_turn_is_seeded_and_run_who
         })
         .collect();
     assert_eq!(users, ["one"], "the first turn runs from its first step");
+}
+
+/// The scenario's approver answered c1 `allowed_once` and the worker died while c2 waited
+/// for its answer, scripted `rejected`: the resumed run asks c2 again with that answer, not
+/// with the first one again, so c2 never runs.
+#[tokio::test]
+async fn a_call_asked_again_on_resume_gets_its_own_scripted_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = |id: &str| AssistantBlock::ToolCall {
+        call_id: CallId::new(id),
+        name: "probe".to_owned(),
+        arguments_raw: "{}".to_owned(),
+    };
+    let asked = || {
+        EventData::ApprovalAsked(ApprovalAsked {
+            reason: "the preset asks".to_owned(),
+            arguments: serde_json::json!({}).into(),
+            session_key: None,
+            expires_at: None,
+        })
+    };
+    let at = Some((1, Some(1)));
+    died_with_calls(
+        dir.path(),
+        vec![
+            (
+                Some((1, None)),
+                None,
+                EventData::TurnStart(TurnStart {
+                    user: vec![ContentBlock::text("one")],
+                    trace: None,
+                }),
+            ),
+            (at, None, EventData::StepStart(StepStart::default())),
+            (
+                at,
+                None,
+                EventData::AssistantMessage(AssistantMessage {
+                    blocks: vec![call("c1"), call("c2")],
+                    stop_reason: StopReason::ToolCalls,
+                }),
+            ),
+            (at, Some("c1"), asked()),
+            (
+                at,
+                Some("c1"),
+                EventData::ApprovalDecided(ApprovalDecided {
+                    answer: ApprovalAnswer::AllowedOnce,
+                    waited_us: 10,
+                    by: DecidedBy::Approver,
+                }),
+            ),
+            (at, Some("c2"), asked()),
+        ],
+    )
+    .await;
+    std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
+    let scenario = Scenario::from_json(
+        r#"{
+          "config": {
+            "tools": {"enabled": ["probe"]},
+            "permissions": {"preset": "untrusted"}
+          },
+          "approvals": ["allowed_once", "rejected"],
+          "turns": [
+            {
+              "user": "one",
+              "model": [
+                {
+                  "tool_calls": [
+                    {"id": "c1", "name": "probe", "arguments": "{}"},
+                    {"id": "c2", "name": "probe", "arguments": "{}"}
+                  ],
+                  "stop_reason": "tool_use"
+                },
+                {"text": "done", "stop_reason": "end_turn"}
+              ]
+            }
+          ],
+          "expect": {"results": {"c1": "TOOL_NOT_STARTED", "c2": "APPROVAL_REJECTED"}}
+        }"#,
+    )
+    .unwrap();
+    let report = scenario
+        .run_with(
+            dir.path(),
+            RunOptions {
+                place: reopened(dir.path()),
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.mismatches, Vec::<String>::new());
+    let events = read(dir.path());
+    let c2: Vec<&str> = events
+        .iter()
+        .filter(|event| event.call_id == Some(CallId::new("c2")))
+        .map(|event| event.data.kind())
+        .collect();
+    assert_eq!(
+        c2,
+        [
+            "approval/asked",
+            "approval/asked",
+            "approval/decided",
+            "tool/result"
+        ],
+        "c2 is asked again and refused, never started"
+    );
 }

@@ -89,7 +89,7 @@ impl Source {
         }
     }
 
-    fn id(&self) -> &SessionId {
+    pub(crate) fn id(&self) -> &SessionId {
         match self {
             Self::New { id, .. } | Self::Existing { id, .. } => id,
             #[cfg(feature = "postgres")]

@@ -321,7 +321,11 @@ impl Scenario {
                 None => QuestionOutcome::Expired,
             },
         ))));
-        if let Some(approvals) = options.approvals.clone().or(self.approvals()?) {
+        let given = match &source {
+            Source::New { .. } => 0,
+            _ => answers_given(&store.read(source.id()).map_err(BuildError::from)?),
+        };
+        if let Some(approvals) = options.approvals.clone().or(self.approvals(given)?) {
             builder = builder.approvals(approvals);
         }
         if let Some(live) = options.live {
@@ -439,8 +443,9 @@ impl Scenario {
         Ok(files)
     }
 
-    /// The scripted approver, when the scenario has answers.
-    fn approvals(&self) -> Result<Option<Arc<dyn ApprovalService>>, ScenarioError> {
+    /// The scripted approver, when the scenario has answers, going on after the `given`
+    /// answers a resumed session's log already used.
+    fn approvals(&self, given: usize) -> Result<Option<Arc<dyn ApprovalService>>, ScenarioError> {
         let Some(answers) = &self.approvals else {
             return Ok(None);
         };
@@ -452,8 +457,27 @@ impl Scenario {
                     .map_err(|why| ScenarioError::Invalid(format!("approvals[{at}]: {why}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Some(Arc::new(ScriptedApprovals::new(answers))))
+        Ok(Some(Arc::new(ScriptedApprovals::new(
+            answers.into_iter().skip(given),
+        ))))
     }
+}
+
+/// How many scripted answers the session's `events` show used: one for each
+/// `approval/decided` the approver gave ([`DecidedBy::Approver`](toolrail_session_log::event::DecidedBy::Approver)) — the scripted approver
+/// hands out an answer exactly when it is asked outside a cancelled batch, and the pipeline
+/// then logs that answer as the approver's, whatever it is (`expired` and `cancelled` too).
+/// A question toolrail closed itself used none: the timeout, a cancelled batch, a panic, a
+/// restart past its deadline (`DecidedBy::Toolrail`); a call a session approval covers asks
+/// no one and logs no decision. So a resumed run asks the pending call with the answer
+/// scripted for it, not the session's first one again.
+fn answers_given(events: &[Event]) -> usize {
+    events
+        .iter()
+        .filter(|event| {
+            matches!(&event.data, EventData::ApprovalDecided(decided) if decided.by.is_approver())
+        })
+        .count()
 }
 
 /// The seed files `workspace` already has with other content (or as something that is not

@@ -4,7 +4,7 @@
 //! `expires_at` it is `expired`; otherwise whoever reopens the session asks again through
 //! an [`ApprovalResumer`], and without one no one can be asked (`unavailable`).
 
-use crate::event::{ApprovalAnswer, ApprovalAsked, ApprovalDecided, Event, EventData};
+use crate::event::{ApprovalAnswer, ApprovalAsked, ApprovalDecided, DecidedBy, Event, EventData};
 use crate::ids::{CallId, StepId, TurnId};
 use crate::result::{ErrorCode, ToolResultRecord};
 use crate::sink::{BoxFuture, SessionLog, SinkError};
@@ -153,6 +153,7 @@ pub(super) async fn close_unasked(
     let decided = EventData::ApprovalDecided(ApprovalDecided {
         answer,
         waited_us: waited_us(call.asked_at, now),
+        by: DecidedBy::Toolrail,
     });
     super::append(
         log,

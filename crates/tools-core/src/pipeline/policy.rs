@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use toolrail_session_log::{
     AppendUrgency, ErrorCode, EventData, Timestamp, ToolErrorInfo,
-    event::{ApprovalAsked, ApprovalDecided, ArgsRewritten},
+    event::{ApprovalAsked, ApprovalDecided, ArgsRewritten, DecidedBy},
     recovery::waited_us,
 };
 
@@ -248,8 +248,10 @@ impl Pipeline {
         });
         self.append(&core.identity, started, asked, AppendUrgency::Buffered)
             .await?;
-        let answer = match &self.approval {
-            None => ApprovalAnswer::Unavailable,
+        // `by`: the approver's answer only when the service itself gave it; the pipeline's
+        // own closings (no service, a panic, the batch cancelled, the timeout) are toolrail's.
+        let (answer, by) = match &self.approval {
+            None => (ApprovalAnswer::Unavailable, DecidedBy::Toolrail),
             Some(service) => {
                 // What the call would change, shown with the question; a preview that panics
                 // or outlives the batch is no preview.
@@ -275,26 +277,32 @@ impl Pipeline {
                     preview,
                 };
                 let asking = CatchUnwind::start(|| service.request(&request, &control.cancel));
-                let answer = tokio::select! {
+                let (answer, by) = tokio::select! {
                     biased;
-                    () = control.cancel.cancelled() => ApprovalAnswer::Cancelled,
-                    answer = asking => answer.unwrap_or_else(|panic| {
-                        tracing::warn!(call_id = %core.identity.call_id, "approval service panicked: {panic}");
-                        ApprovalAnswer::Unavailable
-                    }),
-                    () = super::sleep_until(expires) => ApprovalAnswer::Expired,
+                    () = control.cancel.cancelled() => (ApprovalAnswer::Cancelled, DecidedBy::Toolrail),
+                    answer = asking => match answer {
+                        Ok(answer) => (answer, DecidedBy::Approver),
+                        Err(panic) => {
+                            tracing::warn!(call_id = %core.identity.call_id, "approval service panicked: {panic}");
+                            (ApprovalAnswer::Unavailable, DecidedBy::Toolrail)
+                        }
+                    },
+                    () = super::sleep_until(expires) => (ApprovalAnswer::Expired, DecidedBy::Toolrail),
                 };
                 // "For the session" where no session key was offered (an always-asking tool)
                 // counts once, and is logged so: a resumed session must not remember it.
                 match (answer, &request.session_key) {
-                    (ApprovalAnswer::AllowedForSession { .. }, None) => ApprovalAnswer::AllowedOnce,
-                    (answer, _) => answer,
+                    (ApprovalAnswer::AllowedForSession { .. }, None) => {
+                        (ApprovalAnswer::AllowedOnce, by)
+                    }
+                    (answer, _) => (answer, by),
                 }
             }
         };
         let decided = EventData::ApprovalDecided(ApprovalDecided {
             answer: answer.clone(),
             waited_us: micros(started.elapsed()),
+            by,
         });
         self.append(
             &core.identity,
@@ -447,6 +455,7 @@ impl Pipeline {
         let decided = EventData::ApprovalDecided(ApprovalDecided {
             answer: ApprovalAnswer::Expired,
             waited_us: waited_us(asked_at, now),
+            by: DecidedBy::Toolrail,
         });
         self.append(
             &core.identity,
