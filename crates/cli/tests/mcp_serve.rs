@@ -521,3 +521,113 @@ fn as_a_client_toolrail_negotiates_the_newest_revision_and_older_servers_keep_wo
     );
     assert!(shown.contains("mcp__self__grep"), "{shown}");
 }
+
+/// A workspace for the edge cases: reads, a slow command allowed, one that asks, and
+/// approvals that expire after 1.5 s.
+fn edge_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("notes.txt"), "hello\n").expect("notes");
+    std::fs::write(
+        dir.path().join("toolrail.toml"),
+        r#"[permissions]
+preset = "workspace"
+allow = [{ rule = "bash(sleep *)" }, { rule = "bash(touch slow*)" }]
+ask = [{ rule = "bash(echo asked*)" }]
+
+[limits]
+approval_timeout_ms = 1500
+"#,
+    )
+    .expect("config");
+    dir
+}
+
+fn edge(python: &Path, dir: &Path, case: &str) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_serve/edge_client.py");
+    let output = Command::new(python)
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_toolrail"))
+        .arg(dir)
+        .arg(case)
+        .output()
+        .expect("run the edge client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the edge client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("the client's JSON")
+}
+
+/// Requests written together are served, and committed, in the order they were sent
+/// (each handler is a task of its own, so the order is taken where stdin is read).
+#[test]
+fn calls_sent_together_commit_in_the_order_they_were_sent() {
+    let Some(python) = installed(VENV_PYTHON, "the Python MCP SDK") else {
+        return;
+    };
+    let dir = edge_workspace();
+    let seen = edge(&python, dir.path(), "order");
+    let (_, events) = log_of(dir.path());
+    let order_of = |kind: &str| -> Vec<Value> {
+        events
+            .iter()
+            .filter(|event| event["kind"] == kind)
+            .map(|event| event["call_id"].clone())
+            .collect()
+    };
+    assert_eq!(
+        order_of("tool/call"),
+        seen["sent"].as_array().cloned().unwrap_or_default()
+    );
+    assert_eq!(order_of("tool/result"), order_of("tool/call"));
+}
+
+/// A client that goes away mid-call: the server ends, and the call it left has an honest
+/// outcome in the log first (aborted, its command stopped), never an open turn.
+#[test]
+fn a_client_that_leaves_mid_call_leaves_an_honest_outcome() {
+    let Some(python) = installed(VENV_PYTHON, "the Python MCP SDK") else {
+        return;
+    };
+    let dir = edge_workspace();
+    let seen = edge(&python, dir.path(), "disconnect");
+    assert_eq!(seen["exit"], 0, "{seen}");
+    let (_, events) = log_of(dir.path());
+    let result = result_in_log(&events, "mcp-1");
+    assert_eq!(result["data"]["error"]["code"], "ABORTED", "{result}");
+    let last = events.last().expect("events");
+    assert_eq!(
+        last["kind"], "turn/end",
+        "the log ends inside a turn: {last}"
+    );
+    assert!(!dir.path().join("slow-finished").exists());
+}
+
+/// On the stateless revision a question goes back as `input_required`; a client that never
+/// answers holds the calls behind it only until the question's own deadline, which refuses
+/// the call (it never ran); the next call is then served.
+#[test]
+fn an_unanswered_question_expires_and_frees_the_calls_behind_it() {
+    let Some(python) = installed(VENV_PYTHON, "the Python MCP SDK") else {
+        return;
+    };
+    let dir = edge_workspace();
+    let seen = edge(&python, dir.path(), "abandon");
+    assert_eq!(seen["first"], "input_required", "{seen}");
+    assert_eq!(seen["read_ok"], true, "{seen}");
+    let waited = seen["read_after_s"].as_f64().unwrap_or(f64::MAX);
+    assert!(
+        waited < 30.0,
+        "the read waited {waited} s behind an abandoned question"
+    );
+    let (_, events) = log_of(dir.path());
+    let result = result_in_log(&events, "mcp-2");
+    assert_eq!(
+        result["data"]["error"]["code"], "APPROVAL_EXPIRED",
+        "{result}"
+    );
+    assert!(!started(&events, "mcp-2"));
+    assert!(!dir.path().join("abandoned-marker").exists());
+}

@@ -61,9 +61,18 @@ pub async fn serve_http(
         .local_addr()
         .map_err(|error| HttpServeError::Bind { address, error })?;
     bound(local);
+    // The Host header must name loopback (rmcp's default, against DNS rebinding), and a
+    // browser's Origin, when one is sent, must be this server's own.
+    let port = local.port();
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
-        .with_sse_keep_alive(Some(std::time::Duration::from_secs(15)));
+        .with_sse_keep_alive(Some(std::time::Duration::from_secs(15)))
+        .with_allowed_origins([
+            format!("http://127.0.0.1:{port}"),
+            format!("http://localhost:{port}"),
+            format!("http://[::1]:{port}"),
+        ]);
+    let stopping = server.clone();
     let service: Arc<StreamableHttpService<McpServe, LocalSessionManager>> =
         Arc::new(StreamableHttpService::new(
             move || Ok(server.clone()),
@@ -108,6 +117,7 @@ pub async fn serve_http(
         while connections.try_join_next().is_some() {}
     }
     connections.shutdown().await;
+    stopping.settle().await;
     Ok(())
 }
 

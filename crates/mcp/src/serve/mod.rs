@@ -4,10 +4,13 @@
 //!
 //! This crate speaks the protocol; the session is a [`ToolHost`] (the runtime's agent, or
 //! anything that commits calls). Calls are handed to the host one at a time, in the order
-//! the server took them up: each is one batch of its own, so results commit in arrival
+//! they arrived (`arrivals.rs`): each is one batch of its own, so results commit in arrival
 //! order, and a slow call holds the ones behind it (a cancelled one gives its place up).
+//! When serving ends, every call still running is cancelled and waited for, so each has an
+//! honest outcome in the log before the host goes.
 
 mod approvals;
+mod arrivals;
 mod convert;
 mod http;
 mod parked;
@@ -26,13 +29,19 @@ use rmcp::{
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use toolrail_session_log::{BoxFuture, ToolResultRecord};
 use toolrail_tools_core::ToolSet;
 
 pub use approvals::ElicitedApprovals;
 use approvals::{Asking, Question};
+use arrivals::{Arrivals, Stamping};
 pub use http::{HttpServeError, serve_http};
 use parked::{Flight, Parked, ParkedCalls};
+
+/// How long a stopping server waits for its running calls to commit their outcomes (the
+/// cancellation grace is 5 s by default).
+const SETTLE_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What [`McpServe`] serves: a session that lists its tools and commits calls.
 ///
@@ -79,11 +88,13 @@ pub struct HostedCall {
 #[derive(Clone)]
 pub struct McpServe {
     host: Arc<dyn ToolHost>,
-    /// Calls take their turn here, in the order they were taken up (tokio's mutex is fair).
-    order: Arc<tokio::sync::Mutex<()>>,
+    /// Calls take their turn here, in the order they arrived.
+    arrivals: Arc<Arrivals>,
     approvals: Option<Arc<ElicitedApprovals>>,
     /// Calls whose question went back to their client (stateless revision).
     parked: ParkedCalls,
+    /// Every call's task, waited for when serving ends.
+    calls: TaskTracker,
 }
 
 impl std::fmt::Debug for McpServe {
@@ -108,9 +119,10 @@ impl McpServe {
     pub fn new(host: Arc<dyn ToolHost>) -> Self {
         Self {
             host,
-            order: Arc::default(),
+            arrivals: Arc::default(),
             approvals: None,
             parked: ParkedCalls::default(),
+            calls: TaskTracker::new(),
         }
     }
 
@@ -123,16 +135,42 @@ impl McpServe {
         self
     }
 
-    /// Serves one client on stdin and stdout until it closes them.
+    /// Serves one client on stdin and stdout until it closes them, then waits (bounded)
+    /// for the calls still running to commit their outcomes.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
-        let running = rmcp::serve_server(self, rmcp::transport::io::stdio())
+        let transport = Stamping::new(
+            rmcp::transport::async_rw::AsyncRwTransport::new_server(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            ),
+            Arc::clone(&self.arrivals),
+        );
+        let stopping = self.clone();
+        let served = match rmcp::serve_server(self, transport).await {
+            Ok(running) => running
+                .waiting()
+                .await
+                .map(|_| ())
+                .map_err(|error| ServeError::Connection(error.to_string())),
+            Err(error) => Err(ServeError::Initialize(error.to_string())),
+        };
+        stopping.settle().await;
+        served
+    }
+
+    /// Ends the wait of every parked call and waits for every running call to commit.
+    pub(crate) async fn settle(&self) {
+        self.parked.cancel_all();
+        self.calls.close();
+        if tokio::time::timeout(SETTLE_FOR, self.calls.wait())
             .await
-            .map_err(|error| ServeError::Initialize(error.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map(|_| ())
-            .map_err(|error| ServeError::Connection(error.to_string()))
+            .is_err()
+        {
+            tracing::warn!(
+                "calls were still running {} s after serving ended; their outcomes are the session's recovery's to tell",
+                SETTLE_FOR.as_secs()
+            );
+        }
     }
 
     async fn run_call(
@@ -156,21 +194,24 @@ impl McpServe {
                 .map_or_else(|| Value::Object(Default::default()), Value::Object),
         };
         // Waiting for its turn ends when the client cancels: nothing was recorded yet.
-        let turn = tokio::select! {
+        let ticket = self.arrivals.claim(&context.id);
+        tokio::select! {
             biased;
             () = context.ct.cancelled() => {
                 return Err(ErrorData::internal_error("the call was cancelled before it started", None));
             }
-            turn = Arc::clone(&self.order).lock_owned() => turn,
-        };
+            () = self.arrivals.turn(&ticket) => {}
+        }
         let (questions_to, questions) = mpsc::unbounded_channel();
         if let Some(approvals) = &self.approvals {
             let stateless = context
                 .protocol_version()
                 .is_some_and(|version| !version.has_initialize());
+            // A form is what is sent; an empty `elicitation` capability means forms.
             let can_answer = context
                 .client_capabilities()
-                .is_some_and(|capabilities| capabilities.elicitation.is_some());
+                .and_then(|capabilities| capabilities.elicitation)
+                .is_some_and(|elicitation| elicitation.form.is_some() || elicitation.url.is_none());
             approvals.asking(match (stateless, can_answer) {
                 (true, true) => Asking::Returned(questions_to),
                 (false, true) => Asking::Request(context.peer.clone()),
@@ -180,13 +221,26 @@ impl McpServe {
         }
         let (progress_to, progress) = mpsc::unbounded_channel::<String>();
         let cancel = CancellationToken::new();
+        let ended = CancellationToken::new();
+        let (call_id, tool, arguments) =
+            (call.id.clone(), call.tool.clone(), call.arguments.clone());
+        let running = self.host.call(call, progress_to, cancel.clone());
+        let on_end = ended.clone();
         let flight = Flight {
-            call_id: call.id.clone(),
-            task: tokio::spawn(self.host.call(call, progress_to, cancel.clone())),
+            call_id,
+            tool,
+            arguments,
+            task: self.calls.spawn(async move {
+                let outcome = running.await;
+                on_end.cancel();
+                outcome
+            }),
+            ended,
             questions,
             progress,
+            _cancel_on_drop: cancel.clone().drop_guard(),
             cancel,
-            _turn: turn,
+            _turn: ticket,
         };
         self.drive(flight, &context).await
     }
@@ -205,6 +259,19 @@ impl McpServe {
                 None,
             ));
         };
+        // The retry must be of the same call: an answer given for one call never lets
+        // another run.
+        let arguments = request
+            .arguments
+            .clone()
+            .map_or_else(|| Value::Object(Default::default()), Value::Object);
+        if request.name != parked.flight.tool || arguments != parked.flight.arguments {
+            self.parked.put_back(handle, parked);
+            return Err(ErrorData::invalid_params(
+                "this requestState belongs to another call: retry with the tool and arguments of the call that asked",
+                None,
+            ));
+        }
         let answered = request
             .input_responses
             .as_ref()
@@ -261,12 +328,25 @@ impl McpServe {
                 }
                 Some(question) = flight.questions.recv() => {
                     let Question { form, session_key, answer } = question;
+                    // A client that cancelled will not read the question; without
+                    // randomness no handle can be made safely: neither is a yes.
+                    let handle = match (cancelled, parked::fresh_handle()) {
+                        (false, Some(handle)) => handle,
+                        (true, _) => {
+                            let _ = answer.send(toolrail_tools_core::ApprovalAnswer::Cancelled);
+                            continue;
+                        }
+                        (false, None) => {
+                            let _ = answer.send(toolrail_tools_core::ApprovalAnswer::Unavailable);
+                            continue;
+                        }
+                    };
                     let mut asked = rmcp::model::InputRequests::new();
                     asked.insert(
                         QUESTION_KEY.to_owned(),
                         InputRequest::Elicitation(rmcp::model::ElicitRequest::new(form)),
                     );
-                    let handle = self.parked.park(Parked { flight, session_key, answer });
+                    self.parked.park(handle.clone(), Parked { flight, session_key, answer });
                     return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
                         Some(asked),
                         Some(handle),
