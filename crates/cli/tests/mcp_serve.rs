@@ -243,11 +243,10 @@ fn check_asked(seen: &Value, dir: &Path) {
     );
 }
 
-#[test]
-fn the_python_sdk_on_stdio_with_the_handshake_is_asked_mid_call() {
-    let Some(python) = installed(VENV_PYTHON, "the Python MCP SDK") else {
-        return;
-    };
+/// The Python client on stdio in a fresh workspace (`mode`, `answers`: see the script),
+/// or `None` where the SDK is not installed (outside CI).
+fn on_stdio(mode: &str, answers: &str) -> Option<(tempfile::TempDir, Value)> {
+    let python = installed(VENV_PYTHON, "the Python MCP SDK")?;
     let dir = workspace();
     let path = dir.path().to_string_lossy().to_string();
     let seen = python_client(
@@ -256,56 +255,38 @@ fn the_python_sdk_on_stdio_with_the_handshake_is_asked_mid_call() {
             env!("CARGO_BIN_EXE_toolrail"),
             &path,
             "stdio",
-            "legacy",
-            "answers",
+            mode,
+            answers,
         ],
     );
+    check_common(&seen, dir.path());
+    Some((dir, seen))
+}
+
+#[test]
+fn the_python_sdk_on_stdio_with_the_handshake_is_asked_mid_call() {
+    let Some((dir, seen)) = on_stdio("legacy", "answers") else {
+        return;
+    };
     assert_eq!(seen["protocol"], "2025-11-25");
     assert_eq!(seen["server"], "toolrail");
-    check_common(&seen, dir.path());
     check_asked(&seen, dir.path());
 }
 
 #[test]
 fn the_python_sdk_on_the_stateless_revision_answers_through_input_required() {
-    let Some(python) = installed(VENV_PYTHON, "the Python MCP SDK") else {
+    let Some((dir, seen)) = on_stdio("auto", "answers") else {
         return;
     };
-    let dir = workspace();
-    let path = dir.path().to_string_lossy().to_string();
-    let seen = python_client(
-        &python,
-        &[
-            env!("CARGO_BIN_EXE_toolrail"),
-            &path,
-            "stdio",
-            "auto",
-            "answers",
-        ],
-    );
     assert_eq!(seen["protocol"], "2026-07-28");
-    check_common(&seen, dir.path());
     check_asked(&seen, dir.path());
 }
 
 #[test]
 fn a_client_that_cannot_answer_a_form_gets_an_honest_refusal_for_what_asks() {
-    let Some(python) = installed(VENV_PYTHON, "the Python MCP SDK") else {
+    let Some((dir, seen)) = on_stdio("auto", "none") else {
         return;
     };
-    let dir = workspace();
-    let path = dir.path().to_string_lossy().to_string();
-    let seen = python_client(
-        &python,
-        &[
-            env!("CARGO_BIN_EXE_toolrail"),
-            &path,
-            "stdio",
-            "auto",
-            "none",
-        ],
-    );
-    check_common(&seen, dir.path());
     // Nobody could be asked, and the result says so; neither command ran.
     for call in ["asked", "rejected"] {
         assert_eq!(seen[call]["code"], "APPROVAL_UNAVAILABLE", "{}", seen[call]);
