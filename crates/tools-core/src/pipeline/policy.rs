@@ -246,7 +246,10 @@ impl Pipeline {
             session_key: session_key.clone(),
             expires_at,
         });
-        self.append(&core.identity, started, asked, AppendUrgency::Buffered)
+        // Durable before anyone is asked: a question a person may be reading survives a
+        // crash, so the resumed session asks it again (a question is human-speed; its
+        // fsync costs nothing that matters).
+        self.append(&core.identity, started, asked, AppendUrgency::Durable)
             .await?;
         // `by`: the approver's answer only when the service itself gave it; the pipeline's
         // own closings (no service, a panic, the batch cancelled, the timeout) are toolrail's.
