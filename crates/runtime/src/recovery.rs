@@ -10,7 +10,7 @@ use toolrail_session_log::{
     recovery::{ApprovalResumer, ApprovalResumption, PendingApproval, RecoveryReport},
 };
 use toolrail_tools_core::pipeline::{BatchControl, PendingAsk, Preparation};
-use toolrail_tools_core::{CallRequest, Pipeline, PipelineError, Registry};
+use toolrail_tools_core::{CallRequest, CancellationToken, Pipeline, PipelineError, Registry};
 
 /// One call recovery answered.
 #[derive(Clone, Debug, PartialEq)]
@@ -236,10 +236,14 @@ impl crate::Store {
 /// Asks a reopened session's pending approvals again through the session's own pipeline:
 /// the rules, hooks, approval service (under the question's recorded deadline) and guards
 /// judge the call again, an allowed call is dispatched like any other, and its real
-/// result is committed; past the deadline it is `APPROVAL_EXPIRED` without asking.
+/// result is committed; past the deadline it is `APPROVAL_EXPIRED` without asking. When
+/// `cancel` fires (a worker lost its lease, a client cancelled) the question is withdrawn
+/// and the call refused `APPROVAL_CANCELLED`, never run: with no recorded deadline it could
+/// otherwise wait forever.
 pub(crate) struct PipelineResumer {
     pub pipeline: Arc<Pipeline>,
     pub registry: Registry,
+    pub cancel: CancellationToken,
 }
 
 impl PipelineResumer {
@@ -261,7 +265,10 @@ impl PipelineResumer {
         };
         // The tools as they are now: a tool gone since is `UNKNOWN_TOOL`, never run.
         let tools = self.registry.snapshot();
-        let control = BatchControl::default();
+        let control = BatchControl {
+            cancel: self.cancel.clone(),
+            ..BatchControl::default()
+        };
         let pipeline = &self.pipeline;
         let (prepared, resumption) = pipeline
             .prepare_pending(&tools, request, pending, &control)

@@ -10,11 +10,13 @@
 )]
 
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use toolrail_runtime::Store;
 use toolrail_session_log::{
-    AppendUrgency, CallId, ContentBlock, Event, EventData, EventDraft, EventSink, SessionId,
-    StepId, Timestamp, TurnId,
+    AppendUrgency, BoxFuture, CallId, ContentBlock, Event, EventData, EventDraft, EventSink,
+    SessionId, StepId, Timestamp, TurnId,
     event::{
         ApprovalAnswer, ApprovalAsked, ApprovalDecided, AssistantBlock, AssistantMessage,
         DecidedBy, FORMAT_VERSION, PlanMode, SessionStart, StepStart, StopReason, TurnStart,
@@ -22,6 +24,7 @@ use toolrail_session_log::{
 };
 use toolrail_session_store::{Durability, JsonlStore, SessionStore};
 use toolrail_testkit::{RESUME_MESSAGE, RunOptions, Scenario, ScenarioPlace};
+use toolrail_tools_core::{ApprovalRequest, ApprovalService, CancellationToken};
 
 /// The JSONL session `scenario` in a folder, as a place that holds it already: the run
 /// reopens and recovers it, as a worker taking it over would.
@@ -206,12 +209,9 @@ async fn a_session_whose_worker_died_before_its_first_turn_is_seeded_and_run_who
     assert_eq!(users, ["one"], "the first turn runs from its first step");
 }
 
-/// The scenario's approver answered c1 `allowed_once` and the worker died while c2 waited
-/// for its answer, scripted `rejected`: the resumed run asks c2 again with that answer, not
-/// with the first one again, so c2 never runs.
-#[tokio::test]
-async fn a_call_asked_again_on_resume_gets_its_own_scripted_answer() {
-    let dir = tempfile::tempdir().unwrap();
+/// The log of a worker that died while c2 waited for its approval, after its approver
+/// answered c1 `allowed_once` (both probes of turn 1's first step).
+async fn died_asking(dir: &Path) {
     let call = |id: &str| AssistantBlock::ToolCall {
         call_id: CallId::new(id),
         name: "probe".to_owned(),
@@ -227,7 +227,7 @@ async fn a_call_asked_again_on_resume_gets_its_own_scripted_answer() {
     };
     let at = Some((1, Some(1)));
     died_with_calls(
-        dir.path(),
+        dir,
         vec![
             (
                 Some((1, None)),
@@ -260,8 +260,12 @@ async fn a_call_asked_again_on_resume_gets_its_own_scripted_answer() {
         ],
     )
     .await;
-    std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
-    let scenario = Scenario::from_json(
+    std::fs::create_dir_all(dir.join("workspace")).unwrap();
+}
+
+/// A scenario whose two probes ask, its approver scripted to allow c1 and reject c2.
+fn asking_scenario() -> Scenario {
+    Scenario::from_json(
         r#"{
           "config": {
             "tools": {"enabled": ["probe"]},
@@ -286,8 +290,17 @@ async fn a_call_asked_again_on_resume_gets_its_own_scripted_answer() {
           "expect": {"results": {"c1": "TOOL_NOT_STARTED", "c2": "APPROVAL_REJECTED"}}
         }"#,
     )
-    .unwrap();
-    let report = scenario
+    .unwrap()
+}
+
+/// The scenario's approver answered c1 `allowed_once` and the worker died while c2 waited
+/// for its answer, scripted `rejected`: the resumed run asks c2 again with that answer, not
+/// with the first one again, so c2 never runs.
+#[tokio::test]
+async fn a_call_asked_again_on_resume_gets_its_own_scripted_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    died_asking(dir.path()).await;
+    let report = asking_scenario()
         .run_with(
             dir.path(),
             RunOptions {
@@ -314,4 +327,65 @@ async fn a_call_asked_again_on_resume_gets_its_own_scripted_answer() {
         ],
         "c2 is asked again and refused, never started"
     );
+}
+
+/// An approver that stops the run when asked and never answers: the lease lost, or a
+/// client's cancel, while a resumed session asks a pending call again.
+struct CancelsWhenAsked(CancellationToken);
+
+impl ApprovalService for CancelsWhenAsked {
+    fn request<'a>(
+        &'a self,
+        _request: &'a ApprovalRequest,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ApprovalAnswer> {
+        self.0.cancel();
+        Box::pin(std::future::pending())
+    }
+}
+
+/// c2's question, asked again on resume with no deadline, stops waiting when the run is
+/// cancelled: c2 is refused `APPROVAL_CANCELLED` and never started.
+#[tokio::test]
+async fn a_call_asked_again_on_resume_stops_waiting_when_the_run_is_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    died_asking(dir.path()).await;
+    let cancel = CancellationToken::new();
+    let scenario = asking_scenario();
+    let running = scenario.run_with(
+        dir.path(),
+        RunOptions {
+            place: reopened(dir.path()),
+            approvals: Some(Arc::new(CancelsWhenAsked(cancel.clone()))),
+            cancel: Some(cancel),
+            ..RunOptions::default()
+        },
+    );
+    // A guard against a hang, not a timing: the cancel is given when c2 is asked.
+    tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("asking c2 again stops when the run is cancelled")
+        .unwrap();
+    let events = read(dir.path());
+    let c2: Vec<&Event> = events
+        .iter()
+        .filter(|event| event.call_id == Some(CallId::new("c2")))
+        .collect();
+    let kinds: Vec<&str> = c2.iter().map(|event| event.data.kind()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "approval/asked",
+            "approval/asked",
+            "approval/decided",
+            "tool/result"
+        ]
+    );
+    match &c2[3].data {
+        EventData::ToolResult(record) => assert_eq!(
+            record.error_code().map(|code| code.as_str()),
+            Some("APPROVAL_CANCELLED")
+        ),
+        other => panic!("c2's last event is {other:?}"),
+    }
 }

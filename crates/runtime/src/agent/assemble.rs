@@ -51,6 +51,8 @@ pub(super) struct Additions {
     /// The system prompt, over `model.system`.
     pub system: Option<String>,
     pub stages: Stages,
+    /// Stops what opening a session waits for: a pending approval asked again.
+    pub resume_cancel: Option<CancellationToken>,
     #[cfg(feature = "otlp")]
     pub telemetry: Option<crate::telemetry::Telemetry>,
 }
@@ -208,6 +210,7 @@ pub(crate) async fn assemble(
             let resumer = PipelineResumer {
                 pipeline: Arc::clone(&pipeline),
                 registry: registry.clone(),
+                cancel: additions.resume_cancel.clone().unwrap_or_default(),
             };
             let probe = probe_for(store.durability());
             let recovery = repair_asking_again(&reopened, probe, &opened.log, &resumer).await?;

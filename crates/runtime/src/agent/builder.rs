@@ -8,7 +8,8 @@ use toolrail_agent_loop::{Live, ModelClient};
 use toolrail_interaction::QuestionService;
 use toolrail_session_log::{EventData, SessionId};
 use toolrail_tools_core::{
-    ApprovalService, ExecuteLayer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver, Tool,
+    ApprovalService, CancellationToken, ExecuteLayer, Guard, PostExecuteHook, PreExecuteHook,
+    ResultObserver, Tool,
 };
 
 use super::assemble::{Additions, Source, assemble};
@@ -235,6 +236,26 @@ impl AgentBuilder {
     #[cfg(feature = "otlp")]
     pub fn telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> Self {
         self.additions.telemetry = Some(telemetry);
+        self
+    }
+
+    /// Cancels what [`resume`](Self::resume) waits for: a call a restart left waiting for
+    /// its approval, asked again, stops waiting when `cancel` fires and is refused
+    /// `APPROVAL_CANCELLED`, never run (give the token that stops the session's turns: a
+    /// lost lease, a client's cancel). Without it a question with no deadline waits for
+    /// its answer as long as the approver takes.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use toolrail_runtime::{Agent, Store};
+    /// use toolrail_tools_core::CancellationToken;
+    /// let stop = CancellationToken::new();
+    /// let store = Store::jsonl(".toolrail/sessions")?;
+    /// let resumed = Agent::builder().cancel(stop.clone()).resume(&store, &"s1".into()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cancel(mut self, cancel: CancellationToken) -> Self {
+        self.additions.resume_cancel = Some(cancel);
         self
     }
 

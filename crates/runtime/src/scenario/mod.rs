@@ -331,6 +331,9 @@ impl Scenario {
         if let Some(live) = options.live {
             builder = builder.live(live);
         }
+        // What stops the turns stops a pending approval asked again on resume too.
+        let outside = options.cancel.unwrap_or_default();
+        builder = builder.cancel(outside.clone());
         let built = builder.build_in(source).await?;
         let (agent, earlier) = (built.agent, built.earlier);
         // Nothing has acted before the first turn: a session whose worker died before it
@@ -342,7 +345,6 @@ impl Scenario {
             write_files(&workspace, &files)?;
         }
         let planned = turns::remaining_turns(&self.turns, scripts, &earlier);
-        let outside = options.cancel.unwrap_or_default();
         let mut turn_ends = Vec::new();
         for turn in planned {
             if let Some(scripted) = &scripted {
