@@ -323,7 +323,13 @@ impl Scenario {
         ))));
         let given = match &source {
             Source::New { .. } => 0,
-            _ => answers_given(&store.read(source.id()).map_err(BuildError::from)?),
+            Source::Existing { .. } => {
+                answers_given(&store.read(source.id()).map_err(BuildError::from)?)
+            }
+            #[cfg(feature = "postgres")]
+            Source::Leased { .. } => {
+                answers_given(&store.read(source.id()).map_err(BuildError::from)?)
+            }
         };
         if let Some(approvals) = options.approvals.clone().or(self.approvals(given)?) {
             builder = builder.approvals(approvals);
