@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use opentelemetry::Context;
-use opentelemetry_otlp::{Protocol, WithExportConfig as _};
+use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
@@ -16,6 +16,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, Span, SpanData, SpanExporter,
     SpanProcessor,
 };
+use rustls_platform_verifier::BuilderVerifierExt as _;
 
 use super::{Counters, TelemetryError};
 use crate::config::TelemetryConfig;
@@ -26,12 +27,14 @@ pub(super) fn providers(
     counters: &Arc<Counters>,
 ) -> Result<(SdkTracerProvider, SdkMeterProvider), TelemetryError> {
     let resource = resource();
+    let client = http_client()?;
     let endpoint = config
         .endpoint
         .as_deref()
         .map(|base| base.trim_end_matches('/').to_owned());
     let mut spans = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
+        .with_http_client(client.clone())
         .with_protocol(Protocol::HttpBinary);
     if let Some(base) = &endpoint {
         spans = spans.with_endpoint(format!("{base}/v1/traces"));
@@ -41,6 +44,7 @@ pub(super) fn providers(
         .map_err(|error| TelemetryError::Exporter(error.to_string()))?;
     let mut metrics = opentelemetry_otlp::MetricExporter::builder()
         .with_http()
+        .with_http_client(client)
         .with_protocol(Protocol::HttpBinary);
     if let Some(base) = &endpoint {
         metrics = metrics.with_endpoint(format!("{base}/v1/metrics"));
@@ -77,6 +81,36 @@ pub(super) fn providers(
         .with_periodic_exporter(metrics)
         .build();
     Ok((tracers, meters))
+}
+
+/// The exporters' HTTP client: TLS through ring and the system's trust store, as the model
+/// providers connect; each export bounded by `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds,
+/// default 10 s), so a collector that never answers holds only the export thread.
+fn http_client() -> Result<reqwest::blocking::Client, TelemetryError> {
+    let failed = |error: &dyn std::fmt::Display| TelemetryError::Exporter(error.to_string());
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|error| failed(&error))?
+    .with_platform_verifier()
+    .map_err(|error| failed(&error))?
+    .with_no_client_auth();
+    let timeout = std::env::var("OTEL_EXPORTER_OTLP_TIMEOUT")
+        .ok()
+        .and_then(|millis| millis.trim().parse().ok())
+        .map_or(Duration::from_secs(10), Duration::from_millis);
+    // Built on a thread of its own: reqwest's blocking client makes (and on a failure
+    // drops) a runtime, which tokio refuses inside an async context such as the caller's.
+    let build = move || {
+        reqwest::blocking::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .timeout(timeout)
+            .build()
+    };
+    std::thread::scope(|scope| scope.spawn(build).join())
+        .map_err(|_| failed(&"the thread making the HTTP client panicked"))?
+        .map_err(|error| failed(&error))
 }
 
 /// The SDK's resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), named `toolrail`
