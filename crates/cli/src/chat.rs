@@ -10,6 +10,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use serde_json::Value;
 use toolrail_interaction::{ApprovalEndpoint, ApprovalInbox, ChannelApprovals};
+use toolrail_runtime::telemetry::Telemetry;
 use toolrail_runtime::{Agent, AgentBuilder, SessionConfig, Store};
 use toolrail_session_log::SessionId;
 
@@ -60,6 +61,26 @@ pub(crate) struct Conversation {
     pub console: Console,
     /// The usage each model request reported, this run.
     pub usage: Vec<Value>,
+    /// The OpenTelemetry export (`--otlp`), flushed when the conversation ends.
+    telemetry: Option<Telemetry>,
+}
+
+impl Drop for Conversation {
+    fn drop(&mut self) {
+        // What is queued goes out now (bounded by the exporter's timeout); what was lost is
+        // said once.
+        if let Some(telemetry) = self.telemetry.take() {
+            let report = telemetry.shutdown();
+            if report.dropped > 0 || report.failed > 0 {
+                eprintln!(
+                    "toolrail: telemetry: {} span{} dropped (the OTLP collector did not keep up), {} not delivered (refused or not answered)",
+                    report.dropped,
+                    if report.dropped == 1 { "" } else { "s" },
+                    report.failed
+                );
+            }
+        }
+    }
 }
 
 /// How approvals are answered, kept to build a resumed session the same way.
@@ -102,7 +123,12 @@ impl Conversation {
             let _ = std::fs::create_dir_all(&folder);
             folder.join("history")
         });
-        let (agent, inbox) = open(&config, &approve, resume).await?;
+        let telemetry = if config.telemetry.otlp {
+            Some(Telemetry::otlp(&config.telemetry).map_err(|error| bad_input!("{error}"))?)
+        } else {
+            None
+        };
+        let (agent, inbox) = open(&config, &approve, telemetry.as_ref(), resume).await?;
         Ok(Self {
             agent,
             config,
@@ -113,6 +139,7 @@ impl Conversation {
             interrupts: Interrupts::catch(),
             console,
             usage: Vec::new(),
+            telemetry,
         })
     }
 
@@ -277,7 +304,8 @@ impl Conversation {
                 let id = SessionId::new(rest);
                 let config = SessionConfig::recorded_in(&store, &id)
                     .map_err(|error| bad_input!("{error}"))?;
-                let (agent, inbox, recovery) = reopen(&config, &self.approve, &store, &id).await?;
+                let (agent, inbox, recovery) =
+                    reopen(&config, &self.approve, self.telemetry.as_ref(), &store, &id).await?;
                 self.agent = agent;
                 self.inbox = inbox;
                 self.config = config;
@@ -305,14 +333,15 @@ enum Next {
 async fn open(
     config: &SessionConfig,
     approve: &ApproveWith,
+    telemetry: Option<&Telemetry>,
     resume: Option<(&Store, &SessionId)>,
 ) -> Result<(Agent, Option<ApprovalInbox>)> {
     if let Some((store, id)) = resume {
-        let (agent, inbox, recovery) = reopen(config, approve, store, id).await?;
+        let (agent, inbox, recovery) = reopen(config, approve, telemetry, store, id).await?;
         println!("{recovery}");
         return Ok((agent, inbox));
     }
-    let (builder, inbox) = builder(config, approve);
+    let (builder, inbox) = builder(config, approve, telemetry);
     let agent = builder
         .session_id(new_session_id())
         .build()
@@ -324,10 +353,11 @@ async fn open(
 async fn reopen(
     config: &SessionConfig,
     approve: &ApproveWith,
+    telemetry: Option<&Telemetry>,
     store: &Store,
     id: &SessionId,
 ) -> Result<(Agent, Option<ApprovalInbox>, toolrail_runtime::Recovery)> {
-    let (builder, mut inbox) = builder(config, approve);
+    let (builder, mut inbox) = builder(config, approve, telemetry);
     // A call left waiting for its approval is asked again while the session reopens.
     let resumed = crate::resume::answering(builder.resume(store, id), inbox.as_mut())
         .await
@@ -335,8 +365,15 @@ async fn reopen(
     Ok((resumed.agent, inbox, resumed.recovery))
 }
 
-fn builder(config: &SessionConfig, approve: &ApproveWith) -> (AgentBuilder, Option<ApprovalInbox>) {
-    let builder = Agent::builder().config(config.clone());
+fn builder(
+    config: &SessionConfig,
+    approve: &ApproveWith,
+    telemetry: Option<&Telemetry>,
+) -> (AgentBuilder, Option<ApprovalInbox>) {
+    let mut builder = Agent::builder().config(config.clone());
+    if let Some(telemetry) = telemetry {
+        builder = builder.telemetry(telemetry.clone());
+    }
     match approve {
         ApproveWith::Ask => {
             let (service, inbox) = ChannelApprovals::new(None);

@@ -99,6 +99,12 @@ pub(crate) struct AgentFlags {
     /// `GET /pending` lists what waits, `POST /answer {"id", "answer"}` answers it.
     #[arg(long = "approvals-listen", value_name = "ADDR")]
     pub approvals_listen: Option<std::net::SocketAddr>,
+    /// Export the session's turns, model requests and tool calls as OpenTelemetry spans
+    /// and metrics over OTLP/HTTP (`OTEL_EXPORTER_OTLP_ENDPOINT`, default
+    /// `http://localhost:4318`; arguments and results only with `[telemetry]
+    /// capture_content`).
+    #[arg(long)]
+    pub otlp: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -172,6 +178,7 @@ impl AgentFlags {
         if let Some(steps) = self.max_steps {
             config.limits.max_steps = steps;
         }
+        config.telemetry.otlp |= self.otlp;
         if let Some(mode) = self.sandbox {
             config.sandbox.mode = match mode {
                 SandboxArg::ReadOnly => SandboxModeName::ReadOnly,

@@ -285,6 +285,7 @@ fn flags_a_scenario_ignores(flags: &crate::flags::AgentFlags) -> Vec<&'static st
         ("--deny", !flags.deny.is_empty()),
         ("--approve", flags.approve.is_some()),
         ("--approvals-listen", flags.approvals_listen.is_some()),
+        ("--otlp", flags.otlp),
     ];
     given
         .into_iter()
