@@ -45,6 +45,7 @@ impl ClientApprovals {
             let update = updates::call(
                 &identity.call_id,
                 &identity.name,
+                request.tool_kind,
                 &request.arguments,
                 &self.root,
             );
@@ -61,6 +62,7 @@ impl ClientApprovals {
         let mut tool_call = updates::call(
             &identity.call_id,
             &identity.name,
+            request.tool_kind,
             &request.arguments,
             &self.root,
         );

@@ -10,8 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use toolrail_runtime::{Agent, AgentBuilder, AgentError, AgentEvent, SessionConfig, Store};
+use toolrail_runtime::{
+    Agent, AgentBuilder, AgentError, AgentEvent, Resumed, SessionConfig, Store,
+};
 use toolrail_session_log::SessionId;
+use toolrail_tools_core::CancellationToken;
 
 use super::permission::ClientApprovals;
 use super::updates;
@@ -37,6 +40,9 @@ pub(crate) struct Sessions {
     flags: AgentFlags,
     peer: Peer,
     open: Mutex<HashMap<String, Arc<Session>>>,
+    /// Sessions being loaded, kept from the start so `session/cancel` reaches them: the
+    /// token stops a pending approval their recovery asks the client again.
+    loading: Mutex<HashMap<String, CancellationToken>>,
 }
 
 impl Sessions {
@@ -45,6 +51,7 @@ impl Sessions {
             flags,
             peer,
             open: Mutex::new(HashMap::new()),
+            loading: Mutex::new(HashMap::new()),
         }
     }
 
@@ -62,23 +69,54 @@ impl Sessions {
         Ok(json!({"sessionId": id}))
     }
 
-    /// `session/load {sessionId, cwd, mcpServers}`: the log replayed as updates, then the
-    /// session resumed (recovery first answers any call an earlier process left open).
+    /// `session/load {sessionId, cwd, mcpServers}`: the session resumed (recovery first
+    /// answers any call an earlier process left open, asking the client again about a call
+    /// left waiting for its approval — `session/cancel` withdraws that question), then the
+    /// log replayed as updates.
     pub(crate) async fn load(&self, params: &Value) -> Result<Value, RpcError> {
         let id = required(params, "sessionId")?;
-        if self.open.lock().contains_key(&id) {
-            return Err(RpcError::new(
-                code::INVALID_PARAMS,
-                format!("session {id} is open in this connection already"),
-            ));
+        let stop = CancellationToken::new();
+        {
+            let mut loading = self.loading.lock();
+            if self.open.lock().contains_key(&id) || loading.contains_key(&id) {
+                return Err(RpcError::new(
+                    code::INVALID_PARAMS,
+                    format!("session {id} is open in this connection already"),
+                ));
+            }
+            loading.insert(id.clone(), stop.clone());
         }
+        let loaded = self.resume(params, &id, stop).await;
+        self.loading.lock().remove(&id);
+        let (resumed, root, announced) = loaded?;
+        // Read after recovery, so what it repaired is shown as the log now has it; a call
+        // asked about again was announced then, and is not announced twice.
+        let events = resumed
+            .agent
+            .store()
+            .read(&SessionId::new(id.clone()))
+            .map_err(|error| RpcError::new(code::INTERNAL_ERROR, error.to_string()))?;
+        for update in updates::replay(&events, &root, resumed.agent.tools(), &announced) {
+            self.update(&id, update);
+        }
+        self.keep(&id, resumed.agent, root, announced);
+        Ok(json!({}))
+    }
+
+    /// Resumes session `id` for `session/load`, its re-asked approvals stopped by `stop`.
+    async fn resume(
+        &self,
+        params: &Value,
+        id: &str,
+        stop: CancellationToken,
+    ) -> Result<(Resumed, PathBuf, updates::Announced), RpcError> {
         let (root, config) = self.config(params)?;
         let store = Store::open(
             &config.store.url,
             toolrail_session_store::Durability::Strict,
         )
         .map_err(|error| RpcError::new(code::INTERNAL_ERROR, error.to_string()))?;
-        let session = SessionId::new(id.clone());
+        let session = SessionId::new(id);
         let known = store.read(&session).is_ok_and(|events| !events.is_empty());
         if !known {
             return Err(RpcError::new(
@@ -90,22 +128,13 @@ impl Sessions {
             .map_err(|error| RpcError::new(code::INVALID_PARAMS, error.to_string()))?;
         // The servers the client names now join those the session was recorded with.
         recorded.mcp_servers.extend(config.mcp_servers);
-        let (builder, announced) = self.builder(recorded, &id, &root);
+        let (builder, announced) = self.builder(recorded, id, &root);
         let resumed = builder
+            .cancel(stop)
             .resume(&store, &session)
             .await
             .map_err(|error| RpcError::from_anyhow(&build_error(error)))?;
-        // Read after recovery, so what it repaired is shown as the log now has it.
-        let events = resumed
-            .agent
-            .store()
-            .read(&session)
-            .map_err(|error| RpcError::new(code::INTERNAL_ERROR, error.to_string()))?;
-        for update in updates::replay(&events, &root) {
-            self.update(&id, update);
-        }
-        self.keep(&id, resumed.agent, root, announced);
-        Ok(json!({}))
+        Ok((resumed, root, announced))
     }
 
     /// `session/prompt {sessionId, prompt}`: runs the turn, streaming its updates; answers
@@ -115,7 +144,11 @@ impl Sessions {
         let session = self.session(&id)?;
         let text = prompt_text(params.get("prompt").unwrap_or(&Value::Null))?;
         session.cancelled.store(false, Ordering::SeqCst);
-        let mut turn = updates::Turn::new(&session.root, Arc::clone(&session.announced));
+        let mut turn = updates::Turn::new(
+            &session.root,
+            session.agent.tools(),
+            Arc::clone(&session.announced),
+        );
         let mut events = session.agent.stream(text);
         let stopped = loop {
             match events.next().await {
@@ -155,6 +188,9 @@ impl Sessions {
         let Ok(id) = required(params, "sessionId") else {
             return;
         };
+        if let Some(loading) = self.loading.lock().get(&id) {
+            loading.cancel();
+        }
         if let Ok(session) = self.session(&id) {
             session.cancelled.store(true, Ordering::SeqCst);
             session.agent.cancel();
@@ -163,6 +199,9 @@ impl Sessions {
 
     /// The client left: every running turn is cancelled.
     pub(crate) fn cancel_all(&self) {
+        for loading in self.loading.lock().values() {
+            loading.cancel();
+        }
         let open: Vec<Arc<Session>> = self.open.lock().values().cloned().collect();
         for session in open {
             session.cancelled.store(true, Ordering::SeqCst);

@@ -17,18 +17,26 @@ use toolrail_runtime::AgentEvent;
 use toolrail_session_log::details::Details;
 use toolrail_session_log::event::{AssistantBlock, AssistantMessage, TurnEndKind};
 use toolrail_session_log::{CallId, ContentBlock, Event, EventData, ToolResultRecord};
+use toolrail_tools_core::registry::CallOrigin;
+use toolrail_tools_core::{Registry, ToolKind};
 
-/// ACP's kind of a tool, by the tool's name.
-pub(crate) fn tool_kind(name: &str) -> &'static str {
-    match name {
-        "read" => "read",
-        "write" | "edit" => "edit",
-        "grep" | "glob" | "tool_search" => "search",
-        "todo_write" => "think",
-        "web_fetch" => "fetch",
-        _ if name == "bash" || name.starts_with("shell_") || name == "run_code" => "execute",
-        _ => "other",
-    }
+/// ACP's kind of a tool: the kind its spec declares (toolrail's kinds are ACP's), so an MCP
+/// server's or an embedder's tool is shown as what it is; `other` for a name the session
+/// has no tool for (a model's mistake, a tool gone since).
+pub(crate) fn tool_kind(tools: &Registry, name: &str) -> &'static str {
+    let kind = tools
+        .snapshot()
+        .resolve(name, CallOrigin::Host)
+        .map(|entry| entry.spec().kind())
+        .or_else(|| {
+            // A deferred tool not loaded yet is not in the snapshot.
+            tools
+                .deferred_catalog()
+                .iter()
+                .find(|entry| entry.name() == name)
+                .map(|entry| entry.spec().kind())
+        });
+    kind.map_or("other", ToolKind::as_str)
 }
 
 /// A readable title: the tool and what it works on (`bash: cargo test`, `read: src/lib.rs`).
@@ -62,13 +70,20 @@ pub(crate) fn locations(arguments: &Value, root: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// A call the client is told of first: pending, with what it will act on.
-pub(crate) fn call(call_id: &CallId, name: &str, arguments: &Value, root: &Path) -> Value {
+/// A call the client is told of first: pending, with what it will act on; `kind` is
+/// [`tool_kind`]'s (or an approval request's, which carries its spec's).
+pub(crate) fn call(
+    call_id: &CallId,
+    name: &str,
+    kind: &str,
+    arguments: &Value,
+    root: &Path,
+) -> Value {
     json!({
         "sessionUpdate": "tool_call",
         "toolCallId": call_id.as_str(),
         "title": title(name, arguments),
-        "kind": tool_kind(name),
+        "kind": kind,
         "status": "pending",
         "locations": locations(arguments, root),
         "rawInput": arguments,
@@ -154,6 +169,8 @@ pub(crate) type Announced = Arc<Mutex<HashSet<CallId>>>;
 /// committed if it never was), then updated.
 pub(crate) struct Turn<'a> {
     root: &'a Path,
+    /// The session's tools, for each call's kind.
+    tools: &'a Registry,
     announced: Announced,
     /// The calls the model's messages made, for a call committed without being prepared
     /// (a batch cancelled before it was reached).
@@ -163,10 +180,11 @@ pub(crate) struct Turn<'a> {
 impl<'a> Turn<'a> {
     /// A turn's updates; `announced` is cleared (a model may use its call ids again in
     /// another turn).
-    pub(crate) fn new(root: &'a Path, announced: Announced) -> Self {
+    pub(crate) fn new(root: &'a Path, tools: &'a Registry, announced: Announced) -> Self {
         announced.lock().clear();
         Self {
             root,
+            tools,
             announced,
             asked: HashMap::new(),
         }
@@ -183,7 +201,7 @@ impl<'a> Turn<'a> {
                 arguments,
             } => {
                 if self.announced.lock().insert(call_id.clone()) {
-                    vec![call(call_id, name, arguments, self.root)]
+                    vec![self.call(call_id, name, arguments)]
                 } else {
                     Vec::new()
                 }
@@ -201,9 +219,9 @@ impl<'a> Turn<'a> {
                     // Committed unprepared, the event names no tool: the message did.
                     updates.push(match self.asked.get(call_id) {
                         Some((asked_name, asked_arguments)) if name.is_empty() => {
-                            call(call_id, asked_name, asked_arguments, self.root)
+                            self.call(call_id, asked_name, asked_arguments)
                         }
-                        _ => call(call_id, name, arguments, self.root),
+                        _ => self.call(call_id, name, arguments),
                     });
                 }
                 updates.push(committed(call_id, record));
@@ -232,6 +250,16 @@ impl<'a> Turn<'a> {
             | AgentEvent::TurnEnded(_) => Vec::new(),
         }
     }
+
+    fn call(&self, call_id: &CallId, name: &str, arguments: &Value) -> Value {
+        call(
+            call_id,
+            name,
+            tool_kind(self.tools, name),
+            arguments,
+            self.root,
+        )
+    }
 }
 
 /// The calls a message makes: each one's name and arguments (`{}` when they do not parse).
@@ -249,10 +277,16 @@ fn calls_of(message: &AssistantMessage) -> Vec<(CallId, (String, Value))> {
 
 /// A session's log as the updates a client that watched it would have been sent: each
 /// turn's user message, the assistant's text (and reasoning), and each call with its
-/// final status.
-pub(crate) fn replay(events: &[Event], root: &Path) -> Vec<Value> {
+/// final status. A call in `announced` was shown already (asked about again while the
+/// session was loaded): only its result is sent, so a call is announced once.
+pub(crate) fn replay(
+    events: &[Event],
+    root: &Path,
+    tools: &Registry,
+    announced: &Announced,
+) -> Vec<Value> {
     let mut updates = Vec::new();
-    let mut announced = HashSet::new();
+    let mut announced = announced.lock();
     let mut asked = HashMap::new();
     for event in events {
         let call_id = event.call_id.as_ref().filter(|id| !id.is_code_sub_call());
@@ -278,15 +312,18 @@ pub(crate) fn replay(events: &[Event], root: &Path) -> Vec<Value> {
         } else if let (EventData::ToolCall(called), Some(call_id)) = (&event.data, call_id) {
             let arguments: Value = serde_json::from_str(&called.arguments_raw)
                 .unwrap_or_else(|_| Value::Object(Map::new()));
-            announced.insert(call_id.clone());
-            updates.push(call(call_id, &called.name, &arguments, root));
+            if announced.insert(call_id.clone()) {
+                let kind = tool_kind(tools, &called.name);
+                updates.push(call(call_id, &called.name, kind, &arguments, root));
+            }
         } else if let (EventData::ToolResult(record), Some(call_id)) = (&event.data, call_id) {
             if announced.insert(call_id.clone()) {
                 let (name, arguments) = asked
                     .get(call_id)
                     .cloned()
                     .unwrap_or_else(|| (String::new(), Value::Null));
-                updates.push(call(call_id, &name, &arguments, root));
+                let kind = tool_kind(tools, &name);
+                updates.push(call(call_id, &name, kind, &arguments, root));
             }
             updates.push(committed(call_id, record));
         } else if let EventData::ContextMessage(message) = &event.data
@@ -305,39 +342,76 @@ mod tests {
     use std::path::Path;
 
     use serde_json::json;
+    use toolrail_tools_core::log::BoxFuture;
+    use toolrail_tools_core::{
+        CallArgs, Concurrency, RegistryBuilder, Tool, ToolContext, ToolOutput, ToolResult, ToolSpec,
+    };
 
     use super::*;
 
+    /// A tool of `kind` that an MCP server or an embedder could add under any name.
+    struct Kinded(ToolSpec);
+
+    impl Tool for Kinded {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+
+        fn concurrency(&self, _args: &CallArgs) -> Concurrency {
+            Concurrency::shared()
+        }
+
+        fn execute<'a>(
+            &'a self,
+            _ctx: &'a ToolContext,
+            _args: &'a CallArgs,
+        ) -> BoxFuture<'a, ToolResult> {
+            Box::pin(async { Ok(ToolOutput::text("ok")) })
+        }
+    }
+
+    fn tools() -> Registry {
+        let kinded = |name: &str, kind: ToolKind| {
+            let spec = ToolSpec::builder(name, "a tool", json!({"type": "object"}))
+                .kind(kind)
+                .build();
+            Kinded(spec)
+        };
+        let (registry, _) = RegistryBuilder::new()
+            .builtin(kinded("bash", ToolKind::Execute))
+            .builtin(kinded("read", ToolKind::Read))
+            .builtin(kinded("mcp__time__now", ToolKind::Fetch))
+            .builtin(kinded("mcp__fs__delete", ToolKind::Delete))
+            .builtin(kinded("deploy", ToolKind::Execute))
+            .build()
+            .unwrap_or_else(|error| panic!("registry: {error}"));
+        registry
+    }
+
     #[test]
-    fn calls_are_kinded_titled_and_located_for_the_client() {
+    fn calls_are_kinded_by_their_spec_titled_and_located_for_the_client() {
         let root = Path::new("/w");
+        let tools = tools();
         let bash = json!({"command": "cargo test\n--all", "description": "test"});
         let read = json!({"path": "src/lib.rs", "offset": 10});
+        let shown =
+            |name: &str, arguments: &Value| (tool_kind(&tools, name), title(name, arguments));
         assert_eq!(
             [
-                (tool_kind("bash"), title("bash", &bash)),
-                (
-                    tool_kind("shell_read"),
-                    title("shell_read", &json!({"id": 3}))
-                ),
-                (tool_kind("read"), title("read", &read)),
-                (tool_kind("edit"), title("edit", &json!({"path": "a"}))),
-                (
-                    tool_kind("grep"),
-                    title("grep", &json!({"pattern": "fn main"}))
-                ),
-                (
-                    tool_kind("mcp__time__now"),
-                    title("mcp__time__now", &json!({}))
-                ),
+                shown("bash", &bash),
+                shown("read", &read),
+                shown("mcp__time__now", &json!({})),
+                shown("mcp__fs__delete", &json!({"path": "a"})),
+                shown("deploy", &json!({})),
+                shown("no_such_tool", &json!({})),
             ],
             [
                 ("execute", "bash: cargo test".to_owned()),
-                ("execute", "shell_read".to_owned()),
                 ("read", "read: src/lib.rs".to_owned()),
-                ("edit", "edit: a".to_owned()),
-                ("search", "grep: fn main".to_owned()),
-                ("other", "mcp__time__now".to_owned()),
+                ("fetch", "mcp__time__now".to_owned()),
+                ("delete", "mcp__fs__delete: a".to_owned()),
+                ("execute", "deploy".to_owned()),
+                ("other", "no_such_tool".to_owned()),
             ]
         );
         assert_eq!(
@@ -345,5 +419,55 @@ mod tests {
             [json!({"path": "/w/src/lib.rs", "line": 10})]
         );
         assert_eq!(locations(&bash, root), Vec::<Value>::new());
+    }
+
+    /// A call asked about again while its session loaded was announced then: the replay
+    /// after it sends only its result, so the client is told of each call once.
+    #[test]
+    fn a_load_announces_a_call_asked_again_once() {
+        use toolrail_session_log::event::ToolCall;
+        use toolrail_session_log::{ErrorCode, Timestamp};
+
+        let event = |seq: u64, call: &str, data: EventData| Event {
+            seq,
+            ts: Timestamp::now(),
+            turn: None,
+            step: None,
+            call_id: Some(CallId::new(call)),
+            data,
+        };
+        let called = |name: &str| {
+            EventData::ToolCall(ToolCall {
+                index: 0,
+                name: name.to_owned(),
+                arguments_raw: "{}".to_owned(),
+                source: None,
+                version: None,
+                trace: None,
+            })
+        };
+        let rejected = ToolResultRecord::failure(ErrorCode::ApprovalRejected, "rejected");
+        let events = [
+            event(1, "c1", called("read")),
+            event(2, "c2", called("bash")),
+            event(3, "c2", EventData::ToolResult(Arc::new(rejected))),
+        ];
+        let announced = Announced::default();
+        announced.lock().insert(CallId::new("c2"));
+        let updates = replay(&events, Path::new("/w"), &tools(), &announced);
+        let shown: Vec<(&str, &str)> = updates
+            .iter()
+            .map(|update| {
+                (
+                    update["sessionUpdate"].as_str().unwrap_or_default(),
+                    update["toolCallId"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [("tool_call", "c1"), ("tool_call_update", "c2")],
+            "{updates:#?}"
+        );
     }
 }
