@@ -7,6 +7,8 @@
 use std::future::Future;
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
 use toolrail_interaction::{ApprovalInbox, PendingApproval, approval_question, parse_reply};
@@ -14,7 +16,7 @@ use toolrail_runtime::SessionConfig;
 use toolrail_session_log::event::ApprovalAnswer;
 
 use crate::chat::{Conversation, human_mode, usage_line};
-use crate::console::Console;
+use crate::console::{Console, Line, read_answer};
 use crate::flags::{AgentFlags, ApproveArg, prompt_text};
 use crate::places::locate;
 use crate::session::replay_text;
@@ -119,35 +121,36 @@ pub(crate) async fn answering<T>(
 }
 
 /// Asks one question on the terminal (three tries at a readable answer, as a turn's console
-/// does); the end of input is no one to answer, never a yes.
+/// does), read as the console reads a question's answer: keys typed before it are dropped,
+/// and a withdrawn question stops its read (it would take the next line typed). The end of
+/// input is no one to answer, never a yes.
 async fn ask_on_terminal(pending: PendingApproval) {
     const ATTEMPTS: usize = 3;
     let (question, prompt) = approval_question(pending.request());
     let key = pending.request().session_key.clone();
     print!("\n{question}{prompt}");
     let _ = std::io::stdout().flush();
+    let withdrawn = Arc::new(AtomicBool::new(false));
     let mut answer = None;
     for _ in 0..ATTEMPTS {
-        let read = tokio::task::spawn_blocking(|| {
-            let mut line = String::new();
-            std::io::stdin()
-                .read_line(&mut line)
-                .map(|read| (read, line))
-        });
+        let mut read = read_answer(Arc::clone(&withdrawn));
         let line = tokio::select! {
-            read = read => read,
+            line = &mut read => line.unwrap_or(Line::Closed),
             () = pending.withdrawn() => {
-                // The question's deadline passed while it was asked: the pipeline recorded it.
+                // The question's deadline passed while it was asked: the pipeline recorded
+                // it. The read gives up within its watch period.
+                withdrawn.store(true, Ordering::Release);
+                let _ = read.await;
                 println!("\n(the question expired unanswered: the call was not run)");
                 return;
             }
         };
         match line {
-            Ok(Ok((0, _)) | Err(_)) | Err(_) => {
+            Line::Closed | Line::Interrupted => {
                 answer = Some(ApprovalAnswer::Unavailable);
                 break;
             }
-            Ok(Ok((_, line))) => {
+            Line::Text(line) => {
                 if let Some(given) = parse_reply(&line, key.as_deref()) {
                     answer = Some(given);
                     break;

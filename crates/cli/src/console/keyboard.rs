@@ -109,7 +109,7 @@ const WATCH: rustix::event::Timespec = rustix::event::Timespec {
 /// Reads one answer from the terminal in its line mode (it echoes and edits what is typed;
 /// Ctrl-C is the interrupt the turn catches), giving up once `withdrawn` is set. What was
 /// typed before the question was shown is dropped first.
-pub(super) fn read_answer(withdrawn: Arc<AtomicBool>) -> JoinHandle<Line> {
+pub(crate) fn read_answer(withdrawn: Arc<AtomicBool>) -> JoinHandle<Line> {
     discard_typed_ahead();
     tokio::task::spawn_blocking(move || {
         let stdin = std::io::stdin();

@@ -19,7 +19,7 @@ use toolrail_presenters::{Presenters, approval_note, duration, parse_arguments};
 use toolrail_runtime::AgentEvent;
 use toolrail_session_log::{CallId, event::ApprovalAnswer};
 
-pub(crate) use keyboard::{Keyboard, Line};
+pub(crate) use keyboard::{Keyboard, Line, read_answer};
 pub(crate) use turn::{Interrupts, TurnOutcome, drive};
 
 use crate::session::render;
