@@ -10,6 +10,7 @@
 //! crate: that crate's connection runs on `!Send` futures (a `LocalSet`) over the `futures`
 //! I/O traits, while toolrail's agents run on tokio's multi-threaded runtime.
 
+mod diff;
 mod permission;
 mod session;
 mod updates;

@@ -2,9 +2,7 @@
 //! as ACP `session/update`s. Both go through the same mapping of a call (kind, title,
 //! locations) and of a committed result (status, content), so a session shown live and the
 //! same session loaded later read alike.
-//!
-//! Gap: toolrail's `Details::Diff` carries a unified diff, not the file's text before and
-//! after, so it is sent as text content (a fenced `diff`), not as ACP `diff` content.
+//! A file change is sent as ACP `diff` content, a hunk at a time (`diff.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -97,12 +95,12 @@ fn status(call_id: &CallId, status: &str) -> Value {
 
 /// A call's committed result: `completed` or `failed`, its content, and its error code as
 /// raw output.
-pub(crate) fn committed(call_id: &CallId, record: &ToolResultRecord) -> Value {
+pub(crate) fn committed(call_id: &CallId, record: &ToolResultRecord, root: &Path) -> Value {
     let mut update = json!({
         "sessionUpdate": "tool_call_update",
         "toolCallId": call_id.as_str(),
         "status": if record.is_error() { "failed" } else { "completed" },
-        "content": result_content(record),
+        "content": result_content(record, root),
     });
     if let (Some(error), Some(object)) = (&record.error, update.as_object_mut()) {
         object.insert(
@@ -113,24 +111,15 @@ pub(crate) fn committed(call_id: &CallId, record: &ToolResultRecord) -> Value {
     update
 }
 
-/// A result's content blocks as ACP content, then its diff (as text: see the module's
-/// note).
-fn result_content(record: &ToolResultRecord) -> Vec<Value> {
+/// A result's content blocks as ACP content, then its file changes as `diff` content.
+fn result_content(record: &ToolResultRecord, root: &Path) -> Vec<Value> {
     let mut content: Vec<Value> = record
         .content
         .iter()
         .map(|block| json!({"type": "content", "content": content_block(block)}))
         .collect();
     if let Some(Details::Diff(diff)) = &record.details {
-        for file in &diff.files {
-            content.push(json!({
-                "type": "content",
-                "content": {
-                    "type": "text",
-                    "text": format!("```diff\n{}\n```", file.diff.trim_end()),
-                },
-            }));
-        }
+        content.extend(super::diff::diff_contents(diff, root));
     }
     content
 }
@@ -224,7 +213,7 @@ impl<'a> Turn<'a> {
                         _ => self.call(call_id, name, arguments),
                     });
                 }
-                updates.push(committed(call_id, record));
+                updates.push(committed(call_id, record, self.root));
                 updates
             }
             AgentEvent::Message(message) => {
@@ -325,7 +314,7 @@ pub(crate) fn replay(
                 let kind = tool_kind(tools, &name);
                 updates.push(call(call_id, &name, kind, &arguments, root));
             }
-            updates.push(committed(call_id, record));
+            updates.push(committed(call_id, record, root));
         } else if let EventData::ContextMessage(message) = &event.data
             && message.source == "user"
         {
