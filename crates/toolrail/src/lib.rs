@@ -65,7 +65,8 @@
 //! `toolrail.toml`), `docs/rules.md`, `docs/scenarios.md`, `docs/design.md`.
 //!
 //! Cargo features, all on by default and each removable: `postgres` and `sqlite` (stores),
-//! `providers` (OpenAI-compatible and Anthropic clients), `mcp` (MCP servers' tools),
+//! `providers` (OpenAI-compatible and Anthropic clients), `mcp` (MCP servers' tools, and
+//! serving the session's tools to MCP clients),
 //! `code-js` and `code-python` (code mode). Without any, an agent keeps JSONL sessions and
 //! takes a model client you give it. Off by default: `otlp` (OpenTelemetry spans and
 //! metrics over OTLP/HTTP, `docs/observability.md`).
@@ -79,6 +80,12 @@ pub use toolrail_runtime::{
     StoreConfig, StoreOpenError, StoreUrl, TelemetryConfig, ToolsConfig, WorkspaceConfig, catalog,
     scenario,
 };
+pub use toolrail_runtime::ClientCall;
+
+/// A session served to MCP clients (`toolrail mcp serve`): the agent as an MCP server's
+/// host, with `toolrail_mcp::serve` for the server itself.
+#[cfg(feature = "mcp")]
+pub use toolrail_runtime::serve;
 
 /// OpenTelemetry export of sessions: GenAI spans and metrics over OTLP/HTTP.
 #[cfg(feature = "otlp")]
