@@ -56,7 +56,12 @@ async fn a_stateless_server_s_list_change_reaches_the_registry() {
         ServerState::Running { protocol, .. } => assert_eq!(protocol, "2026-07-28"),
         other => panic!("not running: {other:?}"),
     }
-    let resolves = |name: &str| registry.snapshot().resolve(name, CallOrigin::Model).is_some();
+    let resolves = |name: &str| {
+        registry
+            .snapshot()
+            .resolve(name, CallOrigin::Model)
+            .is_some()
+    };
     assert!(!resolves("mcp__changing__grown"));
     let pipeline = Pipeline::builder(std::sync::Arc::new(MemorySink::new())).build();
     let grown = pipeline
