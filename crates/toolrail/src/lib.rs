@@ -71,6 +71,7 @@
 //! takes a model client you give it. Off by default: `otlp` (OpenTelemetry spans and
 //! metrics over OTLP/HTTP, `docs/observability.md`).
 
+pub use toolrail_runtime::ClientCall;
 pub use toolrail_runtime::{
     Agent, AgentBuilder, AgentError, AgentEvent, AgentStream, Answer, BashConfig, BuildError,
     Canceller, CodeConfig, CodeLanguage, CodePresentation, ConfigError, DEFAULT_TOOLS,
@@ -80,7 +81,6 @@ pub use toolrail_runtime::{
     StoreConfig, StoreOpenError, StoreUrl, TelemetryConfig, ToolsConfig, WorkspaceConfig, catalog,
     scenario,
 };
-pub use toolrail_runtime::ClientCall;
 
 /// A session served to MCP clients (`toolrail mcp serve`): the agent as an MCP server's
 /// host, with `toolrail_mcp::serve` for the server itself.
