@@ -70,16 +70,21 @@ impl Drop for Conversation {
         // What is queued goes out now (bounded by the exporter's timeout); what was lost is
         // said once.
         if let Some(telemetry) = self.telemetry.take() {
-            let report = telemetry.shutdown();
-            if report.dropped > 0 || report.failed > 0 {
-                eprintln!(
-                    "toolrail: telemetry: {} span{} dropped (the OTLP collector did not keep up), {} not delivered (refused or not answered)",
-                    report.dropped,
-                    if report.dropped == 1 { "" } else { "s" },
-                    report.failed
-                );
-            }
+            close_telemetry(&telemetry);
         }
+    }
+}
+
+/// Sends what is queued (bounded by the exporter's timeout) and says once what was lost.
+pub(crate) fn close_telemetry(telemetry: &Telemetry) {
+    let report = telemetry.shutdown();
+    if report.dropped > 0 || report.failed > 0 {
+        eprintln!(
+            "toolrail: telemetry: {} span{} dropped (the OTLP collector did not keep up), {} not delivered (refused or not answered)",
+            report.dropped,
+            if report.dropped == 1 { "" } else { "s" },
+            report.failed
+        );
     }
 }
 

@@ -10,9 +10,11 @@ use anyhow::Result;
 use toolrail_interaction::{ApprovalEndpoint, ChannelApprovals};
 use toolrail_mcp::serve::{ElicitedApprovals, McpServe, serve_http};
 use toolrail_runtime::serve::{AgentHost, NoModel};
+use toolrail_runtime::telemetry::Telemetry;
 use toolrail_runtime::{Agent, SessionConfig};
 use toolrail_tools_core::CancellationToken;
 
+use crate::chat::close_telemetry;
 use crate::flags::{Approve, ApproveArg};
 use crate::mcp::ServeArgs;
 use crate::places::{new_session_id, resume_hint};
@@ -34,17 +36,31 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         // The same choices as `run` without a terminal; `ask` means the client here.
         _ => Answerer::Other(args.flags.approvals(false, &mut config)?),
     };
-    runtime()?.block_on(serve(args.listen, config, answerer))
+    let telemetry = if config.telemetry.otlp {
+        Some(Telemetry::otlp(&config.telemetry).map_err(|error| bad_input!("{error}"))?)
+    } else {
+        None
+    };
+    let served = runtime()?.block_on(serve(args.listen, config, answerer, telemetry.as_ref()));
+    // After the runtime: the exporter's last send blocks.
+    if let Some(telemetry) = &telemetry {
+        close_telemetry(telemetry);
+    }
+    served
 }
 
 async fn serve(
     listen: Option<std::net::SocketAddr>,
     config: SessionConfig,
     answerer: Answerer,
+    telemetry: Option<&Telemetry>,
 ) -> Result<()> {
     let mut builder = Agent::builder()
         .config(config.clone())
         .session_id(new_session_id());
+    if let Some(telemetry) = telemetry {
+        builder = builder.telemetry(telemetry.clone());
+    }
     if config.model.is_none() {
         builder = builder.model_client(Arc::new(NoModel));
     }
