@@ -124,6 +124,10 @@ deny = [{ rule = "bash(touch denied*)", reason = "the test's deny rule" }]
 
 [code]
 languages = ["javascript"]
+
+# Every call's phases, however fast, so the tree below is checked whole.
+[telemetry]
+phase_spans_min_ms = 0
 "#,
     )
     .unwrap();

@@ -645,9 +645,16 @@ pub struct TelemetryConfig {
     /// Export the arguments and result text of tool calls (`gen_ai.tool.call.arguments`,
     /// `gen_ai.tool.call.result`) too (default false: they can hold secrets).
     pub capture_content: bool,
-    /// Spans waiting for export at most (default 2,048); past it spans are dropped and
-    /// counted, so a slow or dead collector never grows memory.
+    /// Spans waiting for export at most (default 8,192); past it spans are dropped and
+    /// counted, so a slow or dead collector never grows memory. The default holds a burst
+    /// of a thousand calls with every phase span (about 5 spans a call) even before the
+    /// first export.
     pub max_queue: usize,
+    /// A call's phase spans (`toolrail.policy`, `queued`, `run`, `commit_wait`) are made
+    /// only when the call took at least this long, record to commit (default 1 ms; 0: for
+    /// every call). A sub-millisecond call shows nothing in a waterfall and its phases
+    /// would be four of its five spans.
+    pub phase_spans_min_ms: u64,
 }
 
 impl Default for TelemetryConfig {
@@ -656,7 +663,8 @@ impl Default for TelemetryConfig {
             otlp: false,
             endpoint: None,
             capture_content: false,
-            max_queue: 2_048,
+            max_queue: 8_192,
+            phase_spans_min_ms: 1,
         }
     }
 }

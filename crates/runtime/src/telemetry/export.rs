@@ -52,10 +52,26 @@ pub(super) fn providers(
     let metrics = metrics
         .build()
         .map_err(|error| TelemetryError::Exporter(error.to_string()))?;
+    let tracers = bounded_tracers(spans, config, counters, resource.clone());
+    let meters = SdkMeterProvider::builder()
+        .with_resource(resource)
+        .with_periodic_exporter(metrics)
+        .build();
+    Ok((tracers, meters))
+}
+
+/// A tracer provider exporting through `exporter` behind the bounded queue `config`
+/// describes (tests give an in-memory exporter).
+pub(super) fn bounded_tracers(
+    exporter: impl SpanExporter + 'static,
+    config: &TelemetryConfig,
+    counters: &Arc<Counters>,
+    resource: Resource,
+) -> SdkTracerProvider {
     let bound = config.max_queue.max(1);
     let pending = Arc::new(AtomicUsize::new(0));
     let batch = BatchSpanProcessor::builder(Counted {
-        inner: spans,
+        inner: exporter,
         pending: Arc::clone(&pending),
         counters: Arc::clone(counters),
     })
@@ -67,20 +83,15 @@ pub(super) fn providers(
             .build(),
     )
     .build();
-    let tracers = SdkTracerProvider::builder()
-        .with_resource(resource.clone())
+    SdkTracerProvider::builder()
+        .with_resource(resource)
         .with_span_processor(Bounded {
             inner: batch,
             pending,
             bound,
             counters: Arc::clone(counters),
         })
-        .build();
-    let meters = SdkMeterProvider::builder()
-        .with_resource(resource)
-        .with_periodic_exporter(metrics)
-        .build();
-    Ok((tracers, meters))
+        .build()
 }
 
 /// The exporters' HTTP client: TLS through ring and the system's trust store, as the model

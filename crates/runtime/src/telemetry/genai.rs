@@ -420,7 +420,10 @@ pub fn phases(
 ) -> Vec<Phase> {
     let micros = Duration::from_micros;
     let mut phases = Vec::with_capacity(4);
+    // The record and commit times are the log's, in milliseconds, the timing's micros are
+    // exact: a phase is cut at the commit so it never ends after its call.
     let mut push = |name, start: SystemTime, end: SystemTime| {
+        let end = end.min(committed);
         if end > start {
             phases.push(Phase { name, start, end });
         }

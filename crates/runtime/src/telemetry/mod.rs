@@ -11,6 +11,8 @@
 mod export;
 pub mod genai;
 pub(crate) mod spans;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -92,6 +94,8 @@ pub struct Telemetry {
     pub(crate) instruments: Instruments,
     pub(crate) capture: Capture,
     pub(crate) semconv: Semconv,
+    /// Calls shorter than this get no phase spans (`[telemetry] phase_spans_min_ms`).
+    pub(crate) phase_min: Duration,
     tracers: SdkTracerProvider,
     meters: SdkMeterProvider,
     counters: Arc<Counters>,
@@ -168,6 +172,7 @@ impl Telemetry {
             instruments,
             capture,
             semconv,
+            phase_min: Duration::from_millis(config.phase_spans_min_ms),
             tracers,
             meters,
             counters,

@@ -49,6 +49,8 @@ pub(crate) struct SessionSpans {
     instruments: Instruments,
     capture: Capture,
     semconv: Semconv,
+    /// Calls shorter than this get no phase spans (`[telemetry] phase_spans_min_ms`).
+    phase_min: std::time::Duration,
     session: SessionId,
     settings: ChatSettings,
     registry: Registry,
@@ -99,6 +101,7 @@ impl SessionSpans {
             instruments: telemetry.instruments.clone(),
             capture: telemetry.capture,
             semconv: telemetry.semconv,
+            phase_min: telemetry.phase_min,
             session,
             settings,
             registry,
@@ -489,7 +492,13 @@ impl SessionSpans {
                 .set_status(Status::error(error.code.as_str().to_owned()));
         }
         let parent = context_of(&call.span);
-        for phase in genai::phases(&record.timing, call.recorded, call.started, at) {
+        let took = at.duration_since(call.recorded).unwrap_or_default();
+        let phases = if took >= self.phase_min {
+            genai::phases(&record.timing, call.recorded, call.started, at)
+        } else {
+            Vec::new()
+        };
+        for phase in phases {
             let builder = self
                 .tracer
                 .span_builder(phase.name)
