@@ -1,5 +1,6 @@
-//! `toolrail replay SESSION [--store URL] [--html OUT]`: a session from its log alone — the conversation
-//! and every call's card, as they were shown live — and optionally its page.
+//! `toolrail replay SESSION [--store URL] [--html OUT] [--otlp]`: a session from its log alone — the
+//! conversation and every call's card, as they were shown live — and optionally its page
+//! and its OpenTelemetry spans, exported after the fact at the recorded times.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -7,7 +8,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde_json::json;
 use toolrail_presenters::{Presenters, colour_wanted};
+use toolrail_runtime::telemetry::{ExportReport, export_recorded};
+use toolrail_runtime::{SessionConfig, TelemetryConfig};
 
+use crate::bad_input;
 use crate::session::{events_of, replay_text, session_title, summary_of, write_page};
 
 #[derive(clap::Args)]
@@ -24,6 +28,12 @@ pub(crate) struct ReplayArgs {
     /// Print the cards and summary as JSON.
     #[arg(long)]
     json: bool,
+    /// Export the session's spans over OTLP/HTTP, as `run --otlp` would have, at the times
+    /// the log recorded and with the span ids it recorded (`OTEL_EXPORTER_OTLP_ENDPOINT`,
+    /// `[telemetry]` of the current folder's `toolrail.toml`; arguments and results only
+    /// with `capture_content`).
+    #[arg(long)]
+    otlp: bool,
 }
 
 pub(crate) fn run(args: ReplayArgs) -> Result<()> {
@@ -37,17 +47,56 @@ pub(crate) fn run(args: ReplayArgs) -> Result<()> {
     if let Some(out) = &args.html {
         write_page(out, &session_title(&events), &events)?;
     }
+    let exported = if args.otlp {
+        let config = telemetry_config()?;
+        Some(export_recorded(&config, &events).map_err(|error| bad_input!("{error}"))?)
+    } else {
+        None
+    };
     if args.json {
         let mut report = crate::run::report(&events);
         report["cards"] = json!(cards);
         report["page"] = json!(args.html);
+        report["otlp"] = json!(exported.map(|exported| json!({
+            "sent": exported.sent, "dropped": exported.dropped, "failed": exported.failed,
+        })));
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+    } else {
+        print!("{text}");
+        println!("\n{}", summary.line());
+        if let Some(out) = &args.html {
+            println!("page: {}", out.display());
+        }
+        if let Some(exported) = exported {
+            println!("{}", otlp_line(exported));
+        }
     }
-    print!("{text}");
-    println!("\n{}", summary.line());
-    if let Some(out) = &args.html {
-        println!("page: {}", out.display());
+    match exported {
+        Some(exported) if exported.dropped > 0 || exported.failed > 0 => Err(anyhow::anyhow!(
+            "{}: check the collector at OTEL_EXPORTER_OTLP_ENDPOINT",
+            otlp_line(exported)
+        )),
+        Some(_) | None => Ok(()),
     }
-    Ok(())
+}
+
+/// The export's `[telemetry]`: the current folder's `toolrail.toml`, else the defaults (the
+/// `OTEL_*` variables apply either way).
+fn telemetry_config() -> Result<TelemetryConfig> {
+    let file = std::env::current_dir()?.join("toolrail.toml");
+    if !file.is_file() {
+        return Ok(TelemetryConfig::default());
+    }
+    let config = SessionConfig::from_file(&file).map_err(|error| bad_input!("{error}"))?;
+    Ok(config.telemetry)
+}
+
+fn otlp_line(exported: ExportReport) -> String {
+    format!(
+        "otlp: {} span{} sent, {} dropped (the queue was full), {} not delivered (refused or not answered)",
+        exported.sent,
+        if exported.sent == 1 { "" } else { "s" },
+        exported.dropped,
+        exported.failed
+    )
 }

@@ -482,4 +482,219 @@ fn a_session_is_exported_as_genai_spans_and_metrics_over_otlp() {
         types.contains(&"input") && types.contains(&"output"),
         "{tokens:#?}"
     );
+
+    the_replay_matches_the_live_export(
+        &python,
+        dir.path(),
+        Path::new(report["log"].as_str().unwrap()),
+        &spans,
+    );
+}
+
+/// `toolrail replay LOG --otlp --json` exporting to a receiver of its own: the spans it
+/// received and the command's report.
+fn replay_export(python: &Path, cwd: &Path, log: &Path) -> (Vec<Value>, Value) {
+    let out = cwd.join(format!("replayed-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let (_receiver, port) = receiver(python, &out);
+    let output = Command::new(env!("CARGO_BIN_EXE_toolrail"))
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{port}"),
+        )
+        .env("OTEL_SERVICE_NAME", "toolrail-otlp-test")
+        .env_remove("OTEL_SEMCONV_STABILITY_OPT_IN")
+        .arg("replay")
+        .arg(log)
+        .args(["--otlp", "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    // The command flushed before it exited: everything is in.
+    let (spans, _metrics) = received(&out);
+    let exported = std::fs::read_to_string(&out).unwrap_or_default();
+    for secret in [FILE_SECRET, COMMAND_SECRET, PROGRAM_SECRET, "Look around"] {
+        assert!(!exported.contains(secret), "{secret} was exported");
+    }
+    (spans, report)
+}
+
+/// Each span's name and its parent's name ("" for a root), sorted: the tree's shape
+/// without its ids.
+fn shape(spans: &[Value]) -> Vec<(String, String)> {
+    let names: HashMap<&str, &str> = spans
+        .iter()
+        .map(|span| {
+            (
+                span["span_id"].as_str().unwrap(),
+                span["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let mut shape: Vec<(String, String)> = spans
+        .iter()
+        .map(|span| {
+            let parent = span["parent_span_id"].as_str().unwrap();
+            let parent = if parent.is_empty() {
+                ""
+            } else {
+                names
+                    .get(parent)
+                    .unwrap_or_else(|| panic!("the parent of {span} is missing"))
+            };
+            (span["name"].as_str().unwrap().to_owned(), parent.to_owned())
+        })
+        .collect();
+    shape.sort();
+    shape
+}
+
+/// The log's first and last times, in nanoseconds since the epoch (the last widened by a
+/// millisecond: a phase laid out from a call's timing may end inside the millisecond its
+/// commit was stamped in).
+fn time_range(log: &[Value]) -> (u64, u64) {
+    let nanos = |event: &Value| -> u64 {
+        let text = event["ts"].as_str().unwrap();
+        let (date, time) = text.trim_end_matches('Z').split_once('T').unwrap();
+        let day: Vec<i64> = date.split('-').map(|part| part.parse().unwrap()).collect();
+        let (hms, millis) = time.split_once('.').unwrap();
+        let hms: Vec<i64> = hms.split(':').map(|part| part.parse().unwrap()).collect();
+        // Days from the civil date (Howard Hinnant's algorithm).
+        let (y, m, d) = (day[0] - i64::from(day[1] <= 2), day[1], day[2]);
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+        let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+        let secs = days * 86_400 + hms[0] * 3_600 + hms[1] * 60 + hms[2];
+        u64::try_from(secs * 1_000 + millis.parse::<i64>().unwrap()).unwrap() * 1_000_000
+    };
+    let first = log.iter().map(nanos).min().unwrap();
+    let last = log.iter().map(nanos).max().unwrap();
+    (first, last + 1_000_000)
+}
+
+fn read_log(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// A valid tree: every parent present, one root per turn (its `invoke_agent` span), each
+/// turn's spans in its trace, ids unique, times inside the log's.
+fn assert_valid_tree(spans: &[Value], log: &[Value]) {
+    let turns = log
+        .iter()
+        .filter(|event| event["kind"] == "turn/start")
+        .count();
+    let roots: Vec<&Value> = spans
+        .iter()
+        .filter(|span| span["parent_span_id"] == "")
+        .collect();
+    assert_eq!(roots.len(), turns, "{spans:#?}");
+    assert!(
+        roots
+            .iter()
+            .all(|root| root["name"] == "invoke_agent toolrail")
+    );
+    let by_id: HashMap<&str, &Value> = spans
+        .iter()
+        .map(|span| (span["span_id"].as_str().unwrap(), span))
+        .collect();
+    assert_eq!(by_id.len(), spans.len(), "span ids are unique");
+    for span in spans {
+        assert_ne!(span["span_id"], "0000000000000000");
+        assert_ne!(span["trace_id"], "00000000000000000000000000000000");
+        let parent = span["parent_span_id"].as_str().unwrap();
+        if !parent.is_empty() {
+            let parent = by_id
+                .get(parent)
+                .unwrap_or_else(|| panic!("the parent of {span} is missing"));
+            assert_eq!(parent["trace_id"], span["trace_id"], "{span}");
+        }
+    }
+    let (first, last) = time_range(log);
+    for span in spans {
+        let (start, end) = (
+            span["start"].as_u64().unwrap(),
+            span["end"].as_u64().unwrap(),
+        );
+        assert!(first <= start && start <= end && end <= last, "{span}");
+    }
+}
+
+/// Replays the live test's log: the same tree as the live export, the ids the log recorded,
+/// the recorded times.
+fn the_replay_matches_the_live_export(python: &Path, cwd: &Path, log_path: &Path, live: &[Value]) {
+    let log = read_log(log_path);
+    let (replayed, report) = replay_export(python, cwd, log_path);
+    assert_eq!(
+        report["otlp"],
+        json!({"sent": replayed.len(), "dropped": 0, "failed": 0})
+    );
+    assert_eq!(shape(&replayed), shape(live));
+    assert_valid_tree(&replayed, &log);
+    let mut recorded = 0;
+    for event in &log {
+        let Some(trace) = event["data"].get("trace") else {
+            continue;
+        };
+        recorded += 1;
+        let span = replayed
+            .iter()
+            .find(|span| span["span_id"] == trace["span_id"])
+            .unwrap_or_else(|| panic!("no replayed span has the ids of {event}"));
+        assert_eq!(span["trace_id"], trace["trace_id"]);
+        let was = live
+            .iter()
+            .find(|span| span["span_id"] == trace["span_id"])
+            .unwrap();
+        assert_eq!(span["name"], was["name"]);
+        // The same attributes, but an MCP tool's description: the replay starts no server.
+        let mut attributes = was["attributes"].clone();
+        if attributes["gen_ai.tool.type"] == "extension" {
+            attributes
+                .as_object_mut()
+                .unwrap()
+                .remove("gen_ai.tool.description");
+        }
+        assert_eq!(span["attributes"], attributes, "{}", span["name"]);
+    }
+    assert!(recorded > 5, "the live log names its spans");
+}
+
+#[test]
+fn a_log_written_before_span_ids_replays_as_a_valid_tree() {
+    let Some(python) = receiver_python() else {
+        return;
+    };
+    let fixtures = root().join("crates/presenters/tests/fixtures/02617dc");
+    let cwd = tempfile::tempdir().unwrap();
+    for name in ["demo.jsonl", "code.jsonl"] {
+        let path = fixtures.join(name);
+        let log = read_log(&path);
+        assert!(
+            log.iter().all(|event| event["data"].get("trace").is_none()),
+            "{name} predates span ids"
+        );
+        let (spans, report) = replay_export(&python, cwd.path(), &path);
+        assert_eq!(report["otlp"]["sent"], spans.len(), "{name}");
+        assert_valid_tree(&spans, &log);
+        let calls = log
+            .iter()
+            .filter(|event| event["kind"] == "tool/call")
+            .count();
+        let executed = spans
+            .iter()
+            .filter(|span| attr(span, "gen_ai.operation.name") == "execute_tool")
+            .count();
+        assert_eq!(executed, calls, "{name}: one execute_tool span a call");
+    }
 }

@@ -263,7 +263,7 @@ pub(crate) async fn assemble(
 
 /// The model settings a `chat` span names.
 #[cfg(feature = "otlp")]
-fn chat_settings(config: &SessionConfig) -> crate::telemetry::genai::ChatSettings {
+pub(crate) fn chat_settings(config: &SessionConfig) -> crate::telemetry::genai::ChatSettings {
     let Some(model) = &config.model else {
         return crate::telemetry::genai::ChatSettings::default();
     };

@@ -355,9 +355,7 @@ impl EventSink for Tap {
         let mut draft = draft;
         #[cfg(feature = "otlp")]
         if let Some(spans) = &self.spans {
-            spans
-                .lock()
-                .observe(&mut draft, std::time::SystemTime::now());
+            spans.lock().observe(&mut draft);
         }
         let shown = Self::appended(&mut turn, &draft);
         let appended = self.inner.append(draft, urgency);

@@ -6,6 +6,8 @@
 //! stream) cancels the turn, and the task still gives every call an honest outcome.
 
 mod assemble;
+#[cfg(feature = "otlp")]
+pub(crate) use assemble::{chat_settings, tool_registry};
 mod builder;
 mod client_call;
 mod events;

@@ -18,6 +18,7 @@ use opentelemetry_sdk::trace::{
 };
 use rustls_platform_verifier::BuilderVerifierExt as _;
 
+use super::replay::RecordedIds;
 use super::{Counters, TelemetryError};
 use crate::config::TelemetryConfig;
 
@@ -85,6 +86,7 @@ pub(super) fn bounded_tracers(
     .build();
     SdkTracerProvider::builder()
         .with_resource(resource)
+        .with_id_generator(RecordedIds::default())
         .with_span_processor(Bounded {
             inner: batch,
             pending,
@@ -193,11 +195,13 @@ impl<E: SpanExporter> SpanExporter for Counted<E> {
         let spans = batch.len();
         let sent = self.inner.export(batch).await;
         self.pending.fetch_sub(spans, Ordering::AcqRel);
-        if sent.is_err() {
-            self.counters
-                .failed
-                .fetch_add(u64::try_from(spans).unwrap_or(u64::MAX), Ordering::Relaxed);
-        }
+        let spans = u64::try_from(spans).unwrap_or(u64::MAX);
+        let outcome = if sent.is_ok() {
+            &self.counters.sent
+        } else {
+            &self.counters.failed
+        };
+        outcome.fetch_add(spans, Ordering::Relaxed);
         sent
     }
 

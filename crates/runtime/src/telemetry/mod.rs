@@ -10,9 +10,12 @@
 
 mod export;
 pub mod genai;
+mod replay;
 pub(crate) mod spans;
 #[cfg(test)]
 mod tests;
+
+pub use replay::export_recorded;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +51,8 @@ pub(crate) struct Instruments {
 /// collector did not take.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExportReport {
+    /// Spans the collector took.
+    pub sent: u64,
     /// Spans dropped because the queue was full (the collector did not keep up).
     pub dropped: u64,
     /// Spans sent in batches the collector refused or never answered.
@@ -56,6 +61,7 @@ pub struct ExportReport {
 
 #[derive(Default, Debug)]
 pub(crate) struct Counters {
+    pub sent: AtomicU64,
     pub dropped: AtomicU64,
     pub failed: AtomicU64,
 }
@@ -182,9 +188,17 @@ impl Telemetry {
     /// What became of the spans so far.
     pub fn report(&self) -> ExportReport {
         ExportReport {
+            sent: self.counters.sent.load(Ordering::Relaxed),
             dropped: self.counters.dropped.load(Ordering::Relaxed),
             failed: self.counters.failed.load(Ordering::Relaxed),
         }
+    }
+
+    /// Exports what is queued now, waiting for it (a replay keeps its queue short with it:
+    /// a log's spans are made faster than any collector takes them).
+    pub(crate) fn flush(&self) {
+        // What a failed export lost is counted by the exporter.
+        let _ = self.tracers.force_flush();
     }
 
     /// Exports what is queued (waiting at most about `OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s by

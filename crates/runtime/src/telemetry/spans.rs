@@ -2,7 +2,9 @@
 //! so in the log's order): every turn, model request, batch and call — refused ones and
 //! code-mode sub-calls included — without any code in the pipeline's path. The ids of the
 //! `invoke_agent` and `execute_tool` spans are written into their `turn/start` and
-//! `tool/call` before the event reaches the store.
+//! `tool/call` before the event reaches the store. Times are the events' own (`ts`), so a
+//! recorded log fed through the same code (`replay.rs`) makes the same spans, with the ids
+//! its `turn/start` and `tool/call` recorded.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -57,6 +59,10 @@ pub(crate) struct SessionSpans {
     source: TurnSource,
     /// The interrupted turn a resumed session's next turn links to.
     link_next: Option<TraceRef>,
+    /// The latest time an event was seen at: spans take the events' times, but the log's
+    /// stamps are not quite monotonic (a streamed call is stamped before the message that
+    /// carries it), and a span must not end before it starts.
+    clock: SystemTime,
     turn: Option<Span>,
     chat: Option<Chat>,
     batch: Option<Batch>,
@@ -107,6 +113,7 @@ impl SessionSpans {
             registry,
             source: TurnSource::Model,
             link_next: None,
+            clock: SystemTime::UNIX_EPOCH,
             turn: None,
             chat: None,
             batch: None,
@@ -168,13 +175,17 @@ impl SessionSpans {
         }
     }
 
-    /// One event on its way to the log, at `at`: spans open, close or gain attributes and
-    /// events; a `turn/start` or `tool/call` is given its span's ids.
-    pub(crate) fn observe(&mut self, draft: &mut EventDraft, at: SystemTime) {
+    /// One event on its way to the log (or read back from it), at its time: spans open,
+    /// close or gain attributes and events; a `turn/start` or `tool/call` is given its
+    /// span's ids (the ones it already names, when it was recorded with them).
+    pub(crate) fn observe(&mut self, draft: &mut EventDraft) {
+        self.clock = self.clock.max(super::replay::system_time(draft.ts));
+        let at = self.clock;
         let call_id = draft.call_id.clone();
         match &mut draft.data {
             EventData::TurnStart(start) => {
-                start.trace = Some(self.turn_started(draft.turn.map(|turn| turn.0), at));
+                let turn = draft.turn.map(|turn| turn.0);
+                start.trace = Some(self.turn_started(turn, start.trace, at));
             }
             EventData::StepStart(_) => {
                 if self.source == TurnSource::Model {
@@ -301,7 +312,12 @@ impl SessionSpans {
         }
     }
 
-    fn turn_started(&mut self, turn: Option<u32>, at: SystemTime) -> TraceRef {
+    fn turn_started(
+        &mut self,
+        turn: Option<u32>,
+        recorded: Option<TraceRef>,
+        at: SystemTime,
+    ) -> TraceRef {
         if let Some(mut earlier) = self.turn.take() {
             earlier.end_with_timestamp(at);
         }
@@ -319,7 +335,9 @@ impl SessionSpans {
         if let Some(interrupted) = self.link_next.take() {
             builder = builder.with_links(vec![Link::with_context(span_context_of(&interrupted))]);
         }
-        let span = self.tracer.build_with_context(builder, &Context::new());
+        let span = super::replay::with_ids(recorded, || {
+            self.tracer.build_with_context(builder, &Context::new())
+        });
         let trace = trace_ref(&span);
         self.turn = Some(span);
         trace
@@ -448,7 +466,9 @@ impl SessionSpans {
                 description,
                 self.capture,
             ));
-        let span = self.tracer.build_with_context(builder, &parent);
+        let span = super::replay::with_ids(call.trace, || {
+            self.tracer.build_with_context(builder, &parent)
+        });
         let trace = trace_ref(&span);
         self.calls.insert(
             id.clone(),

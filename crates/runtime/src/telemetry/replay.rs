@@ -1,0 +1,159 @@
+//! A recorded session exported after the fact (`toolrail replay --otlp`): its events are
+//! fed, in the log's order and at their recorded times, through the very `SessionSpans` a
+//! live session uses, so the tree, names, kinds and attributes are the live export's.
+//!
+//! The ids: the SDK draws a span's ids from its provider's `IdGenerator` and ignores ids
+//! set on a builder, so every provider gets [`RecordedIds`], which hands out the ids a
+//! `turn/start` or `tool/call` recorded while that one span is built ([`with_ids`]) and
+//! random ones otherwise. Building `SpanData` by hand instead would have meant a second
+//! span tree beside `spans.rs` — the duplicate this module exists to avoid. The ids pass
+//! through a thread-local rather than a shared slot: the span is built on the thread that
+//! sets it, a live session's builds never see a replay's, and nothing is threaded through
+//! the exporter.
+
+use std::cell::Cell;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use opentelemetry::trace::{SpanId, TraceId};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
+use toolrail_session_log::{Event, EventData, EventDraft, SessionId, Timestamp, TraceRef};
+use toolrail_tools_core::Registry;
+
+use super::spans::SessionSpans;
+use super::{ExportReport, Telemetry, TelemetryError};
+use crate::config::{SessionConfig, TelemetryConfig};
+
+/// Events fed between two flushes at most: a log's spans are made much faster than a
+/// collector takes them, and the queue's bound is for a live session's bursts.
+const FLUSH_EVERY: usize = 256;
+
+/// The recorded ids the span being built on this thread has yet to take.
+#[derive(Clone, Copy, Default)]
+struct Pending {
+    trace: Option<[u8; 16]>,
+    span: Option<[u8; 8]>,
+}
+
+thread_local! {
+    static NEXT: Cell<Pending> = const { Cell::new(Pending { trace: None, span: None }) };
+}
+
+/// A recorded time as the SDK takes it.
+pub(crate) fn system_time(ts: Timestamp) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ts.as_millis())
+}
+
+/// Builds one span with `recorded`'s ids, when there are some (a root span takes the trace
+/// id too; a child keeps its parent's trace).
+pub(crate) fn with_ids<T>(recorded: Option<TraceRef>, build: impl FnOnce() -> T) -> T {
+    let Some(recorded) = recorded else {
+        return build();
+    };
+    NEXT.set(Pending {
+        trace: Some(recorded.trace_id),
+        span: Some(recorded.span_id),
+    });
+    let built = build();
+    NEXT.set(Pending::default());
+    built
+}
+
+/// The id generator of every provider: the ids [`with_ids`] hands to the span being built,
+/// else the SDK's random ones.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RecordedIds {
+    random: RandomIdGenerator,
+}
+
+impl IdGenerator for RecordedIds {
+    fn new_trace_id(&self) -> TraceId {
+        let pending = NEXT.get();
+        match pending.trace {
+            Some(trace) => {
+                NEXT.set(Pending {
+                    trace: None,
+                    ..pending
+                });
+                TraceId::from_bytes(trace)
+            }
+            None => self.random.new_trace_id(),
+        }
+    }
+
+    fn new_span_id(&self) -> SpanId {
+        let pending = NEXT.get();
+        match pending.span {
+            Some(span) => {
+                NEXT.set(Pending {
+                    span: None,
+                    ..pending
+                });
+                SpanId::from_bytes(span)
+            }
+            None => self.random.new_span_id(),
+        }
+    }
+}
+
+/// Exports a recorded session's spans over OTLP as `config` and the `OTEL_*` variables
+/// say (content capture only with `capture_content`, as live), at the times its log
+/// recorded and with the span ids it recorded (fresh ones for a log written before they
+/// were), then flushes and reports what became of them. The model's name and provider come
+/// from the configuration the session recorded, and so do the tools whose descriptions the
+/// spans carry (the log keeps none): this toolrail's built-in tools as that configuration
+/// makes them, without starting its MCP servers — an MCP tool's span has no description.
+pub fn export_recorded(
+    config: &TelemetryConfig,
+    events: &[Event],
+) -> Result<ExportReport, TelemetryError> {
+    let telemetry = Telemetry::otlp(config)?;
+    let mut session = None;
+    let mut recorded = None;
+    for event in events {
+        if let EventData::SessionStart(start) = &event.data {
+            session = Some(start.session_id.clone());
+            recorded = recorded_config(start.meta.as_ref());
+        }
+    }
+    let session = session.unwrap_or_else(|| SessionId::new("unrecorded"));
+    let settings = recorded
+        .as_ref()
+        .map(crate::agent::chat_settings)
+        .unwrap_or_default();
+    // A configuration this machine cannot make tools from (its workspace is elsewhere)
+    // leaves the descriptions out, nothing else.
+    let registry = recorded
+        .and_then(|config| crate::agent::tool_registry(config, Vec::new()).ok())
+        .unwrap_or_else(Registry::empty);
+    let mut spans = SessionSpans::new(&telemetry, session, settings, registry);
+    for (index, event) in events.iter().enumerate() {
+        let turn_start = matches!(event.data, EventData::TurnStart(_));
+        // A turn after an interruption links to the interrupted one, as a resumed live
+        // session's does (nothing happens after a turn that ended).
+        if turn_start && let Some(before) = index.checked_sub(1).and_then(|at| events.get(at)) {
+            spans.resumed(&events[..index], system_time(before.ts));
+        }
+        let mut draft = EventDraft {
+            ts: event.ts,
+            turn: event.turn,
+            step: event.step,
+            call_id: event.call_id.clone(),
+            data: event.data.clone(),
+        };
+        spans.observe(&mut draft);
+        if (index + 1) % FLUSH_EVERY == 0 || matches!(event.data, EventData::TurnEnd(_)) {
+            telemetry.flush();
+        }
+    }
+    // Spans still open (a log that ends mid-turn) are dropped unended, as a crashed live
+    // session's are.
+    drop(spans);
+    Ok(telemetry.shutdown())
+}
+
+/// The configuration a session recorded (`session/start`'s `meta.config`); none when it
+/// recorded none or one this version cannot read.
+fn recorded_config(meta: Option<&serde_json::Value>) -> Option<SessionConfig> {
+    let config = meta?.get("config")?.clone();
+    SessionConfig::from_json_value(config, "the recorded configuration").ok()
+}
