@@ -480,6 +480,7 @@ mod tests {
             dir: root.join(dir),
             dependencies: vec![],
             benches: vec![],
+            bench_features: vec![],
             role: None,
         };
         let packages = [

@@ -56,6 +56,9 @@ pub struct Package {
     pub dependencies: Vec<Dependency>,
     /// Names of the package's `[[bench]]` targets.
     pub benches: Vec<String>,
+    /// The `required-features` of the benches that have some, by bench name (passed to
+    /// `cargo bench --features`, or cargo refuses to build them).
+    pub bench_features: Vec<(String, Vec<String>)>,
     /// `[package.metadata.toolrail] role = "..."`, if set.
     pub role: Option<String>,
 }
@@ -136,6 +139,8 @@ mod raw {
     struct Target {
         name: String,
         kind: Vec<String>,
+        #[serde(default, rename = "required-features")]
+        required_features: Vec<String>,
     }
 
     #[derive(Deserialize)]
@@ -182,10 +187,18 @@ mod raw {
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let benches = self
+            let bench_targets: Vec<Target> = self
                 .targets
                 .into_iter()
                 .filter(|target| target.kind.iter().any(|kind| kind == "bench"))
+                .collect();
+            let bench_features = bench_targets
+                .iter()
+                .filter(|target| !target.required_features.is_empty())
+                .map(|target| (target.name.clone(), target.required_features.clone()))
+                .collect();
+            let benches = bench_targets
+                .into_iter()
                 .map(|target| target.name)
                 .collect();
             let role = self.metadata.and_then(|m| m.toolrail).and_then(|t| t.role);
@@ -194,6 +207,7 @@ mod raw {
                 dir,
                 dependencies,
                 benches,
+                bench_features,
                 role,
             })
         }

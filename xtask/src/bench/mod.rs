@@ -55,10 +55,14 @@ pub fn run(options: Options) -> Result<()> {
     let targets = bench_targets(&workspace::packages()?, &root);
 
     let mut rows = Vec::new();
-    for (package, bench) in &targets {
+    for (package, bench, features) in &targets {
         eprintln!("bench: {package} / {bench}");
         let mut command = workspace::cargo();
-        command.args(["bench", "-p", package, "--bench", bench, "--"]);
+        command.args(["bench", "-p", package, "--bench", bench]);
+        if !features.is_empty() {
+            command.args(["--features", &features.join(",")]);
+        }
+        command.arg("--");
         if options.quick {
             command.arg("--quick");
         }
@@ -107,17 +111,25 @@ pub fn run(options: Options) -> Result<()> {
     Ok(())
 }
 
-/// `(package, bench)` for every bench target of the packages under `crates/`, in
-/// metadata order (stable for a given workspace).
-pub fn bench_targets(packages: &[Package], workspace_root: &Path) -> Vec<(String, String)> {
+/// A bench target: its package, its name, and the features it requires.
+pub type BenchTarget = (String, String, Vec<String>);
+
+/// `(package, bench, required features)` for every bench target of the packages under
+/// `crates/`, in metadata order (stable for a given workspace).
+pub fn bench_targets(packages: &[Package], workspace_root: &Path) -> Vec<BenchTarget> {
     packages
         .iter()
         .filter(|package| package.crate_dir_name(workspace_root).is_some())
         .flat_map(|package| {
-            package
-                .benches
-                .iter()
-                .map(|bench| (package.name.clone(), bench.clone()))
+            package.benches.iter().map(|bench| {
+                let features = package
+                    .bench_features
+                    .iter()
+                    .find(|(name, _)| name == bench)
+                    .map(|(_, features)| features.clone())
+                    .unwrap_or_default();
+                (package.name.clone(), bench.clone(), features)
+            })
         })
         .collect()
 }
@@ -186,6 +198,7 @@ echo "done"
             dir: root.join(dir),
             dependencies: vec![],
             benches: benches.iter().map(|b| (*b).to_owned()).collect(),
+            bench_features: vec![],
             role: None,
         };
         let packages = [
@@ -196,12 +209,29 @@ echo "done"
             ),
             package("toolrail-session-log", "crates/session-log", &[]),
             package("toolrail-examples", "examples", &["examples_bench"]),
+            Package {
+                bench_features: vec![("otlp".to_owned(), vec!["otlp".to_owned()])],
+                ..package("toolrail-runtime", "crates/runtime", &["otlp"])
+            },
         ];
         assert_eq!(
             bench_targets(&packages, root),
             vec![
-                ("toolrail-tools-core".to_owned(), "pipeline".to_owned()),
-                ("toolrail-tools-core".to_owned(), "registry".to_owned()),
+                (
+                    "toolrail-tools-core".to_owned(),
+                    "pipeline".to_owned(),
+                    vec![]
+                ),
+                (
+                    "toolrail-tools-core".to_owned(),
+                    "registry".to_owned(),
+                    vec![]
+                ),
+                (
+                    "toolrail-runtime".to_owned(),
+                    "otlp".to_owned(),
+                    vec!["otlp".to_owned()]
+                ),
             ]
         );
     }

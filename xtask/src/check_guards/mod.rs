@@ -171,6 +171,7 @@ mod tests {
             dir: root.join("crates").join(dir),
             dependencies: vec![],
             benches: vec![],
+            bench_features: vec![],
             role: role.map(str::to_owned),
         };
         let packages = [
