@@ -276,15 +276,23 @@ fn an_acp_client_made_with_the_official_sdk_sees_what_the_log_holds() {
         "every call has an outcome in the log"
     );
     let codes: Vec<Option<&str>> = results.values().map(Option::as_deref).collect();
+    // t3 was launched when the client cancelled (its `in_progress` triggered the cancel);
+    // on a loaded machine its task may see the cancel before it records its start. Either
+    // way the log is honest: stopped while running after a `tool/start`, or not executed
+    // with none.
+    let t3_started = events
+        .iter()
+        .any(|event| event["kind"] == "tool/start" && event["call_id"] == "t3");
+    let t3 = if t3_started { "ABORTED" } else { "NOT_EXECUTED" };
     assert_eq!(
         codes,
         [
             None,
             Some("APPROVAL_REJECTED"),
-            Some("ABORTED"),
+            Some(t3),
             Some("NOT_EXECUTED")
         ],
-        "allowed and ran; rejected; stopped while running; never started"
+        "allowed and ran; rejected; stopped while running (or cancelled before it started); never started"
     );
     let (live, live_text, _) = seen(updates, "live");
     let shown: BTreeMap<String, Option<String>> = live

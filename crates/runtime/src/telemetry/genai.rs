@@ -421,23 +421,25 @@ pub fn phases(
     let micros = Duration::from_micros;
     let mut phases = Vec::with_capacity(4);
     // The record and commit times are the log's, in milliseconds, the timing's micros are
-    // exact: a phase is cut at the commit so it never ends after its call.
-    let mut push = |name, start: SystemTime, end: SystemTime| {
+    // exact: a phase is cut at the commit so it never ends after its call — which can leave
+    // a phase that took a few microseconds with no length at all. A phase that happened is
+    // kept (every call is judged; a started call ran); one that took no time is left out.
+    let mut push = |name, start: SystemTime, end: SystemTime, happened: bool| {
         let end = end.min(committed);
-        if end > start {
+        if happened && end >= start {
             phases.push(Phase { name, start, end });
         }
     };
     let policy_end = recorded + micros(timing.policy_us);
-    push(name::PHASE_POLICY, recorded, policy_end);
+    push(name::PHASE_POLICY, recorded, policy_end, true);
     if timing.run_us == 0 && started.is_none() {
         return phases;
     }
     let queued_end = policy_end + micros(timing.queued_us);
-    push(name::PHASE_QUEUED, policy_end, queued_end);
+    push(name::PHASE_QUEUED, policy_end, queued_end, timing.queued_us > 0);
     let run_start = started.unwrap_or(queued_end).max(queued_end);
     let run_end = run_start + micros(timing.run_us);
-    push(name::PHASE_RUN, run_start, run_end);
-    push(name::PHASE_COMMIT_WAIT, run_end, committed);
+    push(name::PHASE_RUN, run_start, run_end, true);
+    push(name::PHASE_COMMIT_WAIT, run_end, committed, committed > run_end);
     phases
 }
