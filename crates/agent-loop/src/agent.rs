@@ -187,18 +187,7 @@ impl AgentLoop {
         cancel: CancellationToken,
         live: Option<Live>,
     ) -> Result<TurnEndKind, LoopError> {
-        let turn = TurnId(self.next_turn);
-        self.next_turn += 1;
-        self.append(
-            turn,
-            None,
-            EventData::TurnStart(TurnStart {
-                user: user.clone(),
-                trace: None,
-            }),
-        )
-        .await?;
-        self.remember(ConversationItem::User(user));
+        let turn = self.open_turn(user).await?;
         for number in 1..=self.config.max_steps {
             let step = StepId(number);
             self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
@@ -334,6 +323,24 @@ impl AgentLoop {
         .await
     }
 
+    /// Begins the next turn: `turn/start` with the user's message, which joins the
+    /// conversation.
+    async fn open_turn(&mut self, user: Vec<ContentBlock>) -> Result<TurnId, LoopError> {
+        let turn = TurnId(self.next_turn);
+        self.next_turn += 1;
+        self.append(
+            turn,
+            None,
+            EventData::TurnStart(TurnStart {
+                user: user.clone(),
+                trace: None,
+            }),
+        )
+        .await?;
+        self.remember(ConversationItem::User(user));
+        Ok(turn)
+    }
+
     /// Runs one turn whose only step's message comes from a client instead of the model:
     /// an MCP client or an editor calling tools directly. The turn is logged like any other
     /// — `user` says who called, `message` holds the calls — its calls run as one batch
@@ -347,18 +354,7 @@ impl AgentLoop {
         cancel: CancellationToken,
         live: Option<Live>,
     ) -> Result<TurnEndKind, LoopError> {
-        let turn = TurnId(self.next_turn);
-        self.next_turn += 1;
-        self.append(
-            turn,
-            None,
-            EventData::TurnStart(TurnStart {
-                user: user.clone(),
-                trace: None,
-            }),
-        )
-        .await?;
-        self.remember(ConversationItem::User(user));
+        let turn = self.open_turn(user).await?;
         let step = StepId(1);
         self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
             .await?;
