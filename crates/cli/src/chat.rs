@@ -86,6 +86,13 @@ pub(crate) fn close_telemetry(telemetry: &Telemetry) {
             report.failed
         );
     }
+    if report.events_dropped > 0 {
+        eprintln!(
+            "toolrail: telemetry: {} event{} not made into spans (the telemetry thread fell behind the session; the turns they were in are cut short)",
+            report.events_dropped,
+            if report.events_dropped == 1 { "" } else { "s" },
+        );
+    }
 }
 
 /// How approvals are answered, kept to build a resumed session the same way.

@@ -53,14 +53,16 @@ fn burst() -> AssistantMessage {
     }
 }
 
-/// One turn of `CALLS` instant calls in a new session: its time in nanoseconds.
+/// One turn of `CALLS` instant calls in a new session: its time in nanoseconds, and the
+/// time the session's end then took (its telemetry thread making the spans it was still
+/// behind on, when it exports; not part of the turn).
 fn turn(
     runtime: &tokio::runtime::Runtime,
     store: &Store,
     workspace: &std::path::Path,
     id: &str,
     telemetry: Option<&Telemetry>,
-) -> f64 {
+) -> (f64, f64) {
     runtime.block_on(async {
         let mut builder = Agent::builder()
             .workspace([workspace])
@@ -76,7 +78,10 @@ fn turn(
         let agent = builder.build().await.unwrap();
         let started = Instant::now();
         agent.prompt("go").await.unwrap();
-        started.elapsed().as_nanos() as f64
+        let took = started.elapsed().as_nanos() as f64;
+        let ending = Instant::now();
+        drop(agent);
+        (took, ending.elapsed().as_nanos() as f64)
     })
 }
 
@@ -123,10 +128,11 @@ fn main() {
     ];
 
     let mut samples = [Vec::new(), Vec::new(), Vec::new()];
+    let mut endings = [Vec::new(), Vec::new(), Vec::new()];
     // Interleaved, so the machine's noise falls on every variant alike; rep 0 warms up.
     for rep in 0..=reps {
         for (index, (name, telemetry)) in variants.iter().enumerate() {
-            let ns = turn(
+            let (ns, ending) = turn(
                 &runtime,
                 &store,
                 &workspace,
@@ -135,15 +141,22 @@ fn main() {
             );
             if rep > 0 {
                 samples[index].push(ns / CALLS as f64);
+                endings[index].push(ending);
             }
         }
     }
     let [none, refused, silent] = samples.map(median);
-    for (name, telemetry) in &variants[1..] {
-        let report = telemetry.as_ref().unwrap().report();
+    let endings = endings.map(median);
+    for (index, (name, telemetry)) in variants.iter().enumerate() {
+        let ending = endings[index] / 1e6;
+        let Some(telemetry) = telemetry else {
+            println!("{name}: the session's end took {ending:.2} ms (median)");
+            continue;
+        };
+        let report = telemetry.report();
         println!(
-            "{name}: {} spans dropped by the bounded queue, {} failed",
-            report.dropped, report.failed
+            "{name}: {} spans dropped by the bounded queue, {} failed, {} events not made into spans; the session's end took {ending:.2} ms (median)",
+            report.dropped, report.failed, report.events_dropped
         );
     }
     let baseline = "the same turn without export";

@@ -160,12 +160,22 @@ pub(crate) async fn assemble(
     let tap = Tap::new(Arc::clone(&opened.log));
     #[cfg(feature = "otlp")]
     let tap = match &additions.telemetry {
-        Some(telemetry) => tap.with_spans(crate::telemetry::spans::SessionSpans::new(
-            telemetry,
-            source.id().clone(),
-            chat_settings(&config),
-            registry.clone(),
-        )),
+        Some(telemetry) => {
+            let spans = crate::telemetry::spans::SessionSpans::new(
+                telemetry,
+                source.id().clone(),
+                chat_settings(&config),
+                registry.clone(),
+            );
+            match crate::telemetry::feed::SpanFeed::start(telemetry, spans) {
+                Ok(feed) => tap.with_spans(feed),
+                // The session runs untraced rather than not at all.
+                Err(error) => {
+                    tracing::warn!(%error, "the session's telemetry thread could not be started: it is not traced");
+                    tap
+                }
+            }
+        }
         None => tap,
     };
     let tap = Arc::new(tap);

@@ -162,10 +162,11 @@ impl TurnState {
 pub(crate) struct Tap {
     inner: Arc<dyn SessionLog>,
     turn: Mutex<TurnState>,
-    /// The session's spans, when it exports telemetry: made from each event as it is
-    /// appended, under the same lock, so in the log's order.
+    /// The session's spans, when it exports telemetry: each event is handed to them as it
+    /// is appended, under the same lock, so in the log's order (they are made on a thread
+    /// of their own).
     #[cfg(feature = "otlp")]
-    spans: Option<Mutex<crate::telemetry::spans::SessionSpans>>,
+    spans: Option<crate::telemetry::feed::SpanFeed>,
 }
 
 /// Who writes a turn's messages: the model, or a client calling a tool itself.
@@ -189,8 +190,8 @@ impl Tap {
 
     /// The session's spans are made from what it appends from now on.
     #[cfg(feature = "otlp")]
-    pub(super) fn with_spans(mut self, spans: crate::telemetry::spans::SessionSpans) -> Self {
-        self.spans = Some(Mutex::new(spans));
+    pub(super) fn with_spans(mut self, spans: crate::telemetry::feed::SpanFeed) -> Self {
+        self.spans = Some(spans);
         self
     }
 
@@ -198,7 +199,7 @@ impl Tap {
     #[cfg(feature = "otlp")]
     pub(super) fn resumed(&self, earlier: &[toolrail_session_log::Event]) {
         if let Some(spans) = &self.spans {
-            spans.lock().resumed(earlier, std::time::SystemTime::now());
+            spans.resumed(earlier, std::time::SystemTime::now());
         }
     }
 
@@ -211,7 +212,7 @@ impl Tap {
         };
         #[cfg(feature = "otlp")]
         if let Some(spans) = &self.spans {
-            spans.lock().begin(source);
+            spans.begin(source);
         }
         #[cfg(not(feature = "otlp"))]
         let _ = source;
@@ -355,7 +356,7 @@ impl EventSink for Tap {
         let mut draft = draft;
         #[cfg(feature = "otlp")]
         if let Some(spans) = &self.spans {
-            spans.lock().observe(&mut draft);
+            spans.observe(&mut draft);
         }
         let shown = Self::appended(&mut turn, &draft);
         let appended = self.inner.append(draft, urgency);

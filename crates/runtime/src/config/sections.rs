@@ -648,7 +648,7 @@ pub struct TelemetryConfig {
     /// Spans waiting for export at most (default 8,192); past it spans are dropped and
     /// counted, so a slow or dead collector never grows memory. The default holds a burst
     /// of a thousand calls with every phase span (about 5 spans a call) even before the
-    /// first export.
+    /// first export. It also bounds the events a session's telemetry thread may be behind.
     pub max_queue: usize,
     /// A call's phase spans (`toolrail.policy`, `queued`, `run`, `commit_wait`) are made
     /// only when the call took at least this long, record to commit (default 1 ms; 0: for

@@ -1,14 +1,17 @@
 //! OpenTelemetry for sessions (feature `otlp`): every turn, model request, batch and tool
 //! call as a GenAI span, the GenAI histograms, exported over OTLP/HTTP (protobuf).
 //!
-//! Spans are made from the session's own records as they are appended (`spans.rs`), with
-//! the `opentelemetry` API directly rather than `tracing` spans: a phase's times come from
-//! the record's timing, a call's parent is its batch or its program's `run_code` call
-//! whatever task runs it, and the span ids go into the log; `genai.rs` holds the names and
-//! the mapping from records, for a log-driven exporter too. A session without telemetry
-//! pays one branch per appended event.
+//! Spans are made from the session's own records (`spans.rs`), with the `opentelemetry` API
+//! directly rather than `tracing` spans: a phase's times come from the record's timing, a
+//! call's parent is its batch or its program's `run_code` call whatever task runs it, and
+//! the span ids go into the log; `genai.rs` holds the names and the mapping from records.
+//! As each event is appended, the session only writes the span ids into it and hands a
+//! copy to a bounded channel; a thread of the session's own makes the spans (`feed.rs`),
+//! and a replay feeds its log through the same channel. A session without telemetry pays
+//! one branch per appended event.
 
 mod export;
+pub(crate) mod feed;
 pub mod genai;
 mod replay;
 pub(crate) mod spans;
@@ -37,6 +40,9 @@ pub enum TelemetryError {
         "the OTLP exporter could not be made: {0}; check [telemetry] endpoint, OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_HEADERS"
     )]
     Exporter(String),
+    /// The thread that makes the spans could not be started.
+    #[error("the telemetry thread could not be started: {0}")]
+    Thread(String),
 }
 
 /// The GenAI histograms.
@@ -57,6 +63,10 @@ pub struct ExportReport {
     pub dropped: u64,
     /// Spans sent in batches the collector refused or never answered.
     pub failed: u64,
+    /// Events whose spans were not made: dropped because a session's telemetry thread fell
+    /// more than `max_queue` events behind it, or skipped after such a drop until the next
+    /// turn (so no broken tree is exported).
+    pub events_dropped: u64,
 }
 
 #[derive(Default, Debug)]
@@ -64,6 +74,7 @@ pub(crate) struct Counters {
     pub sent: AtomicU64,
     pub dropped: AtomicU64,
     pub failed: AtomicU64,
+    pub events_dropped: AtomicU64,
 }
 
 /// A process's OpenTelemetry export: give it to [`AgentBuilder::telemetry`] for every
@@ -74,9 +85,11 @@ pub(crate) struct Counters {
 /// `[telemetry] endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT` (signal paths `/v1/traces`,
 /// `/v1/metrics` appended), else `http://localhost:4318`; headers from
 /// `OTEL_EXPORTER_OTLP_HEADERS`; the service is `OTEL_SERVICE_NAME`, else `toolrail`.
-/// Spans wait in a bounded queue (`max_queue`) exported on a thread of its own, so a slow
-/// or dead collector never slows a call nor grows memory: past the bound, spans are
-/// dropped, counted, and reported once.
+/// A session's calls do not make spans: each session hands its events to a thread of its
+/// own through a bounded channel (`max_queue` events), which makes them. Spans wait in a
+/// bounded queue (`max_queue`) exported on another thread, so a slow or dead collector
+/// never slows a call nor grows memory: past either bound, events or spans are dropped,
+/// counted, and reported once.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -102,6 +115,10 @@ pub struct Telemetry {
     pub(crate) semconv: Semconv,
     /// Calls shorter than this get no phase spans (`[telemetry] phase_spans_min_ms`).
     pub(crate) phase_min: Duration,
+    /// Events a session's telemetry thread may be behind at most (`[telemetry] max_queue`).
+    queue: usize,
+    /// Every live session's channel to its telemetry thread, drained before a flush.
+    feeds: Arc<feed::Feeds>,
     tracers: SdkTracerProvider,
     meters: SdkMeterProvider,
     counters: Arc<Counters>,
@@ -179,6 +196,8 @@ impl Telemetry {
             capture,
             semconv,
             phase_min: Duration::from_millis(config.phase_spans_min_ms),
+            queue: config.max_queue.max(1),
+            feeds: Arc::default(),
             tracers,
             meters,
             counters,
@@ -191,20 +210,25 @@ impl Telemetry {
             sent: self.counters.sent.load(Ordering::Relaxed),
             dropped: self.counters.dropped.load(Ordering::Relaxed),
             failed: self.counters.failed.load(Ordering::Relaxed),
+            events_dropped: self.counters.events_dropped.load(Ordering::Relaxed),
         }
     }
 
-    /// Exports what is queued now, waiting for it (a replay keeps its queue short with it:
-    /// a log's spans are made faster than any collector takes them).
+    /// Makes the spans of every event handed over so far, then exports what is queued,
+    /// waiting for it (a replay keeps its queue short with it: a log's spans are made
+    /// faster than any collector takes them).
     pub(crate) fn flush(&self) {
+        feed::drain(&self.feeds);
         // What a failed export lost is counted by the exporter.
         let _ = self.tracers.force_flush();
     }
 
-    /// Exports what is queued (waiting at most about `OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s by
-    /// default, for a collector that does not answer) and stops the export threads. Spans
-    /// ended later are dropped.
+    /// Makes the spans of what every live session handed over, exports what is queued
+    /// (waiting at most about `OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s by default, for a collector
+    /// that does not answer) and stops the export threads. Spans ended later are dropped.
     pub fn shutdown(&self) -> ExportReport {
+        // The spans of what live sessions handed over are made first.
+        feed::drain(&self.feeds);
         let timeout = Duration::from_secs(10);
         // A collector that is gone is what the report says; there is nothing else to do.
         let _ = self.tracers.shutdown_with_timeout(timeout);

@@ -1,15 +1,17 @@
 //! A recorded session exported after the fact (`toolrail replay --otlp`): its events are
-//! fed, in the log's order and at their recorded times, through the very `SessionSpans` a
-//! live session uses, so the tree, names, kinds and attributes are the live export's.
+//! fed, in the log's order and at their recorded times, through the very channel and
+//! `SessionSpans` a live session uses (`feed.rs`), so the tree, names, kinds and attributes
+//! are the live export's; a replay waits for room in the channel rather than drop.
 //!
 //! The ids: the SDK draws a span's ids from its provider's `IdGenerator` and ignores ids
 //! set on a builder, so every provider gets [`RecordedIds`], which hands out the ids a
-//! `turn/start` or `tool/call` recorded while that one span is built ([`with_ids`]) and
-//! random ones otherwise. Building `SpanData` by hand instead would have meant a second
-//! span tree beside `spans.rs` — the duplicate this module exists to avoid. The ids pass
-//! through a thread-local rather than a shared slot: the span is built on the thread that
-//! sets it, a live session's builds never see a replay's, and nothing is threaded through
-//! the exporter.
+//! `turn/start` or `tool/call` carries while that one span is built ([`with_ids`]) and
+//! random ones otherwise — a live session's ids too, written into the event before it is
+//! stored and handed to the telemetry thread. Building `SpanData` by hand instead would
+//! have meant a second span tree beside `spans.rs` — the duplicate this module exists to
+//! avoid. The ids pass through a thread-local rather than a shared slot: the span is built
+//! on the thread that sets it (each session's telemetry thread), a session's builds never
+//! see another's, and nothing is threaded through the exporter.
 
 use std::cell::Cell;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -19,6 +21,7 @@ use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 use toolrail_session_log::{Event, EventData, EventDraft, SessionId, Timestamp, TraceRef};
 use toolrail_tools_core::Registry;
 
+use super::feed::SpanFeed;
 use super::spans::SessionSpans;
 use super::{ExportReport, Telemetry, TelemetryError};
 use crate::config::{SessionConfig, TelemetryConfig};
@@ -125,29 +128,31 @@ pub fn export_recorded(
     let registry = recorded
         .and_then(|config| crate::agent::tool_registry(config, Vec::new()).ok())
         .unwrap_or_else(Registry::empty);
-    let mut spans = SessionSpans::new(&telemetry, session, settings, registry);
+    let spans = SessionSpans::new(&telemetry, session, settings, registry);
+    // The live session's path: its telemetry thread, fed through the same channel.
+    let feed = SpanFeed::start(&telemetry, spans)
+        .map_err(|error| TelemetryError::Thread(error.to_string()))?;
     for (index, event) in events.iter().enumerate() {
         let turn_start = matches!(event.data, EventData::TurnStart(_));
         // A turn after an interruption links to the interrupted one, as a resumed live
         // session's does (nothing happens after a turn that ended).
         if turn_start && let Some(before) = index.checked_sub(1).and_then(|at| events.get(at)) {
-            spans.resumed(&events[..index], system_time(before.ts));
+            feed.resumed(&events[..index], system_time(before.ts));
         }
-        let mut draft = EventDraft {
+        feed.observe_recorded(EventDraft {
             ts: event.ts,
             turn: event.turn,
             step: event.step,
             call_id: event.call_id.clone(),
             data: event.data.clone(),
-        };
-        spans.observe(&mut draft);
+        });
         if (index + 1) % FLUSH_EVERY == 0 || matches!(event.data, EventData::TurnEnd(_)) {
             telemetry.flush();
         }
     }
     // Spans still open (a log that ends mid-turn) are dropped unended, as a crashed live
-    // session's are.
-    drop(spans);
+    // session's are; the thread has made every span before it is joined.
+    drop(feed);
     Ok(telemetry.shutdown())
 }
 

@@ -1,10 +1,9 @@
-//! A session's spans, made from its log as each event is appended (under the tap's lock,
-//! so in the log's order): every turn, model request, batch and call — refused ones and
-//! code-mode sub-calls included — without any code in the pipeline's path. The ids of the
-//! `invoke_agent` and `execute_tool` spans are written into their `turn/start` and
-//! `tool/call` before the event reaches the store. Times are the events' own (`ts`), so a
-//! recorded log fed through the same code (`replay.rs`) makes the same spans, with the ids
-//! its `turn/start` and `tool/call` recorded.
+//! A session's spans, made from its log's events in the log's order — every turn, model
+//! request, batch and call, refused ones and code-mode sub-calls included — without any
+//! code in the pipeline's path. A live session's events reach them on its telemetry thread
+//! (`feed.rs`), with the ids of the `invoke_agent` and `execute_tool` spans already written
+//! into their `turn/start` and `tool/call`; a recorded log reaches them the same way
+//! (`replay.rs`). Times are the events' own (`ts`), so both make the same spans.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -44,6 +43,40 @@ struct Batch {
     calls: i64,
     last_commit: Option<SystemTime>,
 }
+
+/// What a reopened session's spans link to: the turn its interruption left open, and the
+/// calls recovery repaired.
+pub(crate) struct Resumption {
+    interrupted: TraceRef,
+    repaired: Option<Vec<CallId>>,
+}
+
+impl Resumption {
+    /// The interruption `events` (a log read back) ended on, if it ended inside a turn
+    /// whose span it recorded.
+    pub(crate) fn of(events: &[Event]) -> Option<Self> {
+        let mut interrupted = None;
+        let mut repaired = None;
+        for event in events {
+            if let EventData::TurnStart(start) = &event.data {
+                interrupted = start.trace;
+            } else if let EventData::RecoveryRepaired(repair) = &event.data {
+                repaired = Some(&repair.calls);
+            } else if let EventData::TurnEnd(end) = &event.data
+                && end.kind != TurnEndKind::Interrupted
+            {
+                interrupted = None;
+            }
+        }
+        Some(Self {
+            interrupted: interrupted?,
+            repaired: repaired.cloned(),
+        })
+    }
+}
+
+/// The status of a span cut short by lost events.
+const LOST: &str = "toolrail: telemetry fell behind the session; events of this turn were dropped and the rest of it is not exported";
 
 /// The open spans of one session.
 pub(crate) struct SessionSpans {
@@ -129,27 +162,14 @@ impl SessionSpans {
     /// A reopened session: its next turn links to the turn the interruption left open (its
     /// `turn/start`'s span), and what recovery repaired becomes a `toolrail.recovery` span
     /// linked to it too.
-    pub(crate) fn resumed(&mut self, events: &[Event], at: SystemTime) {
-        let mut interrupted = None;
-        let mut repaired = None;
-        for event in events {
-            if let EventData::TurnStart(start) = &event.data {
-                interrupted = start.trace;
-            } else if let EventData::RecoveryRepaired(repair) = &event.data {
-                repaired = Some(repair);
-            } else if let EventData::TurnEnd(end) = &event.data
-                && end.kind != TurnEndKind::Interrupted
-            {
-                interrupted = None;
-            }
-        }
-        let Some(interrupted) = interrupted else {
-            return;
-        };
+    pub(crate) fn resumed(&mut self, resumption: Resumption, at: SystemTime) {
+        let Resumption {
+            interrupted,
+            repaired,
+        } = resumption;
         self.link_next = Some(interrupted);
-        if let Some(repair) = repaired {
-            let calls: Vec<opentelemetry::StringValue> = repair
-                .calls
+        if let Some(repaired) = repaired {
+            let calls: Vec<opentelemetry::StringValue> = repaired
                 .iter()
                 .map(|id| id.as_str().to_owned().into())
                 .collect();
@@ -175,9 +195,30 @@ impl SessionSpans {
         }
     }
 
+    /// Events of the turn were lost before the next one (the session's feed fell too far
+    /// behind): what is open ends now, at the last time seen, marked as cut short, so no
+    /// span waits for an end it will not see and none is left without its parent; the
+    /// rest of the turn makes no span (`feed.rs` skips it).
+    pub(crate) fn lost(&mut self) {
+        let at = self.clock;
+        let cut = || Status::error(LOST);
+        let open = self
+            .calls
+            .drain()
+            .flat_map(|(_, call)| std::iter::once(call.span).chain(call.approval));
+        let open = open
+            .chain(self.batch.take().map(|batch| batch.span))
+            .chain(self.chat.take().map(|chat| chat.span))
+            .chain(self.turn.take());
+        for mut span in open {
+            span.set_status(cut());
+            span.end_with_timestamp(at);
+        }
+    }
+
     /// One event on its way to the log (or read back from it), at its time: spans open,
-    /// close or gain attributes and events; a `turn/start` or `tool/call` is given its
-    /// span's ids (the ones it already names, when it was recorded with them).
+    /// close or gain attributes and events; a `turn/start` or `tool/call` span takes the
+    /// ids the event names (fresh ones, written into it, when it names none).
     pub(crate) fn observe(&mut self, draft: &mut EventDraft) {
         self.clock = self.clock.max(super::replay::system_time(draft.ts));
         let at = self.clock;

@@ -19,7 +19,7 @@ use toolrail_session_log::event::{AssistantBlock, AssistantMessage, StopReason};
 use toolrail_tools_core::{ToolContext, ToolOutput, ToolResult, ToolSpec, Typed, TypedTool};
 
 use super::genai::{Semconv, invoke_agent_span_name, name};
-use super::{Counters, ExportReport, Telemetry, export};
+use super::{Counters, ExportReport, Telemetry, export, feed};
 use crate::config::TelemetryConfig;
 use crate::scenario::ScriptedModel;
 use crate::{Agent, AgentBuilder, PresetName, Store};
@@ -47,6 +47,7 @@ fn in_memory(config: &TelemetryConfig) -> (Telemetry, InMemorySpanExporter) {
 /// What became of the spans once every ended one is exported (a flush, not a shutdown:
 /// the in-memory exporter forgets its spans when shut down).
 fn flushed(telemetry: &Telemetry) -> ExportReport {
+    feed::drain(&telemetry.feeds);
     telemetry.tracers.force_flush().unwrap();
     telemetry.report()
 }
@@ -315,7 +316,7 @@ async fn a_resumed_session_links_its_next_turn_to_the_interrupted_one() {
         })
         .expect("the interrupted turn's span ids are in its turn/start");
     // The first session's spans are out of the way before the resumed one's are read.
-    telemetry.tracers.force_flush().unwrap();
+    flushed(&telemetry);
     exporter.reset();
 
     let resumed = session(&folder, vec![], &telemetry)
@@ -364,7 +365,128 @@ async fn a_burst_of_a_thousand_calls_drops_nothing() {
             .iter()
             .filter(|span| span.name == "execute_tool noop")
             .count();
-        assert_eq!((report.dropped, report.failed), (0, 0), "{config:?}");
+        assert_eq!(
+            (report.dropped, report.failed, report.events_dropped),
+            (0, 0, 0),
+            "{config:?}"
+        );
         assert_eq!(executed, 1_000, "{config:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_lost_cut_their_turn_short_and_the_next_turn_is_whole() {
+    use std::collections::HashSet;
+    use toolrail_session_log::{EventData, EventDraft};
+
+    let folder = tempfile::tempdir().unwrap();
+    let (recording, _) = in_memory(&TelemetryConfig::default());
+    let script = vec![
+        calls(&[("a", "noop"), ("b", "noop")]),
+        ScriptedModel::text("one"),
+    ];
+    let agent = session(&folder, script, &recording).build().await.unwrap();
+    agent.prompt("first").await.unwrap();
+    agent.prompt("second").await.unwrap();
+    drop(agent);
+    let events = Store::jsonl(folder.path().join("sessions"))
+        .unwrap()
+        .read(&"s1".into())
+        .unwrap();
+
+    // The session's events handed to its telemetry thread, all but the first result: the
+    // queue was full when it came.
+    let lost = events
+        .iter()
+        .position(|event| matches!(event.data, EventData::ToolResult(_)))
+        .unwrap();
+    let next_turn = lost
+        + events[lost..]
+            .iter()
+            .position(|event| matches!(event.data, EventData::TurnStart(_)))
+            .unwrap();
+    let (telemetry, exporter) = in_memory(&all_phases());
+    let spans = super::spans::SessionSpans::new(
+        &telemetry,
+        "s1".into(),
+        super::genai::ChatSettings::default(),
+        toolrail_tools_core::Registry::empty(),
+    );
+    let (sender, handed) = std::sync::mpsc::sync_channel(events.len());
+    for (seq, event) in events.iter().enumerate().filter(|(seq, _)| *seq != lost) {
+        let draft = EventDraft {
+            ts: event.ts,
+            turn: event.turn,
+            step: event.step,
+            call_id: event.call_id.clone(),
+            data: event.data.clone(),
+        };
+        sender
+            .send(feed::Message::Event {
+                seq: seq as u64,
+                source: crate::agent::TurnSource::Model,
+                draft,
+            })
+            .unwrap();
+    }
+    drop(sender);
+    feed::make_spans(spans, &handed, &telemetry.counters);
+    let report = flushed(&telemetry);
+    let spans = exporter.get_finished_spans().unwrap();
+
+    // The rest of the first turn is skipped and counted; what it had open is cut short.
+    assert_eq!(report.events_dropped, (next_turn - lost - 1) as u64);
+    let turn = |number: &str| {
+        spans
+            .iter()
+            .find(|span| {
+                span.name == invoke_agent_span_name()
+                    && attribute(span, "toolrail.turn").as_deref() == Some(number)
+            })
+            .unwrap_or_else(|| panic!("no turn {number}"))
+    };
+    let in_trace = |turn: &SpanData| -> Vec<&SpanData> {
+        spans
+            .iter()
+            .filter(|span| span.span_context.trace_id() == turn.span_context.trace_id())
+            .collect()
+    };
+    let cut: Vec<&str> = in_trace(turn("1"))
+        .iter()
+        .filter(|span| matches!(span.status, opentelemetry::trace::Status::Error { .. }))
+        .map(|span| span.name.as_ref())
+        .collect();
+    let mut cut = cut;
+    cut.sort_unstable();
+    assert_eq!(
+        cut,
+        [
+            "chat",
+            "execute_tool noop",
+            "execute_tool noop",
+            invoke_agent_span_name().as_str(),
+            name::BATCH
+        ]
+    );
+    assert_eq!(in_trace(turn("1")).len(), 5, "no span after the gap");
+    // The next turn is whole.
+    let second = in_trace(turn("2"));
+    assert_eq!(second.len(), 2);
+    assert!(
+        second
+            .iter()
+            .all(|span| !matches!(span.status, opentelemetry::trace::Status::Error { .. }))
+    );
+    // No span lost its parent.
+    let ids: HashSet<SpanId> = spans
+        .iter()
+        .map(|span| span.span_context.span_id())
+        .collect();
+    for span in &spans {
+        assert!(
+            span.parent_span_id == SpanId::INVALID || ids.contains(&span.parent_span_id),
+            "{} has no parent",
+            span.name
+        );
     }
 }
