@@ -283,7 +283,11 @@ fn an_acp_client_made_with_the_official_sdk_sees_what_the_log_holds() {
     let t3_started = events
         .iter()
         .any(|event| event["kind"] == "tool/start" && event["call_id"] == "t3");
-    let t3 = if t3_started { "ABORTED" } else { "NOT_EXECUTED" };
+    let t3 = if t3_started {
+        "ABORTED"
+    } else {
+        "NOT_EXECUTED"
+    };
     assert_eq!(
         codes,
         [

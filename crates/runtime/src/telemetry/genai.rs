@@ -436,10 +436,20 @@ pub fn phases(
         return phases;
     }
     let queued_end = policy_end + micros(timing.queued_us);
-    push(name::PHASE_QUEUED, policy_end, queued_end, timing.queued_us > 0);
+    push(
+        name::PHASE_QUEUED,
+        policy_end,
+        queued_end,
+        timing.queued_us > 0,
+    );
     let run_start = started.unwrap_or(queued_end).max(queued_end);
     let run_end = run_start + micros(timing.run_us);
     push(name::PHASE_RUN, run_start, run_end, true);
-    push(name::PHASE_COMMIT_WAIT, run_end, committed, committed > run_end);
+    push(
+        name::PHASE_COMMIT_WAIT,
+        run_end,
+        committed,
+        committed > run_end,
+    );
     phases
 }
