@@ -17,7 +17,7 @@ use toolrail_tools_core::CancellationToken;
 use crate::chat::close_telemetry;
 use crate::flags::{Approve, ApproveArg};
 use crate::mcp::ServeArgs;
-use crate::places::{new_session_id, resume_hint};
+use crate::places::{new_session_id, session_command};
 use crate::run::build_error;
 use crate::{bad_input, runtime};
 
@@ -88,12 +88,7 @@ async fn serve(
         }
     };
     let agent = builder.build().await.map_err(build_error)?;
-    // `replay` names a session as `resume` does.
-    let replay = resume_hint(agent.store(), agent.session_id()).replacen(
-        "toolrail resume",
-        "toolrail replay",
-        1,
-    );
+    let replay = session_command("replay", agent.store(), agent.session_id());
     let session = agent.session_id().clone();
     let session_id = session.clone();
     let tools = agent.tools().snapshot().offered().count();

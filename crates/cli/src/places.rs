@@ -191,13 +191,19 @@ pub(crate) fn open_store(store: Option<&str>) -> Result<Store> {
 /// How to name this session to `toolrail resume`: its id, and its store when that is not
 /// the current folder's own.
 pub(crate) fn resume_hint(store: &Store, id: &SessionId) -> String {
+    session_command("resume", store, id)
+}
+
+/// `toolrail <command>` naming this session (`resume`, `replay`): its id, and its store
+/// when that is not the current folder's own.
+pub(crate) fn session_command(command: &str, store: &Store, id: &SessionId) -> String {
     let here = std::env::current_dir()
         .ok()
         .map(|folder| format!("jsonl:{}", inside_folder(&folder).display()));
     if here.as_deref() == Some(store.url()) {
-        format!("toolrail resume {id}")
+        format!("toolrail {command} {id}")
     } else {
-        format!("toolrail resume {id} --store {}", store.url())
+        format!("toolrail {command} {id} --store {}", store.url())
     }
 }
 

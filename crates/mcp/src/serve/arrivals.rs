@@ -34,10 +34,10 @@ pub(crate) struct Arrivals {
 struct State {
     next_ticket: u64,
     serving: u64,
-    /// Stamped on arrival, not yet claimed by a handler: when.
-    stamped: HashMap<String, (u64, Instant)>,
-    /// Stamped tickets by number, while unclaimed.
-    unclaimed: BTreeMap<u64, Instant>,
+    /// Stamped on arrival, not yet claimed by a handler: the request's ticket.
+    stamped: HashMap<RequestId, u64>,
+    /// The same stamps by ticket: when, and whose.
+    unclaimed: BTreeMap<u64, (Instant, RequestId)>,
     /// Tickets done (served, or given up) ahead of their turn.
     done: BTreeSet<u64>,
 }
@@ -72,16 +72,15 @@ impl Arrivals {
         let mut state = self.state.lock();
         let number = state.next_ticket;
         state.next_ticket += 1;
-        let now = Instant::now();
-        state.stamped.insert(key(id), (number, now));
-        state.unclaimed.insert(number, now);
+        state.stamped.insert(id.clone(), number);
+        state.unclaimed.insert(number, (Instant::now(), id.clone()));
     }
 
     /// The ticket of request `id`: its stamp, or the next number when it has none.
     pub(crate) fn claim(self: &Arc<Self>, id: &RequestId) -> Ticket {
         let mut state = self.state.lock();
-        let number = match state.stamped.remove(&key(id)) {
-            Some((number, _)) => {
+        let number = match state.stamped.remove(id) {
+            Some(number) => {
                 state.unclaimed.remove(&number);
                 number
             }
@@ -107,14 +106,14 @@ impl Arrivals {
                 let now = Instant::now();
                 let stale: Vec<u64> = state
                     .unclaimed
-                    .iter()
-                    .take_while(|(number, _)| **number < ticket.number)
-                    .filter(|(_, since)| now.duration_since(**since) >= UNCLAIMED)
+                    .range(..ticket.number)
+                    .filter(|(_, (since, _))| now.duration_since(*since) >= UNCLAIMED)
                     .map(|(number, _)| *number)
                     .collect();
                 for number in stale {
-                    state.unclaimed.remove(&number);
-                    state.stamped.retain(|_, (stamped, _)| *stamped != number);
+                    if let Some((_, id)) = state.unclaimed.remove(&number) {
+                        state.stamped.remove(&id);
+                    }
                     state.done.insert(number);
                 }
                 state.advance();
@@ -126,10 +125,6 @@ impl Arrivals {
             let _ = tokio::time::timeout(UNCLAIMED, changed).await;
         }
     }
-}
-
-fn key(id: &RequestId) -> String {
-    serde_json::to_string(id).unwrap_or_default()
 }
 
 /// A transport that stamps each `tools/call` (not a retry answering a question) as it is

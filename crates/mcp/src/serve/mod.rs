@@ -189,9 +189,7 @@ impl McpServe {
             client,
             id: format!("mcp-{}", request_id_text(&context.id)),
             tool: request.name.to_string(),
-            arguments: request
-                .arguments
-                .map_or_else(|| Value::Object(Default::default()), Value::Object),
+            arguments: arguments_of(request.arguments),
         };
         // Waiting for its turn ends when the client cancels: nothing was recorded yet.
         let ticket = self.arrivals.claim(&context.id);
@@ -261,11 +259,9 @@ impl McpServe {
         };
         // The retry must be of the same call: an answer given for one call never lets
         // another run.
-        let arguments = request
-            .arguments
-            .clone()
-            .map_or_else(|| Value::Object(Default::default()), Value::Object);
-        if request.name != parked.flight.tool || arguments != parked.flight.arguments {
+        if request.name != parked.flight.tool
+            || arguments_of(request.arguments.clone()) != parked.flight.arguments
+        {
             self.parked.put_back(handle, parked);
             return Err(ErrorData::invalid_params(
                 "this requestState belongs to another call: retry with the tool and arguments of the call that asked",
@@ -367,6 +363,11 @@ impl McpServe {
 
 /// The key of the one question an `input_required` result carries.
 const QUESTION_KEY: &str = "toolrail_approval";
+
+/// A call's arguments as the host takes them: `{}` when the client sent none.
+fn arguments_of(arguments: Option<rmcp::model::JsonObject>) -> Value {
+    arguments.map_or_else(|| Value::Object(Default::default()), Value::Object)
+}
 
 fn request_id_text(id: &rmcp::model::RequestId) -> String {
     match serde_json::to_value(id) {
