@@ -262,11 +262,7 @@ impl Agent {
     /// # Ok(()) }
     /// ```
     pub fn stream(&self, text: impl Into<String>) -> AgentStream {
-        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        match self.start(vec![ContentBlock::text(text.into())], Some(sender), None) {
-            Ok(turn) => AgentStream::running(turn, receiver),
-            Err(error) => AgentStream::refused(error),
-        }
+        self.stream_turn(Turn::Model(vec![ContentBlock::text(text.into())]))
     }
 
     /// Runs one tool call a client sent directly (an MCP client, an editor) as a turn of
@@ -289,8 +285,12 @@ impl Agent {
     /// # Ok(()) }
     /// ```
     pub fn stream_call(&self, call: ClientCall) -> AgentStream {
+        self.stream_turn(Turn::Client(call.user(), call.message()))
+    }
+
+    /// Starts `turn` with its events sent to the returned stream.
+    fn stream_turn(&self, turn: Turn) -> AgentStream {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let turn = Turn::Client(call.user(), call.message());
         match self.start_turn(turn, Some(sender), None) {
             Ok(turn) => AgentStream::running(turn, receiver),
             Err(error) => AgentStream::refused(error),
