@@ -53,10 +53,9 @@ pub(crate) fn run(args: AcpArgs) -> Result<()> {
 /// (bounded), and closes the sessions.
 async fn serve(flags: AgentFlags) -> Result<()> {
     let (peer, writer) = Peer::on_stdout();
-    let lines = read_stdin();
+    let mut lines = read_stdin();
     let sessions = Arc::new(Sessions::new(flags, peer.clone()));
     let mut handling = JoinSet::new();
-    let mut lines = lines;
     loop {
         tokio::select! {
             line = lines.recv() => {

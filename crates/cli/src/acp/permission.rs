@@ -38,34 +38,29 @@ impl ClientApprovals {
         }
     }
 
-    /// Tells the client of the call first (`tool_call`, pending), as ACP's flow has it.
-    fn announce(&self, request: &ApprovalRequest) {
+    /// Tells the client of the call first (`tool_call`, pending), as ACP's flow has it, and
+    /// gives back the same update for the permission request.
+    fn announce(&self, request: &ApprovalRequest) -> Value {
         let identity = &request.identity;
-        if self.announced.lock().insert(identity.call_id.clone()) {
-            let update = updates::call(
-                &identity.call_id,
-                &identity.name,
-                request.tool_kind,
-                &request.arguments,
-                &self.root,
-            );
-            self.peer.notify(
-                "session/update",
-                json!({"sessionId": self.session, "update": update}),
-            );
-        }
-    }
-
-    /// The request's parameters: the call as a tool call update, and the options.
-    fn params(&self, request: &ApprovalRequest) -> Value {
-        let identity = &request.identity;
-        let mut tool_call = updates::call(
+        let update = updates::call(
             &identity.call_id,
             &identity.name,
             request.tool_kind,
             &request.arguments,
             &self.root,
         );
+        if self.announced.lock().insert(identity.call_id.clone()) {
+            self.peer.notify(
+                "session/update",
+                json!({"sessionId": self.session, "update": update.clone()}),
+            );
+        }
+        update
+    }
+
+    /// The request's parameters: the call as a tool call update (`tool_call`, as
+    /// announced), and the options.
+    fn params(&self, request: &ApprovalRequest, mut tool_call: Value) -> Value {
         if let Some(object) = tool_call.as_object_mut() {
             object.remove("sessionUpdate");
             let mut shown = vec![json!({
@@ -101,8 +96,8 @@ impl ApprovalService for ClientApprovals {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ApprovalAnswer> {
         Box::pin(async move {
-            self.announce(request);
-            let params = self.params(request);
+            let announced = self.announce(request);
+            let params = self.params(request, announced);
             tokio::select! {
                 () = cancel.cancelled() => ApprovalAnswer::Cancelled,
                 answer = self.peer.request("session/request_permission", params) => {

@@ -139,6 +139,16 @@ fn chunk(kind: &str, text: &str) -> Value {
     json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
 }
 
+/// One block of the user's message.
+fn user_chunk(block: &ContentBlock) -> Value {
+    json!({"sessionUpdate": "user_message_chunk", "content": content_block(block)})
+}
+
+/// A call's argument text as JSON; text that is not JSON shows as no arguments.
+fn arguments_of(raw: &str) -> Value {
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::Object(Map::new()))
+}
+
 /// How a turn's end is said to the client.
 pub(crate) fn stop_reason(end: &TurnEndKind) -> &'static str {
     match end {
@@ -220,10 +230,9 @@ impl<'a> Turn<'a> {
                 self.asked.extend(calls_of(message));
                 Vec::new()
             }
-            AgentEvent::Context { source, content } if source == "user" => content
-                .iter()
-                .map(|block| json!({"sessionUpdate": "user_message_chunk", "content": content_block(block)}))
-                .collect(),
+            AgentEvent::Context { source, content } if source == "user" => {
+                content.iter().map(user_chunk).collect()
+            }
             // What the client is told of otherwise: the approval through its own request,
             // the answer's text through its deltas (a restarted answer cannot be taken
             // back in ACP), the end through the prompt's response.
@@ -257,8 +266,7 @@ fn calls_of(message: &AssistantMessage) -> Vec<(CallId, (String, Value))> {
         .tool_calls()
         .into_iter()
         .map(|asked| {
-            let arguments = serde_json::from_str(asked.arguments_raw)
-                .unwrap_or_else(|_| Value::Object(Map::new()));
+            let arguments = arguments_of(asked.arguments_raw);
             (asked.call_id, (asked.name.to_owned(), arguments))
         })
         .collect()
@@ -280,9 +288,7 @@ pub(crate) fn replay(
     for event in events {
         let call_id = event.call_id.as_ref().filter(|id| !id.is_code_sub_call());
         if let EventData::TurnStart(start) = &event.data {
-            updates.extend(start.user.iter().map(|block| {
-                json!({"sessionUpdate": "user_message_chunk", "content": content_block(block)})
-            }));
+            updates.extend(start.user.iter().map(user_chunk));
         } else if let EventData::AssistantMessage(message) = &event.data {
             asked.extend(calls_of(message));
             for block in &message.blocks {
@@ -299,8 +305,7 @@ pub(crate) fn replay(
                 }
             }
         } else if let (EventData::ToolCall(called), Some(call_id)) = (&event.data, call_id) {
-            let arguments: Value = serde_json::from_str(&called.arguments_raw)
-                .unwrap_or_else(|_| Value::Object(Map::new()));
+            let arguments = arguments_of(&called.arguments_raw);
             if announced.insert(call_id.clone()) {
                 let kind = tool_kind(tools, &called.name);
                 updates.push(call(call_id, &called.name, kind, &arguments, root));
@@ -318,9 +323,7 @@ pub(crate) fn replay(
         } else if let EventData::ContextMessage(message) = &event.data
             && message.source == "user"
         {
-            updates.extend(message.content.iter().map(|block| {
-                json!({"sessionUpdate": "user_message_chunk", "content": content_block(block)})
-            }));
+            updates.extend(message.content.iter().map(user_chunk));
         }
     }
     updates
