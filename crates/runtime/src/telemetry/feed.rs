@@ -140,14 +140,13 @@ impl SpanFeed {
     /// A live event on its way to the store: its ids are written into it, and a copy is
     /// handed over, or dropped and counted when the thread is a whole queue behind.
     pub(crate) fn observe(&self, draft: &mut EventDraft) {
-        let mut handing = self.handing.lock();
-        let (seq, source) = handing.hand(draft);
+        let Some(link) = &self.link else { return };
+        let (seq, source) = self.handing.lock().hand(draft);
         let message = Message::Event {
             seq,
             source,
             draft: draft.clone(),
         };
-        let Some(link) = &self.link else { return };
         if link.sender.try_send(message).is_err()
             && self.counters.events_dropped.fetch_add(1, Relaxed) == 0
         {
@@ -218,11 +217,7 @@ pub(super) fn make_spans(mut spans: SessionSpans, events: &Receiver<Message>, co
     let mut idle = 0;
     while let Some(message) = next(events, &mut idle) {
         match message {
-            Message::Event {
-                seq,
-                source,
-                mut draft,
-            } => {
+            Message::Event { seq, source, draft } => {
                 if seq != expected {
                     spans.lost();
                     skipping = true;
@@ -234,7 +229,7 @@ pub(super) fn make_spans(mut spans: SessionSpans, events: &Receiver<Message>, co
                 }
                 skipping = false;
                 spans.begin(source);
-                spans.observe(&mut draft);
+                spans.observe(&draft);
             }
             Message::Resumed { resumption, at } => spans.resumed(resumption, at),
             Message::Drained(reply) => {

@@ -106,14 +106,6 @@ fn context_of(span: &Span) -> Context {
     Context::new().with_remote_span_context(span.span_context().clone())
 }
 
-fn trace_ref(span: &Span) -> TraceRef {
-    let context = span.span_context();
-    TraceRef {
-        trace_id: context.trace_id().to_bytes(),
-        span_id: context.span_id().to_bytes(),
-    }
-}
-
 fn span_context_of(trace: &TraceRef) -> SpanContext {
     SpanContext::new(
         opentelemetry::trace::TraceId::from_bytes(trace.trace_id),
@@ -218,15 +210,15 @@ impl SessionSpans {
 
     /// One event on its way to the log (or read back from it), at its time: spans open,
     /// close or gain attributes and events; a `turn/start` or `tool/call` span takes the
-    /// ids the event names (fresh ones, written into it, when it names none).
-    pub(crate) fn observe(&mut self, draft: &mut EventDraft) {
+    /// ids the event names (the feed has written them in before it is handed over).
+    pub(crate) fn observe(&mut self, draft: &EventDraft) {
         self.clock = self.clock.max(super::replay::system_time(draft.ts));
         let at = self.clock;
         let call_id = draft.call_id.clone();
-        match &mut draft.data {
+        match &draft.data {
             EventData::TurnStart(start) => {
                 let turn = draft.turn.map(|turn| turn.0);
-                start.trace = Some(self.turn_started(turn, start.trace, at));
+                self.turn_started(turn, start.trace, at);
             }
             EventData::StepStart(_) => {
                 if self.source == TurnSource::Model {
@@ -244,7 +236,7 @@ impl SessionSpans {
                 }
             }
             EventData::ToolCall(call) if let Some(id) = &call_id => {
-                call.trace = Some(self.call_recorded(id, call, at));
+                self.call_recorded(id, call, at);
             }
             EventData::ArgsRewritten(rewrite) => {
                 if let Some(call) = call_id.and_then(|id| self.calls.get_mut(&id)) {
@@ -353,12 +345,7 @@ impl SessionSpans {
         }
     }
 
-    fn turn_started(
-        &mut self,
-        turn: Option<u32>,
-        recorded: Option<TraceRef>,
-        at: SystemTime,
-    ) -> TraceRef {
+    fn turn_started(&mut self, turn: Option<u32>, recorded: Option<TraceRef>, at: SystemTime) {
         if let Some(mut earlier) = self.turn.take() {
             earlier.end_with_timestamp(at);
         }
@@ -379,9 +366,7 @@ impl SessionSpans {
         let span = super::replay::with_ids(recorded, || {
             self.tracer.build_with_context(builder, &Context::new())
         });
-        let trace = trace_ref(&span);
         self.turn = Some(span);
-        trace
     }
 
     /// The context new spans of the turn are children of (none outside a turn: a call a
@@ -472,7 +457,7 @@ impl SessionSpans {
         id: &CallId,
         call: &toolrail_session_log::event::ToolCall,
         at: SystemTime,
-    ) -> TraceRef {
+    ) {
         // A program's call is a child of its `run_code` call; a model's, of its batch.
         let parent = match id.as_str().rsplit_once(":code:") {
             Some((parent, _)) => self
@@ -510,7 +495,6 @@ impl SessionSpans {
         let span = super::replay::with_ids(call.trace, || {
             self.tracer.build_with_context(builder, &parent)
         });
-        let trace = trace_ref(&span);
         self.calls.insert(
             id.clone(),
             Call {
@@ -521,7 +505,6 @@ impl SessionSpans {
                 approval: None,
             },
         );
-        trace
     }
 
     fn call_committed(
