@@ -57,6 +57,11 @@ impl Timestamp {
         }
     }
 
+    /// The instant as a system time.
+    pub fn to_system_time(self) -> SystemTime {
+        UNIX_EPOCH + std::time::Duration::from_millis(self.as_millis())
+    }
+
     /// The last instant RFC 3339 can write: 9999-12-31T23:59:59.999Z.
     pub const MAX: Timestamp = Timestamp {
         millis: 253_402_300_799_999,

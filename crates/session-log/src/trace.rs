@@ -12,10 +12,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TraceRef {
     /// The trace the span belongs to.
-    #[serde(with = "hex16")]
+    #[serde(with = "hex")]
     pub trace_id: [u8; 16],
     /// The span itself.
-    #[serde(with = "hex8")]
+    #[serde(with = "hex")]
     pub span_id: [u8; 8],
 }
 
@@ -40,11 +40,13 @@ fn write_hex(f: &mut impl fmt::Write, bytes: &[u8]) -> fmt::Result {
     })
 }
 
-fn to_hex(bytes: &[u8]) -> String {
-    let mut text = String::with_capacity(bytes.len() * 2);
-    // Writing to a String cannot fail.
-    let _ = write_hex(&mut text, bytes);
-    text
+/// Bytes written as lowercase hex wherever a formatter goes, with no string of their own.
+struct Hex<'a>(&'a [u8]);
+
+impl fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_hex(f, self.0)
+    }
 }
 
 fn from_hex<const N: usize, E: serde::de::Error>(text: &str) -> Result<[u8; N], E> {
@@ -65,30 +67,24 @@ fn from_hex<const N: usize, E: serde::de::Error>(text: &str) -> Result<[u8; N], 
     Ok(bytes)
 }
 
-macro_rules! hex_bytes {
-    ($module:ident, $n:literal) => {
-        mod $module {
-            use super::*;
+/// A byte array of any length as a hex string (serde's `with`: the length is the field's).
+mod hex {
+    use super::*;
 
-            pub(super) fn serialize<S: Serializer>(
-                bytes: &[u8; $n],
-                serializer: S,
-            ) -> Result<S::Ok, S::Error> {
-                serializer.serialize_str(&to_hex(bytes))
-            }
+    pub(super) fn serialize<const N: usize, S: Serializer>(
+        bytes: &[u8; N],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&Hex(bytes))
+    }
 
-            pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-                deserializer: D,
-            ) -> Result<[u8; $n], D::Error> {
-                let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-                from_hex::<$n, D::Error>(&text)
-            }
-        }
-    };
+    pub(super) fn deserialize<'de, const N: usize, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<[u8; N], D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        from_hex::<N, D::Error>(&text)
+    }
 }
-
-hex_bytes!(hex16, 16);
-hex_bytes!(hex8, 8);
 
 #[cfg(test)]
 mod tests {

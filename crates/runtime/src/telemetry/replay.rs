@@ -14,11 +14,10 @@
 //! see another's, and nothing is threaded through the exporter.
 
 use std::cell::Cell;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanId, TraceId};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
-use toolrail_session_log::{Event, EventData, EventDraft, SessionId, Timestamp, TraceRef};
+use toolrail_session_log::{Event, EventData, EventDraft, SessionId, TraceRef};
 use toolrail_tools_core::Registry;
 
 use super::feed::SpanFeed;
@@ -39,11 +38,6 @@ struct Pending {
 
 thread_local! {
     static NEXT: Cell<Pending> = const { Cell::new(Pending { trace: None, span: None }) };
-}
-
-/// A recorded time as the SDK takes it.
-pub(crate) fn system_time(ts: Timestamp) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ts.as_millis())
 }
 
 /// Builds one span with `recorded`'s ids, when there are some (a root span takes the trace
@@ -137,7 +131,7 @@ pub fn export_recorded(
         // A turn after an interruption links to the interrupted one, as a resumed live
         // session's does (nothing happens after a turn that ended).
         if turn_start && let Some(before) = index.checked_sub(1).and_then(|at| events.get(at)) {
-            feed.resumed(&events[..index], system_time(before.ts));
+            feed.resumed(&events[..index], before.ts.to_system_time());
         }
         feed.observe_recorded(EventDraft {
             ts: event.ts,

@@ -212,7 +212,7 @@ impl SessionSpans {
     /// close or gain attributes and events; a `turn/start` or `tool/call` span takes the
     /// ids the event names (the feed has written them in before it is handed over).
     pub(crate) fn observe(&mut self, draft: &EventDraft) {
-        self.clock = self.clock.max(super::replay::system_time(draft.ts));
+        self.clock = self.clock.max(draft.ts.to_system_time());
         let at = self.clock;
         let call_id = draft.call_id.clone();
         match &draft.data {
