@@ -75,6 +75,16 @@ impl Drop for Conversation {
     }
 }
 
+/// The session's OpenTelemetry export, when `--otlp` or `[telemetry] otlp` asks for it.
+pub(crate) fn open_telemetry(config: &SessionConfig) -> Result<Option<Telemetry>> {
+    if !config.telemetry.otlp {
+        return Ok(None);
+    }
+    Telemetry::otlp(&config.telemetry)
+        .map(Some)
+        .map_err(|error| bad_input!("{error}"))
+}
+
 /// Sends what is queued (bounded by the exporter's timeout) and says once what was lost.
 pub(crate) fn close_telemetry(telemetry: &Telemetry) {
     let report = telemetry.shutdown();
@@ -135,11 +145,7 @@ impl Conversation {
             let _ = std::fs::create_dir_all(&folder);
             folder.join("history")
         });
-        let telemetry = if config.telemetry.otlp {
-            Some(Telemetry::otlp(&config.telemetry).map_err(|error| bad_input!("{error}"))?)
-        } else {
-            None
-        };
+        let telemetry = open_telemetry(&config)?;
         let (agent, inbox) = open(&config, &approve, telemetry.as_ref(), resume).await?;
         Ok(Self {
             agent,

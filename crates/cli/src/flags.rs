@@ -107,6 +107,22 @@ pub(crate) struct AgentFlags {
     pub otlp: bool,
 }
 
+/// The configuration file: `explicit`, else `toolrail.toml` in `workspace` if there is one.
+pub(crate) fn config_file(workspace: &Path, explicit: Option<PathBuf>) -> Option<PathBuf> {
+    explicit.or_else(|| {
+        let default = workspace.join("toolrail.toml");
+        default.is_file().then_some(default)
+    })
+}
+
+/// The configuration `file` holds, or the defaults without one.
+pub(crate) fn read_config(file: Option<&Path>) -> Result<SessionConfig> {
+    match file {
+        Some(path) => SessionConfig::from_file(path).map_err(|error| bad_input!("{error}")),
+        None => Ok(SessionConfig::default()),
+    }
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub(crate) enum ProviderArg {
     Openai,
@@ -163,14 +179,8 @@ impl AgentFlags {
     /// [`AgentFlags::config`] for a session that may have no model (`mcp serve`).
     pub(crate) fn config_without_model(&self) -> Result<SessionConfig> {
         let workspace = self.workspace()?;
-        let file = self.config.clone().or_else(|| {
-            let default = workspace.join("toolrail.toml");
-            default.is_file().then_some(default)
-        });
-        let mut config = match &file {
-            Some(path) => SessionConfig::from_file(path).map_err(|error| bad_input!("{error}"))?,
-            None => SessionConfig::default(),
-        };
+        let file = config_file(&workspace, self.config.clone());
+        let mut config = read_config(file.as_deref())?;
         if config.workspace.roots.is_empty() || self.workspace.is_some() {
             config.workspace.roots = vec![workspace.clone()];
         }

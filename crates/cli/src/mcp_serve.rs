@@ -14,7 +14,7 @@ use toolrail_runtime::telemetry::Telemetry;
 use toolrail_runtime::{Agent, SessionConfig};
 use toolrail_tools_core::CancellationToken;
 
-use crate::chat::close_telemetry;
+use crate::chat::{close_telemetry, open_telemetry};
 use crate::flags::{Approve, ApproveArg};
 use crate::mcp::ServeArgs;
 use crate::places::{new_session_id, session_command};
@@ -36,11 +36,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         // The same choices as `run` without a terminal; `ask` means the client here.
         _ => Answerer::Other(args.flags.approvals(false, &mut config)?),
     };
-    let telemetry = if config.telemetry.otlp {
-        Some(Telemetry::otlp(&config.telemetry).map_err(|error| bad_input!("{error}"))?)
-    } else {
-        None
-    };
+    let telemetry = open_telemetry(&config)?;
     let served = runtime()?.block_on(serve(args.listen, config, answerer, telemetry.as_ref()));
     // After the runtime: the exporter's last send blocks.
     if let Some(telemetry) = &telemetry {

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde_json::json;
 use toolrail_presenters::{Presenters, colour_wanted};
+use toolrail_runtime::TelemetryConfig;
 use toolrail_runtime::telemetry::{ExportReport, export_recorded};
-use toolrail_runtime::{SessionConfig, TelemetryConfig};
 
 use crate::bad_input;
 use crate::session::{events_of, replay_text, session_title, summary_of, write_page};
@@ -83,12 +83,8 @@ pub(crate) fn run(args: ReplayArgs) -> Result<()> {
 /// The export's `[telemetry]`: the current folder's `toolrail.toml`, else the defaults (the
 /// `OTEL_*` variables apply either way).
 fn telemetry_config() -> Result<TelemetryConfig> {
-    let file = std::env::current_dir()?.join("toolrail.toml");
-    if !file.is_file() {
-        return Ok(TelemetryConfig::default());
-    }
-    let config = SessionConfig::from_file(&file).map_err(|error| bad_input!("{error}"))?;
-    Ok(config.telemetry)
+    let file = crate::flags::config_file(&std::env::current_dir()?, None);
+    Ok(crate::flags::read_config(file.as_deref())?.telemetry)
 }
 
 fn otlp_line(exported: ExportReport) -> String {
