@@ -148,12 +148,7 @@ impl Pipeline {
             )
             .await?;
         let outcome = self.policy(&mut core, parsed, tools, control, None).await;
-        core.marks.prepared = Instant::now();
-        Ok(match outcome {
-            Ok(entry) => Preparation::Ready(ReadyCall { core, entry }),
-            Err(Stop::Refused(error)) => Preparation::Refused(SettledCall::refused(core, error)),
-            Err(Stop::Log(error)) => return Err(error),
-        })
+        preparation(core, outcome)
     }
 
     /// Stages 2–5 again for a call the log recorded whose approval a restart left unanswered
@@ -230,18 +225,12 @@ impl Pipeline {
         let outcome = self
             .policy(&mut core, parsed, tools, control, Some(&mut again))
             .await;
-        core.marks.prepared = Instant::now();
         let resumption = match (again.answer, &self.approval) {
             (Some(ApprovalAnswer::Unavailable), None) => ApprovalResumption::NoOneToAsk,
             (Some(answer), _) => ApprovalResumption::AskedAgain(answer),
             (None, _) => ApprovalResumption::NotAskedAgain,
         };
-        let preparation = match outcome {
-            Ok(entry) => Preparation::Ready(ReadyCall { core, entry }),
-            Err(Stop::Refused(error)) => Preparation::Refused(SettledCall::refused(core, error)),
-            Err(Stop::Log(error)) => return Err(error),
-        };
-        Ok((preparation, resumption))
+        Ok((preparation(core, outcome)?, resumption))
     }
 
     /// Records a call of an assistant message that the output-length limit cut off, and
@@ -365,4 +354,18 @@ pub(super) fn info(code: ErrorCode, message: impl Into<String>) -> ToolErrorInfo
 
 pub(super) fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The end of the policy stages as a preparation: ready, refused (settled at once), or the
+/// log failed.
+fn preparation(
+    mut core: CallCore,
+    outcome: Result<Arc<ToolEntry>, Stop>,
+) -> Result<Preparation, PipelineError> {
+    core.marks.prepared = Instant::now();
+    match outcome {
+        Ok(entry) => Ok(Preparation::Ready(ReadyCall { core, entry })),
+        Err(Stop::Refused(error)) => Ok(Preparation::Refused(SettledCall::refused(core, error))),
+        Err(Stop::Log(error)) => Err(error),
+    }
 }
