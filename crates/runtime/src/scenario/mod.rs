@@ -282,6 +282,8 @@ impl Scenario {
         };
         let mut config = self.config.clone();
         config.workspace.roots = vec![workspace.clone()];
+        // A store's log, when reading it found the session there (read once).
+        let mut recorded = None;
         let source = match options.place {
             ScenarioPlace::Folder => {
                 config.store = StoreConfig {
@@ -294,13 +296,13 @@ impl Scenario {
                     id: SessionId::new(SCENARIO_SESSION),
                 }
             }
-            ScenarioPlace::Store { store, id } => {
-                if store.read(&id).is_ok_and(|events| !events.is_empty()) {
+            ScenarioPlace::Store { store, id } => match store.read(&id) {
+                Ok(events) if !events.is_empty() => {
+                    recorded = Some(events);
                     Source::Existing { store, id }
-                } else {
-                    Source::New { store, id }
                 }
-            }
+                Ok(_) | Err(_) => Source::New { store, id },
+            },
             #[cfg(feature = "postgres")]
             ScenarioPlace::Leased { store, lease } => Source::Leased { store, lease },
         };
@@ -321,15 +323,14 @@ impl Scenario {
                 None => QuestionOutcome::Expired,
             },
         ))));
-        let given = match &source {
-            Source::New { .. } => 0,
-            Source::Existing { .. } => {
-                answers_given(&store.read(source.id()).map_err(BuildError::from)?)
-            }
-            #[cfg(feature = "postgres")]
-            Source::Leased { .. } => {
-                answers_given(&store.read(source.id()).map_err(BuildError::from)?)
-            }
+        let given = if matches!(source, Source::New { .. }) {
+            0
+        } else {
+            let events = match recorded {
+                Some(events) => events,
+                None => store.read(source.id()).map_err(BuildError::from)?,
+            };
+            answers_given(&events)
         };
         if let Some(approvals) = options.approvals.clone().or(self.approvals(given)?) {
             builder = builder.approvals(approvals);
