@@ -132,7 +132,12 @@ impl SpanFeed {
     /// A reopened session (`earlier` is its log): its next turn links to the turn the
     /// interruption left open. Waits for room: it is handed once, as the session is built.
     pub(crate) fn resumed(&self, earlier: &[Event], at: SystemTime) {
-        if let (Some(resumption), Some(link)) = (Resumption::of(earlier), &self.link) {
+        self.resume_from(Resumption::of(earlier), at);
+    }
+
+    /// As [`SpanFeed::resumed`], with the interruption already found.
+    pub(crate) fn resume_from(&self, resumption: Option<Resumption>, at: SystemTime) {
+        if let (Some(resumption), Some(link)) = (resumption, &self.link) {
             link.send_now(Message::Resumed { resumption, at });
         }
     }

@@ -21,7 +21,7 @@ use toolrail_session_log::{Event, EventData, EventDraft, SessionId, TraceRef};
 use toolrail_tools_core::Registry;
 
 use super::feed::SpanFeed;
-use super::spans::SessionSpans;
+use super::spans::{ResumptionScan, SessionSpans};
 use super::{ExportReport, Telemetry, TelemetryError};
 use crate::config::{SessionConfig, TelemetryConfig};
 
@@ -126,13 +126,16 @@ pub fn export_recorded(
     // The live session's path: its telemetry thread, fed through the same channel.
     let feed = SpanFeed::start(&telemetry, spans)
         .map_err(|error| TelemetryError::Thread(error.to_string()))?;
+    // What the events so far were interrupted in, kept as they are read.
+    let mut scan = ResumptionScan::default();
     for (index, event) in events.iter().enumerate() {
         let turn_start = matches!(event.data, EventData::TurnStart(_));
         // A turn after an interruption links to the interrupted one, as a resumed live
         // session's does (nothing happens after a turn that ended).
         if turn_start && let Some(before) = index.checked_sub(1).and_then(|at| events.get(at)) {
-            feed.resumed(&events[..index], before.ts.to_system_time());
+            feed.resume_from(scan.resumption(), before.ts.to_system_time());
         }
+        scan.step(event);
         feed.observe_recorded(EventDraft {
             ts: event.ts,
             turn: event.turn,

@@ -55,22 +55,38 @@ impl Resumption {
     /// The interruption `events` (a log read back) ended on, if it ended inside a turn
     /// whose span it recorded.
     pub(crate) fn of(events: &[Event]) -> Option<Self> {
-        let mut interrupted = None;
-        let mut repaired = None;
-        for event in events {
-            if let EventData::TurnStart(start) = &event.data {
-                interrupted = start.trace;
-            } else if let EventData::RecoveryRepaired(repair) = &event.data {
-                repaired = Some(&repair.calls);
-            } else if let EventData::TurnEnd(end) = &event.data
-                && end.kind != TurnEndKind::Interrupted
-            {
-                interrupted = None;
-            }
+        let mut scan = ResumptionScan::default();
+        events.iter().for_each(|event| scan.step(event));
+        scan.resumption()
+    }
+}
+
+/// [`Resumption::of`] a log read one event at a time (replay asks at every turn).
+#[derive(Default)]
+pub(crate) struct ResumptionScan {
+    interrupted: Option<TraceRef>,
+    repaired: Option<Vec<CallId>>,
+}
+
+impl ResumptionScan {
+    /// Takes the next event of the log.
+    pub(crate) fn step(&mut self, event: &Event) {
+        if let EventData::TurnStart(start) = &event.data {
+            self.interrupted = start.trace;
+        } else if let EventData::RecoveryRepaired(repair) = &event.data {
+            self.repaired = Some(repair.calls.clone());
+        } else if let EventData::TurnEnd(end) = &event.data
+            && end.kind != TurnEndKind::Interrupted
+        {
+            self.interrupted = None;
         }
-        Some(Self {
-            interrupted: interrupted?,
-            repaired: repaired.cloned(),
+    }
+
+    /// The interruption the events so far ended on, if any.
+    pub(crate) fn resumption(&self) -> Option<Resumption> {
+        Some(Resumption {
+            interrupted: self.interrupted?,
+            repaired: self.repaired.clone(),
         })
     }
 }
