@@ -333,19 +333,7 @@ async fn recover_inner(
                 };
                 let (resumption, code) = match approvals {
                     Some(approvals) => approvals.resume(&pending).await?,
-                    None => {
-                        let (resumption, record) = pending::close_unasked(log, &pending).await?;
-                        let code = record.error_code().cloned();
-                        append(
-                            log,
-                            Some(turn.id),
-                            batch.step,
-                            Some(call.call_id.clone()),
-                            EventData::ToolResult(Arc::new(record)),
-                        )
-                        .await?;
-                        (resumption, code)
-                    }
+                    None => pending::close_unasked(log, &pending).await?,
                 };
                 let outcome = code.as_ref().map_or("ran", ErrorCode::as_str);
                 notes.push(format!(

@@ -4,6 +4,8 @@
 //! `expires_at` it is `expired`; otherwise whoever reopens the session asks again through
 //! an [`ApprovalResumer`], and without one no one can be asked (`unavailable`).
 
+use std::sync::Arc;
+
 use crate::event::{ApprovalAnswer, ApprovalAsked, ApprovalDecided, DecidedBy, Event, EventData};
 use crate::ids::{CallId, StepId, TurnId};
 use crate::result::{ErrorCode, ToolResultRecord};
@@ -133,7 +135,7 @@ pub(super) fn pending_question<'a>(
 pub(super) async fn close_unasked(
     log: &dyn SessionLog,
     call: &PendingApproval<'_>,
-) -> Result<(ApprovalResumption, ToolResultRecord), SinkError> {
+) -> Result<(ApprovalResumption, Option<ErrorCode>), SinkError> {
     let now = Timestamp::now();
     let (resumption, answer, code, message) = if call.expired_at(now) {
         (
@@ -163,9 +165,17 @@ pub(super) async fn close_unasked(
         decided,
     )
     .await?;
-    let mut record = ToolResultRecord::failure(code, message);
+    let mut record = ToolResultRecord::failure(code.clone(), message);
     record.synthetic = true;
-    Ok((resumption, record))
+    super::append(
+        log,
+        Some(call.turn),
+        call.step,
+        Some(call.call_id.clone()),
+        EventData::ToolResult(Arc::new(record)),
+    )
+    .await?;
+    Ok((resumption, Some(code)))
 }
 
 /// Microseconds from `asked_at` to `now` (the question waited across the restart).
