@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
-use toolrail_interaction::{ApprovalInbox, PendingApproval, approval_question, parse_reply};
+use toolrail_interaction::{ApprovalInbox, PendingApproval, approval_question};
 use toolrail_runtime::SessionConfig;
 use toolrail_session_log::event::ApprovalAnswer;
 
 use crate::chat::{Conversation, human_mode, usage_line};
-use crate::console::{Console, Line, read_answer};
+use crate::console::{Console, Line, read_answer, reply_to_question};
 use crate::flags::{AgentFlags, ApproveArg, prompt_text};
 use crate::places::locate;
 use crate::session::replay_text;
@@ -125,14 +125,13 @@ pub(crate) async fn answering<T>(
 /// and a withdrawn question stops its read (it would take the next line typed). The end of
 /// input is no one to answer, never a yes.
 async fn ask_on_terminal(pending: PendingApproval) {
-    const ATTEMPTS: usize = 3;
     let (question, prompt) = approval_question(pending.request());
     let key = pending.request().session_key.clone();
     print!("\n{question}{prompt}");
     let _ = std::io::stdout().flush();
     let withdrawn = Arc::new(AtomicBool::new(false));
-    let mut answer = None;
-    for _ in 0..ATTEMPTS {
+    let mut tries = 0;
+    let answer = loop {
         let mut read = read_answer(Arc::clone(&withdrawn));
         let line = tokio::select! {
             line = &mut read => line.unwrap_or(Line::Closed),
@@ -145,25 +144,18 @@ async fn ask_on_terminal(pending: PendingApproval) {
                 return;
             }
         };
-        match line {
-            Line::Closed | Line::Interrupted => {
-                answer = Some(ApprovalAnswer::Unavailable);
-                break;
-            }
-            Line::Text(line) => {
-                if let Some(given) = parse_reply(&line, key.as_deref()) {
-                    answer = Some(given);
-                    break;
-                }
-                let choices = if key.is_some() { "y, s or n" } else { "y or n" };
-                print!("  please answer {choices}\n{prompt}");
+        let Line::Text(line) = line else {
+            break ApprovalAnswer::Unavailable;
+        };
+        match reply_to_question(&line, key.as_deref(), tries) {
+            Ok(answer) => break answer,
+            Err(again) => {
+                print!("{again}{prompt}");
                 let _ = std::io::stdout().flush();
+                tries += 1;
             }
         }
-    }
-    let answer = answer.unwrap_or_else(|| ApprovalAnswer::Rejected {
-        reason: Some("no readable answer on the terminal".to_owned()),
-    });
+    };
     if pending.answer(answer).is_err() {
         println!("(too late: the question was withdrawn before the answer reached it)");
     }

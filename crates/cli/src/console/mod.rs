@@ -20,7 +20,7 @@ use toolrail_runtime::AgentEvent;
 use toolrail_session_log::{CallId, event::ApprovalAnswer};
 
 pub(crate) use keyboard::{Keyboard, Line, read_answer};
-pub(crate) use turn::{Interrupts, TurnOutcome, drive};
+pub(crate) use turn::{Interrupts, TurnOutcome, drive, reply_to_question};
 
 use crate::session::render;
 

@@ -118,21 +118,13 @@ pub(crate) async fn drive(
                     }
                     AskEvent::Line(Line::Text(reply)) => {
                         let key = current.pending.request().session_key.clone();
-                        match parse_reply(&reply, key.as_deref()) {
-                            Some(answer) => {
+                        match reply_to_question(&reply, key.as_deref(), current.attempts) {
+                            Ok(answer) => {
                                 answered(current.pending, answer, console);
                                 console.resume();
                             }
-                            None if current.attempts + 1 >= ATTEMPTS => {
-                                let rejected = ApprovalAnswer::Rejected {
-                                    reason: Some("no readable answer on the terminal".to_owned()),
-                                };
-                                answered(current.pending, rejected, console);
-                                console.resume();
-                            }
-                            None => {
-                                let choices = if key.is_some() { "y, s or n" } else { "y or n" };
-                                console.question(&format!("  please answer {choices}\n{}", current.prompt));
+                            Err(again) => {
+                                console.question(&format!("{again}{}", current.prompt));
                                 current.attempts += 1;
                                 current.read = read_answer(Arc::clone(&current.withdrawn));
                                 asking = Some(current);
@@ -193,6 +185,30 @@ pub(crate) async fn drive(
 fn answered(pending: PendingApproval, answer: ApprovalAnswer, console: &mut Console) {
     if pending.answer(answer).is_err() {
         console.question("(too late: the question was withdrawn before the answer reached it)\n");
+    }
+}
+
+/// What a line typed after a question means, on try `tries` (from 0): an answer — a
+/// readable one, or a rejection once the tries are used up — or what to say before asking
+/// again.
+pub(crate) fn reply_to_question(
+    reply: &str,
+    session_key: Option<&str>,
+    tries: usize,
+) -> Result<ApprovalAnswer, String> {
+    match parse_reply(reply, session_key) {
+        Some(answer) => Ok(answer),
+        None if tries + 1 >= ATTEMPTS => Ok(ApprovalAnswer::Rejected {
+            reason: Some("no readable answer on the terminal".to_owned()),
+        }),
+        None => {
+            let choices = if session_key.is_some() {
+                "y, s or n"
+            } else {
+                "y or n"
+            };
+            Err(format!("  please answer {choices}\n"))
+        }
     }
 }
 
