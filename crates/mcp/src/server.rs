@@ -446,17 +446,19 @@ impl Server {
             book: Arc::clone(&book),
             contained: spawned.contained,
         });
+        // On the stateless revision a server tells of changes only to a subscriber. The
+        // subscription is acknowledged before the list is read, so a change made once the
+        // server counts as running (by a call through it, say) is never told to no one.
+        let mut subscription = match service.peer_info() {
+            Some(info) if !info.protocol_version.has_initialize() => self.subscribe(&peer).await,
+            Some(_) | None => None,
+        };
         if let Err(why) = self
             .list_and_register(&peer, &book, &version, &protocol)
             .await
         {
             return why;
         }
-        // On the stateless revision a server tells of changes only to a subscriber.
-        let mut subscription = match service.peer_info() {
-            Some(info) if !info.protocol_version.has_initialize() => self.subscribe(&peer).await,
-            Some(_) | None => None,
-        };
         let waiting = service.waiting();
         tokio::pin!(waiting);
         loop {
