@@ -6,6 +6,7 @@
 
 use std::ffi::OsString;
 use std::process::Stdio;
+use std::time::Duration;
 
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use toolrail_shell_tool::{ConfineError, ProcessTree, TreeChild};
@@ -33,8 +34,8 @@ const ENV_ALLOW: &[&str] = &[
 
 /// The process behind a connection, kept for its drop (which kills it).
 enum Process {
-    Tree { _root: TreeChild },
-    Group { _leader: tokio::process::Child },
+    Tree { root: TreeChild },
+    Group { leader: tokio::process::Child },
 }
 
 /// A started server: its pipes, and the handle that ends it when dropped.
@@ -47,7 +48,7 @@ pub(crate) struct Spawned {
     /// Whether the whole tree ends with it.
     pub(crate) contained: bool,
     /// Kept so the process is killed when the connection is dropped.
-    _process: Process,
+    process: Process,
 }
 
 impl Spawned {
@@ -75,7 +76,7 @@ impl Spawned {
                     stderr: child.take_stderr(),
                     pid: child.id(),
                     contained: true,
-                    _process: Process::Tree { _root: child },
+                    process: Process::Tree { root: child },
                 });
             }
             Err(ConfineError::Spawn(error)) => {
@@ -110,8 +111,37 @@ impl Spawned {
             stderr: child.stderr.take(),
             pid: child.id(),
             contained: false,
-            _process: Process::Group { _leader: child },
+            process: Process::Group { leader: child },
         })
+    }
+}
+
+impl Spawned {
+    /// Waits up to `grace` for the server, whose stdin was closed, to end by itself; then
+    /// sends its group SIGTERM and waits up to `term` more. The caller kills what is left.
+    pub(crate) async fn end_gracefully(&mut self, grace: Duration, term: Duration) {
+        if tokio::time::timeout(grace, self.process.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        match &self.process {
+            Process::Tree { root } => root.terminate(),
+            Process::Group { .. } => signal_group(self.pid, nix::sys::signal::Signal::SIGTERM),
+        }
+        let _ = tokio::time::timeout(term, self.process.wait()).await;
+    }
+}
+
+impl Process {
+    /// Until the server's process ended (at once if it cannot be waited for).
+    async fn wait(&mut self) {
+        // Only the end matters here, not how it ended.
+        let _ = match self {
+            Self::Tree { root } => root.wait().await,
+            Self::Group { leader } => leader.wait().await,
+        };
     }
 }
 
@@ -132,9 +162,15 @@ fn environment(config: &ServerConfig) -> Vec<(OsString, OsString)> {
 /// SIGKILL to a server's whole process group: with a process tree, its root, whose death
 /// ends every process in the tree's namespace.
 pub(crate) fn kill_group(group: Option<u32>) {
-    use nix::sys::signal::{Signal, killpg};
+    signal_group(group, nix::sys::signal::Signal::SIGKILL);
+}
+
+/// `signal` to a server's process group (see [`kill_group`]).
+fn signal_group(group: Option<u32>, signal: nix::sys::signal::Signal) {
+    use nix::sys::signal::killpg;
     use nix::unistd::Pid;
     if let Some(pid) = group.and_then(|pid| i32::try_from(pid).ok()) {
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        // A group that is gone has nothing left to end.
+        let _ = killpg(Pid::from_raw(pid), signal);
     }
 }

@@ -69,6 +69,13 @@ pub enum ServerState {
     },
 }
 
+/// How long a server whose stdin was closed has to end by itself before it is sent
+/// SIGTERM (the MCP stdio shutdown: close its input, wait, SIGTERM, then SIGKILL).
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// How long it has after SIGTERM before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(1);
+
 /// How long a connection must last for its server's restart count to start again.
 const STABLE: Duration = Duration::from_secs(60);
 
@@ -178,11 +185,11 @@ impl McpServers {
         self.servers.iter().find(|server| server.name == name)
     }
 
-    /// Ends every server and its processes; their tools leave the registry.
+    /// Ends every server and its processes, together, the way MCP asks of a stdio client:
+    /// its stdin is closed, it has 2 s to end by itself (to flush what it keeps), then 1 s
+    /// after SIGTERM, then it is killed. Their tools leave the registry.
     pub async fn shutdown(&self) {
-        for server in &self.servers {
-            server.stop().await;
-        }
+        futures_util::future::join_all(self.servers.iter().map(|server| server.stop())).await;
     }
 }
 
@@ -214,7 +221,11 @@ pub(crate) struct Server {
     pub(crate) link: Mutex<Option<Link>>,
     pub(crate) progress: ProgressDispatcher,
     pub(crate) stderr: StderrLog,
+    /// Ends the connection at once (its process group killed).
     stop: CancellationToken,
+    /// Ends the connection the way MCP asks of a stdio client: stdin closed, a grace to end
+    /// by itself, then SIGTERM, then SIGKILL.
+    closing: CancellationToken,
     settled: Notify,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     relisted: AtomicU64,
@@ -272,6 +283,7 @@ impl Server {
             progress: ProgressDispatcher::new(),
             stderr,
             stop: CancellationToken::new(),
+            closing: CancellationToken::new(),
             settled: Notify::new(),
             tasks: Mutex::new(Vec::new()),
             relisted: AtomicU64::new(0),
@@ -316,7 +328,7 @@ impl Server {
             };
             self.registry.remove_source(&self.source());
             *self.link.lock() = None;
-            if self.stop.is_cancelled() {
+            if self.stop.is_cancelled() || self.closing.is_cancelled() {
                 self.first_try_over.store(true, Ordering::Release);
                 self.settled.notify_waiters();
                 return;
@@ -353,6 +365,7 @@ impl Server {
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
                 () = self.stop.cancelled() => return,
+                () = self.closing.cancelled() => return,
             }
         }
     }
@@ -378,6 +391,12 @@ impl Server {
             tokio::spawn(async move { server.stderr.drain(stderr, &header).await })
         });
         let ended = self.serve(&mut spawned).await;
+        if self.closing.is_cancelled() {
+            // Its grace was spent waiting for its stdout to end, which it does as it exits.
+            spawned
+                .end_gracefully(Duration::from_millis(200), TERM_GRACE)
+                .await;
+        }
         kill_group(group);
         if let Some(mut draining) = draining {
             // What it wrote last, read before its words are quoted; a descendant holding
@@ -406,6 +425,7 @@ impl Server {
             self.config.max_message_bytes,
             Arc::clone(&book),
         );
+        let stdin = wire.stdin_closer();
         let changed = Arc::new(Notify::new());
         let client = Client {
             progress: self.progress.clone(),
@@ -463,6 +483,14 @@ impl Server {
         tokio::pin!(waiting);
         loop {
             tokio::select! {
+                () = self.closing.cancelled() => {
+                    // Its stdin closed is a stdio server's cue to end; what it still writes
+                    // is read (a server whose stdout is gone fails its last writes), until
+                    // it ends or its grace does.
+                    stdin.close().await;
+                    let _ = tokio::time::timeout(EXIT_GRACE, &mut waiting).await;
+                    return "its stdin was closed to stop it".to_owned();
+                }
                 told = next_notification(&mut subscription) => match told {
                     Some(ServerNotification::ToolListChangedNotification(_)) => changed.notify_one(),
                     Some(_) => {}
@@ -603,13 +631,19 @@ impl Server {
         self.registry.remove_source(&self.source());
     }
 
-    /// Ends the server and waits for its task.
+    /// Ends the server the MCP way — its stdin closed, time to end by itself, then SIGTERM,
+    /// then SIGKILL — and waits for its task; a server still starting is ended at once.
     async fn stop(&self) {
-        self.end();
+        self.closing.cancel();
         let tasks: Vec<_> = self.tasks.lock().drain(..).collect();
-        for task in tasks {
-            let _ = task.await;
+        let limit = EXIT_GRACE + TERM_GRACE + Duration::from_secs(1);
+        for mut task in tasks {
+            if tokio::time::timeout(limit, &mut task).await.is_err() {
+                self.end();
+                let _ = task.await;
+            }
         }
+        self.end();
     }
 
     /// Ends the server without waiting (on drop).

@@ -193,6 +193,16 @@ enum Got {
 }
 
 /// The link to one server process, as the SDK's transport.
+/// Closes a [`Wire`]'s stdin (see [`Wire::stdin_closer`]).
+pub(crate) struct StdinCloser<W = ChildStdin>(Arc<tokio::sync::Mutex<Option<W>>>);
+
+impl<W> StdinCloser<W> {
+    /// Closes the server's stdin; a request written after this fails as not sent.
+    pub(crate) async fn close(&self) {
+        drop(self.0.lock().await.take());
+    }
+}
+
 pub(crate) struct Wire<R = ChildStdout, W = ChildStdin> {
     read: BufReader<R>,
     line: Vec<u8>,
@@ -218,6 +228,12 @@ where
             write: Arc::new(tokio::sync::Mutex::new(Some(stdin))),
             book,
         }
+    }
+
+    /// A handle that closes the server's stdin while its stdout is still read: how a
+    /// client asks a stdio server to end, and lets it finish writing what it has.
+    pub(crate) fn stdin_closer(&self) -> StdinCloser<W> {
+        StdinCloser(Arc::clone(&self.write))
     }
 
     /// Reads up to the end of a line. Cancel-safe: what was read stays in `self` for the

@@ -1,7 +1,9 @@
-//! toolrail as the client of a server on the stateless 2026-07-28 revision, written with the
-//! official Python SDK (`mcp` on PyPI, which `.ci/run` installs under `target/ci-venv/mcp`):
-//! the revision is negotiated, and a change of the server's tool list reaches the registry
-//! through the subscription that revision requires (a server there tells no one else).
+//! toolrail as the client of servers written with the official Python SDK (`mcp` on PyPI,
+//! which `.ci/run` installs under `target/ci-venv/mcp`), on the stateless 2026-07-28
+//! revision: the revision is negotiated, a change of the server's tool list reaches the
+//! registry through the subscription that revision requires (a server there tells no one
+//! else), and a server is ended the way MCP asks — stdin closed, then SIGTERM — so it can
+//! finish what it keeps.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -84,4 +86,54 @@ async fn a_stateless_server_s_list_change_reaches_the_registry() {
         waited += Duration::from_millis(50);
     }
     servers.shutdown().await;
+}
+
+/// Starts `tests/servers/farewell.py` writing to `marker`, waits for it to run, and shuts
+/// it down: how long the shutdown took.
+async fn farewell(python: &std::path::Path, marker: &std::path::Path, deaf: bool) -> Duration {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/servers/farewell.py");
+    let mut args = vec![json!(script), json!(marker)];
+    if deaf {
+        args.push(json!("deaf"));
+    }
+    let config = McpConfig::from_json(
+        &json!({"mcpServers": {"farewell": {"command": python, "args": args}}}).to_string(),
+        "test",
+    )
+    .unwrap();
+    let registry = RegistryBuilder::new().build().unwrap().0;
+    let servers = McpServers::start(&config, &registry).await;
+    assert!(
+        matches!(&servers.states()[0].1, ServerState::Running { .. }),
+        "{:?}",
+        servers.states()
+    );
+    let began = std::time::Instant::now();
+    servers.shutdown().await;
+    began.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_ends_by_itself_when_its_stdin_closes() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ended");
+    farewell(&python, &marker, false).await;
+    // Before, the server was killed at once and never wrote a word.
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_ignores_its_closed_stdin_is_sent_sigterm_then_ends() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ended");
+    let took = farewell(&python, &marker, true).await;
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "terminated");
+    // The grace, not the server's own 30 s: a deaf server holds nobody up.
+    assert!(took < Duration::from_secs(10), "{took:?}");
 }

@@ -163,6 +163,17 @@ impl TreeChild {
         let _ = self.child.start_kill();
     }
 
+    /// Asks the program to end: SIGTERM to its process group, which lives below the
+    /// tree's root (the root must live on, or the namespace would end at once, with no
+    /// time for the program to finish). Follow with [`TreeChild::kill`] after a grace.
+    pub fn terminate(&self) {
+        let group = self.child.id().and_then(crate::process::group_below);
+        if let Some(group) = group {
+            // A group already gone has nothing to end.
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM);
+        }
+    }
+
     /// Waits for the tree's root to end.
     pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         self.child.wait().await
