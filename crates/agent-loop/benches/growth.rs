@@ -67,6 +67,8 @@ impl ModelClient for Stepper {
                     stop_reason,
                 },
                 usage: None,
+                response_id: None,
+                response_model: None,
             })
         })
     }

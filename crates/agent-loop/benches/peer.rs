@@ -69,6 +69,8 @@ impl ModelClient for Script {
             Ok(ModelResponse {
                 message,
                 usage: None,
+                response_id: None,
+                response_model: None,
             })
         })
     }

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
     AppendUrgency, ContentBlock, ConversationItem, EventData, EventDraft, SessionLog, Settle,
-    SinkError, StepId, Timestamp, TurnId,
+    SinkError, StepId, Timestamp, TraceRef, TurnId,
     event::{
         AssistantMessage, ContextMessage, StepEnd, StepStart, StopReason, TurnEnd, TurnEndKind,
         TurnStart,
@@ -187,7 +187,7 @@ impl AgentLoop {
         cancel: CancellationToken,
         live: Option<Live>,
     ) -> Result<TurnEndKind, LoopError> {
-        let turn = self.open_turn(user).await?;
+        let turn = self.open_turn(user, None).await?;
         for number in 1..=self.config.max_steps {
             let step = StepId(number);
             self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
@@ -233,7 +233,14 @@ impl AgentLoop {
                     return Err(LoopError::Model(error));
                 }
             };
-            let (message, usage) = (response.message, response.usage);
+            let message = response.message;
+            // What `step/end` records of the answer besides the message: the server's usage,
+            // id and model, as it sent them.
+            let served = StepEnd {
+                usage: response.usage,
+                response_id: response.response_id,
+                response_model: response.response_model,
+            };
             let calls = requests_of(&message, turn, step);
             let truncated = message.stop_reason == StopReason::Length;
             self.append(
@@ -256,7 +263,7 @@ impl AgentLoop {
                     }
                 }
                 self.answer(&outcome.results);
-                self.end_step(turn, step, usage).await?;
+                self.end_step(turn, step, served).await?;
                 return self
                     .end(
                         turn,
@@ -267,7 +274,7 @@ impl AgentLoop {
                     .await;
             }
             if calls.is_empty() {
-                self.end_step(turn, step, usage).await?;
+                self.end_step(turn, step, served).await?;
                 return self.end(turn, step, TurnEndKind::Completed, "").await;
             }
             let outcome = match self
@@ -286,7 +293,7 @@ impl AgentLoop {
             };
             self.answer(&outcome.results);
             self.deliver_steering(turn, step).await?;
-            self.end_step(turn, step, usage).await?;
+            self.end_step(turn, step, served).await?;
             self.log.settle(Settle::BatchEnd).await?;
             if cancel.is_cancelled() {
                 return self
@@ -325,7 +332,12 @@ impl AgentLoop {
 
     /// Begins the next turn: `turn/start` with the user's message, which joins the
     /// conversation.
-    async fn open_turn(&mut self, user: Vec<ContentBlock>) -> Result<TurnId, LoopError> {
+    /// `caller` is the span of a traced client that asked for the turn.
+    async fn open_turn(
+        &mut self,
+        user: Vec<ContentBlock>,
+        caller: Option<TraceRef>,
+    ) -> Result<TurnId, LoopError> {
         let turn = TurnId(self.next_turn);
         self.next_turn += 1;
         self.append(
@@ -334,6 +346,7 @@ impl AgentLoop {
             EventData::TurnStart(TurnStart {
                 user: user.clone(),
                 trace: None,
+                caller,
             }),
         )
         .await?;
@@ -346,15 +359,17 @@ impl AgentLoop {
     /// — `user` says who called, `message` holds the calls — its calls run as one batch
     /// against the registry's tools as they are now (not a presentation of them), and the
     /// turn ends after that batch: the model is asked nothing. Cancelling ends it `aborted`
-    /// with an honest outcome for every call.
+    /// with an honest outcome for every call. `caller` is the client's span when its
+    /// request carried a W3C trace context: the turn's trace continues it.
     pub async fn run_client_turn(
         &mut self,
         user: Vec<ContentBlock>,
         message: AssistantMessage,
+        caller: Option<TraceRef>,
         cancel: CancellationToken,
         live: Option<Live>,
     ) -> Result<TurnEndKind, LoopError> {
-        let turn = self.open_turn(user).await?;
+        let turn = self.open_turn(user, caller).await?;
         let step = StepId(1);
         self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
             .await?;
@@ -381,7 +396,7 @@ impl AgentLoop {
             }
         };
         self.answer(&outcome.results);
-        self.end_step(turn, step, None).await?;
+        self.end_step(turn, step, StepEnd::default()).await?;
         self.log.settle(Settle::BatchEnd).await?;
         if cancel.is_cancelled() {
             return self
@@ -455,9 +470,9 @@ impl AgentLoop {
         &self,
         turn: TurnId,
         step: StepId,
-        usage: Option<serde_json::Value>,
+        served: StepEnd,
     ) -> Result<u64, SinkError> {
-        self.append(turn, Some(step), EventData::StepEnd(StepEnd { usage }))
+        self.append(turn, Some(step), EventData::StepEnd(served))
             .await
     }
 

@@ -65,7 +65,9 @@
 //!                 stop_reason: StopReason::ToolCalls,
 //!             },
 //!         };
-//!         Box::pin(async move { Ok(ModelResponse { message, usage: None }) })
+//!         Box::pin(async move {
+//!             Ok(ModelResponse { message, usage: None, response_id: None, response_model: None })
+//!         })
 //!     }
 //! }
 //!

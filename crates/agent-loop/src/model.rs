@@ -47,6 +47,12 @@ pub struct ModelResponse {
     /// The token usage as the server reported it, logged in `step/end` as is; `None` when
     /// it sent none.
     pub usage: Option<Value>,
+    /// The server's id of the answer, logged in `step/end`; `None` when it sent none (a
+    /// client never makes one up).
+    pub response_id: Option<String>,
+    /// The model that answered, as the server named it, logged in `step/end`; `None` when
+    /// it did not say.
+    pub response_model: Option<String>,
 }
 
 /// A piece of an answer as it arrives. Deltas are for showing; the assembled

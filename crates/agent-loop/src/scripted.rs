@@ -99,6 +99,8 @@ impl ModelClient for ScriptedModel {
             Ok(ModelResponse {
                 message,
                 usage: None,
+                response_id: None,
+                response_model: None,
             })
         })
     }

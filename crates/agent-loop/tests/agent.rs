@@ -320,6 +320,7 @@ async fn a_resumed_session_carries_the_synthetic_results_of_its_recovery() {
             EventData::TurnStart(TurnStart {
                 user: vec![ContentBlock::text("write it")],
                 trace: None,
+                caller: None,
             }),
         ),
         (

@@ -35,7 +35,9 @@ pub(crate) fn run(args: ChatArgs) -> Result<()> {
         let mut conversation =
             Conversation::start(config, approve, Console::new(human_mode()), None).await?;
         conversation.greet();
-        conversation.chat().await
+        let chatted = conversation.chat().await;
+        conversation.agent.shutdown().await;
+        chatted
     })
 }
 

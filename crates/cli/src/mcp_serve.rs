@@ -89,7 +89,7 @@ async fn serve(
     let session_id = session.clone();
     let tools = agent.tools().snapshot().offered().count();
     let host = Arc::new(AgentHost::new(agent));
-    let mut server = McpServe::new(host);
+    let mut server = McpServe::new(Arc::clone(&host) as Arc<dyn toolrail_mcp::serve::ToolHost>);
     if let Some(approvals) = asking {
         server = server.asking_through(approvals);
     }
@@ -115,6 +115,7 @@ async fn serve(
         }
     };
     drop(endpoint);
+    host.agent().shutdown().await;
     eprintln!("toolrail: the served calls are in session {session_id}; see them with `{replay}`");
     served
 }

@@ -82,7 +82,7 @@ pub(crate) fn run(args: ResumeArgs) -> Result<()> {
             Some((&located.store, &located.id)),
         )
         .await?;
-        match prompt {
+        let ended = match prompt {
             Some(prompt) => {
                 let outcome = conversation.turn(prompt).await;
                 println!("{}", usage_line(&conversation.usage));
@@ -92,7 +92,9 @@ pub(crate) fn run(args: ResumeArgs) -> Result<()> {
                 conversation.greet();
                 conversation.chat().await
             }
-        }
+        };
+        conversation.agent.shutdown().await;
+        ended
     })
 }
 

@@ -95,6 +95,8 @@ fn run_prompt(args: &RunArgs) -> Result<()> {
         let mut conversation =
             Conversation::start(config, approve, Console::new(mode), None).await?;
         let outcome = conversation.turn(prompt).await;
+        // Its MCP servers end the MCP way, so they can flush what they keep.
+        conversation.agent.shutdown().await;
         let agent = &conversation.agent;
         let events = agent.store().read(agent.session_id())?;
         if let Some(out) = &args.html {

@@ -402,6 +402,7 @@ fn interrupted_log(dir: &Path) -> std::path::PathBuf {
             EventData::TurnStart(TurnStart {
                 user: vec![],
                 trace: None,
+                caller: None,
             }),
         ),
         draft(

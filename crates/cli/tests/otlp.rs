@@ -2,10 +2,12 @@
 //! decodes the protobuf with the official `opentelemetry-proto` package (`.ci/run` installs
 //! it into `target/ci-venv/otel`; with `CI` set a missing one fails the test). The session:
 //! two parallel reads, a `bash` a rule asks about (answered over `--approvals-listen`), a
-//! `bash` a rule denies, a call to an MCP server (`toolrail mcp serve` itself), then a
-//! `run_code` whose program makes two calls. The test checks the span tree, names, kinds,
-//! attributes, parent links, the span ids the log records, the histograms, and that no
-//! argument or result text leaves the process while content capture is off.
+//! `bash` a rule denies, a call to an MCP server (`toolrail mcp serve` itself, exporting to
+//! the same receiver), then a `run_code` whose program makes two calls. The test checks the
+//! span tree, names, kinds, attributes, parent links, the span ids the log records, the
+//! trace context the MCP server received (its own spans continue the trace under the
+//! client's `tools/call` span), the histograms, and that no argument or result text leaves
+//! the process while content capture is off.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -131,12 +133,36 @@ phase_spans_min_ms = 0
 "#,
     )
     .unwrap();
+    dir
+}
+
+/// The MCP server the session calls: `toolrail mcp serve` on the same workspace, exporting
+/// its own spans (as `toolrail-served`) to the receiver on `port`.
+fn write_servers(dir: &Path, port: u16) {
     let servers = json!({"mcpServers": {
         "self": {"command": env!("CARGO_BIN_EXE_toolrail"),
-                 "args": ["mcp", "serve", "--workspace", dir.path()]},
+                 "args": ["mcp", "serve", "--workspace", dir, "--otlp"],
+                 "env": {
+                     "OTEL_EXPORTER_OTLP_ENDPOINT": format!("http://127.0.0.1:{port}"),
+                     "OTEL_SERVICE_NAME": "toolrail-served",
+                     "XDG_STATE_HOME": dir.join("served-state"),
+                 }},
     }});
-    std::fs::write(dir.path().join("servers.json"), servers.to_string()).unwrap();
-    dir
+    std::fs::write(dir.join("servers.json"), servers.to_string()).unwrap();
+}
+
+/// The served session's log: the one in the workspace that is not the session's own.
+fn served_log(dir: &Path, own: &Path) -> Vec<Value> {
+    let sessions = dir.join(".toolrail/sessions");
+    let path = std::fs::read_dir(&sessions)
+        .unwrap_or_else(|error| panic!("{}: {error}", sessions.display()))
+        .map(|entry| entry.unwrap().path())
+        .find(|path| {
+            path.extension().is_some_and(|ext| ext == "jsonl")
+                && path.file_name() != own.file_name()
+        })
+        .unwrap_or_else(|| panic!("no served session in {}", sessions.display()));
+    read_log(&path)
 }
 
 /// Reads the approvals endpoint from the run's first stderr line, then answers the asked
@@ -214,6 +240,7 @@ fn a_session_is_exported_as_genai_spans_and_metrics_over_otlp() {
     let dir = workspace();
     let out = dir.path().join("received.jsonl");
     let (_receiver, port) = receiver(&python, &out);
+    write_servers(dir.path(), port);
     let (_gate, gate) = mpsc::channel();
     let (url, _requests) = scripted_server(answers(), gate);
 
@@ -258,8 +285,12 @@ fn a_session_is_exported_as_genai_spans_and_metrics_over_otlp() {
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
 
-    // The process flushed at exit: everything is in by the time it ended.
-    let (spans, metrics) = received(&out);
+    // The process flushed at exit, and stopped its MCP server the way MCP asks (stdin
+    // closed, a grace), which flushed too: everything is in by the time it ended.
+    let (received_spans, metrics) = received(&out);
+    let (served, spans): (Vec<Value>, Vec<Value>) = received_spans
+        .into_iter()
+        .partition(|span| span["service"] == "toolrail-served");
     let by_id: HashMap<&str, &Value> = spans
         .iter()
         .map(|span| (span["span_id"].as_str().unwrap(), span))
@@ -410,6 +441,60 @@ fn a_session_is_exported_as_genai_spans_and_metrics_over_otlp() {
     assert_eq!(attr(mcp, "gen_ai.tool.type"), "extension");
     assert_eq!(attr(mcp, "toolrail.tool.source"), "mcp(self)");
     assert_eq!(attr(mcp, "error.type"), &Value::Null, "{mcp:#?}");
+    // Its request is an MCP client span under it, which the log's `mcp/request` names.
+    let requests: Vec<&Value> = children(mcp)
+        .into_iter()
+        .filter(|span| span["name"] == "tools/call read")
+        .collect();
+    assert_eq!(requests.len(), 1, "{:#?}", children(mcp));
+    let request = requests[0];
+    assert_eq!(request["kind"], "SPAN_KIND_CLIENT");
+    assert_eq!(attr(request, "mcp.method.name"), "tools/call");
+    assert_eq!(attr(request, "gen_ai.operation.name"), "execute_tool");
+    assert_eq!(attr(request, "gen_ai.tool.name"), "read");
+    assert_eq!(attr(request, "mcp.protocol.version"), "2026-07-28");
+    assert_eq!(attr(request, "network.transport"), "pipe");
+    assert_eq!(attr(request, "toolrail.mcp.server"), "self");
+    let request_id = attr(request, "jsonrpc.request.id").as_str().unwrap();
+    assert!(!request_id.is_empty());
+    let sent: Vec<&Value> = log
+        .iter()
+        .filter(|event| event["kind"] == "mcp/request")
+        .collect();
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    assert_eq!(sent[0]["call_id"], "m1");
+    assert_eq!(sent[0]["data"]["request_id"], request_id);
+    assert_eq!(sent[0]["data"]["trace"]["span_id"], request["span_id"]);
+    assert!(request["start"].as_u64() >= mcp["start"].as_u64());
+    assert!(request["end"].as_u64() <= mcp["end"].as_u64());
+    // The server received that span as `_meta.traceparent`: its log's turn names it as the
+    // caller, and its spans continue the trace under it.
+    let served_events = served_log(dir.path(), Path::new(report["log"].as_str().unwrap()));
+    let callers: Vec<&Value> = served_events
+        .iter()
+        .filter(|event| event["kind"] == "turn/start")
+        .map(|event| &event["data"]["caller"])
+        .collect();
+    assert_eq!(callers.len(), 1, "{served_events:#?}");
+    assert_eq!(callers[0]["trace_id"], turn["trace_id"]);
+    assert_eq!(callers[0]["span_id"], request["span_id"]);
+    let served_turns: Vec<&Value> = served
+        .iter()
+        .filter(|span| span["name"] == "invoke_agent toolrail")
+        .collect();
+    assert_eq!(served_turns.len(), 1, "{served:#?}");
+    assert_eq!(served_turns[0]["parent_span_id"], request["span_id"]);
+    assert!(
+        served
+            .iter()
+            .all(|span| span["trace_id"] == turn["trace_id"]),
+        "the served spans are in the session's trace: {served:#?}"
+    );
+    let served_read: Vec<&Value> = served
+        .iter()
+        .filter(|span| span["name"] == "execute_tool read")
+        .collect();
+    assert_eq!(served_read.len(), 1, "{served:#?}");
 
     // The second batch: run_code, its program's two calls its children.
     assert_eq!(names(&children(batches[1])), ["execute_tool run_code"]);
@@ -471,6 +556,12 @@ fn a_session_is_exported_as_genai_spans_and_metrics_over_otlp() {
         .unwrap_or_else(|| panic!("{tools:#?}"));
     assert_eq!(denied_point["attributes"]["gen_ai.tool.name"], "bash");
     assert_eq!(metric("gen_ai.client.operation.duration")["unit"], "s");
+    let mcp_requests = metric("mcp.client.operation.duration");
+    assert_eq!(mcp_requests["unit"], "s");
+    assert_eq!(
+        mcp_requests["points"][0]["attributes"]["mcp.method.name"],
+        "tools/call"
+    );
     let tokens = metric("gen_ai.client.token.usage");
     let types: Vec<&str> = tokens["points"]
         .as_array()

@@ -46,6 +46,7 @@ async fn interrupted_write(
     let turn = EventData::TurnStart(TurnStart {
         user: vec![],
         trace: None,
+        caller: None,
     });
     b.sink
         .append(draft(None, turn), AppendUrgency::Durable)

@@ -14,11 +14,13 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use rmcp::model::{
-    CallToolRequestParams, CancelledNotificationParam, ClientRequest, Request, RequestId,
-    ServerResult,
+    CallToolRequestParams, CancelledNotificationParam, ClientRequest, NumberOrString, Request,
+    RequestId, RequestParamsMeta as _, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::{Value, json};
+use toolrail_session_log::event::McpRequest;
+use toolrail_session_log::{AppendUrgency, TraceRef};
 use toolrail_tools_core::{ToolContext, ToolFailure, ToolSpec, tool_code};
 
 use crate::server::Server;
@@ -59,6 +61,17 @@ pub(crate) async fn call(
     if let Some(arguments) = args.as_object() {
         params = params.with_arguments(arguments.clone());
     }
+    // A traced call's request is a client span under its `execute_tool` span, and the
+    // server is told of it (W3C trace context in `_meta`), so its spans join the trace.
+    let span = ctx.trace().and_then(|call| {
+        Some(TraceRef {
+            trace_id: call.trace_id,
+            span_id: fresh_span_id()?,
+        })
+    });
+    if let Some(span) = span {
+        params.set_traceparent(&span.to_string());
+    }
     let handle = peer
         .send_cancellable_request(
             ClientRequest::CallToolRequest(Request::new(params)),
@@ -67,6 +80,21 @@ pub(crate) async fn call(
         .await
         .map_err(|error| not_sent(format!("could not take the call ({error})")))?;
     let id = handle.id.clone();
+    let sent = McpRequest {
+        server: server.name.clone(),
+        method: "tools/call".to_owned(),
+        tool: tool.to_owned(),
+        request_id: request_id_text(&id),
+        protocol: peer
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
+            .unwrap_or_default(),
+        trace: span,
+    };
+    if let Err(error) = ctx.record(sent, AppendUrgency::Buffered).await {
+        // The request is out: the call goes on, and its outcome is what the log must hold.
+        tracing::warn!(server = %server.name, %error, "the MCP request was sent but not recorded");
+    }
     let _forget = Forget(&book, id.clone());
     let noted_before = book.noted();
     let mut progress = server
@@ -129,6 +157,24 @@ pub(crate) async fn call(
             }
         }
     }
+}
+
+/// A request id as the server's log shows it: a number's digits, a string's text.
+fn request_id_text(id: &RequestId) -> String {
+    match id {
+        NumberOrString::Number(number) => number.to_string(),
+        NumberOrString::String(text) => text.to_string(),
+    }
+}
+
+/// A random W3C span id, never all zeros; `None` when the system has no randomness to give
+/// (the call then goes untraced rather than under a guessable id).
+fn fresh_span_id() -> Option<[u8; 8]> {
+    let mut id = [0_u8; 8];
+    while id == [0; 8] {
+        getrandom::fill(&mut id).ok()?;
+    }
+    Some(id)
 }
 
 /// What a call that may have run can have done, for the model.

@@ -178,6 +178,7 @@ mod tests {
             EventData::TurnStart(TurnStart {
                 user: vec![],
                 trace: None,
+                caller: None,
             }),
         )];
         let mut push = |call_id: Option<&str>, data: EventData| {

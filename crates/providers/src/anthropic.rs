@@ -182,6 +182,8 @@ impl AnthropicStream {
             .unwrap_or_default();
         match kind {
             "message_start" => {
+                self.draft
+                    .served(data.pointer("/message/id"), data.pointer("/message/model"));
                 self.add_usage(data.pointer("/message/usage"));
             }
             "content_block_start" => {
@@ -318,7 +320,9 @@ pub(crate) fn whole_response(body: &Value) -> Result<ModelResponse, StreamError>
             data: data.to_string(),
         })
     };
-    feed(json!({"type": "message_start", "message": {"usage": body.get("usage")}}))?;
+    feed(json!({"type": "message_start", "message": {
+        "id": body.get("id"), "model": body.get("model"), "usage": body.get("usage"),
+    }}))?;
     for (index, block) in blocks.iter().enumerate() {
         let mut start = block.clone();
         let input = match block.get("type").and_then(Value::as_str) {

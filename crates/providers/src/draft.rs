@@ -82,6 +82,10 @@ pub(crate) struct Draft {
     blocks: Vec<Block>,
     pub stop: Option<StopReason>,
     pub usage: Option<Value>,
+    /// The server's id of the answer, once one arrived.
+    response_id: Option<String>,
+    /// The model that answered, as the server named it, once it did.
+    response_model: Option<String>,
     deltas: Vec<ModelDelta>,
     /// The place among the message's calls of each call block, by block slot.
     call_index: Vec<(usize, u32)>,
@@ -98,6 +102,25 @@ impl Draft {
             .iter()
             .find(|(at, _)| *at == slot)
             .map(|(_, index)| *index)
+    }
+
+    /// Takes the answer's id and model from wherever the format puts them (every OpenAI
+    /// chunk, Anthropic's `message_start`). The first of each that is a non-empty string
+    /// holds: a server that sends a placeholder `""` first (a content-filter chunk) has not
+    /// named the answer yet, and one that repeats them is not renaming it.
+    pub(crate) fn served(&mut self, id: Option<&Value>, model: Option<&Value>) {
+        let named = |value: Option<&Value>| {
+            value
+                .and_then(Value::as_str)
+                .filter(|text| !text.is_empty())
+                .map(str::to_owned)
+        };
+        if self.response_id.is_none() {
+            self.response_id = named(id);
+        }
+        if self.response_model.is_none() {
+            self.response_model = named(model);
+        }
     }
 
     /// Appends text, to the last block if it is text.
@@ -234,6 +257,8 @@ impl Draft {
                 stop_reason: stop,
             },
             usage: self.usage,
+            response_id: self.response_id,
+            response_model: self.response_model,
         })
     }
 }

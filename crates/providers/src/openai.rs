@@ -288,6 +288,7 @@ impl OpenAiStream {
         if let Some(error) = chunk.get("error") {
             return Err(server_error(error));
         }
+        self.draft.served(chunk.get("id"), chunk.get("model"));
         if let Some(usage) = chunk.get("usage").filter(|usage| !usage.is_null()) {
             self.draft.usage = Some(usage.clone());
         }
@@ -387,6 +388,8 @@ pub(crate) fn whole_response(body: &Value) -> Result<ModelResponse, StreamError>
     let message = choice.get("message").unwrap_or(&Value::Null);
     // The message read as one chunk whose delta is all of it.
     let chunk = json!({
+        "id": body.get("id"),
+        "model": body.get("model"),
         "choices": [{"index": 0, "delta": message, "finish_reason": choice.get("finish_reason")}],
         "usage": body.get("usage"),
     });

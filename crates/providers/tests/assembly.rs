@@ -123,6 +123,70 @@ fn anthropic_tool_uses_are_assembled_from_input_deltas() {
     );
 }
 
+/// The answer's id and model, as the server named them: from the OpenAI chunks and from
+/// Anthropic's `message_start`.
+fn served(response: &ModelResponse) -> (Option<&str>, Option<&str>) {
+    (
+        response.response_id.as_deref(),
+        response.response_model.as_deref(),
+    )
+}
+
+#[test]
+fn the_server_s_response_id_and_model_are_read_from_both_stream_formats() {
+    let response = assemble(
+        Format::OpenAi,
+        &fixture("openai/parallel_tool_calls.sse"),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(served(&response), (Some("chatcmpl-1"), Some("m")));
+    let response = assemble(
+        Format::Anthropic,
+        &fixture("anthropic/parallel_tool_uses.sse"),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(served(&response), (Some("msg_1"), Some("m")));
+}
+
+#[test]
+fn a_placeholder_id_is_skipped_and_the_first_real_one_holds() {
+    // Azure sends a content-filter chunk with empty id and model before the answer's.
+    let stream = concat!(
+        "data: {\"id\":\"\",\"model\":\"\",\"choices\":[],\"prompt_filter_results\":[]}\n\n",
+        "data: {\"id\":\"chatcmpl-9\",\"model\":\"gpt-x-2026-01-01\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+        "data: {\"id\":\"chatcmpl-other\",\"model\":\"other\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let response = assemble(Format::OpenAi, stream.as_bytes(), &[]).unwrap();
+    assert_eq!(
+        served(&response),
+        (Some("chatcmpl-9"), Some("gpt-x-2026-01-01"))
+    );
+}
+
+#[test]
+fn a_stream_that_names_no_id_or_model_leaves_them_absent() {
+    let openai = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let response = assemble(Format::OpenAi, openai.as_bytes(), &[]).unwrap();
+    assert_eq!(response.message.blocks, [text("Hi")]);
+    assert_eq!(served(&response), (None, None));
+    let anthropic = concat!(
+        "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1}}}\n\n",
+        "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"Hi\"}}\n\n",
+        "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n",
+        "data: {\"type\":\"message_stop\"}\n\n",
+    );
+    let response = assemble(Format::Anthropic, anthropic.as_bytes(), &[]).unwrap();
+    assert_eq!(response.message.blocks, [text("Hi")]);
+    assert_eq!(served(&response), (None, None));
+}
+
 #[test]
 fn a_message_cut_by_the_length_limit_inside_arguments_is_a_length_message() {
     for (format, name, id) in [

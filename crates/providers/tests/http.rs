@@ -101,6 +101,8 @@ async fn openai_request_carries_tools_results_and_key_and_the_stream_becomes_the
     let response = complete(&client).await.unwrap();
     assert_eq!(response.message.stop_reason, StopReason::ToolCalls);
     assert_eq!(response.message.tool_calls().len(), 2);
+    assert_eq!(response.response_id.as_deref(), Some("chatcmpl-1"));
+    assert_eq!(response.response_model.as_deref(), Some("m"));
     let seen = server.seen();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].path, "/v1/chat/completions");
@@ -139,6 +141,8 @@ async fn anthropic_request_puts_results_in_one_user_message_with_is_error() {
     let client = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
     let response = complete(&client).await.unwrap();
     assert_eq!(response.message.tool_calls().len(), 3);
+    assert_eq!(response.response_id.as_deref(), Some("msg_1"));
+    assert_eq!(response.response_model.as_deref(), Some("m"));
     let seen = &server.seen()[0];
     assert_eq!(seen.path, "/v1/messages");
     assert_eq!(seen.header("x-api-key"), Some("sk-test-123"));
@@ -455,6 +459,49 @@ async fn a_whole_json_answer_to_a_streamed_request_is_read_too() {
             repeated_id: None
         }]
     );
+}
+
+#[tokio::test]
+async fn a_whole_json_answer_s_id_and_model_are_read_and_absent_ones_stay_absent() {
+    let server = FakeServer::start(vec![
+        Reply::json(
+            200,
+            r#"{"id":"chatcmpl-7","object":"chat.completion","model":"gpt-x-2026-01-01","choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}]}"#,
+        ),
+        Reply::json(
+            200,
+            r#"{"id":"msg_7","type":"message","role":"assistant","model":"claude-x-20260101","content":[{"type":"text","text":"Hi."}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":4}}"#,
+        ),
+        Reply::json(
+            200,
+            r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}]}"#,
+        ),
+        Reply::json(
+            200,
+            r#"{"type":"message","content":[{"type":"text","text":"Hi."}],"stop_reason":"end_turn"}"#,
+        ),
+    ])
+    .await;
+    let served = |response: &toolrail_agent_loop::ModelResponse| {
+        (
+            response.response_id.clone(),
+            response.response_model.clone(),
+        )
+    };
+    let named = |id: &str, model: &str| (Some(id.to_owned()), Some(model.to_owned()));
+    let openai = ProviderClient::new(config(Wire::OpenAi, &server)).unwrap();
+    let anthropic = ProviderClient::new(config(Wire::Anthropic, &server)).unwrap();
+    let response = complete(&openai).await.unwrap();
+    assert_eq!(response.message.text(), "Hi.");
+    assert_eq!(served(&response), named("chatcmpl-7", "gpt-x-2026-01-01"));
+    let response = complete(&anthropic).await.unwrap();
+    assert_eq!(response.message.text(), "Hi.");
+    assert_eq!(served(&response), named("msg_7", "claude-x-20260101"));
+    // Neither names the answer: nothing is made up.
+    let response = complete(&openai).await.unwrap();
+    assert_eq!(served(&response), (None, None));
+    let response = complete(&anthropic).await.unwrap();
+    assert_eq!(served(&response), (None, None));
 }
 
 #[tokio::test]

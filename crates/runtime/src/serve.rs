@@ -64,7 +64,9 @@ impl ToolHost for AgentHost {
     ) -> BoxFuture<'static, Result<Arc<ToolResultRecord>, String>> {
         let agent = Arc::clone(&self.agent);
         Box::pin(async move {
-            let request = ClientCall::new(call.client, call.tool, &call.arguments).with_id(call.id);
+            let request = ClientCall::new(call.client, call.tool, &call.arguments)
+                .with_id(call.id)
+                .with_caller(call.caller);
             let mut events = agent.stream_call(request);
             let mut cancelled = false;
             loop {

@@ -181,6 +181,8 @@ event_kinds! {
     ShellStarted(ShellStarted) = "shell/started",
     /// A background shell ended, and how.
     ShellExited(ShellExited) = "shell/exited",
+    /// An MCP tool call's request was sent to its server.
+    McpRequest(McpRequest) = "mcp/request",
     /// A model request and its batch are done.
     StepEnd(StepEnd) = "step/end",
     /// A user turn ended, and how.
@@ -382,6 +384,11 @@ pub struct TurnStart {
     /// logs and in sessions that do not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceRef>,
+    /// The span of the client that asked for the turn, as its request's W3C trace context
+    /// named it (`params._meta.traceparent` of an MCP `tools/call` to `toolrail mcp serve`):
+    /// the turn's trace continues the client's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<TraceRef>,
 }
 
 /// Data of `step/start`.
@@ -758,6 +765,28 @@ pub struct ShellStarted {
     pub output: String,
 }
 
+/// Data of `mcp/request`: an MCP tool call's request went to its server, under this
+/// JSON-RPC id. It joins the session's log (and trace) with the server's: the id is what
+/// the server's own log names the request by, and `trace` is the span the server was told
+/// of as its caller.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpRequest {
+    /// The server's name in the MCP configuration (`mcpServers`).
+    pub server: String,
+    /// The JSON-RPC method (`tools/call`).
+    pub method: String,
+    /// The tool's name on the server.
+    pub tool: String,
+    /// The request's JSON-RPC id as sent (a number is written as its digits).
+    pub request_id: String,
+    /// The protocol revision the connection negotiated (`2025-11-25`, `2026-07-28`).
+    pub protocol: String,
+    /// The `tools/call` client span, when the session is traced: the server received it as
+    /// `params._meta.traceparent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRef>,
+}
+
 /// How a background shell ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -818,6 +847,14 @@ pub struct StepEnd {
         deserialize_with = "crate::result::present_value"
     )]
     pub usage: Option<Value>,
+    /// The server's id of the answer (OpenAI's `chatcmpl-…`, Anthropic's `msg_…`), when it
+    /// sent one; what a trace viewer and the provider's own logs both know the answer by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// The model that answered, as the server named it (it may differ from the model asked
+    /// for: a dated version, a routed one), when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_model: Option<String>,
 }
 
 /// How a turn ended.

@@ -127,6 +127,14 @@ impl Future for AppendFuture<'_> {
 pub trait EventSink: Send + Sync {
     /// Appends one event and returns its `seq`.
     fn append(&self, draft: EventDraft, urgency: AppendUrgency) -> AppendFuture<'_>;
+
+    /// The span the next call recorded here opens, when the session writing to this log
+    /// exports telemetry: the pipeline writes it into the call's `tool/call` and hands it
+    /// to the tool (an MCP call passes it on to its server). `None` (the default) for a log
+    /// that is not traced.
+    fn next_call_span(&self) -> Option<crate::TraceRef> {
+        None
+    }
 }
 
 /// A log kept in memory. Cheap, exact, and able to refuse writes on demand (to test what

@@ -4,7 +4,7 @@
 //! `approval/*`, …) have no [`ToolEvent`] form, so a tool cannot write one.
 
 use crate::event::{
-    CodeDispatch, CodeDispatchStart, EventData, FsObserved, FsWriteIntent, PlanMode,
+    CodeDispatch, CodeDispatchStart, EventData, FsObserved, FsWriteIntent, McpRequest, PlanMode,
     QuestionAnswered, QuestionAsked, ShellExited, ShellStarted, TodoWrite, ToolsLoaded,
     UnknownEvent,
 };
@@ -40,6 +40,8 @@ pub enum ToolEvent {
     ShellStarted(ShellStarted),
     /// A background shell ended (`shell/exited`).
     ShellExited(ShellExited),
+    /// An MCP tool call's request was sent (`mcp/request`).
+    McpRequest(McpRequest),
     /// A program's tool call began (`tool/code-dispatch-start`).
     CodeDispatchStart(CodeDispatchStart),
     /// A program's tool call and its result (`tool/code-dispatch`).
@@ -60,6 +62,7 @@ impl From<ToolEvent> for EventData {
             ToolEvent::ToolsLoaded(data) => Self::ToolsLoaded(data),
             ToolEvent::ShellStarted(data) => Self::ShellStarted(data),
             ToolEvent::ShellExited(data) => Self::ShellExited(data),
+            ToolEvent::McpRequest(data) => Self::McpRequest(data),
             ToolEvent::CodeDispatchStart(data) => Self::CodeDispatchStart(data),
             ToolEvent::CodeDispatch(data) => Self::CodeDispatch(data),
             ToolEvent::Own(data) => Self::Unknown(data),
@@ -87,6 +90,7 @@ tool_event_from!(
     ToolsLoaded,
     ShellStarted,
     ShellExited,
+    McpRequest,
     CodeDispatchStart
 );
 
@@ -125,6 +129,7 @@ impl EventData {
             | Self::ToolsLoaded(_)
             | Self::ShellStarted(_)
             | Self::ShellExited(_)
+            | Self::McpRequest(_)
             | Self::CodeDispatchStart(_)
             | Self::CodeDispatch(_)
             | Self::Unknown(_) => Class::Tool,

@@ -30,6 +30,44 @@ impl fmt::Display for TraceRef {
     }
 }
 
+impl TraceRef {
+    /// Reads a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), as a caller sends it in
+    /// an MCP request's `_meta`. `None` for anything else: another version's layout, upper
+    /// case, an all-zero id, a version `ff` — a malformed parent is ignored, as the W3C
+    /// recommendation asks, and the turn starts a trace of its own.
+    ///
+    /// ```
+    /// use toolrail_session_log::TraceRef;
+    /// let parent = TraceRef::from_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    /// assert_eq!(parent.map(|trace| trace.span_id[0]), Some(0x00));
+    /// assert_eq!(TraceRef::from_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01"), None);
+    /// ```
+    pub fn from_traceparent(text: &str) -> Option<Self> {
+        let mut parts = text.split('-');
+        let (version, trace, span, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        // Version 00 has exactly four parts; a later version may add some after them.
+        let lowercase = |part: &str| {
+            part.bytes()
+                .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+        };
+        if version.len() != 2
+            || !lowercase(version)
+            || version == "ff"
+            || (version == "00" && parts.next().is_some())
+            || flags.len() != 2
+            || !lowercase(flags)
+            || !lowercase(trace)
+            || !lowercase(span)
+        {
+            return None;
+        }
+        let trace_id = from_hex::<16, serde::de::value::Error>(trace).ok()?;
+        let span_id = from_hex::<8, serde::de::value::Error>(span).ok()?;
+        (trace_id != [0; 16] && span_id != [0; 8]).then_some(Self { trace_id, span_id })
+    }
+}
+
 fn write_hex(f: &mut impl fmt::Write, bytes: &[u8]) -> fmt::Result {
     // Digit by digit rather than `{:02x}`: every traced call writes 48 of them into the
     // log, and the formatting machinery cost a call about half a microsecond.
@@ -107,5 +145,34 @@ mod tests {
             "00-abababababababababababababababab-0102030405060708-01"
         );
         assert!(serde_json::from_str::<TraceRef>(r#"{"trace_id":"ab","span_id":"01"}"#).is_err());
+    }
+
+    #[test]
+    fn a_traceparent_is_read_back_from_what_it_writes_and_a_malformed_one_is_none() {
+        let trace = TraceRef {
+            trace_id: [0x4b; 16],
+            span_id: [0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7],
+        };
+        assert_eq!(TraceRef::from_traceparent(&trace.to_string()), Some(trace));
+        let later = format!(
+            "cc-{}-{}-01-what-comes-next",
+            "4b".repeat(16),
+            "00f067aa0ba902b7"
+        );
+        assert_eq!(TraceRef::from_traceparent(&later), Some(trace));
+        for malformed in [
+            "",
+            "00",
+            "00-4b4b-00f067aa0ba902b7-01",
+            &format!("00-{}-00f067aa0ba902b7-01-extra", "4b".repeat(16)),
+            &format!("ff-{}-00f067aa0ba902b7-01", "4b".repeat(16)),
+            &format!("00-{}-00F067AA0BA902B7-01", "4b".repeat(16)),
+            &format!("00-{}-0000000000000000-01", "4b".repeat(16)),
+            &format!("00-{}-00f067aa0ba902b7-01", "0".repeat(32)),
+            &format!("00-{}-00f067aa0ba902b7-1", "4b".repeat(16)),
+            &format!("00-{}-00f067aa0ba902bg-01", "4b".repeat(16)),
+        ] {
+            assert_eq!(TraceRef::from_traceparent(malformed), None, "{malformed}");
+        }
     }
 }

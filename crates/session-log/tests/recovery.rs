@@ -64,6 +64,7 @@ impl Session {
             EventData::TurnStart(TurnStart {
                 user: vec![ContentBlock::text("go")],
                 trace: None,
+                caller: None,
             }),
         );
         let blocks = calls
@@ -270,6 +271,7 @@ async fn a_turn_without_a_message_is_closed_and_a_closed_session_is_not() {
         EventData::TurnStart(TurnStart {
             user: vec![],
             trace: None,
+            caller: None,
         }),
     );
     let (report, appended) = session.recover(&[]).await;
@@ -412,6 +414,7 @@ async fn calls_of_a_cut_off_message_are_truncated_not_merely_unstarted() {
         EventData::TurnStart(TurnStart {
             user: vec![],
             trace: None,
+            caller: None,
         }),
     );
     let blocks = vec![AssistantBlock::ToolCall {

@@ -55,6 +55,7 @@ fn session() -> Vec<Event> {
             EventData::TurnStart(TurnStart {
                 user: vec![ContentBlock::text("read a and b")],
                 trace: None,
+                caller: None,
             }),
         ),
         (

@@ -213,8 +213,16 @@ fn event_data() -> impl Strategy<Value = EventData> {
                     meta,
                 })
             }),
-        (blocks(), proptest::option::of(trace_ref()))
-            .prop_map(|(user, trace)| EventData::TurnStart(TurnStart { user, trace })),
+        (
+            blocks(),
+            proptest::option::of(trace_ref()),
+            proptest::option::of(trace_ref())
+        )
+            .prop_map(|(user, trace, caller)| EventData::TurnStart(TurnStart {
+                user,
+                trace,
+                caller
+            })),
         proptest::option::of(text()).prop_map(|model| EventData::StepStart(StepStart { model })),
         (
             proptest::collection::vec(assistant_block(), 0..3),
@@ -387,7 +395,34 @@ fn event_data() -> impl Strategy<Value = EventData> {
                     output_bytes,
                 })
             }),
-        proptest::option::of(json_value()).prop_map(|usage| EventData::StepEnd(StepEnd { usage })),
+        (
+            text(),
+            text(),
+            "[0-9]{1,4}",
+            proptest::option::of(trace_ref())
+        )
+            .prop_map(|(server, tool, request_id, trace)| {
+                EventData::McpRequest(McpRequest {
+                    server,
+                    method: "tools/call".to_owned(),
+                    tool,
+                    request_id,
+                    protocol: "2026-07-28".to_owned(),
+                    trace,
+                })
+            }),
+        (
+            proptest::option::of(json_value()),
+            proptest::option::of(text()),
+            proptest::option::of(text())
+        )
+            .prop_map(|(usage, response_id, response_model)| {
+                EventData::StepEnd(StepEnd {
+                    usage,
+                    response_id,
+                    response_model,
+                })
+            }),
         (turn_end_kind(), proptest::option::of(text()))
             .prop_map(|(kind, message)| EventData::TurnEnd(TurnEnd { kind, message })),
         (
@@ -490,7 +525,8 @@ fn trace_refs_are_written_only_when_traced_and_older_lines_read() {
         event.data,
         EventData::TurnStart(TurnStart {
             user: Vec::new(),
-            trace: None
+            trace: None,
+            caller: None,
         })
     );
     assert_eq!(serde_json::to_string(&event).unwrap(), older);
@@ -523,6 +559,7 @@ fn kind_strings_are_exactly_those_of_the_design() {
             "tools/loaded",
             "shell/started",
             "shell/exited",
+            "mcp/request",
             "step/end",
             "turn/end",
             "recovery/repaired",
@@ -577,6 +614,37 @@ fn an_approval_asked_before_deadlines_were_recorded_reads_and_writes_back_the_sa
         Some(Timestamp::parse("2026-11-30T17:49:29.123Z").unwrap())
     );
     assert_eq!(serde_json::to_string(&event).unwrap(), with_deadline);
+}
+
+#[test]
+fn a_step_end_before_response_ids_were_recorded_reads_and_writes_back_the_same() {
+    // A log written before the server's id and model were kept: both are absent.
+    let old = r#"{"seq":9,"ts":"2026-11-30T17:48:29.123Z","kind":"step/end","turn":1,"step":1,"data":{"usage":{"input_tokens":3,"output_tokens":4}}}"#;
+    let event: Event = serde_json::from_str(old).unwrap();
+    assert_eq!(
+        event.data,
+        EventData::StepEnd(StepEnd {
+            usage: Some(json!({"input_tokens": 3, "output_tokens": 4})),
+            response_id: None,
+            response_model: None,
+        })
+    );
+    assert_eq!(serde_json::to_string(&event).unwrap(), old);
+
+    let with_ids = old.replace(
+        r#""output_tokens":4}"#,
+        r#""output_tokens":4},"response_id":"msg_1","response_model":"claude-x-20260101""#,
+    );
+    let event: Event = serde_json::from_str(&with_ids).unwrap();
+    assert_eq!(
+        event.data,
+        EventData::StepEnd(StepEnd {
+            usage: Some(json!({"input_tokens": 3, "output_tokens": 4})),
+            response_id: Some("msg_1".to_owned()),
+            response_model: Some("claude-x-20260101".to_owned()),
+        })
+    );
+    assert_eq!(serde_json::to_string(&event).unwrap(), with_ids);
 }
 
 #[tokio::test]

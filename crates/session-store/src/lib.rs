@@ -28,7 +28,7 @@
 //!     meta: None,
 //! };
 //! let log = store.create(start)?;
-//! let user = TurnStart { user: vec![ContentBlock::text("hello")], trace: None  };
+//! let user = TurnStart { user: vec![ContentBlock::text("hello")], trace: None, caller: None };
 //! let draft = EventDraft {
 //!     ts: Timestamp::now(),
 //!     turn: Some(TurnId(1)),

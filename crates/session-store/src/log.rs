@@ -210,7 +210,7 @@ mod tests {
             turn: None,
             step: None,
             call_id: None,
-            data: EventData::StepEnd(StepEnd { usage: None }),
+            data: EventData::StepEnd(StepEnd::default()),
         }
     }
 

@@ -53,6 +53,7 @@ async fn crash_child() {
             EventData::TurnStart(TurnStart {
                 user: vec![],
                 trace: None,
+                caller: None,
             }),
         ),
         AppendUrgency::Durable,

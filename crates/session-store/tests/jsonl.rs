@@ -193,6 +193,7 @@ async fn a_whole_last_event_without_its_newline_is_kept_and_the_next_append_star
             EventData::TurnStart(TurnStart {
                 user: vec![],
                 trace: None,
+                caller: None,
             }),
         ),
         at(None, EventData::AssistantMessage(message)),

@@ -192,6 +192,7 @@ async fn a_takeover_recovers_the_dead_worker_s_call_as_outcome_unknown() {
             EventData::TurnStart(TurnStart {
                 user: Vec::new(),
                 trace: None,
+                caller: None,
             }),
         ),
         (None, message),

@@ -40,6 +40,7 @@ fn turn_start() -> EventDraft {
     event(EventData::TurnStart(TurnStart {
         user: vec![ContentBlock::text("go")],
         trace: None,
+        caller: None,
     }))
 }
 

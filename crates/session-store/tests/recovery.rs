@@ -31,6 +31,7 @@ async fn a_crashed_jsonl_session_is_repaired_durably_once() {
             EventData::TurnStart(TurnStart {
                 user: vec![],
                 trace: None,
+                caller: None,
             }),
         ),
         AppendUrgency::Durable,

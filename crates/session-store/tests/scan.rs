@@ -84,13 +84,14 @@ async fn what_this_build_writes_scans_as_it_reads_large_values_included() {
         EventData::TurnStart(TurnStart {
             user: vec![ContentBlock::text("with \"quotes\" and \\ and \n")],
             trace: None,
+            caller: None,
         }),
         EventData::StepStart(StepStart::default()),
         EventData::ToolStart(ToolStart {
             timeout_ms: Some(5),
         }),
         EventData::ToolResult(Arc::new(record)),
-        EventData::StepEnd(StepEnd { usage: None }),
+        EventData::StepEnd(StepEnd::default()),
     ] {
         // A call id with characters the envelope must escape reads the general way.
         log.append(draft(Some("c\"1\\é"), data), AppendUrgency::Buffered)
@@ -98,7 +99,7 @@ async fn what_this_build_writes_scans_as_it_reads_large_values_included() {
             .unwrap();
     }
     log.append(
-        draft(None, EventData::StepEnd(StepEnd { usage: None })),
+        draft(None, EventData::StepEnd(StepEnd::default())),
         AppendUrgency::Buffered,
     )
     .await
@@ -143,7 +144,7 @@ async fn torn_tails_gaps_and_bad_payloads_are_named() {
     let log = store.create(start("s")).unwrap();
     for _ in 0..3 {
         log.append(
-            draft(None, EventData::StepEnd(StepEnd { usage: None })),
+            draft(None, EventData::StepEnd(StepEnd::default())),
             AppendUrgency::Buffered,
         )
         .await

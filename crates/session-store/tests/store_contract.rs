@@ -165,6 +165,7 @@ async fn recovery_cases<S: SessionStore>(store: S) {
             EventData::TurnStart(TurnStart {
                 user: vec![],
                 trace: None,
+                caller: None,
             }),
         ),
         add(

@@ -25,7 +25,7 @@ fn step_end() -> EventDraft {
         turn: Some(TurnId(1)),
         step: Some(StepId(1)),
         call_id: None,
-        data: EventData::StepEnd(StepEnd { usage: None }),
+        data: EventData::StepEnd(StepEnd::default()),
     }
 }
 

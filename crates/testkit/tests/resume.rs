@@ -122,6 +122,7 @@ async fn a_resumed_session_keeps_plan_mode_and_goes_on_from_its_next_step() {
                 EventData::TurnStart(TurnStart {
                     user: vec![ContentBlock::text("one")],
                     trace: None,
+                    caller: None,
                 }),
             ),
             (
@@ -235,6 +236,7 @@ async fn died_asking(dir: &Path) {
                 EventData::TurnStart(TurnStart {
                     user: vec![ContentBlock::text("one")],
                     trace: None,
+                    caller: None,
                 }),
             ),
             (at, None, EventData::StepStart(StepStart::default())),

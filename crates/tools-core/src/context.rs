@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
     AppendUrgency, CallId, Effect, EventData, EventDraft, EventSink, SinkError, StepId, Timestamp,
-    ToolEvent, ToolSource, TurnId,
+    ToolEvent, ToolSource, TraceRef, TurnId,
 };
 
 /// Who a call is: fixed when it is recorded, read-only afterwards.
@@ -97,6 +97,7 @@ pub struct ToolContext {
     events: Arc<dyn EventSink>,
     workspace: Option<Arc<Path>>,
     approval_granted: bool,
+    trace: Option<TraceRef>,
 }
 
 impl ToolContext {
@@ -115,12 +116,26 @@ impl ToolContext {
             events,
             workspace,
             approval_granted: false,
+            trace: None,
         }
     }
 
     pub(crate) fn with_approval(mut self, granted: bool) -> Self {
         self.approval_granted = granted;
         self
+    }
+
+    pub(crate) fn with_trace(mut self, trace: Option<TraceRef>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// The call's `execute_tool` span, when the session exports telemetry: a tool that
+    /// calls another service passes it on as the W3C trace context (an MCP call sends a
+    /// span of its own under it as `params._meta.traceparent`), so the service's spans
+    /// join the session's trace. `None` when the session is not traced.
+    pub fn trace(&self) -> Option<TraceRef> {
+        self.trace
     }
 
     /// Whether the approval service allowed this very call (stage 4). A rule or a session

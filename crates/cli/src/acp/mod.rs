@@ -84,7 +84,7 @@ async fn serve(flags: AgentFlags) -> Result<()> {
         );
         handling.shutdown().await;
     }
-    sessions.close_all();
+    sessions.close_all().await;
     drop(sessions);
     drop(peer);
     // Every peer is gone now: the writer ends once it wrote what was sent.

@@ -209,9 +209,18 @@ impl Sessions {
         }
     }
 
-    /// Closes every session (their logs are released as their agents drop).
-    pub(crate) fn close_all(&self) {
-        self.open.lock().clear();
+    /// Closes every session: their MCP servers stopped the MCP way, their logs released
+    /// as their agents drop.
+    pub(crate) async fn close_all(&self) {
+        let open: Vec<Arc<Session>> = self
+            .open
+            .lock()
+            .drain()
+            .map(|(_, session)| session)
+            .collect();
+        for session in &open {
+            session.agent.shutdown().await;
+        }
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, RpcError> {

@@ -21,8 +21,8 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, Implementation, InputRequest, InputRequiredResult,
-        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-        ServerConfig,
+        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, RequestParamsMeta as _,
+        ServerCapabilities, ServerConfig,
     },
     service::RequestContext,
 };
@@ -30,7 +30,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use toolrail_session_log::{BoxFuture, ToolResultRecord};
+use toolrail_session_log::{BoxFuture, ToolResultRecord, TraceRef};
 use toolrail_tools_core::ToolSet;
 
 pub use approvals::ElicitedApprovals;
@@ -73,6 +73,9 @@ pub struct HostedCall {
     pub tool: String,
     /// Its arguments (`{}` when the client sent none).
     pub arguments: Value,
+    /// The client's span, when its request carried a W3C trace context
+    /// (`params._meta.traceparent`): the call's turn continues the client's trace.
+    pub caller: Option<TraceRef>,
 }
 
 /// An MCP server over a [`ToolHost`]: `tools/list` from its tools, `tools/call` through
@@ -189,6 +192,12 @@ impl McpServe {
             client,
             id: format!("mcp-{}", request_id_text(&context.id)),
             tool: request.name.to_string(),
+            // The SDK moves a request's `_meta` into its context.
+            caller: context
+                .meta
+                .get_traceparent()
+                .or_else(|| request.traceparent())
+                .and_then(TraceRef::from_traceparent),
             arguments: arguments_of(request.arguments),
         };
         // Waiting for its turn ends when the client cancels: nothing was recorded yet.

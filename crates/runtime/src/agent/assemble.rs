@@ -203,8 +203,10 @@ pub(crate) async fn assemble(
     let mcp_stderr = session_folder(store.folder().as_deref(), &roots)
         .join("mcp")
         .join(source.id().as_str());
-    if let Some(servers) = start_mcp(mcp, &registry, mcp_stderr).await {
+    let mut stops: Vec<super::Stop> = Vec::new();
+    if let Some((servers, stop)) = start_mcp(mcp, &registry, mcp_stderr).await {
         keep.push(servers);
+        stops.push(stop);
     }
     let scheduler_config = SchedulerConfig {
         stop_batch_on_reject: config.limits.stop_batch_on_reject,
@@ -262,6 +264,7 @@ pub(crate) async fn assemble(
             steering,
             registry,
             _keep: parking_lot::Mutex::new(keep),
+            stops: parking_lot::Mutex::new(stops),
         }),
     };
     Ok(Assembled {
@@ -1062,19 +1065,25 @@ fn mcp_config(config: &SessionConfig) -> Result<Option<()>, BuildError> {
 }
 
 /// Starts the servers; their tools join the registry as they are listed. Each server's
-/// stderr is written whole to `stderr_dir` (the session folder's `mcp/<session>`).
+/// stderr is written whole to `stderr_dir` (the session folder's `mcp/<session>`). Kept for
+/// the session's life (dropped, they are killed), with the way to stop them gracefully.
 #[cfg(feature = "mcp")]
 async fn start_mcp(
     config: Option<toolrail_mcp::McpConfig>,
     registry: &Registry,
     stderr_dir: PathBuf,
-) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+) -> Option<(Box<dyn std::any::Any + Send + Sync>, super::Stop)> {
     let config = config?;
     let options = toolrail_mcp::McpOptions {
         stderr_dir: Some(stderr_dir),
     };
-    let servers = toolrail_mcp::McpServers::start_with(&config, registry, &options).await;
-    Some(Box::new(servers))
+    let servers = Arc::new(toolrail_mcp::McpServers::start_with(&config, registry, &options).await);
+    let stopping = Arc::clone(&servers);
+    let stop: super::Stop = Box::new(move || {
+        let servers = Arc::clone(&stopping);
+        Box::pin(async move { servers.shutdown().await })
+    });
+    Some((Box::new(servers), stop))
 }
 
 #[cfg(not(feature = "mcp"))]
@@ -1082,7 +1091,7 @@ async fn start_mcp(
     _config: Option<()>,
     _registry: &Registry,
     _stderr_dir: PathBuf,
-) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+) -> Option<(Box<dyn std::any::Any + Send + Sync>, super::Stop)> {
     None
 }
 

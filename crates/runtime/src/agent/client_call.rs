@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use toolrail_session_log::{
-    CallId, ContentBlock,
+    CallId, ContentBlock, TraceRef,
     event::{AssistantBlock, AssistantMessage, StopReason},
 };
 
@@ -22,6 +22,7 @@ pub struct ClientCall {
     call_id: String,
     tool: String,
     arguments_raw: String,
+    caller: Option<TraceRef>,
 }
 
 impl ClientCall {
@@ -33,7 +34,22 @@ impl ClientCall {
             call_id: "client-call".to_owned(),
             tool: tool.into(),
             arguments_raw: arguments.to_string(),
+            caller: None,
         }
+    }
+
+    /// The client's span, from its request's W3C trace context (an MCP request's
+    /// `_meta.traceparent`, read with [`TraceRef::from_traceparent`]): the turn is recorded
+    /// with it, and a traced session's spans continue the client's trace under it.
+    #[must_use]
+    pub fn with_caller(mut self, caller: Option<TraceRef>) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// The client's span the call came under, if its request named one.
+    pub fn caller(&self) -> Option<TraceRef> {
+        self.caller
     }
 
     /// The id the call is logged under (a client's request id, say).

@@ -365,6 +365,13 @@ impl EventSink for Tap {
         }
         appended
     }
+
+    fn next_call_span(&self) -> Option<toolrail_session_log::TraceRef> {
+        #[cfg(feature = "otlp")]
+        return self.spans.as_ref().and_then(|spans| spans.call_span());
+        #[cfg(not(feature = "otlp"))]
+        None
+    }
 }
 
 impl SessionLog for Tap {

@@ -71,7 +71,12 @@ struct Shared {
     registry: Registry,
     /// Whatever must live as long as the session (MCP servers and their processes).
     _keep: Mutex<Vec<Box<dyn std::any::Any + Send + Sync>>>,
+    /// How the session's helpers are stopped gracefully ([`Agent::shutdown`]).
+    stops: Mutex<Vec<Stop>>,
 }
+
+/// Stops one of the session's helpers gracefully (its MCP servers).
+pub(crate) type Stop = Box<dyn Fn() -> toolrail_session_log::BoxFuture<'static, ()> + Send + Sync>;
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -181,6 +186,24 @@ impl Agent {
         self.shared._keep.lock().push(thing);
     }
 
+    /// Stops the session's MCP servers the way MCP asks of a stdio client — each one's
+    /// stdin closed, 2 s to end by itself, SIGTERM, 1 s, then SIGKILL — so a server can
+    /// finish what it keeps (its own log, its telemetry). Call it once the session's last
+    /// turn is over; an agent dropped without it kills its servers at once. Their tools
+    /// leave the registry.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = toolrail_runtime::Agent::builder().workspace(["."]).build().await?;
+    /// agent.prompt("Summarise the open issues.").await?;
+    /// agent.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown(&self) {
+        let stopping: Vec<_> = self.shared.stops.lock().iter().map(|stop| stop()).collect();
+        futures_util::future::join_all(stopping).await;
+    }
+
     /// The session's id in its store.
     pub fn session_id(&self) -> &SessionId {
         &self.shared.session
@@ -285,7 +308,7 @@ impl Agent {
     /// # Ok(()) }
     /// ```
     pub fn stream_call(&self, call: ClientCall) -> AgentStream {
-        self.stream_turn(Turn::Client(call.user(), call.message()))
+        self.stream_turn(Turn::Client(call.user(), call.message(), call.caller()))
     }
 
     /// Starts `turn` with its events sent to the returned stream.
@@ -332,8 +355,10 @@ impl Agent {
             let live = Some(Arc::clone(&shared.live));
             let ended = match turn {
                 Turn::Model(user) => turns.run_turn(user, token, live).await,
-                Turn::Client(user, message) => {
-                    turns.run_client_turn(user, message, token, live).await
+                Turn::Client(user, message, caller) => {
+                    turns
+                        .run_client_turn(user, message, caller, token, live)
+                        .await
                 }
             };
             let kept = shared.tap.end();
@@ -347,7 +372,11 @@ impl Agent {
 /// What a turn starts from: the user's words for the model, or a client's call.
 enum Turn {
     Model(Vec<ContentBlock>),
-    Client(Vec<ContentBlock>, AssistantMessage),
+    Client(
+        Vec<ContentBlock>,
+        AssistantMessage,
+        Option<toolrail_session_log::TraceRef>,
+    ),
 }
 
 /// A turn running on its task; dropping it before the end cancels the turn.

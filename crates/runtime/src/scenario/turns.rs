@@ -131,6 +131,7 @@ mod tests {
         event(EventData::TurnStart(TurnStart {
             user: vec![ContentBlock::text(user)],
             trace: None,
+            caller: None,
         }))
     }
 

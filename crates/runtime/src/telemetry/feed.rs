@@ -142,6 +142,17 @@ impl SpanFeed {
         }
     }
 
+    /// The span of the next call the session records: in the open turn's trace (a call
+    /// outside a turn is a trace of its own).
+    pub(crate) fn call_span(&self) -> Option<TraceRef> {
+        self.link.as_ref()?;
+        let trace_id = self.handing.lock().turn.unwrap_or_else(fresh_trace_id);
+        Some(TraceRef {
+            trace_id,
+            span_id: fresh_span_id(),
+        })
+    }
+
     /// A live event on its way to the store: its ids are written into it, and a copy is
     /// handed over, or dropped and counted when the thread is a whole queue behind.
     pub(crate) fn observe(&self, draft: &mut EventDraft) {
@@ -177,8 +188,10 @@ impl Handing {
     /// with): the event's number, and the kind of turn it is in.
     fn hand(&mut self, draft: &mut EventDraft) -> (u64, TurnSource) {
         if let EventData::TurnStart(start) = &mut draft.data {
+            // A turn a traced client asked for continues the client's trace.
+            let caller = start.caller.map(|caller| caller.trace_id);
             let ids = *start.trace.get_or_insert_with(|| TraceRef {
-                trace_id: fresh_trace_id(),
+                trace_id: caller.unwrap_or_else(fresh_trace_id),
                 span_id: fresh_span_id(),
             });
             self.turn = Some(ids.trace_id);

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use opentelemetry::{Array, KeyValue, StringValue, Value};
 use serde_json::Value as Json;
-use toolrail_session_log::event::{StopReason, ToolCall, TurnEndKind};
+use toolrail_session_log::event::{StepEnd, StopReason, ToolCall, TurnEndKind};
 use toolrail_session_log::{ContentBlock, ErrorCode, Timing, ToolResultRecord, ToolSource};
 
 /// The agent's name in `invoke_agent {name}` and `gen_ai.agent.name`.
@@ -39,8 +39,11 @@ pub mod attr {
     pub const REQUEST_TOP_P: &str = "gen_ai.request.top_p";
     /// The answer's length limit, when configured.
     pub const REQUEST_MAX_TOKENS: &str = "gen_ai.request.max_tokens";
-    /// The server's id of the answer, when it sent one.
+    /// The server's id of the answer, when it sent one (`step/end`'s `response_id`).
     pub const RESPONSE_ID: &str = "gen_ai.response.id";
+    /// The model that answered, as the server named it, when it did (`step/end`'s
+    /// `response_model`).
+    pub const RESPONSE_MODEL: &str = "gen_ai.response.model";
     /// Why the model stopped, as a one-element list.
     pub const RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
     /// Prompt tokens, as the server counted them.
@@ -314,6 +317,18 @@ pub fn usage_attributes(usage: &Json) -> Vec<KeyValue> {
         attributes.push(KeyValue::new(attr::USAGE_OUTPUT_TOKENS, count(output)));
     }
     attributes
+}
+
+/// What the server said of its answer, as its `step/end` recorded it: `gen_ai.response.id`
+/// and `gen_ai.response.model`, each only when the server sent it.
+pub fn response_attributes(step: &StepEnd) -> Vec<KeyValue> {
+    [
+        (attr::RESPONSE_ID, &step.response_id),
+        (attr::RESPONSE_MODEL, &step.response_model),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| Some(KeyValue::new(key, value.clone()?)))
+    .collect()
 }
 
 /// `function` for a tool that runs here, `extension` for an MCP server's.

@@ -13,6 +13,7 @@
 mod export;
 pub(crate) mod feed;
 pub mod genai;
+pub mod mcp;
 mod replay;
 pub(crate) mod spans;
 #[cfg(test)]
@@ -51,6 +52,7 @@ pub(crate) struct Instruments {
     pub operation_duration: Histogram<f64>,
     pub token_usage: Histogram<u64>,
     pub execute_tool_duration: Histogram<f64>,
+    pub mcp_client_duration: Histogram<f64>,
 }
 
 /// What became of the spans by the end: how many the bounded queue dropped, how many the
@@ -182,6 +184,14 @@ impl Telemetry {
                 .f64_histogram(metric::EXECUTE_TOOL_DURATION)
                 .with_unit("s")
                 .with_description("Tool call duration, from record to commit")
+                .with_boundaries(seconds.clone())
+                .build(),
+            mcp_client_duration: meter
+                .f64_histogram(mcp::CLIENT_OPERATION_DURATION)
+                .with_unit("s")
+                .with_description(
+                    "The duration of the MCP request as observed on the sender from the time it was sent until the response or ack is received",
+                )
                 .with_boundaries(seconds)
                 .build(),
         };

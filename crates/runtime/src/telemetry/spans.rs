@@ -36,6 +36,15 @@ struct Call {
     started: Option<SystemTime>,
     name: String,
     approval: Option<Span>,
+    /// The request to an MCP server the call made, while it is out.
+    mcp: Option<McpCall>,
+}
+
+/// An MCP request's client span, and the labels of its duration.
+struct McpCall {
+    span: Span,
+    sent: SystemTime,
+    labels: Vec<KeyValue>,
 }
 
 struct Batch {
@@ -210,10 +219,11 @@ impl SessionSpans {
     pub(crate) fn lost(&mut self) {
         let at = self.clock;
         let cut = || Status::error(LOST);
-        let open = self
-            .calls
-            .drain()
-            .flat_map(|(_, call)| std::iter::once(call.span).chain(call.approval));
+        let open = self.calls.drain().flat_map(|(_, call)| {
+            std::iter::once(call.span)
+                .chain(call.approval)
+                .chain(call.mcp.map(|mcp| mcp.span))
+        });
         let open = open
             .chain(self.batch.take().map(|batch| batch.span))
             .chain(self.chat.take().map(|chat| chat.span))
@@ -234,7 +244,7 @@ impl SessionSpans {
         match &draft.data {
             EventData::TurnStart(start) => {
                 let turn = draft.turn.map(|turn| turn.0);
-                self.turn_started(turn, start.trace, at);
+                self.turn_started(turn, start.trace, start.caller, at);
             }
             EventData::StepStart(_) => {
                 if self.source == TurnSource::Model {
@@ -302,6 +312,25 @@ impl SessionSpans {
                     }
                 }
             }
+            EventData::McpRequest(request) => {
+                if let Some(call) = call_id.and_then(|id| self.calls.get_mut(&id)) {
+                    let builder = self
+                        .tracer
+                        .span_builder(super::mcp::span_name(request))
+                        .with_kind(SpanKind::Client)
+                        .with_start_time(at)
+                        .with_attributes(super::mcp::request_attributes(request));
+                    let span = super::replay::with_ids(request.trace, || {
+                        self.tracer
+                            .build_with_context(builder, &context_of(&call.span))
+                    });
+                    call.mcp = Some(McpCall {
+                        span,
+                        sent: at,
+                        labels: super::mcp::metric_labels(request),
+                    });
+                }
+            }
             EventData::ToolStart(_) => {
                 if let Some(call) = call_id.and_then(|id| self.calls.get_mut(&id)) {
                     call.started = Some(at);
@@ -321,7 +350,7 @@ impl SessionSpans {
                         .span
                         .end_with_timestamp(batch.last_commit.unwrap_or(at));
                 }
-                self.chat_ended(step.usage.as_ref(), None, at);
+                self.chat_ended(Some(step), None, at);
             }
             EventData::TurnEnd(end) => {
                 let failed = matches!(end.kind, TurnEndKind::Error).then_some("error");
@@ -330,6 +359,9 @@ impl SessionSpans {
                     batch.span.end_with_timestamp(at);
                 }
                 for (_, mut call) in self.calls.drain() {
+                    if let Some(mut mcp) = call.mcp.take() {
+                        mcp.span.end_with_timestamp(at);
+                    }
                     call.span.end_with_timestamp(at);
                 }
                 if let Some(mut turn) = self.turn.take() {
@@ -361,7 +393,15 @@ impl SessionSpans {
         }
     }
 
-    fn turn_started(&mut self, turn: Option<u32>, recorded: Option<TraceRef>, at: SystemTime) {
+    /// A turn's `invoke_agent` span, with the ids it was recorded with; a turn a traced
+    /// client asked for (`caller`) is that client span's child, in its trace.
+    fn turn_started(
+        &mut self,
+        turn: Option<u32>,
+        recorded: Option<TraceRef>,
+        caller: Option<TraceRef>,
+        at: SystemTime,
+    ) {
         if let Some(mut earlier) = self.turn.take() {
             earlier.end_with_timestamp(at);
         }
@@ -379,8 +419,11 @@ impl SessionSpans {
         if let Some(interrupted) = self.link_next.take() {
             builder = builder.with_links(vec![Link::with_context(span_context_of(&interrupted))]);
         }
+        let parent = caller.map_or_else(Context::new, |caller| {
+            Context::new().with_remote_span_context(span_context_of(&caller))
+        });
         let span = super::replay::with_ids(recorded, || {
-            self.tracer.build_with_context(builder, &Context::new())
+            self.tracer.build_with_context(builder, &parent)
         });
         self.turn = Some(span);
     }
@@ -412,9 +455,12 @@ impl SessionSpans {
         });
     }
 
+    /// Ends the open `chat` span: with what the step's `step/end` recorded of the answer
+    /// (usage, the server's id and model) when the step ended, or marked failed when the
+    /// turn ended without one.
     fn chat_ended(
         &mut self,
-        usage: Option<&serde_json::Value>,
+        step: Option<&toolrail_session_log::event::StepEnd>,
         failed: Option<&'static str>,
         at: SystemTime,
     ) {
@@ -429,7 +475,10 @@ impl SessionSpans {
         if let Some(model) = &self.settings.model {
             labels.push(KeyValue::new(attr::REQUEST_MODEL, model.clone()));
         }
-        if let Some(usage) = usage {
+        if let Some(step) = step {
+            chat.span.set_attributes(genai::response_attributes(step));
+        }
+        if let Some(usage) = step.and_then(|step| step.usage.as_ref()) {
             chat.span.set_attributes(genai::usage_attributes(usage));
             let (input, output) = genai::tokens(usage);
             for (kind, tokens) in [("input", input), ("output", output)] {
@@ -519,6 +568,7 @@ impl SessionSpans {
                 started: None,
                 name: call.name.clone(),
                 approval: None,
+                mcp: None,
             },
         );
     }
@@ -534,6 +584,24 @@ impl SessionSpans {
         };
         if let Some(mut wait) = call.approval.take() {
             wait.end_with_timestamp(at);
+        }
+        if let Some(McpCall {
+            mut span,
+            sent,
+            mut labels,
+        }) = call.mcp.take()
+        {
+            let end = super::mcp::ended_at(sent, call.started, record.timing.run_us, at);
+            if let Some(error) = &record.error {
+                let code = KeyValue::new(attr::ERROR_TYPE, error.code.as_str().to_owned());
+                span.set_attribute(code.clone());
+                span.set_status(Status::error(error.code.as_str().to_owned()));
+                labels.push(code);
+            }
+            self.instruments
+                .mcp_client_duration
+                .record(seconds(sent, end), &labels);
+            span.end_with_timestamp(end);
         }
         call.span
             .set_attributes(genai::tool_result_attributes(record, self.capture));

@@ -490,3 +490,93 @@ async fn events_lost_cut_their_turn_short_and_the_next_turn_is_whole() {
         );
     }
 }
+
+/// A model whose answers name themselves as a server's do, `(response id, model)` per
+/// request in order, or name nothing (`None`, as a server that sends no id).
+struct Named(std::sync::Mutex<std::collections::VecDeque<Option<(&'static str, &'static str)>>>);
+
+impl toolrail_agent_loop::ModelClient for Named {
+    fn complete<'a>(
+        &'a self,
+        _request: &'a toolrail_agent_loop::ModelRequest,
+        _cancel: &'a toolrail_tools_core::CancellationToken,
+    ) -> toolrail_session_log::BoxFuture<
+        'a,
+        Result<toolrail_agent_loop::ModelResponse, toolrail_agent_loop::ModelError>,
+    > {
+        let named = self.0.lock().unwrap().pop_front().flatten();
+        Box::pin(std::future::ready(Ok(toolrail_agent_loop::ModelResponse {
+            message: ScriptedModel::text("done"),
+            usage: None,
+            response_id: named.map(|(id, _)| id.to_owned()),
+            response_model: named.map(|(_, model)| model.to_owned()),
+        })))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_span_carries_the_response_id_and_model_its_step_end_recorded() {
+    use toolrail_session_log::EventData;
+
+    let folder = tempfile::tempdir().unwrap();
+    let (telemetry, exporter) = in_memory(&TelemetryConfig::default());
+    let model = Named(std::sync::Mutex::new(
+        [Some(("chatcmpl-42", "m-2026-01-01")), None].into(),
+    ));
+    let agent = session(&folder, Vec::new(), &telemetry)
+        .model_client(Arc::new(model))
+        .build()
+        .await
+        .unwrap();
+    agent.prompt("first").await.unwrap();
+    agent.prompt("second").await.unwrap();
+    assert_eq!(flushed(&telemetry).dropped, 0);
+    drop(agent);
+
+    // The loop recorded what the server said in `step/end`, and only that.
+    let recorded: Vec<(Option<String>, Option<String>)> =
+        Store::jsonl(folder.path().join("sessions"))
+            .unwrap()
+            .read(&"s1".into())
+            .unwrap()
+            .into_iter()
+            .filter_map(|event| match event.data {
+                EventData::StepEnd(step) => Some((step.response_id, step.response_model)),
+                _ => None,
+            })
+            .collect();
+    assert_eq!(
+        recorded,
+        [
+            (
+                Some("chatcmpl-42".to_owned()),
+                Some("m-2026-01-01".to_owned())
+            ),
+            (None, None)
+        ]
+    );
+
+    let spans = exporter.get_finished_spans().unwrap();
+    let mut chats: Vec<&SpanData> = spans
+        .iter()
+        .filter(|span| attribute(span, "gen_ai.operation.name").as_deref() == Some(name::CHAT))
+        .collect();
+    chats.sort_by_key(|span| span.start_time);
+    let served = |span: &SpanData| {
+        (
+            attribute(span, "gen_ai.response.id"),
+            attribute(span, "gen_ai.response.model"),
+        )
+    };
+    assert_eq!(
+        chats.iter().map(|span| served(span)).collect::<Vec<_>>(),
+        [
+            (
+                Some("chatcmpl-42".to_owned()),
+                Some("m-2026-01-01".to_owned())
+            ),
+            // A server that named nothing: no attribute, not an empty one.
+            (None, None)
+        ]
+    );
+}

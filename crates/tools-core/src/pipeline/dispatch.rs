@@ -140,7 +140,8 @@ impl Pipeline {
             Arc::clone(&self.sink),
             self.config.workspace.clone(),
         )
-        .with_approval(core.approval_granted);
+        .with_approval(core.approval_granted)
+        .with_trace(core.trace);
         // A deadline too far away to represent is no deadline.
         let deadline = timeout.and_then(|limit| started.checked_add(limit).map(|at| (at, limit)));
         // The body's own handle (the call's settlement moves `core`), with what the argument

@@ -380,6 +380,8 @@ struct CallCore {
     cancel: CancellationToken,
     /// The approval service allowed this call at stage 4.
     approval_granted: bool,
+    /// The call's span, when the log is traced (written into its `tool/call`).
+    trace: Option<toolrail_session_log::TraceRef>,
     marks: TimingMarks,
 }
 

@@ -301,13 +301,19 @@ impl Pipeline {
                 .as_ref()
                 .map(|entry| Arc::clone(entry.spec().shared_version())),
         });
+        // A call recorded here opens a span when the log is traced; one recorded before
+        // (a pending approval asked again) keeps the span it was recorded with, unknown here.
+        let trace = match recording {
+            Recording::Append => self.sink.next_call_span(),
+            Recording::AlreadyRecorded => None,
+        };
         let call = ToolCall {
             index: identity.index,
             name: identity.name.clone(),
             arguments_raw: request.arguments_raw,
             source: identity.source.clone(),
             version: identity.version.clone(),
-            trace: None,
+            trace,
         };
         let parsed = match (parsing, &entry) {
             (Parsing::Parse, Some(_)) => Some(parse_arguments(&call.arguments_raw)),
@@ -332,6 +338,7 @@ impl Pipeline {
             timeout: request.timeout,
             cancel,
             approval_granted: false,
+            trace,
             marks: TimingMarks {
                 recorded,
                 prepared: recorded,
