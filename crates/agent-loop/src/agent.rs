@@ -187,7 +187,14 @@ impl AgentLoop {
         cancel: CancellationToken,
         live: Option<Live>,
     ) -> Result<TurnEndKind, LoopError> {
-        let turn = self.open_turn(user, None).await?;
+        let turn = self
+            .open_turn(TurnStart {
+                user,
+                trace: None,
+                caller: None,
+                client: false,
+            })
+            .await?;
         for number in 1..=self.config.max_steps {
             let step = StepId(number);
             self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
@@ -330,26 +337,13 @@ impl AgentLoop {
         .await
     }
 
-    /// Begins the next turn: `turn/start` with the user's message, which joins the
-    /// conversation.
-    /// `caller` is the span of a traced client that asked for the turn.
-    async fn open_turn(
-        &mut self,
-        user: Vec<ContentBlock>,
-        caller: Option<TraceRef>,
-    ) -> Result<TurnId, LoopError> {
+    /// Begins the next turn: `turn/start` (the user's message, which joins the
+    /// conversation, and whether a client rather than the model makes its calls).
+    async fn open_turn(&mut self, start: TurnStart) -> Result<TurnId, LoopError> {
         let turn = TurnId(self.next_turn);
         self.next_turn += 1;
-        self.append(
-            turn,
-            None,
-            EventData::TurnStart(TurnStart {
-                user: user.clone(),
-                trace: None,
-                caller,
-            }),
-        )
-        .await?;
+        let user = start.user.clone();
+        self.append(turn, None, EventData::TurnStart(start)).await?;
         self.remember(ConversationItem::User(user));
         Ok(turn)
     }
@@ -369,7 +363,14 @@ impl AgentLoop {
         cancel: CancellationToken,
         live: Option<Live>,
     ) -> Result<TurnEndKind, LoopError> {
-        let turn = self.open_turn(user, caller).await?;
+        let turn = self
+            .open_turn(TurnStart {
+                user,
+                trace: None,
+                caller,
+                client: true,
+            })
+            .await?;
         let step = StepId(1);
         self.append(turn, Some(step), EventData::StepStart(StepStart::default()))
             .await?;

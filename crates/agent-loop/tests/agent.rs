@@ -321,6 +321,7 @@ async fn a_resumed_session_carries_the_synthetic_results_of_its_recovery() {
                 user: vec![ContentBlock::text("write it")],
                 trace: None,
                 caller: None,
+                client: false,
             }),
         ),
         (

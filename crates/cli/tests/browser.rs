@@ -279,6 +279,7 @@ fn a_five_megabyte_output_is_collapsed_and_kept_out_of_the_page() {
                 user: vec![ContentBlock::text("Export it all.")],
                 trace: None,
                 caller: None,
+                client: false,
             }),
         ),
         draft(

@@ -403,6 +403,7 @@ fn interrupted_log(dir: &Path) -> std::path::PathBuf {
                 user: vec![],
                 trace: None,
                 caller: None,
+                client: false,
             }),
         ),
         draft(

@@ -152,7 +152,7 @@ fn write_servers(dir: &Path, port: u16) {
 }
 
 /// The served session's log: the one in the workspace that is not the session's own.
-fn served_log(dir: &Path, own: &Path) -> Vec<Value> {
+fn served_log(dir: &Path, own: &Path) -> PathBuf {
     let sessions = dir.join(".toolrail/sessions");
     let path = std::fs::read_dir(&sessions)
         .unwrap_or_else(|error| panic!("{}: {error}", sessions.display()))
@@ -162,7 +162,7 @@ fn served_log(dir: &Path, own: &Path) -> Vec<Value> {
                 && path.file_name() != own.file_name()
         })
         .unwrap_or_else(|| panic!("no served session in {}", sessions.display()));
-    read_log(&path)
+    path
 }
 
 /// Reads the approvals endpoint from the run's first stderr line, then answers the asked
@@ -469,7 +469,8 @@ fn a_session_is_exported_as_genai_spans_and_metrics_over_otlp() {
     assert!(request["end"].as_u64() <= mcp["end"].as_u64());
     // The server received that span as `_meta.traceparent`: its log's turn names it as the
     // caller, and its spans continue the trace under it.
-    let served_events = served_log(dir.path(), Path::new(report["log"].as_str().unwrap()));
+    let served_path = served_log(dir.path(), Path::new(report["log"].as_str().unwrap()));
+    let served_events = read_log(&served_path);
     let callers: Vec<&Value> = served_events
         .iter()
         .filter(|event| event["kind"] == "turn/start")
@@ -495,6 +496,13 @@ fn a_session_is_exported_as_genai_spans_and_metrics_over_otlp() {
         .filter(|span| span["name"] == "execute_tool read")
         .collect();
     assert_eq!(served_read.len(), 1, "{served:#?}");
+    // A client's call asks no model: no `chat` span, live or replayed (the log marks it).
+    assert!(
+        served
+            .iter()
+            .all(|span| attr(span, "gen_ai.operation.name") != "chat"),
+        "{served:#?}"
+    );
 
     // The second batch: run_code, its program's two calls its children.
     assert_eq!(names(&children(batches[1])), ["execute_tool run_code"]);
@@ -580,6 +588,7 @@ fn a_session_is_exported_as_genai_spans_and_metrics_over_otlp() {
         Path::new(report["log"].as_str().unwrap()),
         &spans,
     );
+    the_replay_matches_the_live_export(&python, dir.path(), &served_path, &served);
 }
 
 /// `toolrail replay LOG --otlp --json` exporting to a receiver of its own: the spans it
@@ -632,8 +641,11 @@ fn shape(spans: &[Value]) -> Vec<(String, String)> {
         .iter()
         .map(|span| {
             let parent = span["parent_span_id"].as_str().unwrap();
+            // A served turn's parent is its caller's span, in another process.
             let parent = if parent.is_empty() {
                 ""
+            } else if span["name"] == "invoke_agent toolrail" {
+                names.get(parent).copied().unwrap_or("(remote)")
             } else {
                 names
                     .get(parent)
@@ -678,16 +690,23 @@ fn read_log(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// A valid tree: every parent present, one root per turn (its `invoke_agent` span), each
-/// turn's spans in its trace, ids unique, times inside the log's.
+/// A valid tree: every parent present, one root per turn (its `invoke_agent` span, whose
+/// parent is the remote caller's span a served turn recorded), each turn's spans in its
+/// trace, ids unique, times inside the log's.
 fn assert_valid_tree(spans: &[Value], log: &[Value]) {
     let turns = log
         .iter()
         .filter(|event| event["kind"] == "turn/start")
         .count();
+    let callers: Vec<&Value> = log
+        .iter()
+        .filter(|event| event["kind"] == "turn/start")
+        .filter_map(|event| event["data"]["caller"].get("span_id"))
+        .collect();
+    let remote = |parent: &Value| parent == "" || callers.contains(&parent);
     let roots: Vec<&Value> = spans
         .iter()
-        .filter(|span| span["parent_span_id"] == "")
+        .filter(|span| remote(&span["parent_span_id"]))
         .collect();
     assert_eq!(roots.len(), turns, "{spans:#?}");
     assert!(
@@ -704,7 +723,7 @@ fn assert_valid_tree(spans: &[Value], log: &[Value]) {
         assert_ne!(span["span_id"], "0000000000000000");
         assert_ne!(span["trace_id"], "00000000000000000000000000000000");
         let parent = span["parent_span_id"].as_str().unwrap();
-        if !parent.is_empty() {
+        if !remote(&span["parent_span_id"]) {
             let parent = by_id
                 .get(parent)
                 .unwrap_or_else(|| panic!("the parent of {span} is missing"));
@@ -758,7 +777,17 @@ fn the_replay_matches_the_live_export(python: &Path, cwd: &Path, log_path: &Path
         }
         assert_eq!(span["attributes"], attributes, "{}", span["name"]);
     }
-    assert!(recorded > 5, "the live log names its spans");
+    let traced = log
+        .iter()
+        .filter(|event| {
+            matches!(
+                event["kind"].as_str(),
+                Some("turn/start" | "tool/call" | "mcp/request")
+            )
+        })
+        .count();
+    assert!(traced > 1, "{log:#?}");
+    assert_eq!(recorded, traced, "the live log names every span it opened");
 }
 
 #[test]

@@ -47,6 +47,7 @@ async fn interrupted_write(
         user: vec![],
         trace: None,
         caller: None,
+        client: false,
     });
     b.sink
         .append(draft(None, turn), AppendUrgency::Durable)

@@ -179,6 +179,7 @@ mod tests {
                 user: vec![],
                 trace: None,
                 caller: None,
+                client: false,
             }),
         )];
         let mut push = |call_id: Option<&str>, data: EventData| {

@@ -389,6 +389,10 @@ pub struct TurnStart {
     /// the turn's trace continues the client's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<TraceRef>,
+    /// The turn is a client's call (`toolrail mcp serve`): its one step's message is the
+    /// client's, and no model is asked. Absent (false) for a model's turn and in older logs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client: bool,
 }
 
 /// Data of `step/start`.

@@ -20,7 +20,7 @@
 //!
 //! # tokio::runtime::Runtime::new()?.block_on(async {
 //! let log = MemorySink::new();
-//! let user = TurnStart { user: vec![ContentBlock::text("hello")], trace: None, caller: None };
+//! let user = TurnStart { user: vec![ContentBlock::text("hello")], trace: None, caller: None, client: false };
 //! let draft = EventDraft {
 //!     ts: Timestamp::now(),
 //!     turn: Some(TurnId(1)),

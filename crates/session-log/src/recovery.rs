@@ -127,7 +127,7 @@ impl RecoveryReport {
 /// };
 /// # tokio::runtime::Runtime::new()?.block_on(async {
 /// let log = MemorySink::new(); // a store's reopened log in real use
-/// let user = TurnStart { user: vec![ContentBlock::text("save both")], trace: None, caller: None };
+/// let user = TurnStart { user: vec![ContentBlock::text("save both")], trace: None, caller: None, client: false };
 /// let message = AssistantMessage {
 ///     blocks: vec![ask("c1"), ask("c2")],
 ///     stop_reason: StopReason::ToolCalls,
@@ -231,7 +231,7 @@ pub async fn recover(
 ///     expires_at: Some(Timestamp::from_millis(2_000)),
 /// };
 /// for event in [
-///     draft(None, EventData::TurnStart(TurnStart { user: Vec::new(), trace: None, caller: None })),
+///     draft(None, EventData::TurnStart(TurnStart { user: Vec::new(), trace: None, caller: None, client: false })),
 ///     draft(None, EventData::AssistantMessage(message)),
 ///     draft(Some("c1"), EventData::ApprovalAsked(asked)),
 /// ] {

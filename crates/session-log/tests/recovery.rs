@@ -65,6 +65,7 @@ impl Session {
                 user: vec![ContentBlock::text("go")],
                 trace: None,
                 caller: None,
+                client: false,
             }),
         );
         let blocks = calls
@@ -272,6 +273,7 @@ async fn a_turn_without_a_message_is_closed_and_a_closed_session_is_not() {
             user: vec![],
             trace: None,
             caller: None,
+            client: false,
         }),
     );
     let (report, appended) = session.recover(&[]).await;
@@ -415,6 +417,7 @@ async fn calls_of_a_cut_off_message_are_truncated_not_merely_unstarted() {
             user: vec![],
             trace: None,
             caller: None,
+            client: false,
         }),
     );
     let blocks = vec![AssistantBlock::ToolCall {

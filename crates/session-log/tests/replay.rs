@@ -56,6 +56,7 @@ fn session() -> Vec<Event> {
                 user: vec![ContentBlock::text("read a and b")],
                 trace: None,
                 caller: None,
+                client: false,
             }),
         ),
         (

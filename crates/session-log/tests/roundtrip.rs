@@ -216,13 +216,17 @@ fn event_data() -> impl Strategy<Value = EventData> {
         (
             blocks(),
             proptest::option::of(trace_ref()),
-            proptest::option::of(trace_ref())
+            proptest::option::of(trace_ref()),
+            any::<bool>()
         )
-            .prop_map(|(user, trace, caller)| EventData::TurnStart(TurnStart {
-                user,
-                trace,
-                caller
-            })),
+            .prop_map(
+                |(user, trace, caller, client)| EventData::TurnStart(TurnStart {
+                    user,
+                    trace,
+                    caller,
+                    client,
+                })
+            ),
         proptest::option::of(text()).prop_map(|model| EventData::StepStart(StepStart { model })),
         (
             proptest::collection::vec(assistant_block(), 0..3),
@@ -527,6 +531,7 @@ fn trace_refs_are_written_only_when_traced_and_older_lines_read() {
             user: Vec::new(),
             trace: None,
             caller: None,
+            client: false,
         })
     );
     assert_eq!(serde_json::to_string(&event).unwrap(), older);

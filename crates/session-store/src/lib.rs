@@ -28,7 +28,7 @@
 //!     meta: None,
 //! };
 //! let log = store.create(start)?;
-//! let user = TurnStart { user: vec![ContentBlock::text("hello")], trace: None, caller: None };
+//! let user = TurnStart { user: vec![ContentBlock::text("hello")], trace: None, caller: None, client: false };
 //! let draft = EventDraft {
 //!     ts: Timestamp::now(),
 //!     turn: Some(TurnId(1)),

@@ -54,6 +54,7 @@ async fn crash_child() {
                 user: vec![],
                 trace: None,
                 caller: None,
+                client: false,
             }),
         ),
         AppendUrgency::Durable,

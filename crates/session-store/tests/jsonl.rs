@@ -194,6 +194,7 @@ async fn a_whole_last_event_without_its_newline_is_kept_and_the_next_append_star
                 user: vec![],
                 trace: None,
                 caller: None,
+                client: false,
             }),
         ),
         at(None, EventData::AssistantMessage(message)),

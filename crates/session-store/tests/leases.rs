@@ -193,6 +193,7 @@ async fn a_takeover_recovers_the_dead_worker_s_call_as_outcome_unknown() {
                 user: Vec::new(),
                 trace: None,
                 caller: None,
+                client: false,
             }),
         ),
         (None, message),

@@ -41,6 +41,7 @@ fn turn_start() -> EventDraft {
         user: vec![ContentBlock::text("go")],
         trace: None,
         caller: None,
+        client: false,
     }))
 }
 

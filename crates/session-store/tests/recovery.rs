@@ -32,6 +32,7 @@ async fn a_crashed_jsonl_session_is_repaired_durably_once() {
                 user: vec![],
                 trace: None,
                 caller: None,
+                client: false,
             }),
         ),
         AppendUrgency::Durable,

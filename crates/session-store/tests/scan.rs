@@ -85,6 +85,7 @@ async fn what_this_build_writes_scans_as_it_reads_large_values_included() {
             user: vec![ContentBlock::text("with \"quotes\" and \\ and \n")],
             trace: None,
             caller: None,
+            client: false,
         }),
         EventData::StepStart(StepStart::default()),
         EventData::ToolStart(ToolStart {

@@ -166,6 +166,7 @@ async fn recovery_cases<S: SessionStore>(store: S) {
                 user: vec![],
                 trace: None,
                 caller: None,
+                client: false,
             }),
         ),
         add(

@@ -123,6 +123,7 @@ async fn a_resumed_session_keeps_plan_mode_and_goes_on_from_its_next_step() {
                     user: vec![ContentBlock::text("one")],
                     trace: None,
                     caller: None,
+                    client: false,
                 }),
             ),
             (
@@ -237,6 +238,7 @@ async fn died_asking(dir: &Path) {
                     user: vec![ContentBlock::text("one")],
                     trace: None,
                     caller: None,
+                    client: false,
                 }),
             ),
             (at, None, EventData::StepStart(StepStart::default())),

@@ -169,15 +169,6 @@ pub(crate) struct Tap {
     spans: Option<crate::telemetry::feed::SpanFeed>,
 }
 
-/// Who writes a turn's messages: the model, or a client calling a tool itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TurnSource {
-    /// A prompt: each step asks the model.
-    Model,
-    /// A client's call (`toolrail mcp serve`): no model is asked.
-    Client,
-}
-
 impl Tap {
     pub(super) fn new(inner: Arc<dyn SessionLog>) -> Self {
         Self {
@@ -204,18 +195,12 @@ impl Tap {
     }
 
     /// Starts a turn: what is kept is cleared; events go to `events`, if given.
-    pub(super) fn begin(&self, events: Option<UnboundedSender<AgentEvent>>, source: TurnSource) {
+    pub(super) fn begin(&self, events: Option<UnboundedSender<AgentEvent>>) {
         let mut turn = self.turn.lock();
         *turn = TurnState {
             events,
             ..TurnState::default()
         };
-        #[cfg(feature = "otlp")]
-        if let Some(spans) = &self.spans {
-            spans.begin(source);
-        }
-        #[cfg(not(feature = "otlp"))]
-        let _ = source;
     }
 
     /// Ends the turn: what it kept; no more events are sent.

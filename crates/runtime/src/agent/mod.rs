@@ -34,7 +34,6 @@ pub use stream::AgentStream;
 
 use crate::recovery::Recovery;
 use crate::store::Store;
-pub(crate) use events::TurnSource;
 use events::{Kept, Tap};
 
 /// An agent session.
@@ -347,11 +346,7 @@ impl Agent {
         let shared = Arc::clone(&self.shared);
         let token = cancel.clone();
         let task = tokio::spawn(async move {
-            let source = match &turn {
-                Turn::Model(_) => TurnSource::Model,
-                Turn::Client(..) => TurnSource::Client,
-            };
-            shared.tap.begin(events, source);
+            shared.tap.begin(events);
             let live = Some(Arc::clone(&shared.live));
             let ended = match turn {
                 Turn::Model(user) => turns.run_turn(user, token, live).await,

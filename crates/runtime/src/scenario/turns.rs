@@ -132,6 +132,7 @@ mod tests {
             user: vec![ContentBlock::text(user)],
             trace: None,
             caller: None,
+            client: false,
         }))
     }
 

@@ -19,17 +19,12 @@ use toolrail_session_log::{Event, EventData, EventDraft, TraceRef};
 
 use super::spans::{Resumption, SessionSpans};
 use super::{Counters, Telemetry};
-use crate::agent::TurnSource;
 
 /// What the session's telemetry thread is handed, in order.
 pub(super) enum Message {
     /// An event on its way to the log (or read back from it). `seq` numbers every event
     /// handed over, dropped ones too, so the thread sees a gap.
-    Event {
-        seq: u64,
-        source: TurnSource,
-        draft: EventDraft,
-    },
+    Event { seq: u64, draft: EventDraft },
     /// The session was reopened after an interruption.
     Resumed {
         resumption: Resumption,
@@ -81,7 +76,6 @@ pub(super) fn drain(feeds: &Feeds) {
 /// The ids the calling path hands out, and where it is in the session.
 struct Handing {
     next: u64,
-    source: TurnSource,
     /// The open turn's trace: its calls' spans are in it.
     turn: Option<[u8; 16]>,
 }
@@ -115,18 +109,12 @@ impl SpanFeed {
         Ok(Self {
             handing: Mutex::new(Handing {
                 next: 0,
-                source: TurnSource::Model,
                 turn: None,
             }),
             link: Some(link),
             thread: Some(thread),
             counters,
         })
-    }
-
-    /// The next turn is of this kind.
-    pub(crate) fn begin(&self, source: TurnSource) {
-        self.handing.lock().source = source;
     }
 
     /// A reopened session (`earlier` is its log): its next turn links to the turn the
@@ -157,10 +145,9 @@ impl SpanFeed {
     /// handed over, or dropped and counted when the thread is a whole queue behind.
     pub(crate) fn observe(&self, draft: &mut EventDraft) {
         let Some(link) = &self.link else { return };
-        let (seq, source) = self.handing.lock().hand(draft);
+        let seq = self.handing.lock().hand(draft);
         let message = Message::Event {
             seq,
-            source,
             draft: draft.clone(),
         };
         if link.sender.try_send(message).is_err()
@@ -175,18 +162,18 @@ impl SpanFeed {
     /// A recorded event, handed over whatever the wait (a replay drops nothing).
     pub(crate) fn observe_recorded(&self, mut draft: EventDraft) {
         let mut handing = self.handing.lock();
-        let (seq, source) = handing.hand(&mut draft);
+        let seq = handing.hand(&mut draft);
         if let Some(link) = &self.link {
             // The thread finds it at its next look, or is woken by the flush after it.
-            let _ = link.sender.send(Message::Event { seq, source, draft });
+            let _ = link.sender.send(Message::Event { seq, draft });
         }
     }
 }
 
 impl Handing {
     /// Gives a `turn/start` or a `tool/call` its span's ids (keeping those it was recorded
-    /// with): the event's number, and the kind of turn it is in.
-    fn hand(&mut self, draft: &mut EventDraft) -> (u64, TurnSource) {
+    /// with): the event's number.
+    fn hand(&mut self, draft: &mut EventDraft) -> u64 {
         if let EventData::TurnStart(start) = &mut draft.data {
             // A turn a traced client asked for continues the client's trace.
             let caller = start.caller.map(|caller| caller.trace_id);
@@ -210,7 +197,7 @@ impl Handing {
         }
         let seq = self.next;
         self.next += 1;
-        (seq, self.source)
+        seq
     }
 }
 
@@ -235,7 +222,7 @@ pub(super) fn make_spans(mut spans: SessionSpans, events: &Receiver<Message>, co
     let mut idle = 0;
     while let Some(message) = next(events, &mut idle) {
         match message {
-            Message::Event { seq, source, draft } => {
+            Message::Event { seq, draft } => {
                 if seq != expected {
                     spans.lost();
                     skipping = true;
@@ -246,7 +233,6 @@ pub(super) fn make_spans(mut spans: SessionSpans, events: &Receiver<Message>, co
                     continue;
                 }
                 skipping = false;
-                spans.begin(source);
                 spans.observe(&draft);
             }
             Message::Resumed { resumption, at } => spans.resumed(resumption, at),

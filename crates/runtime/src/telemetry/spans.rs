@@ -20,7 +20,6 @@ use toolrail_tools_core::registry::CallOrigin;
 
 use super::genai::{self, Capture, ChatSettings, Semconv, attr, name};
 use super::{Instruments, Telemetry};
-use crate::agent::TurnSource;
 
 struct Chat {
     span: Span,
@@ -114,7 +113,8 @@ pub(crate) struct SessionSpans {
     session: SessionId,
     settings: ChatSettings,
     registry: Registry,
-    source: TurnSource,
+    /// The open turn is a client's call (`turn/start.client`): no model is asked.
+    client_turn: bool,
     /// The interrupted turn a resumed session's next turn links to.
     link_next: Option<TraceRef>,
     /// The latest time an event was seen at: spans take the events' times, but the log's
@@ -161,7 +161,7 @@ impl SessionSpans {
             session,
             settings,
             registry,
-            source: TurnSource::Model,
+            client_turn: false,
             link_next: None,
             clock: SystemTime::UNIX_EPOCH,
             turn: None,
@@ -169,11 +169,6 @@ impl SessionSpans {
             batch: None,
             calls: HashMap::new(),
         }
-    }
-
-    /// The next turn is of this kind.
-    pub(crate) fn begin(&mut self, source: TurnSource) {
-        self.source = source;
     }
 
     /// A reopened session: its next turn links to the turn the interruption left open (its
@@ -244,10 +239,11 @@ impl SessionSpans {
         match &draft.data {
             EventData::TurnStart(start) => {
                 let turn = draft.turn.map(|turn| turn.0);
+                self.client_turn = start.client;
                 self.turn_started(turn, start.trace, start.caller, at);
             }
             EventData::StepStart(_) => {
-                if self.source == TurnSource::Model {
+                if !self.client_turn {
                     self.chat_started(draft.step.map(|step| step.0), at);
                 }
             }

@@ -424,7 +424,6 @@ async fn events_lost_cut_their_turn_short_and_the_next_turn_is_whole() {
         sender
             .send(feed::Message::Event {
                 seq: seq as u64,
-                source: crate::agent::TurnSource::Model,
                 draft,
             })
             .unwrap();

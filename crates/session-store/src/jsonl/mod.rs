@@ -44,7 +44,7 @@ use toolrail_session_log::{
 ///     turn: Some(TurnId(1)),
 ///     step: None,
 ///     call_id: None,
-///     data: EventData::TurnStart(TurnStart { user: vec![ContentBlock::text("hello")], trace: None, caller: None }),
+///     data: EventData::TurnStart(TurnStart { user: vec![ContentBlock::text("hello")], trace: None, caller: None, client: false }),
 /// };
 /// # tokio::runtime::Runtime::new()?.block_on(async {
 /// let dir = tempfile::tempdir()?;

@@ -107,7 +107,7 @@ impl<'a> Envelope<'a> {
 /// let start = SessionStart { format_version: 0, session_id: id.clone(), tools: vec![], meta: None };
 /// let log = store.create(start)?;
 /// for word in ["one", "two"] {
-///     let turn = TurnStart { user: vec![ContentBlock::text(word)], trace: None, caller: None };
+///     let turn = TurnStart { user: vec![ContentBlock::text(word)], trace: None, caller: None, client: false };
 ///     let draft = EventDraft {
 ///         ts: Timestamp::now(),
 ///         turn: Some(TurnId(1)),
