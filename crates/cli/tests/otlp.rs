@@ -154,15 +154,14 @@ fn write_servers(dir: &Path, port: u16) {
 /// The served session's log: the one in the workspace that is not the session's own.
 fn served_log(dir: &Path, own: &Path) -> PathBuf {
     let sessions = dir.join(".toolrail/sessions");
-    let path = std::fs::read_dir(&sessions)
+    std::fs::read_dir(&sessions)
         .unwrap_or_else(|error| panic!("{}: {error}", sessions.display()))
         .map(|entry| entry.unwrap().path())
         .find(|path| {
             path.extension().is_some_and(|ext| ext == "jsonl")
                 && path.file_name() != own.file_name()
         })
-        .unwrap_or_else(|| panic!("no served session in {}", sessions.display()));
-    path
+        .unwrap_or_else(|| panic!("no served session in {}", sessions.display()))
 }
 
 /// Reads the approvals endpoint from the run's first stderr line, then answers the asked
