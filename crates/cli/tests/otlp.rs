@@ -433,6 +433,10 @@ fn a_session_is_exported_as_genai_spans_and_metrics_over_otlp() {
     assert_eq!(attr(denied, "error.type"), "POLICY_DENIED");
     assert_eq!(denied["status"]["code"], 2, "STATUS_CODE_ERROR");
     assert_eq!(denied["events"][0]["name"], "toolrail.denied");
+    assert_eq!(
+        denied["events"][0]["attributes"]["toolrail.by"],
+        "permissions"
+    );
     assert_eq!(names(&children(denied)), ["toolrail.policy"]);
 
     // The MCP server's tool is an extension.

@@ -301,6 +301,11 @@ pub struct ToolErrorInfo {
     pub code: ErrorCode,
     /// What happened, for people and for the model.
     pub message: String,
+    /// What refused or failed the call, when a policy stage did: the guard or the hook by
+    /// its name (`GUARD_DENIED`, `POLICY_DENIED`, `HOOK_FAILED`). Absent otherwise, and in
+    /// older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A change to the world that a tool confirmed it made. Effects survive every later
@@ -529,6 +534,7 @@ impl<'de> Deserialize<'de> for ToolResultRecord {
             record.error = Some(ToolErrorInfo {
                 code: ErrorCode::ToolFailed,
                 message: record.text(),
+                by: None,
             });
         }
         Ok(record)
@@ -568,7 +574,11 @@ impl ToolResultRecord {
             value: None,
             details: None,
             effects: Vec::new(),
-            error: Some(ToolErrorInfo { code, message }),
+            error: Some(ToolErrorInfo {
+                code,
+                message,
+                by: None,
+            }),
             timing: Timing::default(),
             synthetic: false,
             concludes_turn: false,

@@ -82,7 +82,7 @@ fn result_record() -> impl Strategy<Value = ToolResultRecord> {
         proptest::option::of(json_value()),
         proptest::option::of(json_value()),
         proptest::collection::vec(effect(), 0..3),
-        proptest::option::of((code(), text())),
+        proptest::option::of((code(), text(), proptest::option::of(text()))),
         any::<[u32; 5]>(),
         any::<bool>(),
         proptest::collection::vec((0usize..4, block()), 0..2),
@@ -93,7 +93,7 @@ fn result_record() -> impl Strategy<Value = ToolResultRecord> {
                 value,
                 details: details.map(Details::from_value),
                 effects,
-                error: error.map(|(code, message)| ToolErrorInfo { code, message }),
+                error: error.map(|(code, message, by)| ToolErrorInfo { code, message, by }),
                 timing: Timing {
                     queued_us: t[0].into(),
                     policy_us: t[1].into(),

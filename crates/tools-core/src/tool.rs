@@ -210,6 +210,7 @@ impl ToolFailure {
         ToolErrorInfo {
             code: self.code.into(),
             message: self.message,
+            by: None,
         }
     }
 }

@@ -603,14 +603,17 @@ impl SessionSpans {
             .set_attributes(genai::tool_result_attributes(record, self.capture));
         if let Some(error) = &record.error {
             if genai::is_denial(record) {
-                call.span.add_event_with_timestamp(
-                    name::EVENT_DENIED,
-                    at,
-                    vec![KeyValue::new(
-                        attr::ERROR_TYPE,
-                        error.code.as_str().to_owned(),
-                    )],
-                );
+                let mut attributes = vec![KeyValue::new(
+                    attr::ERROR_TYPE,
+                    error.code.as_str().to_owned(),
+                )];
+                // The guard or hook that refused (a name from the configuration, never
+                // the call's arguments).
+                if let Some(by) = &error.by {
+                    attributes.push(KeyValue::new(attr::BY, by.clone()));
+                }
+                call.span
+                    .add_event_with_timestamp(name::EVENT_DENIED, at, attributes);
             }
             call.span
                 .set_status(Status::error(error.code.as_str().to_owned()));

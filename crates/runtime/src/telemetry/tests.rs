@@ -217,6 +217,13 @@ async fn a_refused_call_has_its_error_type_and_no_run_phase() {
     ));
     let events: Vec<&str> = refused.events.iter().map(|e| e.name.as_ref()).collect();
     assert_eq!(events, [name::EVENT_DENIED]);
+    // The rule was the permissions hook's: the event names it.
+    let by = refused.events[0]
+        .attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == "toolrail.by")
+        .map(|kv| kv.value.to_string());
+    assert_eq!(by.as_deref(), Some("permissions"));
     let phases = children(&spans, refused);
     assert!(
         phases.iter().all(|phase| phase == name::PHASE_POLICY),

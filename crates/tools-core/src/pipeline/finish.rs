@@ -16,7 +16,7 @@ use toolrail_session_log::{
 };
 
 use super::content_cap::{cap_content, cut_text};
-use super::prepare::{info, micros};
+use super::prepare::{info, info_by, micros};
 use super::{CommittedResult, Pipeline, PipelineError, SettledCall, Settlement};
 use crate::arguments::{ArgumentError, check_schema};
 use crate::context::CallIdentity;
@@ -354,10 +354,11 @@ impl Pipeline {
 }
 
 fn post_hook_failure(hook: &str, message: &str) -> ToolErrorInfo {
-    info(
+    info_by(
         ErrorCode::HookFailed,
         format!(
             "post-execute hook `{hook}` failed: {message}; the tool did run and its effects are recorded"
         ),
+        hook,
     )
 }

@@ -18,7 +18,7 @@ use toolrail_session_log::{
 };
 
 use super::prepare::AskedAgain;
-use super::prepare::{info, micros};
+use super::prepare::{info, info_by, micros};
 use super::{BatchControl, CallCore, Pipeline, PipelineError};
 use crate::approval::{ApprovalAnswer, ApprovalRequest};
 use crate::arguments::{ArgumentError, CallArgs, check_schema};
@@ -44,6 +44,11 @@ impl From<PipelineError> for Stop {
 /// A refusal with `code`.
 fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, Stop> {
     Err(Stop::Refused(info(code, message)))
+}
+
+/// As [`refuse`], naming the guard or hook that refused.
+fn refuse_by<T>(code: ErrorCode, message: impl Into<String>, by: &str) -> Result<T, Stop> {
+    Err(Stop::Refused(info_by(code, message, by)))
 }
 
 /// What asks for an approval, and under which "approve for session" key.
@@ -106,15 +111,17 @@ impl Pipeline {
         drop(chain);
         let state = trail.into_state();
         if let Some((hook, message)) = state.failure {
-            return refuse(
+            return refuse_by(
                 ErrorCode::HookFailed,
                 format!("pre-execute hook `{hook}` failed: {message}; the call was not run"),
+                &hook,
             );
         }
         if let Some((hook, reason)) = state.deny {
-            return refuse(
+            return refuse_by(
                 ErrorCode::PolicyDenied,
                 format!("{reason} (denied by `{hook}`)"),
+                &hook,
             );
         }
         if let Some((hook, rewritten, reason)) = state.rewrite {
@@ -185,18 +192,20 @@ impl Pipeline {
             match catch(|| guard.check(&view)) {
                 Ok(GuardVerdict::Abstain) => {}
                 Ok(GuardVerdict::Deny { reason }) => {
-                    return refuse(
+                    return refuse_by(
                         ErrorCode::GuardDenied,
                         format!("{reason} (denied by guard `{}`)", guard.name()),
+                        guard.name(),
                     );
                 }
                 Err(panic) => {
-                    return refuse(
+                    return refuse_by(
                         ErrorCode::HookFailed,
                         format!(
                             "guard `{}` panicked: {panic}; the call was not run",
                             guard.name()
                         ),
+                        guard.name(),
                     );
                 }
             }

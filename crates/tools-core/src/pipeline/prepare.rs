@@ -113,6 +113,7 @@ impl ReadyCall {
             ToolErrorInfo {
                 code: ErrorCode::NotExecuted,
                 message: reason.into(),
+                by: None,
             },
         )
     }
@@ -356,6 +357,19 @@ pub(super) fn info(code: ErrorCode, message: impl Into<String>) -> ToolErrorInfo
     ToolErrorInfo {
         code,
         message: message.into(),
+        by: None,
+    }
+}
+
+/// As [`info`], naming the guard or hook that refused or failed the call.
+pub(super) fn info_by(
+    code: ErrorCode,
+    message: impl Into<String>,
+    by: impl Into<String>,
+) -> ToolErrorInfo {
+    ToolErrorInfo {
+        by: Some(by.into()),
+        ..info(code, message)
     }
 }
 
