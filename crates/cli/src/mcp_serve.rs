@@ -115,6 +115,11 @@ async fn serve(
         }
     };
     drop(endpoint);
+    // The client left, and may follow with SIGTERM: the spans go out first, then the
+    // session's own MCP servers are stopped (which may take their grace).
+    if let Some(telemetry) = telemetry.cloned() {
+        let _ = tokio::task::spawn_blocking(move || telemetry.flush()).await;
+    }
     host.agent().shutdown().await;
     eprintln!("toolrail: the served calls are in session {session_id}; see them with `{replay}`");
     served

@@ -95,8 +95,6 @@ fn run_prompt(args: &RunArgs) -> Result<()> {
         let mut conversation =
             Conversation::start(config, approve, Console::new(mode), None).await?;
         let outcome = conversation.turn(prompt).await;
-        // Its MCP servers end the MCP way, so they can flush what they keep.
-        conversation.agent.shutdown().await;
         let agent = &conversation.agent;
         let events = agent.store().read(agent.session_id())?;
         if let Some(out) = &args.html {
@@ -127,6 +125,9 @@ fn run_prompt(args: &RunArgs) -> Result<()> {
                 println!("page: {}", out.display());
             }
         }
+        // Its MCP servers end the MCP way, so they can flush what they keep; the report is
+        // out already (stopping them writes nothing to the log).
+        conversation.agent.shutdown().await;
         outcome.result.map(|_| ()).map_err(anyhow::Error::new)
     })
 }

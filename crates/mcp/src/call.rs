@@ -20,7 +20,7 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::{Value, json};
 use toolrail_session_log::event::McpRequest;
-use toolrail_session_log::{AppendUrgency, TraceRef};
+use toolrail_session_log::{AppendUrgency, Timestamp, TraceRef};
 use toolrail_tools_core::{ToolContext, ToolFailure, ToolSpec, tool_code};
 
 use crate::server::Server;
@@ -72,6 +72,8 @@ pub(crate) async fn call(
     if let Some(span) = span {
         params.set_traceparent(&span.to_string());
     }
+    // The request's span starts as it is written, before the server can answer it.
+    let sending = Timestamp::now();
     let handle = peer
         .send_cancellable_request(
             ClientRequest::CallToolRequest(Request::new(params)),
@@ -91,7 +93,7 @@ pub(crate) async fn call(
             .unwrap_or_default(),
         trace: span,
     };
-    if let Err(error) = ctx.record(sent, AppendUrgency::Buffered).await {
+    if let Err(error) = ctx.record_at(sent, sending, AppendUrgency::Buffered).await {
         // The request is out: the call goes on, and its outcome is what the log must hold.
         tracing::warn!(server = %server.name, %error, "the MCP request was sent but not recorded");
     }
@@ -160,7 +162,7 @@ pub(crate) async fn call(
 }
 
 /// A request id as the server's log shows it: a number's digits, a string's text.
-fn request_id_text(id: &RequestId) -> String {
+pub(crate) fn request_id_text(id: &RequestId) -> String {
     match id {
         NumberOrString::Number(number) => number.to_string(),
         NumberOrString::String(text) => text.to_string(),

@@ -118,19 +118,22 @@ impl Spawned {
 
 impl Spawned {
     /// Waits up to `grace` for the server, whose stdin was closed, to end by itself; then
-    /// sends its group SIGTERM and waits up to `term` more. The caller kills what is left.
-    pub(crate) async fn end_gracefully(&mut self, grace: Duration, term: Duration) {
+    /// sends its group SIGTERM and waits up to `term` more. Whether it ended (and was
+    /// reaped); the caller kills what is left.
+    pub(crate) async fn end_gracefully(&mut self, grace: Duration, term: Duration) -> bool {
         if tokio::time::timeout(grace, self.process.wait())
             .await
             .is_ok()
         {
-            return;
+            return true;
         }
         match &self.process {
             Process::Tree { root } => root.terminate(),
             Process::Group { .. } => signal_group(self.pid, nix::sys::signal::Signal::SIGTERM),
         }
-        let _ = tokio::time::timeout(term, self.process.wait()).await;
+        tokio::time::timeout(term, self.process.wait())
+            .await
+            .is_ok()
     }
 }
 

@@ -226,6 +226,12 @@ pub(crate) struct Server {
     /// Ends the connection the way MCP asks of a stdio client: stdin closed, a grace to end
     /// by itself, then SIGTERM, then SIGKILL.
     closing: CancellationToken,
+    /// The connection is past its start (listed, subscribed): a stop is graceful from now
+    /// on; before, it ends the server at once.
+    serving: AtomicBool,
+    /// A stop is under way; `halted` fires once it is over, for a second caller to wait on.
+    stopping: AtomicBool,
+    halted: CancellationToken,
     settled: Notify,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     relisted: AtomicU64,
@@ -284,6 +290,9 @@ impl Server {
             stderr,
             stop: CancellationToken::new(),
             closing: CancellationToken::new(),
+            serving: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            halted: CancellationToken::new(),
             settled: Notify::new(),
             tasks: Mutex::new(Vec::new()),
             relisted: AtomicU64::new(0),
@@ -321,11 +330,18 @@ impl Server {
     async fn run(self: Arc<Self>) {
         let mut restarts = 0;
         loop {
+            if self.closing.is_cancelled() {
+                return;
+            }
             let began = tokio::time::Instant::now();
             let outcome = tokio::select! {
                 outcome = self.connect_and_serve() => outcome,
                 () = self.stop.cancelled() => return,
+                // A server still starting (spawned, shaking hands, listing) is ended at
+                // once: the connection is dropped, and its process group with it.
+                () = self.closing_before_serving() => return,
             };
+            self.serving.store(false, Ordering::Release);
             self.registry.remove_source(&self.source());
             *self.link.lock() = None;
             if self.stop.is_cancelled() || self.closing.is_cancelled() {
@@ -380,7 +396,7 @@ impl Server {
         let group = spawned.pid;
         // Whatever ends this connection — a failed handshake, a crash, a stop while it
         // starts — ends the server's whole process tree with it.
-        let _group = GroupGuard(group);
+        let mut guard = GroupGuard(group);
         let draining = spawned.stderr.take().map(|stderr| {
             let server = Arc::clone(self);
             let header = format!(
@@ -391,13 +407,20 @@ impl Server {
             tokio::spawn(async move { server.stderr.drain(stderr, &header).await })
         });
         let ended = self.serve(&mut spawned).await;
+        let mut gone = false;
         if self.closing.is_cancelled() {
             // Its grace was spent waiting for its stdout to end, which it does as it exits.
-            spawned
+            gone = spawned
                 .end_gracefully(Duration::from_millis(200), TERM_GRACE)
                 .await;
         }
-        kill_group(group);
+        if gone && spawned.contained {
+            // The tree ended whole with its root, which is reaped: its group id may be
+            // another's by now, so it is not signalled.
+            guard.0 = None;
+        } else {
+            kill_group(group);
+        }
         if let Some(mut draining) = draining {
             // What it wrote last, read before its words are quoted; a descendant holding
             // the pipe open (where no process tree could be made) does not hold the
@@ -466,18 +489,31 @@ impl Server {
             book: Arc::clone(&book),
             contained: spawned.contained,
         });
-        // On the stateless revision a server tells of changes only to a subscriber. The
-        // subscription is acknowledged before the list is read, so a change made once the
-        // server counts as running (by a call through it, say) is never told to no one.
-        let mut subscription = match service.peer_info() {
-            Some(info) if !info.protocol_version.has_initialize() => self.subscribe(&peer).await,
-            Some(_) | None => None,
-        };
         if let Err(why) = self
             .list_and_register(&peer, &book, &version, &protocol)
             .await
         {
             return why;
+        }
+        self.serving.store(true, Ordering::Release);
+        // On the stateless revision a server tells of changes only to a subscriber. The
+        // tools are offered first (a server slow to acknowledge holds no session up), and
+        // the list is read once more after the acknowledgment, so a change made between
+        // the two (by a call through it, say) is not lost.
+        let stateless = service
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize());
+        let mut subscription = if stateless {
+            tokio::select! {
+                subscription = self.subscribe(&peer) => subscription,
+                // The loop below sees the stop at once.
+                () = self.closing.cancelled() => None,
+            }
+        } else {
+            None
+        };
+        if subscription.is_some() {
+            changed.notify_one();
         }
         let waiting = service.waiting();
         tokio::pin!(waiting);
@@ -634,6 +670,11 @@ impl Server {
     /// Ends the server the MCP way — its stdin closed, time to end by itself, then SIGTERM,
     /// then SIGKILL — and waits for its task; a server still starting is ended at once.
     async fn stop(&self) {
+        if self.stopping.swap(true, Ordering::AcqRel) {
+            // Another caller is stopping it: its stop is this one's.
+            self.halted.cancelled().await;
+            return;
+        }
         self.closing.cancel();
         let tasks: Vec<_> = self.tasks.lock().drain(..).collect();
         let limit = EXIT_GRACE + TERM_GRACE + Duration::from_secs(1);
@@ -644,6 +685,16 @@ impl Server {
             }
         }
         self.end();
+        self.halted.cancel();
+    }
+
+    /// Fires when a graceful stop is asked for before the connection is serving; never
+    /// once it is (the serving loop then stops it gracefully).
+    async fn closing_before_serving(&self) {
+        self.closing.cancelled().await;
+        if self.serving.load(Ordering::Acquire) {
+            std::future::pending::<()>().await;
+        }
     }
 
     /// Ends the server without waiting (on drop).

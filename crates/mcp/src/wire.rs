@@ -192,7 +192,6 @@ enum Got {
     End,
 }
 
-/// The link to one server process, as the SDK's transport.
 /// Closes a [`Wire`]'s stdin (see [`Wire::stdin_closer`]).
 pub(crate) struct StdinCloser<W = ChildStdin>(Arc<tokio::sync::Mutex<Option<W>>>);
 
@@ -203,6 +202,7 @@ impl<W> StdinCloser<W> {
     }
 }
 
+/// The link to one server process, as the SDK's transport.
 pub(crate) struct Wire<R = ChildStdout, W = ChildStdin> {
     read: BufReader<R>,
     line: Vec<u8>,

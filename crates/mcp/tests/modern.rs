@@ -88,9 +88,22 @@ async fn a_stateless_server_s_list_change_reaches_the_registry() {
     servers.shutdown().await;
 }
 
+/// How `farewell` shuts its server down.
+#[derive(Clone, Copy)]
+enum Shutdown {
+    Once,
+    /// Two callers at once: the second waits for the first's graceful stop.
+    Twice,
+}
+
 /// Starts `tests/servers/farewell.py` writing to `marker`, waits for it to run, and shuts
 /// it down: how long the shutdown took.
-async fn farewell(python: &std::path::Path, marker: &std::path::Path, deaf: bool) -> Duration {
+async fn farewell(
+    python: &std::path::Path,
+    marker: &std::path::Path,
+    deaf: bool,
+    shutdown: Shutdown,
+) -> Duration {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/servers/farewell.py");
     let mut args = vec![json!(script), json!(marker)];
     if deaf {
@@ -109,7 +122,12 @@ async fn farewell(python: &std::path::Path, marker: &std::path::Path, deaf: bool
         servers.states()
     );
     let began = std::time::Instant::now();
-    servers.shutdown().await;
+    match shutdown {
+        Shutdown::Once => servers.shutdown().await,
+        Shutdown::Twice => {
+            tokio::join!(servers.shutdown(), servers.shutdown());
+        }
+    }
     began.elapsed()
 }
 
@@ -120,7 +138,7 @@ async fn a_server_ends_by_itself_when_its_stdin_closes() {
     };
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ended");
-    farewell(&python, &marker, false).await;
+    farewell(&python, &marker, false, Shutdown::Once).await;
     // Before, the server was killed at once and never wrote a word.
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "closed");
 }
@@ -132,8 +150,40 @@ async fn a_server_that_ignores_its_closed_stdin_is_sent_sigterm_then_ends() {
     };
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ended");
-    let took = farewell(&python, &marker, true).await;
+    let took = farewell(&python, &marker, true, Shutdown::Once).await;
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "terminated");
     // The grace, not the server's own 30 s: a deaf server holds nobody up.
     assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_shutdown_waits_for_the_first_instead_of_killing_the_server() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ended");
+    farewell(&python, &marker, true, Shutdown::Twice).await;
+    // The second caller did not cut the first's grace short with a SIGKILL.
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "terminated");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_still_starting_is_ended_at_once() {
+    // `sleep` never answers the handshake: it is spawned and waited for.
+    let config = McpConfig::from_json(
+        &json!({"mcpServers": {"mute": {"command": "sleep", "args": ["30"], "start": "lazy"}}})
+            .to_string(),
+        "test",
+    )
+    .unwrap();
+    let registry = RegistryBuilder::new().build().unwrap().0;
+    let servers = McpServers::start(&config, &registry).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(matches!(&servers.states()[0].1, ServerState::Starting));
+    let began = std::time::Instant::now();
+    servers.shutdown().await;
+    // Not the graceful stop's limit (4 s): nothing is served yet, so nothing waits.
+    let took = began.elapsed();
+    assert!(took < Duration::from_secs(2), "{took:?}");
 }

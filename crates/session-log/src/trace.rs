@@ -31,6 +31,17 @@ impl fmt::Display for TraceRef {
 }
 
 impl TraceRef {
+    /// Whether it can name a span: W3C forbids an all-zero trace id or span id.
+    ///
+    /// ```
+    /// use toolrail_session_log::TraceRef;
+    /// assert!(!TraceRef { trace_id: [0; 16], span_id: [1; 8] }.is_valid());
+    /// assert!(TraceRef { trace_id: [1; 16], span_id: [1; 8] }.is_valid());
+    /// ```
+    pub fn is_valid(&self) -> bool {
+        self.trace_id != [0; 16] && self.span_id != [0; 8]
+    }
+
     /// Reads a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), as a caller sends it in
     /// an MCP request's `_meta`. `None` for anything else: another version's layout, upper
     /// case, an all-zero id, a version `ff` — a malformed parent is ignored, as the W3C
@@ -64,7 +75,7 @@ impl TraceRef {
         }
         let trace_id = from_hex::<16, serde::de::value::Error>(trace).ok()?;
         let span_id = from_hex::<8, serde::de::value::Error>(span).ok()?;
-        (trace_id != [0; 16] && span_id != [0; 8]).then_some(Self { trace_id, span_id })
+        Some(Self { trace_id, span_id }).filter(Self::is_valid)
     }
 }
 

@@ -199,9 +199,32 @@ impl ToolContext {
         event: impl Into<ToolEvent>,
         urgency: AppendUrgency,
     ) -> Result<u64, RecordError> {
+        self.record_at(event, Timestamp::now(), urgency).await
+    }
+
+    /// As [`ToolContext::record`], stamped with the moment `at` the fact happened rather
+    /// than the moment it is recorded: a request is stamped when it was sent, though its id
+    /// is known only after.
+    ///
+    /// ```
+    /// # use toolrail_tools_core::ToolContext;
+    /// # use toolrail_tools_core::log::{AppendUrgency, Timestamp, event::FsObserved};
+    /// # async fn observe(ctx: &ToolContext) -> Result<(), toolrail_tools_core::context::RecordError> {
+    /// let read_at = Timestamp::now();
+    /// let seen = FsObserved { path: "/w/a".into(), digest: "sha256:…".into() };
+    /// ctx.record_at(seen, read_at, AppendUrgency::Buffered).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn record_at(
+        &self,
+        event: impl Into<ToolEvent>,
+        at: Timestamp,
+        urgency: AppendUrgency,
+    ) -> Result<u64, RecordError> {
         let data = EventData::from(event.into());
         let draft = EventDraft {
-            ts: Timestamp::now(),
+            ts: at,
             turn: self.identity.turn,
             step: self.identity.step,
             call_id: Some(self.identity.call_id.clone()),

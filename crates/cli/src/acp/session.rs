@@ -218,9 +218,7 @@ impl Sessions {
             .drain()
             .map(|(_, session)| session)
             .collect();
-        for session in &open {
-            session.agent.shutdown().await;
-        }
+        futures_util::future::join_all(open.iter().map(|session| session.agent.shutdown())).await;
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, RpcError> {

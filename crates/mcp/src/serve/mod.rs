@@ -190,7 +190,7 @@ impl McpServe {
             .unwrap_or_else(|| "an MCP client".to_owned());
         let call = HostedCall {
             client,
-            id: format!("mcp-{}", request_id_text(&context.id)),
+            id: format!("mcp-{}", crate::call::request_id_text(&context.id)),
             tool: request.name.to_string(),
             // The SDK moves a request's `_meta` into its context.
             caller: context
@@ -376,14 +376,6 @@ const QUESTION_KEY: &str = "toolrail_approval";
 /// A call's arguments as the host takes them: `{}` when the client sent none.
 fn arguments_of(arguments: Option<rmcp::model::JsonObject>) -> Value {
     arguments.map_or_else(|| Value::Object(Default::default()), Value::Object)
-}
-
-fn request_id_text(id: &rmcp::model::RequestId) -> String {
-    match serde_json::to_value(id) {
-        Ok(Value::String(text)) => text,
-        Ok(other) => other.to_string(),
-        Err(_) => "?".to_owned(),
-    }
 }
 
 impl ServerHandler for McpServe {

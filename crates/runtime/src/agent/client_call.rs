@@ -40,10 +40,11 @@ impl ClientCall {
 
     /// The client's span, from its request's W3C trace context (an MCP request's
     /// `_meta.traceparent`, read with [`TraceRef::from_traceparent`]): the turn is recorded
-    /// with it, and a traced session's spans continue the client's trace under it.
+    /// with it, and a traced session's spans continue the client's trace under it. One
+    /// with an all-zero id names no span and is ignored.
     #[must_use]
     pub fn with_caller(mut self, caller: Option<TraceRef>) -> Self {
-        self.caller = caller;
+        self.caller = caller.filter(TraceRef::is_valid);
         self
     }
 

@@ -176,7 +176,10 @@ impl Handing {
     fn hand(&mut self, draft: &mut EventDraft) -> u64 {
         if let EventData::TurnStart(start) = &mut draft.data {
             // A turn a traced client asked for continues the client's trace.
-            let caller = start.caller.map(|caller| caller.trace_id);
+            let caller = start
+                .caller
+                .filter(TraceRef::is_valid)
+                .map(|caller| caller.trace_id);
             let ids = *start.trace.get_or_insert_with(|| TraceRef {
                 trace_id: caller.unwrap_or_else(fresh_trace_id),
                 span_id: fresh_span_id(),

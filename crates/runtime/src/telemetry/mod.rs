@@ -225,9 +225,19 @@ impl Telemetry {
     }
 
     /// Makes the spans of every event handed over so far, then exports what is queued,
-    /// waiting for it (a replay keeps its queue short with it: a log's spans are made
-    /// faster than any collector takes them).
-    pub(crate) fn flush(&self) {
+    /// waiting for it (at most about the export timeout for a collector that does not
+    /// answer). A replay keeps its queue short with it (a log's spans are made faster than
+    /// any collector takes them); `toolrail mcp serve` sends its spans with it as soon as
+    /// its client leaves, before it stops its own MCP servers, since a client may follow
+    /// with SIGTERM. It blocks: call it off the async workers.
+    ///
+    /// ```no_run
+    /// # fn demo(telemetry: toolrail_runtime::telemetry::Telemetry) {
+    /// telemetry.flush();
+    /// assert_eq!(telemetry.report().dropped, 0);
+    /// # }
+    /// ```
+    pub fn flush(&self) {
         feed::drain(&self.feeds);
         // What a failed export lost is counted by the exporter.
         let _ = self.tracers.force_flush();

@@ -310,6 +310,10 @@ impl SessionSpans {
             }
             EventData::McpRequest(request) => {
                 if let Some(call) = call_id.and_then(|id| self.calls.get_mut(&id)) {
+                    // A call has one request; a second one recorded for it ends the first.
+                    if let Some(mut earlier) = call.mcp.take() {
+                        earlier.span.end_with_timestamp(at);
+                    }
                     let builder = self
                         .tracer
                         .span_builder(super::mcp::span_name(request))
@@ -415,9 +419,11 @@ impl SessionSpans {
         if let Some(interrupted) = self.link_next.take() {
             builder = builder.with_links(vec![Link::with_context(span_context_of(&interrupted))]);
         }
-        let parent = caller.map_or_else(Context::new, |caller| {
-            Context::new().with_remote_span_context(span_context_of(&caller))
-        });
+        let parent = caller
+            .filter(TraceRef::is_valid)
+            .map_or_else(Context::new, |caller| {
+                Context::new().with_remote_span_context(span_context_of(&caller))
+            });
         let span = super::replay::with_ids(recorded, || {
             self.tracer.build_with_context(builder, &parent)
         });
