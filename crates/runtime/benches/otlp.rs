@@ -3,6 +3,10 @@
 //! that is not there (a loopback port nothing listens on) or that accepts and never answers
 //! (a listener that never reads), measured side by side in one run. The bounded queue is
 //! what a dead collector may cost; the goal is ≤ 1.1× the turn without export.
+//!
+//! `--only none|refused|silent` runs that variant alone and prints no row: for counting
+//! instructions, `valgrind --tool=callgrind <bench binary> --quick --only silent` against
+//! `--only none` (the calling path is what differs outside `feed::make_spans`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::TcpListener;
@@ -95,7 +99,13 @@ fn exporting_to(port: u16) -> Telemetry {
 }
 
 fn main() {
-    let quick = std::env::args().any(|arg| arg == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|arg| arg == "--quick");
+    let only = args
+        .iter()
+        .position(|arg| arg == "--only")
+        .and_then(|at| args.get(at + 1))
+        .cloned();
     let reps = if quick { 5 } else { 31 };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -132,6 +142,9 @@ fn main() {
     // Interleaved, so the machine's noise falls on every variant alike; rep 0 warms up.
     for rep in 0..=reps {
         for (index, (name, telemetry)) in variants.iter().enumerate() {
+            if only.as_deref().is_some_and(|only| only != *name) {
+                continue;
+            }
             let (ns, ending) = turn(
                 &runtime,
                 &store,
@@ -144,6 +157,10 @@ fn main() {
                 endings[index].push(ending);
             }
         }
+    }
+    if let Some(only) = &only {
+        println!("{only}: {} turns run, no row printed", reps + 1);
+        return;
     }
     let [none, refused, silent] = samples.map(median);
     let endings = endings.map(median);

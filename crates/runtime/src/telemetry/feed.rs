@@ -15,7 +15,10 @@ use std::time::{Duration, SystemTime};
 use opentelemetry::trace::{SpanId, TraceId};
 use opentelemetry_sdk::trace::{IdGenerator as _, RandomIdGenerator};
 use parking_lot::Mutex;
+use toolrail_session_log::event::{AssistantBlock, AssistantMessage, ToolCall, TurnStart};
 use toolrail_session_log::{Event, EventData, EventDraft, TraceRef};
+
+use super::genai::Capture;
 
 use super::spans::{Resumption, SessionSpans};
 use super::{Counters, Telemetry};
@@ -84,6 +87,8 @@ struct Handing {
 /// when the session's telemetry ends (this is dropped).
 pub(crate) struct SpanFeed {
     handing: Mutex<Handing>,
+    /// Whether the spans carry argument text: without it a call's arguments are not copied.
+    capture: Capture,
     link: Option<Arc<Link>>,
     thread: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
@@ -107,6 +112,7 @@ impl SpanFeed {
         });
         telemetry.feeds.lock().push(Arc::downgrade(&link));
         Ok(Self {
+            capture: telemetry.capture,
             handing: Mutex::new(Handing {
                 next: 0,
                 turn: None,
@@ -148,7 +154,7 @@ impl SpanFeed {
         let seq = self.handing.lock().hand(draft);
         let message = Message::Event {
             seq,
-            draft: draft.clone(),
+            draft: for_spans(draft, self.capture),
         };
         if link.sender.try_send(message).is_err()
             && self.counters.events_dropped.fetch_add(1, Relaxed) == 0
@@ -214,6 +220,54 @@ impl Drop for SpanFeed {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+/// The copy of a live event the telemetry thread is handed: what its spans read, not the
+/// rest. A model's message keeps its stop reason and one of its calls (the spans ask
+/// whether it calls tools, not which: a burst of a thousand calls is not copied again), a
+/// turn's start its ids and not the user's words, and a call its arguments only when they
+/// are exported. A replay hands the whole recorded event; `crates/cli/tests/otlp.rs`
+/// checks that both make the same spans.
+fn for_spans(draft: &EventDraft, capture: Capture) -> EventDraft {
+    let data = if let EventData::AssistantMessage(message) = &draft.data {
+        EventData::AssistantMessage(AssistantMessage {
+            blocks: message
+                .blocks
+                .iter()
+                .find(|block| matches!(block, AssistantBlock::ToolCall { .. }))
+                .cloned()
+                .into_iter()
+                .collect(),
+            stop_reason: message.stop_reason.clone(),
+        })
+    } else if let EventData::TurnStart(start) = &draft.data {
+        EventData::TurnStart(TurnStart {
+            user: Vec::new(),
+            trace: start.trace,
+            caller: start.caller,
+            client: start.client,
+        })
+    } else if let EventData::ToolCall(call) = &draft.data
+        && capture == Capture::Off
+    {
+        EventData::ToolCall(ToolCall {
+            index: call.index,
+            name: call.name.clone(),
+            arguments_raw: String::new(),
+            source: call.source.clone(),
+            version: call.version.clone(),
+            trace: call.trace,
+        })
+    } else {
+        draft.data.clone()
+    };
+    EventDraft {
+        ts: draft.ts,
+        turn: draft.turn,
+        step: draft.step,
+        call_id: draft.call_id.clone(),
+        data,
     }
 }
 

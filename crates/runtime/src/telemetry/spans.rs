@@ -13,7 +13,7 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, Span};
-use toolrail_session_log::event::TurnEndKind;
+use toolrail_session_log::event::{AssistantBlock, TurnEndKind};
 use toolrail_session_log::{CallId, Event, EventData, EventDraft, SessionId, TraceRef};
 use toolrail_tools_core::Registry;
 use toolrail_tools_core::registry::CallOrigin;
@@ -253,7 +253,12 @@ impl SessionSpans {
                     chat.span
                         .set_attribute(genai::finish_reasons_attribute(&message.stop_reason));
                 }
-                if !message.tool_calls().is_empty() {
+                // Whether it calls tools, not which (`tool_calls` would also check its ids).
+                let calls = message
+                    .blocks
+                    .iter()
+                    .any(|block| matches!(block, AssistantBlock::ToolCall { .. }));
+                if calls {
                     self.batch_started(at);
                 }
             }
