@@ -96,14 +96,13 @@ enum Shutdown {
     Twice,
 }
 
-/// Starts `tests/servers/farewell.py` writing to `marker`, waits for it to run, and shuts
-/// it down: how long the shutdown took.
-async fn farewell(
-    python: &std::path::Path,
-    marker: &std::path::Path,
-    deaf: bool,
-    shutdown: Shutdown,
-) -> Duration {
+/// Starts `tests/servers/farewell.py`, waits for it to run, and shuts it down (skipped
+/// without the SDK): what the server wrote as it ended (nothing when it was killed), and
+/// how long the shutdown took.
+async fn farewell(deaf: bool, shutdown: Shutdown) -> Option<(String, Duration)> {
+    let python = python_or_skip()?;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ended");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/servers/farewell.py");
     let mut args = vec![json!(script), json!(marker)];
     if deaf {
@@ -128,44 +127,36 @@ async fn farewell(
             tokio::join!(servers.shutdown(), servers.shutdown());
         }
     }
-    began.elapsed()
+    let took = began.elapsed();
+    Some((std::fs::read_to_string(&marker).unwrap_or_default(), took))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_ends_by_itself_when_its_stdin_closes() {
-    let Some(python) = python_or_skip() else {
+    let Some((said, _)) = farewell(false, Shutdown::Once).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("ended");
-    farewell(&python, &marker, false, Shutdown::Once).await;
     // Before, the server was killed at once and never wrote a word.
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "closed");
+    assert_eq!(said, "closed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_ignores_its_closed_stdin_is_sent_sigterm_then_ends() {
-    let Some(python) = python_or_skip() else {
+    let Some((said, took)) = farewell(true, Shutdown::Once).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("ended");
-    let took = farewell(&python, &marker, true, Shutdown::Once).await;
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "terminated");
+    assert_eq!(said, "terminated");
     // The grace, not the server's own 30 s: a deaf server holds nobody up.
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_shutdown_waits_for_the_first_instead_of_killing_the_server() {
-    let Some(python) = python_or_skip() else {
+    let Some((said, _)) = farewell(true, Shutdown::Twice).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("ended");
-    farewell(&python, &marker, true, Shutdown::Twice).await;
     // The second caller did not cut the first's grace short with a SIGKILL.
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "terminated");
+    assert_eq!(said, "terminated");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
