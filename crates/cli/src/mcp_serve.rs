@@ -37,7 +37,11 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         _ => Answerer::Other(args.flags.approvals(false, &mut config)?),
     };
     let telemetry = open_telemetry(&config)?;
-    let served = runtime()?.block_on(serve(args.listen, config, answerer, telemetry.as_ref()));
+    let runtime = runtime()?;
+    let served = runtime.block_on(serve(args.listen, config, answerer, telemetry.as_ref()));
+    // Not waited for: a read of stdin still blocked in its pool thread (serving ended on a
+    // signal, with stdin open) would hold the process forever.
+    runtime.shutdown_background();
     // After the runtime: the exporter's last send blocks.
     if let Some(telemetry) = &telemetry {
         close_telemetry(telemetry);
@@ -93,18 +97,18 @@ async fn serve(
     if let Some(approvals) = asking {
         server = server.asking_through(approvals);
     }
+    // A client that started the server may end it with SIGTERM (after closing its stdin):
+    // serving ends as if it left, so calls commit, spans go out, and servers stop in turn.
+    let stop = stop_on_signals();
     let served = match listen {
         None => {
             eprintln!("toolrail: serving {tools} tools over MCP on stdio (session {session})");
-            server.serve_stdio().await.map_err(anyhow::Error::new)
+            server
+                .serve_stdio_until(stop)
+                .await
+                .map_err(anyhow::Error::new)
         }
         Some(address) => {
-            let stop = CancellationToken::new();
-            let on_signal = stop.clone();
-            tokio::spawn(async move {
-                let _ = tokio::signal::ctrl_c().await;
-                on_signal.cancel();
-            });
             serve_http(server, address, stop, |bound| {
                 eprintln!(
                     "toolrail: serving {tools} tools over MCP at http://{bound}/mcp (session {session}); Ctrl-C ends it"
@@ -123,4 +127,28 @@ async fn serve(
     host.agent().shutdown().await;
     eprintln!("toolrail: the served calls are in session {session_id}; see them with `{replay}`");
     served
+}
+
+/// A token that fires on SIGTERM or SIGINT (Ctrl-C). Without a handler for one, its
+/// default action ends the process at once, and nothing after serving would run.
+fn stop_on_signals() -> CancellationToken {
+    let stop = CancellationToken::new();
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut term) => {
+                    term.recv().await;
+                }
+                // No handler could be installed: SIGTERM keeps its default action.
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = term => {}
+        }
+        on_signal.cancel();
+    });
+    stop
 }

@@ -821,3 +821,72 @@ fn a_log_written_before_span_ids_replays_as_a_valid_tree() {
         assert_eq!(executed, calls, "{name}: one execute_tool span a call");
     }
 }
+
+#[test]
+fn mcp_serve_ended_by_sigterm_still_sends_its_spans() {
+    let Some(python) = receiver_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let out = dir.path().join("received.jsonl");
+    let (_receiver, port) = receiver(&python, &out);
+    let mut server = Command::new(env!("CARGO_BIN_EXE_toolrail"))
+        .current_dir(dir.path())
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{port}"),
+        )
+        .env("OTEL_SERVICE_NAME", "toolrail-sigterm")
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .args(["mcp", "serve", "--otlp", "--workspace"])
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "sigterm-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "read", "arguments": {"path": "a.txt"}}}),
+    ] {
+        std::io::Write::write_all(&mut stdin, format!("{message}\n").as_bytes()).unwrap();
+    }
+    // The call's answer; then, with stdin still open, the client's SIGTERM.
+    let mut line = String::new();
+    while stdout.read_line(&mut line).unwrap() > 0 {
+        if serde_json::from_str::<Value>(&line).is_ok_and(|answer| answer["id"] == 2) {
+            break;
+        }
+        line.clear();
+    }
+    assert!(line.contains("alpha"), "{line}");
+    let killed = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = server.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "mcp serve did not end after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(stdin);
+    // Ended by its handler, not by the signal's default action, and after its spans went out.
+    assert!(status.success(), "{status:?}");
+    let (spans, _) = received(&out);
+    assert!(
+        spans.iter().any(|span| span["service"] == "toolrail-sigterm"
+            && span["name"] == "execute_tool read"),
+        "{spans:#?}"
+    );
+}

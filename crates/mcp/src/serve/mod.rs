@@ -141,6 +141,25 @@ impl McpServe {
     /// Serves one client on stdin and stdout until it closes them, then waits (bounded)
     /// for the calls still running to commit their outcomes.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
+        self.serve_stdio_until(CancellationToken::new()).await
+    }
+
+    /// As [`McpServe::serve_stdio`], also ending when `stop` fires (a SIGTERM from the
+    /// client that started the server, say): the connection is closed, running calls are
+    /// cancelled and commit their honest outcomes (bounded), as when the client leaves.
+    ///
+    /// ```no_run
+    /// # async fn demo(server: toolrail_mcp::serve::McpServe) -> Result<(), Box<dyn std::error::Error>> {
+    /// let stop = tokio_util::sync::CancellationToken::new();
+    /// let on_term = stop.clone();
+    /// tokio::spawn(async move {
+    ///     let _ = tokio::signal::ctrl_c().await;
+    ///     on_term.cancel();
+    /// });
+    /// server.serve_stdio_until(stop).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn serve_stdio_until(self, stop: CancellationToken) -> Result<(), ServeError> {
         let transport = Stamping::new(
             rmcp::transport::async_rw::AsyncRwTransport::new_server(
                 tokio::io::stdin(),
@@ -150,11 +169,21 @@ impl McpServe {
         );
         let stopping = self.clone();
         let served = match rmcp::serve_server(self, transport).await {
-            Ok(running) => running
-                .waiting()
-                .await
-                .map(|_| ())
-                .map_err(|error| ServeError::Connection(error.to_string())),
+            Ok(running) => {
+                let closer = running.cancellation_token();
+                let waiting = running.waiting();
+                tokio::pin!(waiting);
+                let ended = tokio::select! {
+                    ended = &mut waiting => ended,
+                    () = stop.cancelled() => {
+                        closer.cancel();
+                        waiting.await
+                    }
+                };
+                ended
+                    .map(|_| ())
+                    .map_err(|error| ServeError::Connection(error.to_string()))
+            }
             Err(error) => Err(ServeError::Initialize(error.to_string())),
         };
         stopping.settle().await;
