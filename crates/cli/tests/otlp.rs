@@ -877,7 +877,10 @@ fn mcp_serve_ended_by_sigterm_still_sends_its_spans() {
         if let Some(status) = server.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "mcp serve did not end after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "mcp serve did not end after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     drop(stdin);
@@ -885,8 +888,9 @@ fn mcp_serve_ended_by_sigterm_still_sends_its_spans() {
     assert!(status.success(), "{status:?}");
     let (spans, _) = received(&out);
     assert!(
-        spans.iter().any(|span| span["service"] == "toolrail-sigterm"
-            && span["name"] == "execute_tool read"),
+        spans.iter().any(
+            |span| span["service"] == "toolrail-sigterm" && span["name"] == "execute_tool read"
+        ),
         "{spans:#?}"
     );
 }

@@ -13,7 +13,7 @@ use toolrail_tools_core::{
 
 use crate::config::Parallel;
 
-/// Where an MCP tool's calls go: its server's connection (`server.rs`), as a seam so the
+/// Where an MCP tool's calls go: its server's connection (`server/`), as a seam so the
 /// tool knows nothing of how servers are run.
 pub(crate) trait Remote: Send + Sync {
     /// Sends `tools/call` for `tool` with `args`; the server's answer, or why there is none.

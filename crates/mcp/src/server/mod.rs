@@ -5,16 +5,19 @@
 //! it crashes and withdrawn after its restarts run out, and ended — with everything it
 //! started — at shutdown. Its stderr is kept (`stderr.rs`).
 
-use std::path::PathBuf;
+mod listing;
+mod servers;
+mod stopping;
+
+pub use servers::{McpOptions, McpServers};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use rmcp::handler::client::progress::ProgressDispatcher;
-use rmcp::model::{
-    ProgressNotificationParam, ProtocolVersion, ServerNotification, SubscriptionFilter,
-};
+use rmcp::model::{ProgressNotificationParam, ProtocolVersion, ServerNotification};
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningServiceCancellationToken,
     Subscription,
@@ -25,12 +28,12 @@ use tokio_util::sync::CancellationToken;
 use toolrail_session_log::ToolSource;
 use toolrail_tools_core::{Registry, ToolContext, ToolFailure, ToolSpec};
 
-use crate::config::{McpConfig, ServerConfig, Start};
-use crate::naming;
+use crate::config::ServerConfig;
 use crate::process::{Spawned, kill_group};
 use crate::stderr::StderrLog;
-use crate::tool::{Listed, McpTool, Remote};
+use crate::tool::Remote;
 use crate::wire::{Book, SkippedTool, Wire};
+use stopping::GroupGuard;
 
 /// Where a server stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,120 +89,6 @@ const SETTLE: Duration = Duration::from_millis(50);
 /// The least time between two readings of a server's list: a server that floods
 /// notifications is read at most this often.
 const RELIST_SPACING: Duration = Duration::from_millis(250);
-
-/// What an embedder gives the servers of a session besides their configuration.
-#[derive(Clone, Debug, Default)]
-pub struct McpOptions {
-    /// Where each server's whole stderr is written (`<folder>/<server>.stderr.log`, one
-    /// header line per connection); without it only the last 8 KiB are kept, in memory.
-    pub stderr_dir: Option<PathBuf>,
-}
-
-/// Every configured server of a session.
-pub struct McpServers {
-    servers: Vec<Arc<Server>>,
-}
-
-impl McpServers {
-    /// Starts the configured servers against `registry`: the ones that start with the
-    /// session are waited for (each up to its startup timeout), the lazy ones connect in
-    /// the background. Their stderr is kept in memory only ([`McpServers::start_with`]
-    /// writes it to files too).
-    pub async fn start(config: &McpConfig, registry: &Registry) -> Self {
-        Self::start_with(config, registry, &McpOptions::default()).await
-    }
-
-    /// [`McpServers::start`] with the embedder's [`McpOptions`].
-    pub async fn start_with(config: &McpConfig, registry: &Registry, options: &McpOptions) -> Self {
-        let servers: Vec<Arc<Server>> = config
-            .servers
-            .iter()
-            .map(|(name, server)| {
-                let stderr = options
-                    .stderr_dir
-                    .as_ref()
-                    .map(|folder| folder.join(format!("{}.stderr.log", naming::file_name(name))));
-                Server::new(
-                    name.clone(),
-                    server.clone(),
-                    registry.clone(),
-                    StderrLog::new(stderr),
-                )
-            })
-            .collect();
-        let mut waiting = Vec::new();
-        for server in &servers {
-            if !server.config.enabled {
-                *server.state.lock() = ServerState::Disabled;
-                continue;
-            }
-            let running = Arc::clone(server);
-            let task = tokio::spawn(async move { running.run().await });
-            server.tasks.lock().push(task);
-            if server.config.start == Start::Session {
-                waiting.push(Arc::clone(server));
-            }
-        }
-        for server in waiting {
-            server.started().await;
-        }
-        Self { servers }
-    }
-
-    /// Each server's name and state, in name order.
-    pub fn states(&self) -> Vec<(String, ServerState)> {
-        self.servers
-            .iter()
-            .map(|server| (server.name.clone(), server.state.lock().clone()))
-            .collect()
-    }
-
-    /// The process id of a running server (the leader of its process group).
-    pub fn pid(&self, name: &str) -> Option<u32> {
-        self.find(name)?.link.lock().as_ref()?.group
-    }
-
-    /// How often a server's tool list was read again after it said the list changed.
-    pub fn relisted(&self, name: &str) -> u64 {
-        self.find(name)
-            .map_or(0, |server| server.relisted.load(Ordering::Relaxed))
-    }
-
-    /// The file a server's whole stderr is written to, when the options named a folder.
-    pub fn stderr_file(&self, name: &str) -> Option<PathBuf> {
-        self.find(name)?.stderr.file().map(PathBuf::from)
-    }
-
-    /// Whether a server runs as the root of a process tree that ends whole (its own PID
-    /// namespace), or only leads a process group (where namespaces cannot be made: a
-    /// descendant that calls `setsid` may then outlive it); `None` before it started.
-    pub fn contained(&self, name: &str) -> Option<bool> {
-        self.find(name)?
-            .link
-            .lock()
-            .as_ref()
-            .map(|link| link.contained)
-    }
-
-    fn find(&self, name: &str) -> Option<&Arc<Server>> {
-        self.servers.iter().find(|server| server.name == name)
-    }
-
-    /// Ends every server and its processes, together, the way MCP asks of a stdio client:
-    /// its stdin is closed, it has 2 s to end by itself (to flush what it keeps), then 1 s
-    /// after SIGTERM, then it is killed. Their tools leave the registry.
-    pub async fn shutdown(&self) {
-        futures_util::future::join_all(self.servers.iter().map(|server| server.stop())).await;
-    }
-}
-
-impl Drop for McpServers {
-    fn drop(&mut self) {
-        for server in &self.servers {
-            server.kill_now();
-        }
-    }
-}
 
 /// The live link to a running server.
 pub(crate) struct Link {
@@ -555,163 +444,6 @@ impl Server {
                 }
             }
         }
-    }
-
-    /// A subscription to the server's tool-list changes (`subscriptions/listen`), or `None`
-    /// (said once) when the server refuses or does not answer in time.
-    async fn subscribe(&self, peer: &Peer<RoleClient>) -> Option<Subscription> {
-        let filter = SubscriptionFilter::builder().tools_list_changed().build();
-        match tokio::time::timeout(self.config.startup_timeout(), peer.listen(filter)).await {
-            Ok(Ok(subscription)) => Some(subscription),
-            Ok(Err(error)) => {
-                tracing_note(
-                    &self.name,
-                    &format!(
-                        "no subscription to tool changes ({error}); its tools are listed once"
-                    ),
-                );
-                None
-            }
-            Err(_) => {
-                tracing_note(
-                    &self.name,
-                    "no answer to the subscription to tool changes; its tools are listed once",
-                );
-                None
-            }
-        }
-    }
-
-    /// Lists the server's tools and puts the offered ones in the registry in place of the
-    /// ones it had there; a tool that cannot be read or registered is skipped and named.
-    async fn list_and_register(
-        self: &Arc<Self>,
-        peer: &Peer<RoleClient>,
-        book: &Book,
-        version: &str,
-        protocol: &str,
-    ) -> Result<(), String> {
-        drop(book.take_skipped());
-        let tools = tokio::time::timeout(self.config.startup_timeout(), peer.list_all_tools())
-            .await
-            .map_err(|_| "listing its tools timed out".to_owned())?
-            .map_err(|error| format!("listing its tools failed: {error}"))?;
-        let mut skipped = book.take_skipped();
-        // Each offered tool with its registry name, worked out once.
-        let named: Vec<(String, Listed)> = tools
-            .iter()
-            .filter_map(|tool| serde_json::to_value(tool).ok())
-            .filter_map(|tool| Listed::from_wire(&tool))
-            .filter(|tool| self.config.offers(&tool.name))
-            .map(|tool| (naming::name_of(&self.name, &tool.name), tool))
-            .collect();
-        let server = Arc::clone(self);
-        let made = self.registry.replace_source(&self.source(), |_taken| {
-            named
-                .iter()
-                .map(|(name, tool)| {
-                    Arc::new(McpTool::new(
-                        name.clone(),
-                        tool,
-                        Arc::clone(&server) as Arc<dyn Remote>,
-                        version,
-                        server.config.parallel,
-                        server.config.trust_annotations,
-                    )) as Arc<dyn toolrail_tools_core::Tool>
-                })
-                .collect()
-        });
-        let registered = match made {
-            Ok((registered, refused)) => {
-                for warning in refused {
-                    let name = named
-                        .iter()
-                        .find(|(registered, _)| *registered == warning.name)
-                        .map_or_else(|| warning.name.clone(), |(_, tool)| tool.name.clone());
-                    skipped.push(SkippedTool {
-                        name,
-                        why: warning.message,
-                    });
-                }
-                registered
-            }
-            Err(error) => return Err(format!("its tools could not be registered: {error}")),
-        };
-        // Said once per change, not at every reading of the list.
-        let said = matches!(&*self.state.lock(), ServerState::Running { skipped: before, .. } if *before == skipped);
-        if !said {
-            for tool in &skipped {
-                tracing_note(
-                    &self.name,
-                    &format!("tool `{}` is not offered: {}", tool.name, tool.why),
-                );
-            }
-        }
-        self.set_state(ServerState::Running {
-            version: version.to_owned(),
-            protocol: protocol.to_owned(),
-            tools: registered,
-            skipped,
-        });
-        Ok(())
-    }
-
-    /// Ends the server: its connection, its process group, its tools (which hold the
-    /// server: leaving them would keep both alive, offered but dead). Its task ends too.
-    fn end(&self) {
-        self.stop.cancel();
-        if let Some(link) = self.link.lock().take() {
-            link.service.cancel();
-            kill_group(link.group);
-        }
-        self.registry.remove_source(&self.source());
-    }
-
-    /// Ends the server the MCP way — its stdin closed, time to end by itself, then SIGTERM,
-    /// then SIGKILL — and waits for its task; a server still starting is ended at once.
-    async fn stop(&self) {
-        if self.stopping.swap(true, Ordering::AcqRel) {
-            // Another caller is stopping it: its stop is this one's.
-            self.halted.cancelled().await;
-            return;
-        }
-        self.closing.cancel();
-        let tasks: Vec<_> = self.tasks.lock().drain(..).collect();
-        let limit = EXIT_GRACE + TERM_GRACE + Duration::from_secs(1);
-        for mut task in tasks {
-            if tokio::time::timeout(limit, &mut task).await.is_err() {
-                self.end();
-                let _ = task.await;
-            }
-        }
-        self.end();
-        self.halted.cancel();
-    }
-
-    /// Fires when a graceful stop is asked for before the connection is serving; never
-    /// once it is (the serving loop then stops it gracefully).
-    async fn closing_before_serving(&self) {
-        self.closing.cancelled().await;
-        if self.serving.load(Ordering::Acquire) {
-            std::future::pending::<()>().await;
-        }
-    }
-
-    /// Ends the server without waiting (on drop).
-    fn kill_now(&self) {
-        self.end();
-        for task in self.tasks.lock().drain(..) {
-            task.abort();
-        }
-    }
-}
-
-/// Kills a process group when dropped.
-struct GroupGuard(Option<u32>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        kill_group(self.0);
     }
 }
 
