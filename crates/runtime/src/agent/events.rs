@@ -252,9 +252,10 @@ impl Tap {
                     arguments: Arc::clone(arguments),
                 }
             }
-            LiveEvent::Started { call_id } => AgentEvent::CallStarted {
-                call_id: call_id.clone(),
-            },
+            // A launch is not a start: `CallStarted` comes from the call's `tool/start` as it
+            // is appended (below), so what a client is shown never runs ahead of the log —
+            // a cancel sent on it always finds the call started.
+            LiveEvent::Started { .. } => return,
             LiveEvent::Progress { call_id, data } => AgentEvent::CallProgress {
                 call_id: call_id.clone(),
                 data: data.clone(),
@@ -309,6 +310,13 @@ impl Tap {
         } else if let EventData::StepEnd(step) = &draft.data {
             turn.kept.usage.extend(step.usage.clone());
             None
+        } else if let EventData::ToolStart(_) = &draft.data {
+            // The host's calls: a program's calls are shown as part of its own.
+            draft
+                .call_id
+                .clone()
+                .filter(|id| listening && !id.is_code_sub_call())
+                .map(|call_id| AgentEvent::CallStarted { call_id })
         } else if let EventData::ApprovalAsked(asked) = &draft.data {
             listening.then(|| AgentEvent::ApprovalAsked {
                 call_id: call_id(),
