@@ -90,7 +90,8 @@ pub enum AgentEvent {
         /// `AllowedForSession` let the call go on.
         answer: ApprovalAnswer,
     },
-    /// The call's body started.
+    /// The call's body started: sent as its `tool/start` is appended to the log, so a
+    /// cancel that answers it finds the call started.
     CallStarted {
         /// The call whose body started.
         call_id: CallId,
