@@ -128,6 +128,11 @@ async fn farewell(deaf: bool, shutdown: Shutdown) -> Option<(String, Duration)> 
         }
     }
     let took = began.elapsed();
+    assert!(
+        matches!(&servers.states()[0].1, ServerState::Withdrawn { why } if why.contains("stopped")),
+        "{:?}",
+        servers.states()
+    );
     Some((std::fs::read_to_string(&marker).unwrap_or_default(), took))
 }
 

@@ -65,9 +65,11 @@ pub enum ServerState {
         /// that lasted a minute.
         restarts: u32,
     },
-    /// Its tools withdrawn: it could not be started, or crashed past its restarts.
+    /// Its tools withdrawn: it could not be started, crashed past its restarts, or was
+    /// stopped ([`McpServers::shutdown`]).
     Withdrawn {
-        /// How the last connection failed or ended, and after how many restarts.
+        /// How the last connection failed or ended, and after how many restarts; or that
+        /// it was stopped.
         why: String,
     },
 }

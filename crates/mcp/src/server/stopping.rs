@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{EXIT_GRACE, Server, TERM_GRACE};
+use super::{EXIT_GRACE, Server, ServerState, TERM_GRACE};
 use crate::process::kill_group;
 
 impl Server {
@@ -38,6 +38,17 @@ impl Server {
             }
         }
         self.end();
+        // A server whose state is read after the stop does not look running; one that was
+        // disabled or withdrawn keeps saying why.
+        let live = matches!(
+            *self.state.lock(),
+            ServerState::Starting | ServerState::Running { .. } | ServerState::Restarting { .. }
+        );
+        if live {
+            self.set_state(ServerState::Withdrawn {
+                why: "stopped: its session ended".to_owned(),
+            });
+        }
         self.halted.cancel();
     }
 
