@@ -262,6 +262,7 @@ impl PipelineResumer {
         let pending = PendingAsk {
             asked_at: call.asked_at,
             expires_at: call.asked.expires_at,
+            trace: call.trace,
         };
         // The tools as they are now: a tool gone since is `UNKNOWN_TOOL`, never run.
         let tools = self.registry.snapshot();

@@ -321,6 +321,16 @@ async fn recover_inner(
                 _ => None,
             };
             if let Some((asked, asked_at)) = pending {
+                // The span the call opened when it was recorded, so it keeps it.
+                let trace = since.iter().find_map(|event| {
+                    if let EventData::ToolCall(recorded) = &event.data
+                        && event.call_id.as_ref() == Some(&call.call_id)
+                    {
+                        recorded.trace
+                    } else {
+                        None
+                    }
+                });
                 let pending = PendingApproval {
                     call_id: &call.call_id,
                     index: call.index,
@@ -330,6 +340,7 @@ async fn recover_inner(
                     step: batch.step,
                     asked,
                     asked_at,
+                    trace,
                 };
                 let (resumption, code) = match approvals {
                     Some(approvals) => approvals.resume(&pending).await?,

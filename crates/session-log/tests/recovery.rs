@@ -650,3 +650,45 @@ async fn an_answered_or_started_call_is_no_pending_approval() {
         pairs(&[("c1", "TOOL_NOT_STARTED"), ("c2", "TOOL_OUTCOME_UNKNOWN")])
     );
 }
+
+/// Records the span each pending call it is handed carries, and answers nothing (as no one
+/// to ask would).
+struct SpanWitness(std::sync::Mutex<Vec<Option<TraceRef>>>);
+
+impl ApprovalResumer for SpanWitness {
+    fn resume<'a>(
+        &'a self,
+        call: &'a PendingApproval<'a>,
+    ) -> BoxFuture<'a, Result<(ApprovalResumption, Option<ErrorCode>), SinkError>> {
+        self.0.lock().unwrap().push(call.trace);
+        Box::pin(async { Ok((ApprovalResumption::NoOneToAsk, None)) })
+    }
+}
+
+#[tokio::test]
+async fn a_call_asked_again_keeps_the_span_its_tool_call_recorded() {
+    let session = Session::new(&[]);
+    session.turn(1, &[("c1", "write")]);
+    let span = TraceRef {
+        trace_id: [7; 16],
+        span_id: [9; 8],
+    };
+    session.add(
+        Some(1),
+        Some("c1"),
+        EventData::ToolCall(ToolCall {
+            index: 0,
+            name: "write".to_owned(),
+            arguments_raw: "{}".to_owned(),
+            source: None,
+            version: None,
+            trace: Some(span),
+        }),
+    );
+    session.ask(1, "c1", None);
+    let witness = SpanWitness(std::sync::Mutex::new(Vec::new()));
+    recover_asking_again(&session.sink.events(), 0, &[], &witness, &session.sink)
+        .await
+        .unwrap();
+    assert_eq!(*witness.0.lock().unwrap(), [Some(span)]);
+}

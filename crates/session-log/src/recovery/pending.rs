@@ -11,6 +11,7 @@ use crate::ids::{CallId, StepId, TurnId};
 use crate::result::{ErrorCode, ToolResultRecord};
 use crate::sink::{BoxFuture, SessionLog, SinkError};
 use crate::time::Timestamp;
+use crate::trace::TraceRef;
 
 /// A call of the open turn's last assistant message that was waiting for an approval when
 /// the session stopped.
@@ -32,6 +33,8 @@ pub struct PendingApproval<'a> {
     pub asked: &'a ApprovalAsked,
     /// When it was last asked.
     pub asked_at: Timestamp,
+    /// The span its `tool/call` recorded, when the session was traced.
+    pub trace: Option<TraceRef>,
 }
 
 impl PendingApproval<'_> {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolrail_session_log::{
-    AppendUrgency, ErrorCode, EventData, Timestamp, ToolErrorInfo,
+    AppendUrgency, ErrorCode, EventData, Timestamp, ToolErrorInfo, TraceRef,
     event::{ApprovalAnswer, ToolCall},
     message_calls::repeated_call_id_refusal,
     recovery::ApprovalResumption,
@@ -37,7 +37,8 @@ enum Parsing {
 #[derive(Clone, Copy)]
 enum Recording {
     Append,
-    AlreadyRecorded,
+    /// Recorded before (a pending approval asked again), with the span it opened then.
+    AlreadyRecorded(Option<TraceRef>),
 }
 
 /// The arguments of a call refused before they were parsed.
@@ -52,6 +53,10 @@ pub struct PendingAsk {
     /// Its recorded deadline; `None` (none was recorded): the pipeline's approval timeout,
     /// counted from now.
     pub expires_at: Option<Timestamp>,
+    /// The span its `tool/call` recorded, when the session was traced: the call keeps it
+    /// ([`ToolContext::trace`](crate::ToolContext::trace)), so what it passes on joins the
+    /// trace it began in.
+    pub trace: Option<TraceRef>,
 }
 
 /// A question asked again by [`Pipeline::prepare_pending`]: the deadline it keeps, and the
@@ -176,6 +181,7 @@ impl Pipeline {
     /// let pending = PendingAsk {
     ///     asked_at: Timestamp::from_millis(now - 60_000),
     ///     expires_at: Some(Timestamp::from_millis(now - 30_000)),
+    ///     trace: None,
     /// };
     /// let request = CallRequest::new("c1", 0, "deploy", "{}");
     /// let (prepared, what) = pipeline
@@ -203,7 +209,7 @@ impl Pipeline {
                 request,
                 control.cancel.clone(),
                 Parsing::Parse,
-                Recording::AlreadyRecorded,
+                Recording::AlreadyRecorded(pending.trace),
             )
             .await?;
         let now = Timestamp::now();
@@ -303,10 +309,10 @@ impl Pipeline {
                 .map(|entry| Arc::clone(entry.spec().shared_version())),
         });
         // A call recorded here opens a span when the log is traced; one recorded before
-        // (a pending approval asked again) keeps the span it was recorded with, unknown here.
+        // (a pending approval asked again) keeps the span it was recorded with.
         let trace = match recording {
             Recording::Append => self.sink.next_call_span(),
-            Recording::AlreadyRecorded => None,
+            Recording::AlreadyRecorded(trace) => trace,
         };
         let call = ToolCall {
             index: identity.index,
@@ -330,7 +336,7 @@ impl Pipeline {
                 )
                 .await?;
             }
-            Recording::AlreadyRecorded => {}
+            Recording::AlreadyRecorded(_) => {}
         }
         let core = CallCore {
             identity,
