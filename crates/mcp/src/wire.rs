@@ -495,7 +495,7 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        drop(self.write.lock().await.take());
+        self.stdin_closer().close().await;
         Ok(())
     }
 }

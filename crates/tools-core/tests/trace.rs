@@ -56,6 +56,17 @@ impl TypedTool for Witness {
     }
 }
 
+/// A registry of one [`Witness`], and the witness.
+fn witnessed() -> (Witness, Registry) {
+    let witness = Witness::default();
+    let registry = RegistryBuilder::new()
+        .builtin(Typed::new(witness.clone()))
+        .build()
+        .unwrap()
+        .0;
+    (witness, registry)
+}
+
 fn span(byte: u8) -> TraceRef {
     TraceRef {
         trace_id: [byte; 16],
@@ -65,12 +76,7 @@ fn span(byte: u8) -> TraceRef {
 
 #[tokio::test]
 async fn a_traced_call_records_its_span_and_its_tool_is_handed_the_same() {
-    let witness = Witness::default();
-    let registry = RegistryBuilder::new()
-        .builtin(Typed::new(witness.clone()))
-        .build()
-        .unwrap()
-        .0;
+    let (witness, registry) = witnessed();
     let log = Arc::new(Traced {
         log: MemorySink::new(),
         span: span(3),
@@ -100,12 +106,7 @@ async fn a_traced_call_records_its_span_and_its_tool_is_handed_the_same() {
 
 #[tokio::test]
 async fn a_call_asked_again_after_a_restart_keeps_its_recorded_span() {
-    let witness = Witness::default();
-    let registry = RegistryBuilder::new()
-        .builtin(Typed::new(witness.clone()))
-        .build()
-        .unwrap()
-        .0;
+    let (witness, registry) = witnessed();
     // The session now traces with another span: the call keeps the one it was recorded with.
     let log = Arc::new(Traced {
         log: MemorySink::new(),

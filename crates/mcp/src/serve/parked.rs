@@ -111,8 +111,6 @@ impl ParkedCalls {
 /// when the system has no randomness to give (then no question is parked: no yes).
 pub(crate) fn fresh_handle() -> Option<String> {
     let mut bytes = [0_u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut random| std::io::Read::read_exact(&mut random, &mut bytes))
-        .ok()?;
+    getrandom::fill(&mut bytes).ok()?;
     Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
 }

@@ -199,15 +199,13 @@ pub(crate) async fn assemble(
         loop_config.presentation = Some(code.presentation());
         code.attach(Arc::clone(&pipeline), registry.clone(), tap.clone());
     }
-    let mut keep: Vec<Box<dyn std::any::Any + Send + Sync>> = Vec::new();
     let mcp_stderr = session_folder(store.folder().as_deref(), &roots)
         .join("mcp")
         .join(source.id().as_str());
-    let mut stops: Vec<super::Stop> = Vec::new();
-    if let Some((servers, stop)) = start_mcp(mcp, &registry, mcp_stderr).await {
-        keep.push(servers);
-        stops.push(stop);
-    }
+    let stops: Vec<super::Stop> = start_mcp(mcp, &registry, mcp_stderr)
+        .await
+        .into_iter()
+        .collect();
     let scheduler_config = SchedulerConfig {
         stop_batch_on_reject: config.limits.stop_batch_on_reject,
         ..SchedulerConfig::default()
@@ -263,7 +261,7 @@ pub(crate) async fn assemble(
             cancel: parking_lot::Mutex::new(CancellationToken::new()),
             steering,
             registry,
-            _keep: parking_lot::Mutex::new(keep),
+            _keep: parking_lot::Mutex::new(Vec::new()),
             stops: parking_lot::Mutex::new(stops),
         }),
     };
@@ -1065,25 +1063,24 @@ fn mcp_config(config: &SessionConfig) -> Result<Option<()>, BuildError> {
 }
 
 /// Starts the servers; their tools join the registry as they are listed. Each server's
-/// stderr is written whole to `stderr_dir` (the session folder's `mcp/<session>`). Kept for
-/// the session's life (dropped, they are killed), with the way to stop them gracefully.
+/// stderr is written whole to `stderr_dir` (the session folder's `mcp/<session>`). The way
+/// to stop them gracefully holds them: kept for the session's life, and dropped with it,
+/// which kills them.
 #[cfg(feature = "mcp")]
 async fn start_mcp(
     config: Option<toolrail_mcp::McpConfig>,
     registry: &Registry,
     stderr_dir: PathBuf,
-) -> Option<(Box<dyn std::any::Any + Send + Sync>, super::Stop)> {
+) -> Option<super::Stop> {
     let config = config?;
     let options = toolrail_mcp::McpOptions {
         stderr_dir: Some(stderr_dir),
     };
     let servers = Arc::new(toolrail_mcp::McpServers::start_with(&config, registry, &options).await);
-    let stopping = Arc::clone(&servers);
-    let stop: super::Stop = Box::new(move || {
-        let servers = Arc::clone(&stopping);
+    Some(Box::new(move || {
+        let servers = Arc::clone(&servers);
         Box::pin(async move { servers.shutdown().await })
-    });
-    Some((Box::new(servers), stop))
+    }))
 }
 
 #[cfg(not(feature = "mcp"))]
@@ -1091,7 +1088,7 @@ async fn start_mcp(
     _config: Option<()>,
     _registry: &Registry,
     _stderr_dir: PathBuf,
-) -> Option<(Box<dyn std::any::Any + Send + Sync>, super::Stop)> {
+) -> Option<super::Stop> {
     None
 }
 

@@ -68,13 +68,14 @@ struct Shared {
     cancel: Mutex<CancellationToken>,
     steering: Steering,
     registry: Registry,
-    /// Whatever must live as long as the session (MCP servers and their processes).
+    /// Whatever must live as long as the session (a lease held for it).
     _keep: Mutex<Vec<Box<dyn std::any::Any + Send + Sync>>>,
-    /// How the session's helpers are stopped gracefully ([`Agent::shutdown`]).
+    /// How the session's helpers are stopped gracefully ([`Agent::shutdown`]); each holds
+    /// its helper, which lives as long as the session (its MCP servers and their processes).
     stops: Mutex<Vec<Stop>>,
 }
 
-/// Stops one of the session's helpers gracefully (its MCP servers).
+/// Stops one of the session's helpers gracefully (its MCP servers), and holds it.
 pub(crate) type Stop = Box<dyn Fn() -> toolrail_session_log::BoxFuture<'static, ()> + Send + Sync>;
 
 impl std::fmt::Debug for Agent {
@@ -307,7 +308,7 @@ impl Agent {
     /// # Ok(()) }
     /// ```
     pub fn stream_call(&self, call: ClientCall) -> AgentStream {
-        self.stream_turn(Turn::Client(call.user(), call.message(), call.caller()))
+        self.stream_turn(Turn::Client(call))
     }
 
     /// Starts `turn` with its events sent to the returned stream.
@@ -350,9 +351,9 @@ impl Agent {
             let live = Some(Arc::clone(&shared.live));
             let ended = match turn {
                 Turn::Model(user) => turns.run_turn(user, token, live).await,
-                Turn::Client(user, message, caller) => {
+                Turn::Client(call) => {
                     turns
-                        .run_client_turn(user, message, caller, token, live)
+                        .run_client_turn(call.user(), call.message(), call.caller(), token, live)
                         .await
                 }
             };
@@ -367,11 +368,7 @@ impl Agent {
 /// What a turn starts from: the user's words for the model, or a client's call.
 enum Turn {
     Model(Vec<ContentBlock>),
-    Client(
-        Vec<ContentBlock>,
-        AssistantMessage,
-        Option<toolrail_session_log::TraceRef>,
-    ),
+    Client(ClientCall),
 }
 
 /// A turn running on its task; dropping it before the end cancels the turn.

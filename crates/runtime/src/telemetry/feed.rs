@@ -140,11 +140,7 @@ impl SpanFeed {
     /// outside a turn is a trace of its own).
     pub(crate) fn call_span(&self) -> Option<TraceRef> {
         self.link.as_ref()?;
-        let trace_id = self.handing.lock().turn.unwrap_or_else(fresh_trace_id);
-        Some(TraceRef {
-            trace_id,
-            span_id: fresh_span_id(),
-        })
+        Some(self.handing.lock().call_ids())
     }
 
     /// A live event on its way to the store: its ids are written into it, and a copy is
@@ -177,6 +173,15 @@ impl SpanFeed {
 }
 
 impl Handing {
+    /// The ids of a call's span: in the open turn's trace (a call outside a turn, one a
+    /// reopened session asks again, is a trace of its own).
+    fn call_ids(&self) -> TraceRef {
+        TraceRef {
+            trace_id: self.turn.unwrap_or_else(fresh_trace_id),
+            span_id: fresh_span_id(),
+        }
+    }
+
     /// Gives a `turn/start` or a `tool/call` its span's ids (keeping those it was recorded
     /// with): the event's number.
     fn hand(&mut self, draft: &mut EventDraft) -> u64 {
@@ -194,13 +199,9 @@ impl Handing {
         } else if let EventData::ToolCall(call) = &mut draft.data
             && draft.call_id.is_some()
         {
-            // A call outside a turn (one a reopened session asks again) is a trace of its
-            // own.
-            let trace_id = self.turn.unwrap_or_else(fresh_trace_id);
-            call.trace.get_or_insert_with(|| TraceRef {
-                trace_id,
-                span_id: fresh_span_id(),
-            });
+            if call.trace.is_none() {
+                call.trace = Some(self.call_ids());
+            }
         } else if let EventData::TurnEnd(_) = &draft.data {
             self.turn = None;
         }
